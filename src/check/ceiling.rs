@@ -1,0 +1,229 @@
+//! `ceiling`: the aggregate rate ceiling, over every window length.
+//!
+//! A 1 s window is not enough: four limiters' 40 requests at 50/s fit inside one second (bound
+//! 51) yet overshoot 4x over 0.2 s. So the check is conformance to GCRA(interval, tolerance),
+//! in one streaming pass, reported as `burst_needed`: the smallest burst the sequence needs
+//! (1 = perfectly paced; see [`crate::pacer::BurstMeter`] for the exact formula and its window
+//! form). The interval of each request is the base interval times the backoff multiplier in
+//! force for it (the multiplier of the grant that authorised it, or its process's own).
+//!
+//! Two sequences are measured:
+//! - **arrivals** at the destination: what the destination feels, and the verdict (`ceiling`);
+//! - **slots** the pacer granted, mapped to reference time (`grant time + slot - now`):
+//!   `slot_ceiling`. They differ: a slot granted "now" by an idle pacer starts late by the
+//!   reply's latency and can bunch with the next, on-time slot; arrivals also carry the
+//!   network's jitter.
+//!
+//! The largest count in any 1 s window `[t, t + 1 s)` of arrivals is reported against
+//! `rate + 1` too, since people read that figure; it is not the verdict.
+
+use crate::check::{Checker, Verdict};
+use crate::pacer::BurstMeter;
+use crate::time::Nanos;
+use crate::trace::{Event, Header, Sink};
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// The largest count in a sliding window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MaxWindow {
+    /// Window length, seconds.
+    pub window_s: f64,
+    /// Largest number of arrivals in any window `[t, t + window)`.
+    pub count: u64,
+    /// `rate * window + 1`, the most a paced sequence can put in such a window.
+    pub bound: u64,
+    /// Start of the first window reaching `count`, seconds.
+    pub at_s: f64,
+}
+
+/// The ceiling checker.
+#[derive(Debug)]
+pub struct Ceiling {
+    interval: Nanos,
+    burst: u64,
+    rate: f64,
+    // pid -> multiplier in force for that process's next request
+    multiplier: Vec<f64>,
+    arrivals: BurstMeter,
+    arrival_pids: Vec<(usize, u32)>,
+    slots: BurstMeter,
+    // invariant: granted slots not yet released to `slots`, as (reference time, multiplier bits).
+    pending_slots: BinaryHeap<Reverse<(u64, u64)>>,
+    window: Nanos,
+    recent: VecDeque<u64>,
+    max_window: MaxWindow,
+}
+
+impl Ceiling {
+    /// A ceiling checker for the trace this header introduces.
+    pub fn new(h: &Header) -> Ceiling {
+        let interval = Nanos::interval_of_rate(h.rate);
+        Ceiling {
+            interval,
+            burst: h.burst,
+            rate: h.rate,
+            multiplier: vec![1.0; h.processes as usize],
+            arrivals: BurstMeter::new(interval.0),
+            arrival_pids: Vec::new(),
+            slots: BurstMeter::new(interval.0),
+            pending_slots: BinaryHeap::new(),
+            window: Nanos::SECOND,
+            recent: VecDeque::new(),
+            max_window: MaxWindow {
+                window_s: 1.0,
+                count: 0,
+                bound: (h.rate + 1.0).floor() as u64,
+                at_s: 0.0,
+            },
+        }
+    }
+
+    fn scaled(&self, m: f64) -> u64 {
+        if m <= 1.0 {
+            self.interval.0
+        } else {
+            self.interval.scale(m).0
+        }
+    }
+
+    fn release_slots(&mut self, upto: u64) {
+        while let Some(&Reverse((t, mbits))) = self.pending_slots.peek() {
+            if t > upto {
+                break;
+            }
+            self.pending_slots.pop();
+            let i = self.scaled(f64::from_bits(mbits));
+            self.slots.push_with_interval(t, i);
+        }
+    }
+
+    /// Smallest burst the destination arrivals conform to.
+    pub fn burst_needed(&self) -> u64 {
+        self.arrivals.burst_needed()
+    }
+    /// Smallest burst the granted slots conform to.
+    pub fn slot_burst_needed(&self) -> u64 {
+        self.slots.burst_needed()
+    }
+    /// The largest 1 s window of arrivals.
+    pub fn max_window(&self) -> &MaxWindow {
+        &self.max_window
+    }
+}
+
+impl Sink for Ceiling {
+    fn event(&mut self, ev: &Event) {
+        self.release_slots(ev.t());
+        match *ev {
+            Event::Grant {
+                t,
+                pid,
+                slot,
+                now,
+                multiplier,
+                ..
+            } => {
+                let at = t + (slot - now).max(0) as u64;
+                self.pending_slots.push(Reverse((at, multiplier.to_bits())));
+                if let Some(m) = self.multiplier.get_mut(pid as usize) {
+                    *m = multiplier;
+                }
+            }
+            Event::Multiplier { pid: Some(pid), to, .. } => {
+                if let Some(m) = self.multiplier.get_mut(pid as usize) {
+                    *m = to;
+                }
+            }
+            Event::Arrival { t, pid, .. } => {
+                let m = self.multiplier.get(pid as usize).copied().unwrap_or(1.0);
+                let before = self.arrivals.burst_needed();
+                let i = self.scaled(m);
+                self.arrivals.push_with_interval(t, i);
+                if self.arrivals.burst_needed() > before && self.arrival_pids.len() < 64 {
+                    self.arrival_pids.push((self.arrivals.len() - 1, pid));
+                }
+                // sliding window [t - w, t]: arrivals within one window ending here
+                self.recent.push_back(t);
+                while let Some(&f) = self.recent.front() {
+                    if f + self.window.0 <= t {
+                        self.recent.pop_front();
+                    } else {
+                        break;
+                    }
+                }
+                let c = self.recent.len() as u64;
+                if c > self.max_window.count {
+                    self.max_window.count = c;
+                    self.max_window.at_s = *self.recent.front().expect("non-empty") as f64 / 1e9;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Checker for Ceiling {
+    fn verdicts(&mut self) -> Vec<Verdict> {
+        self.release_slots(u64::MAX);
+        let rate = self.rate;
+        let arrivals = match self.arrivals.first_exceeding(self.burst) {
+            None => Verdict {
+                name: "ceiling",
+                pass: true,
+                detail: format!(
+                    "{} arrivals need burst {} (allowed {}) at {rate}/s; max {} in 1 s (bound {})",
+                    self.arrivals.len(),
+                    self.arrivals.burst_needed(),
+                    self.burst,
+                    self.max_window.count,
+                    self.max_window.bound
+                ),
+            },
+            Some(e) => {
+                let pid = self
+                    .arrival_pids
+                    .iter()
+                    .find(|p| p.0 == e.index)
+                    .map(|p| format!(" (pid {})", p.1))
+                    .unwrap_or_default();
+                Verdict {
+                    name: "ceiling",
+                    pass: false,
+                    detail: format!(
+                        "arrivals need burst {} (allowed {}) at {rate}/s; first violation: arrival #{} at {:.6}s{pid}",
+                        self.arrivals.burst_needed(),
+                        self.burst,
+                        e.index,
+                        e.at as f64 / 1e9
+                    ),
+                }
+            }
+        };
+        let slots = match self.slots.first_exceeding(self.burst) {
+            None => Verdict {
+                name: "slot_ceiling",
+                pass: true,
+                detail: format!(
+                    "{} slots need burst {} (allowed {})",
+                    self.slots.len(),
+                    self.slots.burst_needed(),
+                    self.burst
+                ),
+            },
+            Some(e) => Verdict {
+                name: "slot_ceiling",
+                pass: false,
+                detail: format!(
+                    "slots need burst {} (allowed {}); first violation: slot #{} at {:.6}s",
+                    self.slots.burst_needed(),
+                    self.burst,
+                    e.index,
+                    e.at as f64 / 1e9
+                ),
+            },
+        };
+        vec![arrivals, slots]
+    }
+}

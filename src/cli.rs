@@ -1,0 +1,313 @@
+//! The command line: `pacesim run | check | simulate | backends`.
+
+use crate::scenario::{Scenario, ScenarioError};
+use crate::summary::{self, Summary};
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Exit status when every check passed.
+pub const EXIT_PASS: i32 = 0;
+/// Exit status when a check failed.
+pub const EXIT_FAIL: i32 = 1;
+/// Exit status for bad input (a scenario or trace that cannot be used).
+pub const EXIT_BAD_INPUT: i32 = 2;
+
+/// Simulate and verify pacing (rate-limiting) algorithms shared by many worker processes.
+#[derive(Debug, Parser)]
+#[command(name = "pacesim", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Simulate one scenario and check its trace.
+    Run {
+        /// Scenario file (sims/*.toml).
+        file: PathBuf,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Override the scenario's backend (see `pacesim backends`).
+        #[arg(long)]
+        backend: Option<String>,
+        /// Write the trace as JSON Lines to this file.
+        #[arg(long)]
+        trace: Option<PathBuf>,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the checkers on a trace file (from `run --trace` or a live run).
+    Check {
+        /// Trace file (JSON Lines).
+        trace: PathBuf,
+        /// Check against this ceiling instead of the rate in the trace's header.
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run scenarios once per backend they compare and print a comparison table.
+    Simulate {
+        /// Scenario files; default: every sims/*.toml.
+        files: Vec<PathBuf>,
+        /// Print JSON lines (one summary per run) instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List every backend with a one-line summary.
+    Backends,
+}
+
+/// Run the CLI; returns the process exit status.
+pub fn main_with(cli: Cli) -> i32 {
+    match cli.command {
+        Command::Run {
+            file,
+            seed,
+            backend,
+            trace,
+            json,
+        } => run(&file, seed, backend.as_deref(), trace.as_deref(), json),
+        Command::Check { trace, rate, json } => check(&trace, rate, json),
+        Command::Simulate { files, json } => simulate(files, json),
+        Command::Backends => {
+            for b in crate::backend::BACKENDS {
+                let tag = if b.defective { " (defective)" } else { "" };
+                println!("{:<16} {}{tag}", b.name, b.summary);
+            }
+            EXIT_PASS
+        }
+    }
+}
+
+fn bad(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("error: {msg}");
+    EXIT_BAD_INPUT
+}
+
+/// Load a scenario and apply `--seed` / `--backend` overrides.
+pub fn load(file: &Path, seed: Option<u64>, backend: Option<&str>) -> Result<Scenario, String> {
+    let mut sc = Scenario::load(file).map_err(|e: ScenarioError| e.to_string())?;
+    if let Some(s) = seed {
+        sc.seed = s;
+    }
+    if let Some(b) = backend {
+        sc = sc
+            .with_backend(b)
+            .map_err(|e| format!("{}: --backend: {e}", file.display()))?;
+    }
+    Ok(sc)
+}
+
+fn run(file: &Path, seed: Option<u64>, backend: Option<&str>, trace: Option<&Path>, json: bool) -> i32 {
+    let sc = match load(file, seed, backend) {
+        Ok(s) => s,
+        Err(e) => return bad(e),
+    };
+    let out: Option<Box<dyn Write>> = match trace {
+        Some(p) => match std::fs::File::create(p) {
+            Ok(f) => Some(Box::new(std::io::BufWriter::new(f))),
+            Err(e) => return bad(format!("{}: {e}", p.display())),
+        },
+        None => None,
+    };
+    let s = match summary::simulate(&sc, out, None) {
+        Ok(s) => s,
+        Err(e) => return bad(format!("writing trace: {e}")),
+    };
+    print_summary(&s, json);
+    if s.all_pass() { EXIT_PASS } else { EXIT_FAIL }
+}
+
+fn check(trace: &Path, rate: Option<f64>, json: bool) -> i32 {
+    let f = match std::fs::File::open(trace) {
+        Ok(f) => f,
+        Err(e) => return bad(format!("{}: {e}", trace.display())),
+    };
+    let name = trace.display().to_string();
+    let reader = std::io::BufReader::new(f);
+    let result = match rate {
+        None => summary::from_trace(&name, reader),
+        Some(r) if r.is_finite() && r > 0.0 => summary::from_trace(&name, RateOverride::new(reader, r)),
+        Some(r) => return bad(format!("--rate must be above 0, got {r}")),
+    };
+    match result {
+        Ok(s) => {
+            print_summary(&s, json);
+            if s.all_pass() { EXIT_PASS } else { EXIT_FAIL }
+        }
+        Err(e) => bad(e),
+    }
+}
+
+/// Rewrites the header's rate as the trace streams by (for `check --rate`).
+struct RateOverride<R> {
+    inner: R,
+    rate: f64,
+    first: bool,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl<R: std::io::BufRead> RateOverride<R> {
+    fn new(inner: R, rate: f64) -> Self {
+        RateOverride {
+            inner,
+            rate,
+            first: true,
+            buf: Vec::new(),
+            pos: 0,
+        }
+    }
+}
+
+impl<R: std::io::BufRead> std::io::Read for RateOverride<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let avail = std::io::BufRead::fill_buf(self)?;
+        let n = avail.len().min(out.len());
+        out[..n].copy_from_slice(&avail[..n]);
+        std::io::BufRead::consume(self, n);
+        Ok(n)
+    }
+}
+
+impl<R: std::io::BufRead> std::io::BufRead for RateOverride<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        if self.pos >= self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+            self.inner.read_until(b'\n', &mut self.buf)?;
+            if self.first && !self.buf.is_empty() {
+                self.first = false;
+                if let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&self.buf) {
+                    v["rate"] = serde_json::json!(self.rate);
+                    self.buf = serde_json::to_vec(&v).unwrap_or_default();
+                    self.buf.push(b'\n');
+                }
+            }
+        }
+        Ok(&self.buf[self.pos..])
+    }
+    fn consume(&mut self, amt: usize) {
+        self.pos += amt;
+    }
+}
+
+/// Print one run's summary as a short table, or as one JSON object.
+pub fn print_summary(s: &Summary, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string(s).expect("summary serialises"));
+        return;
+    }
+    println!(
+        "scenario {}  backend {}  seed {}  processes {}",
+        s.scenario, s.backend, s.seed, s.processes
+    );
+    println!(
+        "  fetches {}  starts {:.3}s..{:.3}s  achieved {:.2}/s (ceiling {}/s)",
+        s.fetches, s.first_start_s, s.last_start_s, s.achieved_rate, s.rate
+    );
+    println!(
+        "  burst needed: arrivals {}  slots {}  max in 1 s: {} (bound {})  429s {}  503s {}",
+        s.burst_needed, s.slot_burst_needed, s.max_window.count, s.max_window.bound, s.status_429, s.status_503
+    );
+    println!(
+        "  reservation ms: mean {:.3} p50 {:.3} p95 {:.3} p99 {:.3}  trace {}",
+        s.reservation.mean_ms, s.reservation.p50_ms, s.reservation.p95_ms, s.reservation.p99_ms, s.trace_hash
+    );
+    for (name, c) in &s.checks {
+        println!("  {:<16} {}  {}", name, if c.pass { "pass" } else { "FAIL" }, c.detail);
+    }
+}
+
+/// The scenario files `simulate` runs by default: `sims/*.toml`, sorted.
+pub fn default_scenarios() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir("sims")
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.retain(|p| {
+        !p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("expected"))
+    });
+    v.sort();
+    v
+}
+
+fn simulate(files: Vec<PathBuf>, json: bool) -> i32 {
+    let files = if files.is_empty() { default_scenarios() } else { files };
+    if files.is_empty() {
+        return bad("no scenario files (looked in sims/*.toml)");
+    }
+    let mut scenarios = Vec::new();
+    for f in &files {
+        match Scenario::load(f) {
+            Ok(s) => scenarios.push(s),
+            Err(e) => return bad(e),
+        }
+    }
+    for sc in &scenarios {
+        let mut rows = Vec::new();
+        for b in sc.compared_backends() {
+            let variant = match sc.with_backend(&b) {
+                Ok(v) => v,
+                Err(e) => return bad(e),
+            };
+            match summary::simulate(&variant, None, None) {
+                Ok(s) => rows.push(s),
+                Err(e) => return bad(e),
+            }
+        }
+        if json {
+            for r in &rows {
+                println!("{}", serde_json::to_string(r).expect("summary serialises"));
+            }
+        } else {
+            print_table(sc, &rows);
+        }
+    }
+    EXIT_PASS
+}
+
+/// The comparison table for one scenario.
+pub fn print_table(sc: &Scenario, rows: &[Summary]) {
+    println!(
+        "\n== {} ({} processes, ceiling {}/s)",
+        sc.name, sc.processes.count, sc.pacer.rate
+    );
+    println!(
+        "{:<14} {:>7} {:>9} {:>9} {:>7} {:>6} {:>6} {:>5} {:>9}  verdicts",
+        "backend", "fetches", "last s", "rate/s", "max1s", "burst", "slots", "429s", "p99 ms"
+    );
+    for s in rows {
+        let fails: Vec<&str> = s.checks.iter().filter(|c| !c.1.pass).map(|c| c.0.as_str()).collect();
+        let verdict = if fails.is_empty() {
+            "all pass".to_string()
+        } else {
+            format!("FAIL: {}", fails.join(", "))
+        };
+        println!(
+            "{:<14} {:>7} {:>9.3} {:>9.2} {:>4}/{:<2} {:>6} {:>6} {:>5} {:>9.3}  {verdict}",
+            s.backend,
+            s.fetches,
+            s.last_start_s,
+            s.achieved_rate,
+            s.max_window.count,
+            s.max_window.bound,
+            s.burst_needed,
+            s.slot_burst_needed,
+            s.status_429,
+            s.reservation.p99_ms
+        );
+    }
+}

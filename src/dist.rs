@@ -1,0 +1,150 @@
+//! Latency and duration distributions, as they appear in scenario files.
+//!
+//! ```toml
+//! latency = { dist = "constant", value = "1ms" }
+//! latency = { dist = "uniform", low = "1ms", high = "3ms" }
+//! latency = { dist = "exponential", mean = "2ms" }
+//! latency = { dist = "lognormal", median = "0.6ms", sigma = 0.5 }
+//! ```
+
+use crate::rng::Rng;
+use crate::time::Nanos;
+use rand::RngExt;
+use rand_distr::{Distribution, Exp, LogNormal};
+use serde::{Deserialize, Serialize};
+
+/// A distribution of non-negative durations.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Dist {
+    /// Always `value`.
+    Constant {
+        /// The value.
+        value: Nanos,
+    },
+    /// Uniform on `[low, high]`.
+    Uniform {
+        /// Lower bound.
+        low: Nanos,
+        /// Upper bound.
+        high: Nanos,
+    },
+    /// Exponential with the given mean.
+    Exponential {
+        /// Mean.
+        mean: Nanos,
+    },
+    /// Log-normal with the given median (`exp(mu)`) and shape `sigma`.
+    Lognormal {
+        /// Median.
+        median: Nanos,
+        /// Shape parameter (standard deviation of the underlying normal).
+        sigma: f64,
+    },
+}
+
+impl Default for Dist {
+    fn default() -> Self {
+        Dist::Constant { value: Nanos::ZERO }
+    }
+}
+
+impl Dist {
+    /// A constant distribution.
+    pub const fn constant(value: Nanos) -> Dist {
+        Dist::Constant { value }
+    }
+
+    /// Check the parameters; `Err` names the offending parameter.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            Dist::Uniform { low, high } if low > high => Err(format!("uniform: low ({low}) is above high ({high})")),
+            Dist::Lognormal { sigma, .. } if !(sigma.is_finite() && *sigma >= 0.0) => {
+                Err(format!("lognormal: sigma must be a finite number >= 0, got {sigma}"))
+            }
+            Dist::Lognormal { median, .. } if median.0 == 0 => Err("lognormal: median must be above 0".into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The mean, in nanoseconds (used by reports and the calibration fit).
+    pub fn mean(&self) -> f64 {
+        match *self {
+            Dist::Constant { value } => value.0 as f64,
+            Dist::Uniform { low, high } => (low.0 as f64 + high.0 as f64) / 2.0,
+            Dist::Exponential { mean } => mean.0 as f64,
+            Dist::Lognormal { median, sigma } => median.0 as f64 * (sigma * sigma / 2.0).exp(),
+        }
+    }
+
+    /// True when every draw is zero (lets the engine skip scheduling a hop).
+    pub fn is_zero(&self) -> bool {
+        matches!(self, Dist::Constant { value } if value.0 == 0)
+    }
+
+    /// Draw one value. Constant distributions consume no randomness.
+    pub fn sample(&self, rng: &mut Rng) -> Nanos {
+        match *self {
+            Dist::Constant { value } => value,
+            Dist::Uniform { low, high } => {
+                if low == high {
+                    low
+                } else {
+                    Nanos(rng.random_range(low.0..=high.0))
+                }
+            }
+            Dist::Exponential { mean } => {
+                if mean.0 == 0 {
+                    return Nanos::ZERO;
+                }
+                let e = Exp::new(1.0 / mean.0 as f64).expect("validated exponential");
+                Nanos(e.sample(rng).round() as u64)
+            }
+            Dist::Lognormal { median, sigma } => {
+                let d = LogNormal::new((median.0 as f64).ln(), sigma).expect("validated lognormal");
+                let v = d.sample(rng);
+                Nanos(if v.is_finite() { v.min(1e18).round() as u64 } else { 0 })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{Entity, stream};
+
+    #[test]
+    fn lognormal_median_is_close() {
+        let d = Dist::Lognormal {
+            median: Nanos(600_000),
+            sigma: 0.5,
+        };
+        let mut rng = stream(7, Entity::Store);
+        let mut v: Vec<u64> = (0..20001).map(|_| d.sample(&mut rng).0).collect();
+        v.sort_unstable();
+        let med = v[10000] as f64;
+        assert!((med - 600_000.0).abs() < 20_000.0, "median {med}");
+    }
+
+    #[test]
+    fn uniform_and_exponential_bounds() {
+        let mut rng = stream(7, Entity::Store);
+        let u = Dist::Uniform {
+            low: Nanos(10),
+            high: Nanos(20),
+        };
+        assert!((0..1000).all(|_| (10..=20).contains(&u.sample(&mut rng).0)));
+        let e = Dist::Exponential { mean: Nanos(1_000_000) };
+        let mean = (0..20000).map(|_| e.sample(&mut rng).0 as f64).sum::<f64>() / 20000.0;
+        assert!((mean - 1e6).abs() < 5e4, "mean {mean}");
+        assert!(
+            Dist::Uniform {
+                low: Nanos(2),
+                high: Nanos(1)
+            }
+            .validate()
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,248 @@
+//! Faults: the `[[faults]]` list of a scenario, and the windows and triggers they open.
+//!
+//! ```toml
+//! [[faults]]
+//! kind = "kill"                 # SIGKILL
+//! at = "2s"                     # armed from this time (or `rate = 0.1` per second, random)
+//! process = 1                   # default: drawn at random
+//! point = "mid_reservation"     # default: wherever the process is at `at`
+//! restart_after = "1s"          # optional: a fresh process replaces it
+//!
+//! [[faults]]
+//! kind = "store_outage"         # also: store_latency, store_restart, partition,
+//! at = "5s"                     #       long_transaction, clock
+//! duration = "10s"
+//! mode = "refuse"               # or "timeout"
+//! ```
+//!
+//! The simulator turns each spec into timed fault edges (start, end) on the engine and emits a
+//! `fault` trace event at each edge, so plots can shade the windows.
+
+use crate::dist::Dist;
+use crate::scenario::Scenario;
+use crate::time::Nanos;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Where in its protocol a process is killed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillPoint {
+    /// The store applied the process's operation; the reply never arrives.
+    MidReservation,
+    /// Right after the process acquired a lock.
+    HoldingLock,
+    /// While the process's transaction (holding the row lock) is open.
+    InTransaction,
+    /// While sleeping until its slot.
+    SleepingToSlot,
+    /// After the fetch request left, before the response.
+    MidFetch,
+}
+
+impl KillPoint {
+    /// Name as written in scenario files and traces.
+    pub fn name(self) -> &'static str {
+        match self {
+            KillPoint::MidReservation => "mid_reservation",
+            KillPoint::HoldingLock => "holding_lock",
+            KillPoint::InTransaction => "in_transaction",
+            KillPoint::SleepingToSlot => "sleeping_to_slot",
+            KillPoint::MidFetch => "mid_fetch",
+        }
+    }
+}
+
+/// How an unreachable store fails a client.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutageMode {
+    /// The connection is refused: an error after one round trip.
+    #[default]
+    Refuse,
+    /// Nothing answers: the client gives up after `store.timeout`.
+    Timeout,
+}
+
+/// A signed duration such as `"-5s"` (clock offsets and steps).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Offset(pub i64);
+
+impl Serialize for Offset {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let sign = if self.0 < 0 { "-" } else { "" };
+        s.serialize_str(&format!("{sign}{}", Nanos(self.0.unsigned_abs())))
+    }
+}
+
+impl<'de> Deserialize<'de> for Offset {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let (neg, rest) = match s.trim().strip_prefix('-') {
+            Some(r) => (true, r),
+            None => (false, s.trim()),
+        };
+        let n = crate::time::parse_duration(rest).map_err(serde::de::Error::custom)?;
+        let v = i64::try_from(n.0).map_err(|_| serde::de::Error::custom("offset out of range"))?;
+        Ok(Offset(if neg { -v } else { v }))
+    }
+}
+
+/// One fault in the schedule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum FaultSpec {
+    /// SIGKILL a process.
+    Kill {
+        /// Armed from this time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Nanos>,
+        /// Instead of `at`: kills drawn as a Poisson stream at this rate per second.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate: Option<f64>,
+        /// Target process. Default: drawn at random from the fault stream.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        process: Option<u32>,
+        /// Protocol point. Default: immediately, wherever the process is.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        point: Option<KillPoint>,
+        /// Start a fresh process this long after the kill. Default: stays dead.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        restart_after: Option<Nanos>,
+    },
+    /// The store refuses or times out every operation for a window.
+    StoreOutage {
+        /// Start.
+        at: Nanos,
+        /// Length.
+        duration: Nanos,
+        /// `refuse` (default) or `timeout`.
+        #[serde(default)]
+        mode: OutageMode,
+    },
+    /// Extra one-way latency to and from the store for a window.
+    StoreLatency {
+        /// Start.
+        at: Nanos,
+        /// Length.
+        duration: Nanos,
+        /// Added latency per direction.
+        added: Dist,
+    },
+    /// The store restarts: session state (advisory locks) is lost; stored rows survive.
+    StoreRestart {
+        /// When.
+        at: Nanos,
+        /// How long the store is down while restarting. Default 0.
+        #[serde(default)]
+        duration: Nanos,
+    },
+    /// Some processes cannot reach the store (their operations time out) for a window.
+    Partition {
+        /// Start.
+        at: Nanos,
+        /// Length.
+        duration: Nanos,
+        /// The processes cut off.
+        processes: Vec<u32>,
+    },
+    /// An unrelated transaction holds the row lock.
+    LongTransaction {
+        /// Start.
+        at: Nanos,
+        /// How long it holds the lock.
+        duration: Nanos,
+    },
+    /// Clock disagreement.
+    Clock {
+        /// Processes affected. Default: all.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        processes: Vec<u32>,
+        /// Monotonic epochs: each affected process's epoch is drawn uniformly from
+        /// `[0, epoch_spread)` (a restarted process draws a new one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        epoch_spread: Option<Nanos>,
+        /// Drift of the affected processes' clocks, parts per million.
+        #[serde(default)]
+        drift_ppm: f64,
+        /// A step jump of the affected processes' wall clocks at `step_at`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<Offset>,
+        /// When the step happens.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step_at: Option<Nanos>,
+        /// Host wall clocks' offset against the store's clock.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wall_offset: Option<Offset>,
+    },
+}
+
+impl FaultSpec {
+    /// Kind name, as in scenario files and `fault` trace events.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FaultSpec::Kill { .. } => "kill",
+            FaultSpec::StoreOutage { .. } => "store_outage",
+            FaultSpec::StoreLatency { .. } => "store_latency",
+            FaultSpec::StoreRestart { .. } => "store_restart",
+            FaultSpec::Partition { .. } => "partition",
+            FaultSpec::LongTransaction { .. } => "long_transaction",
+            FaultSpec::Clock { .. } => "clock",
+        }
+    }
+
+    /// Range checks. `Err((field, message))`.
+    pub fn validate(&self, sc: &Scenario) -> Result<(), (String, String)> {
+        let n = sc.processes.count;
+        let bad_pid = |p: u32| {
+            (p >= n).then(|| {
+                (
+                    "process".to_string(),
+                    format!("process {p} does not exist (count = {n})"),
+                )
+            })
+        };
+        match self {
+            FaultSpec::Kill { at, rate, process, .. } => {
+                if at.is_none() == rate.is_none() {
+                    return Err(("at".into(), "a kill needs exactly one of `at` or `rate`".into()));
+                }
+                if let Some(r) = rate
+                    && !(r.is_finite() && *r > 0.0)
+                {
+                    return Err(("rate".into(), format!("must be above 0, got {r}")));
+                }
+                if let Some(e) = process.and_then(bad_pid) {
+                    return Err(e);
+                }
+            }
+            FaultSpec::Partition { processes, .. } | FaultSpec::Clock { processes, .. } => {
+                if let Some(e) = processes.iter().find_map(|&p| bad_pid(p)) {
+                    return Err(("processes".into(), e.1));
+                }
+            }
+            FaultSpec::StoreLatency { added, .. } => added.validate().map_err(|m| ("added".to_string(), m))?,
+            _ => {}
+        }
+        if let FaultSpec::Clock {
+            step: Some(_),
+            step_at: None,
+            ..
+        } = self
+        {
+            return Err(("step_at".into(), "a clock step needs `step_at`".into()));
+        }
+        Ok(())
+    }
+
+    /// The fault's window `[start, end)` when it has a fixed one.
+    pub fn window(&self) -> Option<(Nanos, Nanos)> {
+        match *self {
+            FaultSpec::StoreOutage { at, duration, .. }
+            | FaultSpec::StoreLatency { at, duration, .. }
+            | FaultSpec::StoreRestart { at, duration }
+            | FaultSpec::Partition { at, duration, .. }
+            | FaultSpec::LongTransaction { at, duration } => Some((at, at + duration)),
+            _ => None,
+        }
+    }
+}

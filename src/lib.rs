@@ -1,0 +1,21 @@
+//! pacesim: simulate and verify pacing algorithms shared by many worker processes.
+#![deny(missing_debug_implementations)]
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod check;
+pub mod cli;
+pub mod clock;
+pub mod destination;
+pub mod dist;
+pub mod engine;
+pub mod fault;
+pub mod pacer;
+pub mod rng;
+pub mod scenario;
+pub mod sim;
+pub mod store;
+pub mod summary;
+pub mod time;
+pub mod trace;
+pub mod worker;

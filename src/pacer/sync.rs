@@ -1,0 +1,24 @@
+//! The synchronisation shim: every atomic, lock and `Arc` in the pacing core is imported from
+//! here, so the same code runs on `std` in the simulator and in live workers, and on `loom` when
+//! built with `RUSTFLAGS="--cfg pacesim_loom"` for model checking. Code switches by this module,
+//! never by `if` (the pattern of loom's docs and nexosim's `loom_exports.rs`).
+//!
+//! `loom` paths mirror `std` paths, so only these `use` lines differ. Under `pacesim_loom` the
+//! types may only be created and used inside `loom::model`.
+//!
+//! Not every re-export is used by the pacer itself; the rest are here so that other in-crate
+//! code with concurrent state can be model-checked the same way.
+
+#[cfg(pacesim_loom)]
+#[allow(unused_imports)]
+pub(crate) use loom::sync::{
+    Arc, Mutex,
+    atomic::{AtomicU8, AtomicU64, Ordering},
+};
+
+#[cfg(not(pacesim_loom))]
+#[allow(unused_imports)]
+pub(crate) use std::sync::{
+    Arc, Mutex,
+    atomic::{AtomicU8, AtomicU64, Ordering},
+};

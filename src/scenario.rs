@@ -1,0 +1,620 @@
+//! Scenario files (`sims/*.toml`): processes, backend, store, destination, faults, as data.
+//!
+//! Parsing is strict (`deny_unknown_fields`), and every error names the file, the line and the
+//! field, in one line: `sims/x.toml:7: pacer.rate: must be above 0`.
+//!
+//! ```toml
+//! name = "four-limiters"
+//! seed = 1
+//! duration = "5s"                 # virtual time limit
+//! [pacer]
+//! backend = "row"                 # see `pacesim backends`
+//! rate = 50.0                     # the global ceiling, per second
+//! [processes]
+//! count = 4
+//! requests = 10                   # per process; omit to run until `duration`
+//! [store]
+//! latency = { dist = "constant", value = "0ms" }      # one-way, each direction
+//! service = { dist = "constant", value = "0ms" }      # time an operation holds the row lock
+//! [fetch]
+//! duration = { dist = "lognormal", median = "50ms", sigma = 0.4 }
+//! ```
+
+use crate::dist::Dist;
+use crate::fault::FaultSpec;
+use crate::time::Nanos;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// A scenario error, naming where the problem is.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("{file}: cannot read: {message}")]
+    Io {
+        /// File name.
+        file: String,
+        /// OS error.
+        message: String,
+    },
+    /// The file parsed badly or a value is out of range.
+    #[error("{file}:{line}: {field}: {message}")]
+    Invalid {
+        /// File name.
+        file: String,
+        /// 1-based line (0 when the field is absent from the file).
+        line: usize,
+        /// Dotted field path, e.g. `pacer.rate`.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A whole scenario. Every default is documented on its field.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Scenario name (used in reports and file names).
+    pub name: String,
+    /// One paragraph on what the scenario shows (optional).
+    #[serde(default)]
+    pub description: String,
+    /// Scenario seed; every entity's random stream derives from it. Default 1.
+    #[serde(default = "one")]
+    pub seed: u64,
+    /// Virtual-time limit of the run.
+    pub duration: Nanos,
+    /// The pacer under test.
+    pub pacer: PacerCfg,
+    /// The worker processes.
+    pub processes: ProcessesCfg,
+    /// The shared store. Default: zero latency, zero service time.
+    #[serde(default)]
+    pub store: StoreCfg,
+    /// The fetch each worker makes. Default: zero duration.
+    #[serde(default)]
+    pub fetch: FetchCfg,
+    /// The destination. Default: answers 200 instantly, no limit of its own.
+    #[serde(default)]
+    pub destination: DestinationCfg,
+    /// The backoff schedule. Default: factor 2, cap 8, decay after 10 clean responses.
+    #[serde(default)]
+    pub backoff: BackoffCfg,
+    /// Checker settings.
+    #[serde(default)]
+    pub checks: ChecksCfg,
+    /// Fault schedule.
+    #[serde(default)]
+    pub faults: Vec<FaultSpec>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// `[pacer]`: the backend and its options. Options a backend does not use are rejected.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PacerCfg {
+    /// Backend name (`pacesim backends` lists them).
+    pub backend: String,
+    /// Backends `just simulate` compares on this scenario. Default: just `backend`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compare: Vec<String>,
+    /// The global ceiling, requests per second.
+    pub rate: f64,
+    /// Whose clock the reservation reads: `store` (default) or `process_monotonic` (defect).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockSource>,
+    /// How the worker waits for its slot: `relative` (default) or `absolute`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<WaitMode>,
+    /// Run the reservation inside the caller's transaction, held open for `hold` (defect).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_transaction: Option<InTransaction>,
+    /// What a process does when the store is unreachable. Default `divided`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Fallback>,
+    /// Maximum concurrent dispatches; the divided pace is `rate / (cap + 1)`.
+    /// Default: `processes.count - 1`, so the divided pace is `rate / count`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap: Option<u32>,
+    /// Where the backoff multiplier lives: `global` (default, in the store) or `per_process`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<Placement>,
+    /// Where the clean streak lives. Default: wherever the multiplier lives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streak: Option<Placement>,
+    /// For `process_monotonic`: a stored pace further ahead than this is taken for a stale row
+    /// and overwritten (the recovery code such a design needs). Default 10s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_after: Option<Nanos>,
+    /// GCRA burst (`redis_gcra`). Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
+    /// Number of locks K (`advisory`, `claim_row`). Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locks: Option<u32>,
+    /// Lock use (`advisory`): `concurrency` (held for the fetch) or `fake_rate` (held for `hold`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_use: Option<LockUse>,
+    /// Fixed lock hold time h for `lock_use = "fake_rate"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<Nanos>,
+    /// How long a process waits before trying a busy lock again. Default 100ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll: Option<Nanos>,
+    /// `redis_lock`: the lock's TTL (`PX`). Default 1560s (just past a 1500s hard kill).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<Nanos>,
+    /// `redis_lock`: total re-enqueue wait after which a job runs uncapped. Default 15m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait: Option<Nanos>,
+    /// `redis_lock`: fetches one walk makes while holding the lock. Default 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk: Option<u32>,
+    /// How long the store takes to notice a killed session (advisory locks). Default 5s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detect_dead: Option<Nanos>,
+    /// Maximum simultaneous store sessions (advisory holders occupy one each). Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u32>,
+}
+
+/// Whose clock a reservation reads.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockSource {
+    /// The store's `clock_timestamp()`: one clock for everyone (correct).
+    Store,
+    /// Each process's own monotonic reading, whose epoch is per process (defect).
+    ProcessMonotonic,
+}
+
+/// How a worker sleeps to its slot.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitMode {
+    /// Sleep `slot - store_now` from when the reply arrives (skew-immune).
+    Relative,
+    /// Sleep until the host's wall clock reads `slot` (host/store skew matters).
+    Absolute,
+}
+
+/// The in-transaction defect's options.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InTransaction {
+    /// How long the caller's transaction stays open after the reservation.
+    pub hold: Dist,
+}
+
+/// Behaviour when the store is unreachable.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fallback {
+    /// Pace locally at the full rate (restores N x rate during an outage).
+    FailOpen,
+    /// Pace locally at `rate / (cap + 1)`.
+    Divided,
+    /// Stop fetching until the store answers.
+    FailClosed,
+}
+
+/// Where a piece of backoff state lives.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// In the shared store, one value for every process.
+    Global,
+    /// In each process's memory.
+    PerProcess,
+}
+
+/// What an advisory lock is used for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockUse {
+    /// At most K fetches at once: the lock is held for the fetch.
+    Concurrency,
+    /// The rejected "fake rate": each lock is held for a fixed time `hold`.
+    FakeRate,
+}
+
+/// `[processes]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessesCfg {
+    /// Number of worker processes N.
+    pub count: u32,
+    /// Closed loop: fetches per process; omit to run until `duration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    /// Closed loop: think time between a fetch's end and the next reservation. Default 0.
+    #[serde(default)]
+    pub think: Dist,
+    /// Open loop instead: each process receives jobs as a Poisson stream at this rate per
+    /// second and serves them one at a time, in arrival order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival_rate: Option<f64>,
+    /// Start time of each process. Default 0 (every worker starts at once).
+    #[serde(default)]
+    pub start: Dist,
+    /// Soft time limit of one job (from reservation to fetch end): past it the job finalises.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soft_limit: Option<Nanos>,
+    /// Hard time limit of one job: past it the worker is killed (SIGKILL) and restarted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard_limit: Option<Nanos>,
+}
+
+/// `[store]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreCfg {
+    /// One-way network latency, drawn independently for each request and each reply.
+    #[serde(default)]
+    pub latency: Dist,
+    /// Time one operation holds the row lock (operations are served one at a time, FIFO).
+    #[serde(default)]
+    pub service: Dist,
+    /// Client-side timeout of one store operation. Default 5s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Nanos>,
+    /// Store clock offset against the reference timeline (`clock_timestamp()` skew).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset: Option<Nanos>,
+}
+
+/// `[fetch]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FetchCfg {
+    /// From the request reaching the destination to the response reaching the worker.
+    #[serde(default)]
+    pub duration: Dist,
+}
+
+/// `[destination]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DestinationCfg {
+    /// One-way latency from a worker to the destination. Default 0.
+    #[serde(default)]
+    pub latency: Dist,
+    /// The destination's own true limit (GCRA, per second); above it, it answers 429.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    /// Burst the destination's limit tolerates. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_burst: Option<u32>,
+    /// Probability of a 503 on any request. Default 0.
+    #[serde(default)]
+    pub p503: f64,
+}
+
+/// `[backoff]`: the records' schedule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackoffCfg {
+    /// A 429 or 503 multiplies the interval by this. Default 2.
+    #[serde(default = "two")]
+    pub factor: f64,
+    /// The multiplier never exceeds this. Default 8.
+    #[serde(default = "eight")]
+    pub cap: f64,
+    /// This many clean responses in a row divide the multiplier by `factor`. Default 10.
+    #[serde(default = "ten")]
+    pub decay_after: u32,
+}
+
+fn two() -> f64 {
+    2.0
+}
+fn eight() -> f64 {
+    8.0
+}
+fn ten() -> u32 {
+    10
+}
+
+impl Default for BackoffCfg {
+    fn default() -> Self {
+        BackoffCfg {
+            factor: 2.0,
+            cap: 8.0,
+            decay_after: 10,
+        }
+    }
+}
+
+/// `[checks]`: checker settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChecksCfg {
+    /// The burst the ceiling check tolerates (1 = perfectly paced). Default 2: one request
+    /// of slack for network jitter between slot and arrival.
+    #[serde(default = "default_burst")]
+    pub burst: u64,
+    /// Liveness: achieved throughput must reach `(1 - epsilon)` of the offered/effective rate.
+    #[serde(default = "default_epsilon")]
+    pub epsilon: f64,
+}
+
+fn default_burst() -> u64 {
+    2
+}
+fn default_epsilon() -> f64 {
+    0.2
+}
+
+impl Default for ChecksCfg {
+    fn default() -> Self {
+        ChecksCfg {
+            burst: default_burst(),
+            epsilon: default_epsilon(),
+        }
+    }
+}
+
+impl Scenario {
+    /// The pacing interval, `1 s / rate`.
+    pub fn interval(&self) -> Nanos {
+        Nanos::interval_of_rate(self.pacer.rate)
+    }
+
+    /// The divided fallback's cap (`processes.count - 1` unless configured).
+    pub fn cap(&self) -> u32 {
+        self.pacer.cap.unwrap_or(self.processes.count.saturating_sub(1))
+    }
+
+    /// Load a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let src = std::fs::read_to_string(path).map_err(|e| ScenarioError::Io {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        Scenario::parse(&file, &src)
+    }
+
+    /// Parse and validate scenario text; `file` names it in errors.
+    pub fn parse(file: &str, src: &str) -> Result<Scenario, ScenarioError> {
+        let sc: Scenario = toml::from_str(src).map_err(|e| {
+            let line = e.span().map(|s| line_of_offset(src, s.start)).unwrap_or(0);
+            let field = if line > 0 {
+                field_at_line(src, line)
+            } else {
+                String::from("(document)")
+            };
+            let message = e.message().trim().replace('\n', " ");
+            ScenarioError::Invalid {
+                file: file.to_string(),
+                line,
+                field,
+                message,
+            }
+        })?;
+        sc.validate().map_err(|(field, message)| ScenarioError::Invalid {
+            file: file.to_string(),
+            line: line_of_field(src, &field),
+            field,
+            message,
+        })?;
+        Ok(sc)
+    }
+
+    /// Range checks that serde cannot express. `Err((field, message))`.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let err = |f: &str, m: String| Err((f.to_string(), m));
+        if !(self.pacer.rate.is_finite() && self.pacer.rate > 0.0) {
+            return err(
+                "pacer.rate",
+                format!("must be a number above 0, got {}", self.pacer.rate),
+            );
+        }
+        if self.processes.count == 0 {
+            return err("processes.count", "must be at least 1".into());
+        }
+        if self.duration.0 == 0 {
+            return err("duration", "must be above 0".into());
+        }
+        if self.processes.requests.is_none()
+            && self.processes.arrival_rate.is_none()
+            && self.duration.0 > 365 * 86400 * 1_000_000_000
+        {
+            return err("duration", "an unbounded run needs a duration under a year".into());
+        }
+        if let Some(r) = self.processes.arrival_rate
+            && !(r.is_finite() && r > 0.0)
+        {
+            return err("processes.arrival_rate", format!("must be above 0, got {r}"));
+        }
+        for (f, d) in [
+            ("store.latency", &self.store.latency),
+            ("store.service", &self.store.service),
+            ("fetch.duration", &self.fetch.duration),
+            ("destination.latency", &self.destination.latency),
+            ("processes.think", &self.processes.think),
+            ("processes.start", &self.processes.start),
+        ] {
+            if let Err(m) = d.validate() {
+                return err(f, m);
+            }
+        }
+        if !(0.0..=1.0).contains(&self.destination.p503) {
+            return err(
+                "destination.p503",
+                format!("must be a probability in [0, 1], got {}", self.destination.p503),
+            );
+        }
+        if let Some(l) = self.destination.limit
+            && !(l.is_finite() && l > 0.0)
+        {
+            return err("destination.limit", format!("must be above 0, got {l}"));
+        }
+        if !(self.backoff.factor.is_finite() && self.backoff.factor >= 1.0) {
+            return err(
+                "backoff.factor",
+                format!("must be at least 1, got {}", self.backoff.factor),
+            );
+        }
+        if !(self.backoff.cap.is_finite() && self.backoff.cap >= 1.0) {
+            return err("backoff.cap", format!("must be at least 1, got {}", self.backoff.cap));
+        }
+        if self.checks.burst == 0 {
+            return err("checks.burst", "must be at least 1".into());
+        }
+        let known = crate::backend::names();
+        for (i, b) in std::iter::once(&self.pacer.backend)
+            .chain(self.pacer.compare.iter())
+            .enumerate()
+        {
+            if !known.contains(&b.as_str()) {
+                let f = if i == 0 { "pacer.backend" } else { "pacer.compare" };
+                return err(f, format!("unknown backend `{b}` (known: {})", known.join(", ")));
+            }
+        }
+        crate::backend::validate_options(self).map_err(|(f, m)| (format!("pacer.{f}"), m))?;
+        for (i, f) in self.faults.iter().enumerate() {
+            f.validate(self)
+                .map_err(|(field, m)| (format!("faults[{i}].{field}"), m))?;
+        }
+        Ok(())
+    }
+
+    /// The same scenario with another backend (for `--backend` and comparisons).
+    pub fn with_backend(&self, backend: &str) -> Result<Scenario, String> {
+        let mut s = self.clone();
+        s.pacer.backend = backend.to_string();
+        s.validate().map_err(|(f, m)| format!("{}: {f}: {m}", self.name))?;
+        Ok(s)
+    }
+
+    /// The backends `simulate` runs on this scenario.
+    pub fn compared_backends(&self) -> Vec<String> {
+        if self.pacer.compare.is_empty() {
+            vec![self.pacer.backend.clone()]
+        } else {
+            self.pacer.compare.clone()
+        }
+    }
+}
+
+fn line_of_offset(src: &str, offset: usize) -> usize {
+    src[..offset.min(src.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+/// The table header in force at each line, e.g. `pacer`, `faults[1]`.
+fn headers(src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for line in src.lines() {
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
+            let name = name.trim().to_string();
+            let n = match counts.iter_mut().find(|c| c.0 == name) {
+                Some(c) => {
+                    c.1 += 1;
+                    c.1
+                }
+                None => {
+                    counts.push((name.clone(), 0));
+                    0
+                }
+            };
+            cur = format!("{name}[{n}]");
+        } else if let Some(name) = t.strip_prefix('[').and_then(|r| r.split(']').next()) {
+            cur = name.trim().to_string();
+        }
+        out.push(cur.clone());
+    }
+    out
+}
+
+fn key_of(line: &str) -> Option<&str> {
+    let t = line.trim();
+    if t.starts_with('[') || t.starts_with('#') {
+        return None;
+    }
+    let k = t.split('=').next()?.trim();
+    (!k.is_empty() && k.len() < t.len()).then_some(k)
+}
+
+fn field_at_line(src: &str, line: usize) -> String {
+    let hs = headers(src);
+    let text = src.lines().nth(line - 1).unwrap_or("");
+    let table = hs.get(line - 1).cloned().unwrap_or_default();
+    match key_of(text) {
+        Some(k) if table.is_empty() => k.to_string(),
+        Some(k) => format!("{table}.{k}"),
+        None if table.is_empty() => "(document)".into(),
+        None => table,
+    }
+}
+
+/// The line of a dotted field such as `pacer.rate` or `faults[1].at`; 0 when absent.
+fn line_of_field(src: &str, field: &str) -> usize {
+    let (table, key) = match field.rsplit_once('.') {
+        Some((t, k)) => (t, k),
+        None => ("", field),
+    };
+    let hs = headers(src);
+    for (i, line) in src.lines().enumerate() {
+        if hs[i] == table && key_of(line) == Some(key) {
+            return i + 1;
+        }
+    }
+    // fall back to the table header's line
+    hs.iter().position(|h| h == table).map(|i| i + 1).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "t"
+duration = "5s"
+[pacer]
+backend = "row"
+rate = 50.0
+[processes]
+count = 4
+requests = 10
+"#;
+
+    #[test]
+    fn parses_minimal() {
+        let s = Scenario::parse("t.toml", GOOD).unwrap();
+        assert_eq!(s.processes.count, 4);
+        assert_eq!(s.interval(), Nanos(20_000_000));
+    }
+
+    fn err(src: &str) -> String {
+        Scenario::parse("t.toml", src).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        assert_eq!(
+            err(&GOOD.replace("rate = 50.0", "rate = 0")),
+            "t.toml:6: pacer.rate: must be a number above 0, got 0"
+        );
+        assert!(err(&GOOD.replace("count = 4", "count = 0")).starts_with("t.toml:8: processes.count:"));
+        let e = err(&GOOD.replace("requests = 10", "requests = 10\nbogus = 1"));
+        assert!(
+            e.starts_with("t.toml:10: processes.bogus: unknown field `bogus`"),
+            "{e}"
+        );
+        let e = err(&GOOD.replace("\"row\"", "\"nope\""));
+        assert!(e.starts_with("t.toml:5: pacer.backend: unknown backend `nope`"), "{e}");
+        let e = err("name = \"x\"\nduration = [");
+        assert!(e.starts_with("t.toml:2:"), "{e}");
+        let e = err(&GOOD.replace("\"5s\"", "\"5 lightyears\""));
+        assert!(e.starts_with("t.toml:3: duration:"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+}

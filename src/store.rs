@@ -1,0 +1,170 @@
+//! The shared store model: its clock, the network to and from it, its row lock, its outages.
+//!
+//! What a backend keeps in the store, and what its operations do, is the backend's business
+//! ([`crate::backend`]); this file is the machinery around it. Operations reach the store after
+//! a one-way latency, queue FIFO behind the store's lock, are served one at a time (each taking
+//! a service time, plus any time the caller's open transaction keeps the lock), and their
+//! replies travel back after another one-way latency. An outage makes the store refuse or
+//! ignore operations; a partition cuts some processes off; a long transaction occupies the
+//! lock.
+
+use crate::backend::Op;
+use crate::clock::Clock;
+use crate::dist::Dist;
+use crate::fault::OutageMode;
+use crate::rng::Rng;
+use crate::scenario::StoreCfg;
+use crate::time::{Instant, Nanos};
+use std::collections::VecDeque;
+
+/// Something waiting for the store's lock.
+#[derive(Copy, Clone, Debug)]
+pub enum Waiter {
+    /// A process's operation.
+    Op {
+        /// Sender.
+        pid: u32,
+        /// Sender's incarnation.
+        incarnation: u32,
+        /// Sender's operation sequence number.
+        seq: u64,
+        /// The operation.
+        op: Op,
+    },
+    /// An unrelated transaction that holds the lock for `hold`.
+    Foreign {
+        /// How long it holds the lock.
+        hold: Nanos,
+    },
+}
+
+/// The store.
+#[derive(Debug)]
+pub struct Store {
+    /// The store's clock (`clock_timestamp()`).
+    pub clock: Clock,
+    latency: Dist,
+    service: Dist,
+    /// The store's random stream: network draws, service times, transaction holds.
+    pub rng: Rng,
+    /// Client-side timeout of one operation.
+    pub timeout: Nanos,
+    // invariant: `busy` is true exactly while one waiter is being served or the lock is held
+    // by an open transaction; `queue` holds the rest in arrival order.
+    busy: bool,
+    queue: VecDeque<Waiter>,
+    // Fault state, each a count so overlapping windows compose.
+    outages: Vec<OutageMode>,
+    added_latency: Vec<Dist>,
+    partitioned: Vec<u32>,
+    /// Operations served so far.
+    pub served: u64,
+}
+
+impl Store {
+    /// A store from its configuration.
+    pub fn new(cfg: &StoreCfg, rng: Rng) -> Store {
+        let offset = cfg.clock_offset.map(|d| d.0 as i64).unwrap_or(0);
+        Store {
+            clock: Clock::new(offset, 0.0),
+            latency: cfg.latency.clone(),
+            service: cfg.service.clone(),
+            rng,
+            timeout: cfg.timeout.unwrap_or(Nanos(5_000_000_000)),
+            busy: false,
+            queue: VecDeque::new(),
+            outages: Vec::new(),
+            added_latency: Vec::new(),
+            partitioned: Vec::new(),
+            served: 0,
+        }
+    }
+
+    /// Draw one one-way network latency (plus any injected extra) from the stream of the
+    /// process at the other end of the link, so one process's draws never shift another's.
+    pub fn one_way(&self, rng: &mut Rng) -> Nanos {
+        let mut d = self.latency.sample(rng);
+        for a in &self.added_latency {
+            d = d + a.sample(rng);
+        }
+        d
+    }
+
+    /// Draw one service time.
+    pub fn service_time(&mut self) -> Nanos {
+        self.service.sample(&mut self.rng)
+    }
+
+    /// Can `pid` reach the store now? `Err` says how it fails.
+    pub fn reachable(&self, pid: u32) -> Result<(), OutageMode> {
+        if self.partitioned.contains(&pid) {
+            return Err(OutageMode::Timeout);
+        }
+        match self.outages.last() {
+            Some(&m) => Err(m),
+            None => Ok(()),
+        }
+    }
+
+    /// A waiter reaches the lock. Returns it back if the lock is free (serve it now).
+    pub fn admit(&mut self, w: Waiter) -> Option<Waiter> {
+        if self.busy {
+            self.queue.push_back(w);
+            None
+        } else {
+            self.busy = true;
+            Some(w)
+        }
+    }
+
+    /// The lock frees; returns the next waiter to serve, if any (the lock stays held for it).
+    pub fn release(&mut self) -> Option<Waiter> {
+        debug_assert!(self.busy);
+        let next = self.queue.pop_front();
+        self.busy = next.is_some();
+        next
+    }
+
+    /// Number of waiters queued behind the lock.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Begin an outage window.
+    pub fn outage_start(&mut self, m: OutageMode) {
+        self.outages.push(m);
+    }
+    /// End the oldest outage window.
+    pub fn outage_end(&mut self) {
+        if !self.outages.is_empty() {
+            self.outages.remove(0);
+        }
+    }
+    /// Begin a latency window.
+    pub fn latency_start(&mut self, d: Dist) {
+        self.added_latency.push(d);
+    }
+    /// End the oldest latency window.
+    pub fn latency_end(&mut self) {
+        if !self.added_latency.is_empty() {
+            self.added_latency.remove(0);
+        }
+    }
+    /// Cut `pids` off.
+    pub fn partition_start(&mut self, pids: &[u32]) {
+        self.partitioned.extend_from_slice(pids);
+    }
+    /// Reconnect `pids` (one occurrence each).
+    pub fn partition_end(&mut self, pids: &[u32]) {
+        for p in pids {
+            if let Some(i) = self.partitioned.iter().position(|q| q == p) {
+                self.partitioned.remove(i);
+            }
+        }
+    }
+
+    /// The store clock's reading at `t`.
+    pub fn now(&self, t: Instant) -> i64 {
+        self.clock.read(t)
+    }
+}

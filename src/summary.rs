@@ -1,0 +1,312 @@
+//! The summary of one run: the headline figures `pacesim run --json` prints, computed in one
+//! streaming pass over the trace (so a live trace gives the same figures).
+
+use crate::check::{Suite, Verdict, ceiling::MaxWindow};
+use crate::scenario::Scenario;
+use crate::sim;
+use crate::trace::{Event, Header, OpKind, Sink, Tee, Writer};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Write;
+
+/// Reservation round-trip latency (send to reply), milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Latency {
+    /// Round trips measured.
+    pub count: u64,
+    /// Mean.
+    pub mean_ms: f64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 95th percentile.
+    pub p95_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// Maximum.
+    pub max_ms: f64,
+}
+
+/// One check's result in `--json`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CheckOut {
+    /// Did it hold?
+    pub pass: bool,
+    /// Witness or figure.
+    pub detail: String,
+}
+
+/// The headline figures of one run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Summary {
+    /// Scenario name.
+    pub scenario: String,
+    /// Backend.
+    pub backend: String,
+    /// Backend options in force.
+    pub backend_detail: serde_json::Value,
+    /// Seed.
+    pub seed: u64,
+    /// Worker processes.
+    pub processes: u32,
+    /// Fetches that reached the destination.
+    pub fetches: u64,
+    /// First fetch start, seconds of reference time.
+    pub first_start_s: f64,
+    /// Last fetch start, seconds.
+    pub last_start_s: f64,
+    /// `(fetches - 1) / (last_start - first_start)`: fetches per second between them.
+    pub achieved_rate: f64,
+    /// The configured ceiling.
+    pub rate: f64,
+    /// Largest 1 s window of destination arrivals.
+    pub max_window: MaxWindow,
+    /// Smallest burst the destination arrivals conform to.
+    pub burst_needed: u64,
+    /// Smallest burst the granted slots conform to.
+    pub slot_burst_needed: u64,
+    /// Responses 429.
+    pub status_429: u64,
+    /// Responses 503.
+    pub status_503: u64,
+    /// Reservation round trips.
+    pub reservation: Latency,
+    /// Total process-seconds spent in fallback.
+    pub fallback_s: f64,
+    /// Processes killed.
+    pub crashes: u64,
+    /// Store errors seen by processes.
+    pub store_errors: u64,
+    /// Reference time the run ended, seconds.
+    pub end_s: f64,
+    /// FNV-1a 64 of the canonical trace.
+    pub trace_hash: String,
+    /// Verdicts by checker name.
+    pub checks: BTreeMap<String, CheckOut>,
+}
+
+impl Summary {
+    /// True when every check passed.
+    pub fn all_pass(&self) -> bool {
+        self.checks.values().all(|c| c.pass)
+    }
+}
+
+/// Streams the figures that are not checker verdicts.
+#[derive(Debug)]
+pub struct Figures {
+    header: Option<Header>,
+    fetches: u64,
+    first_start: Option<u64>,
+    last_start: u64,
+    s429: u64,
+    s503: u64,
+    sent: Vec<Option<u64>>,
+    hist: Histogram<u64>,
+    in_fallback: Vec<Option<u64>>,
+    fallback_ns: u64,
+    crashes: u64,
+    store_errors: u64,
+    end: u64,
+}
+
+impl Default for Figures {
+    fn default() -> Self {
+        Figures {
+            header: None,
+            fetches: 0,
+            first_start: None,
+            last_start: 0,
+            s429: 0,
+            s503: 0,
+            sent: Vec::new(),
+            hist: Histogram::new(3).expect("3 significant figures is valid"),
+            in_fallback: Vec::new(),
+            fallback_ns: 0,
+            crashes: 0,
+            store_errors: 0,
+            end: 0,
+        }
+    }
+}
+
+impl Sink for Figures {
+    fn header(&mut self, h: &Header) {
+        self.sent = vec![None; h.processes as usize];
+        self.in_fallback = vec![None; h.processes as usize];
+        self.header = Some(h.clone());
+    }
+    fn event(&mut self, ev: &Event) {
+        self.end = self.end.max(ev.t());
+        match *ev {
+            Event::FetchStart { t, .. } => {
+                self.first_start.get_or_insert(t);
+                self.last_start = t;
+            }
+            Event::Arrival { status, .. } => {
+                self.fetches += 1;
+                match status {
+                    429 => self.s429 += 1,
+                    503 => self.s503 += 1,
+                    _ => {}
+                }
+            }
+            Event::OpSent {
+                t,
+                pid,
+                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
+            } => {
+                if let Some(s) = self.sent.get_mut(pid as usize) {
+                    *s = Some(t);
+                }
+            }
+            Event::Reply {
+                t,
+                pid,
+                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
+                ..
+            } => {
+                if let Some(Some(s)) = self.sent.get_mut(pid as usize).map(|s| s.take()) {
+                    self.hist.saturating_record((t - s).max(1));
+                }
+            }
+            Event::StoreError { pid, .. } => {
+                self.store_errors += 1;
+                if let Some(s) = self.sent.get_mut(pid as usize) {
+                    *s = None;
+                }
+            }
+            Event::Crash { pid, t, .. } => {
+                self.crashes += 1;
+                if let Some(s) = self.sent.get_mut(pid as usize) {
+                    *s = None;
+                }
+                if let Some(Some(since)) = self.in_fallback.get_mut(pid as usize).map(|s| s.take()) {
+                    self.fallback_ns += t - since;
+                }
+            }
+            Event::Fallback { t, pid, enter, .. } => {
+                if let Some(slot) = self.in_fallback.get_mut(pid as usize) {
+                    match (enter, slot.take()) {
+                        (true, None) => *slot = Some(t),
+                        (true, Some(s)) => *slot = Some(s),
+                        (false, Some(since)) => self.fallback_ns += t - since,
+                        (false, None) => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Figures {
+    fn latency(&self) -> Latency {
+        let h = &self.hist;
+        if h.is_empty() {
+            return Latency::default();
+        }
+        let ms = |v: u64| v as f64 / 1e6;
+        Latency {
+            count: h.len(),
+            mean_ms: h.mean() / 1e6,
+            p50_ms: ms(h.value_at_quantile(0.50)),
+            p95_ms: ms(h.value_at_quantile(0.95)),
+            p99_ms: ms(h.value_at_quantile(0.99)),
+            max_ms: ms(h.max()),
+        }
+    }
+
+    /// Combine with the checkers' results into a summary.
+    pub fn summary(mut self, suite: &mut Suite, trace_hash: String) -> Summary {
+        let h = self.header.clone().expect("trace has a header");
+        let open: u64 = self.in_fallback.iter().flatten().map(|&s| self.end - s).sum();
+        self.fallback_ns += open;
+        let first = self.first_start.unwrap_or(0);
+        let span = (self.last_start - first) as f64 / 1e9;
+        let achieved_rate = if self.fetches > 1 && span > 0.0 {
+            (self.fetches - 1) as f64 / span
+        } else {
+            0.0
+        };
+        let verdicts: Vec<Verdict> = suite.verdicts();
+        let c = suite.ceiling();
+        Summary {
+            scenario: h.scenario.clone(),
+            backend: h.backend.clone(),
+            backend_detail: h.backend_detail.clone(),
+            seed: h.seed,
+            processes: h.processes,
+            fetches: self.fetches,
+            first_start_s: first as f64 / 1e9,
+            last_start_s: self.last_start as f64 / 1e9,
+            achieved_rate,
+            rate: h.rate,
+            max_window: c.map(|c| c.max_window().clone()).unwrap_or_default(),
+            burst_needed: c.map_or(1, |c| c.burst_needed()),
+            slot_burst_needed: c.map_or(1, |c| c.slot_burst_needed()),
+            status_429: self.s429,
+            status_503: self.s503,
+            reservation: self.latency(),
+            fallback_s: self.fallback_ns as f64 / 1e9,
+            crashes: self.crashes,
+            store_errors: self.store_errors,
+            end_s: self.end as f64 / 1e9,
+            trace_hash,
+            checks: verdicts
+                .into_iter()
+                .map(|v| {
+                    (
+                        v.name.to_string(),
+                        CheckOut {
+                            pass: v.pass,
+                            detail: v.detail,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Simulate a scenario and summarise it in one pass; optionally also write the trace, and
+/// feed the events to extra consumers (plots, reports).
+pub fn simulate(
+    sc: &Scenario,
+    trace: Option<Box<dyn Write>>,
+    extra: Option<&mut dyn Sink>,
+) -> std::io::Result<Summary> {
+    let mut writer = match trace {
+        Some(w) => Writer::to(w),
+        None => Writer::hash_only(),
+    };
+    let mut figures = Figures::default();
+    let mut suite = Suite::new();
+    {
+        let mut tee = Tee::new();
+        tee.push(&mut writer);
+        tee.push(&mut figures);
+        tee.push(&mut suite);
+        if let Some(e) = extra {
+            tee.push(e);
+        }
+        sim::run(sc, &mut tee);
+    }
+    writer.finish()?;
+    Ok(figures.summary(&mut suite, writer.hash_hex()))
+}
+
+/// Summarise an existing trace (from a file, or a live run): the same figures and checks.
+pub fn from_trace(file: &str, input: impl std::io::BufRead) -> Result<Summary, crate::trace::ReadError> {
+    let mut writer = Writer::hash_only();
+    let mut figures = Figures::default();
+    let mut suite = Suite::new();
+    {
+        let mut tee = Tee::new();
+        tee.push(&mut writer);
+        tee.push(&mut figures);
+        tee.push(&mut suite);
+        crate::trace::read(file, input, &mut tee)?;
+    }
+    Ok(figures.summary(&mut suite, writer.hash_hex()))
+}

@@ -1,0 +1,171 @@
+//! Virtual time: instants and durations as nanosecond newtypes, and human-readable durations.
+//!
+//! Simulated code never reads a wall clock. Every instant is a count of nanoseconds since the
+//! run's origin on the *reference* timeline (the simulator's virtual time, or in live mode the
+//! destination's clock). Clocks that disagree with the reference (a process's monotonic clock,
+//! the store's `clock_timestamp()`) live in [`crate::clock`] and read *into* signed `i64`
+//! nanoseconds of their own frame.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::ops::{Add, AddAssign, Sub};
+
+/// A span of time in nanoseconds.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Nanos(pub u64);
+
+/// A point on the reference timeline, in nanoseconds since the run's origin.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Instant(pub u64);
+
+impl Nanos {
+    /// Zero duration.
+    pub const ZERO: Nanos = Nanos(0);
+    /// One second.
+    pub const SECOND: Nanos = Nanos(1_000_000_000);
+    /// From milliseconds.
+    pub const fn from_millis(ms: u64) -> Nanos {
+        Nanos(ms * 1_000_000)
+    }
+    /// From (fractional) seconds, rounded to the nearest nanosecond; negatives clamp to zero.
+    pub fn from_secs_f64(s: f64) -> Nanos {
+        if s.is_finite() && s > 0.0 {
+            Nanos((s * 1e9).round() as u64)
+        } else {
+            Nanos::ZERO
+        }
+    }
+    /// As fractional seconds.
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+    /// As fractional milliseconds.
+    pub fn as_millis_f64(self) -> f64 {
+        self.0 as f64 / 1e6
+    }
+    /// The pacing interval of a rate in events per second (`1 s / rate`), rounded up so a
+    /// pacer never runs faster than its rate.
+    pub fn interval_of_rate(rate: f64) -> Nanos {
+        Nanos((1e9 / rate).ceil() as u64)
+    }
+    /// Multiply by a non-negative factor (e.g. a backoff multiplier), rounding to nanoseconds.
+    pub fn scale(self, factor: f64) -> Nanos {
+        Nanos::from_secs_f64(self.as_secs_f64() * factor)
+    }
+}
+
+impl Instant {
+    /// The run's origin.
+    pub const ZERO: Instant = Instant(0);
+    /// Seconds since the origin.
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+    /// Duration since an earlier instant (zero if `earlier` is later).
+    pub fn since(self, earlier: Instant) -> Nanos {
+        Nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl Add<Nanos> for Instant {
+    type Output = Instant;
+    fn add(self, d: Nanos) -> Instant {
+        Instant(self.0.saturating_add(d.0))
+    }
+}
+impl AddAssign<Nanos> for Instant {
+    fn add_assign(&mut self, d: Nanos) {
+        *self = *self + d;
+    }
+}
+impl Sub for Instant {
+    type Output = Nanos;
+    fn sub(self, o: Instant) -> Nanos {
+        self.since(o)
+    }
+}
+impl Add for Nanos {
+    type Output = Nanos;
+    fn add(self, o: Nanos) -> Nanos {
+        Nanos(self.0.saturating_add(o.0))
+    }
+}
+
+impl fmt::Display for Nanos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0;
+        if n == 0 {
+            write!(f, "0s")
+        } else if n.is_multiple_of(1_000_000_000) {
+            write!(f, "{}s", n / 1_000_000_000)
+        } else if n.is_multiple_of(1_000_000) {
+            write!(f, "{}ms", n / 1_000_000)
+        } else if n.is_multiple_of(1_000) {
+            write!(f, "{}us", n / 1_000)
+        } else {
+            write!(f, "{n}ns")
+        }
+    }
+}
+
+/// Parse a human-readable duration: `"0"`, `"250ns"`, `"12us"`, `"1.5ms"`, `"5s"`, `"2m"`, `"1h"`.
+pub fn parse_duration(s: &str) -> Result<Nanos, String> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(Nanos::ZERO);
+    }
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("duration `{s}` needs a unit (ns, us, ms, s, m, h)"))?;
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("duration `{s}`: `{num}` is not a number"))?;
+    let scale = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
+        other => return Err(format!("duration `{s}`: unknown unit `{other}` (ns, us, ms, s, m, h)")),
+    };
+    let ns = value * scale;
+    if !ns.is_finite() || !(0.0..=1e19).contains(&ns) {
+        return Err(format!("duration `{s}` is out of range"));
+    }
+    Ok(Nanos(ns.round() as u64))
+}
+
+impl Serialize for Nanos {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Nanos {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_duration(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_prints_durations() {
+        assert_eq!(parse_duration("50ms").unwrap(), Nanos(50_000_000));
+        assert_eq!(parse_duration("1.5s").unwrap(), Nanos(1_500_000_000));
+        assert_eq!(parse_duration("0").unwrap(), Nanos::ZERO);
+        assert_eq!(parse_duration("0ms").unwrap(), Nanos::ZERO);
+        assert_eq!(parse_duration("2m").unwrap(), Nanos(120_000_000_000));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert_eq!(Nanos(143_000_000).to_string(), "143ms");
+        assert_eq!(Nanos::interval_of_rate(7.0), Nanos(142_857_143));
+    }
+}

@@ -1,0 +1,517 @@
+//! The trace: a typed, versioned event stream, the only thing consumers read.
+//!
+//! The simulator ([`crate::sim`]) and the live runner produce it; checkers, statistics, plots
+//! and reports consume it, streaming where they can. On disk it is JSON Lines: a
+//! [`Header`] line, then one [`Event`] per line in non-decreasing `t` (nanoseconds on the
+//! reference timeline: virtual time, or in live mode the destination's clock).
+//!
+//! The trace hash is FNV-1a (64-bit) over the canonical encoding, the exact bytes of the JSON
+//! lines (header included) that `--trace` writes; two runs with the same hash produced the
+//! same trace.
+
+use serde::{Deserialize, Serialize};
+use std::io::{self, BufRead, Write};
+
+/// Version of the trace format; bumped on any incompatible change.
+pub const TRACE_VERSION: u32 = 1;
+
+/// First line of every trace: what produced it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Header {
+    /// Always `"header"`.
+    pub ev: String,
+    /// [`TRACE_VERSION`].
+    pub version: u32,
+    /// `sim` or `live`.
+    pub source: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// Backend name.
+    pub backend: String,
+    /// Seed used.
+    pub seed: u64,
+    /// Number of worker processes.
+    pub processes: u32,
+    /// The global ceiling, per second.
+    pub rate: f64,
+    /// The ceiling check's tolerated burst.
+    pub burst: u64,
+    /// Backoff multiplier cap.
+    pub multiplier_cap: f64,
+    /// Backend options in force.
+    pub backend_detail: serde_json::Value,
+}
+
+/// Why an operation or a lock ended the way it did.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    /// Reserve a slot (pace backends).
+    Reserve,
+    /// Report a response to shared backoff state.
+    Report,
+    /// GCRA check-and-update.
+    Gcra,
+    /// Try to take a lock.
+    TryLock,
+    /// Release a lock.
+    Unlock,
+}
+
+/// One event. `t` is nanoseconds on the reference timeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Event {
+    /// A process sent an operation to the store.
+    OpSent {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// Which operation.
+        op: OpKind,
+    },
+    /// The store granted a slot (pace backends), at store-clock time `store_now`.
+    Grant {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// The slot, in the granting authority's clock frame (ns).
+        slot: i64,
+        /// The authority's clock when it granted (ns).
+        now: i64,
+        /// The pacing interval applied, after the multiplier (ns).
+        interval: u64,
+        /// Backoff multiplier in force for this grant.
+        multiplier: f64,
+    },
+    /// The store refused permission for now (GCRA deny, lock busy).
+    Deny {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+    },
+    /// A reply reached the process; `wait` is how long it will now sleep (ns).
+    Reply {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// Which operation this answers.
+        op: OpKind,
+        /// Sleep until the slot (ns, reference time).
+        wait: u64,
+    },
+    /// A store operation failed (outage, partition, timeout).
+    StoreError {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// `refused` or `timeout`.
+        error: String,
+    },
+    /// A process started a fetch.
+    FetchStart {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+    },
+    /// A fetch reached the destination (the witness the ceiling check counts).
+    Arrival {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// The destination's answer.
+        status: u16,
+    },
+    /// A fetch's response reached the process.
+    FetchEnd {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// Status.
+        status: u16,
+    },
+    /// A backoff multiplier changed; `pid` is `None` for the shared (global) multiplier.
+    Multiplier {
+        /// Time.
+        t: u64,
+        /// Process owning a per-process multiplier, or none for the global one.
+        pid: Option<u32>,
+        /// Old value.
+        from: f64,
+        /// New value.
+        to: f64,
+        /// `429`, `503` or `decay`.
+        cause: String,
+    },
+    /// A lock was taken.
+    LockAcquired {
+        /// Time.
+        t: u64,
+        /// Holder.
+        pid: u32,
+        /// Lock number.
+        lock: u32,
+    },
+    /// A lock was freed.
+    LockReleased {
+        /// Time.
+        t: u64,
+        /// Holder it was freed from.
+        pid: u32,
+        /// Lock number.
+        lock: u32,
+        /// `release`, `ttl`, `session_gone` or `store_restart`.
+        reason: String,
+    },
+    /// A job ran without the lock after its bounded wait (the safety valve), or uncapped because
+    /// the broker failed.
+    Uncapped {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// `safety_valve` or `broker_error`.
+        reason: String,
+    },
+    /// A process switched to or from its fallback pacer.
+    Fallback {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// True on entry, false on exit.
+        enter: bool,
+        /// `fail_open`, `divided` or `fail_closed`.
+        mode: String,
+    },
+    /// A process was killed (SIGKILL).
+    Crash {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// Where in its protocol.
+        point: String,
+    },
+    /// A fresh process replaced a killed one.
+    Restart {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+    },
+    /// A fault window opened (`start`) or closed.
+    Fault {
+        /// Time.
+        t: u64,
+        /// Index in the scenario's fault list.
+        id: u32,
+        /// Fault kind.
+        kind: String,
+        /// True at start, false at end.
+        start: bool,
+    },
+    /// The run ended.
+    End {
+        /// Time.
+        t: u64,
+    },
+}
+
+impl Event {
+    /// The event's time.
+    pub fn t(&self) -> u64 {
+        match *self {
+            Event::OpSent { t, .. }
+            | Event::Grant { t, .. }
+            | Event::Deny { t, .. }
+            | Event::Reply { t, .. }
+            | Event::StoreError { t, .. }
+            | Event::FetchStart { t, .. }
+            | Event::Arrival { t, .. }
+            | Event::FetchEnd { t, .. }
+            | Event::Multiplier { t, .. }
+            | Event::LockAcquired { t, .. }
+            | Event::LockReleased { t, .. }
+            | Event::Uncapped { t, .. }
+            | Event::Fallback { t, .. }
+            | Event::Crash { t, .. }
+            | Event::Restart { t, .. }
+            | Event::Fault { t, .. }
+            | Event::End { t } => t,
+        }
+    }
+}
+
+/// A consumer of a trace.
+pub trait Sink {
+    /// The header, once, before any event.
+    fn header(&mut self, _h: &Header) {}
+    /// One event, in trace order.
+    fn event(&mut self, ev: &Event);
+}
+
+/// Fans one stream out to several sinks.
+#[derive(Default)]
+pub struct Tee<'a> {
+    sinks: Vec<&'a mut dyn Sink>,
+}
+
+impl std::fmt::Debug for Tee<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tee").field("sinks", &self.sinks.len()).finish()
+    }
+}
+
+impl<'a> Tee<'a> {
+    /// An empty fan-out.
+    pub fn new() -> Self {
+        Tee { sinks: Vec::new() }
+    }
+    /// Add a sink.
+    pub fn push(&mut self, s: &'a mut dyn Sink) {
+        self.sinks.push(s);
+    }
+}
+
+impl Sink for Tee<'_> {
+    fn header(&mut self, h: &Header) {
+        for s in &mut self.sinks {
+            s.header(h);
+        }
+    }
+    fn event(&mut self, ev: &Event) {
+        for s in &mut self.sinks {
+            s.event(ev);
+        }
+    }
+}
+
+/// Collects events in memory (tests and small runs).
+#[derive(Default, Debug)]
+pub struct Collect {
+    /// The header, once seen.
+    pub header: Option<Header>,
+    /// Every event.
+    pub events: Vec<Event>,
+}
+
+impl Sink for Collect {
+    fn header(&mut self, h: &Header) {
+        self.header = Some(h.clone());
+    }
+    fn event(&mut self, ev: &Event) {
+        self.events.push(ev.clone());
+    }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// Canonical encoding of one trace line (compact JSON, newline-terminated).
+pub fn encode_line<T: Serialize>(v: &T, buf: &mut Vec<u8>) {
+    serde_json::to_writer(&mut *buf, v).expect("trace events always serialise");
+    buf.push(b'\n');
+}
+
+/// Streams the trace hash (FNV-1a 64 over the canonical encoding), and optionally writes the
+/// same bytes to a JSON Lines file.
+pub struct Writer {
+    hash: u64,
+    buf: Vec<u8>,
+    out: Option<Box<dyn Write>>,
+    error: Option<io::Error>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").field("hash", &self.hash).finish()
+    }
+}
+
+impl Writer {
+    /// Hash only.
+    pub fn hash_only() -> Writer {
+        Writer {
+            hash: FNV_OFFSET,
+            buf: Vec::with_capacity(256),
+            out: None,
+            error: None,
+        }
+    }
+    /// Hash and write to `out`.
+    pub fn to(out: Box<dyn Write>) -> Writer {
+        Writer {
+            out: Some(out),
+            ..Writer::hash_only()
+        }
+    }
+    fn line<T: Serialize>(&mut self, v: &T) {
+        self.buf.clear();
+        encode_line(v, &mut self.buf);
+        for &b in &self.buf {
+            self.hash = (self.hash ^ b as u64).wrapping_mul(FNV_PRIME);
+        }
+        if let Some(o) = &mut self.out
+            && self.error.is_none()
+            && let Err(e) = o.write_all(&self.buf)
+        {
+            self.error = Some(e);
+        }
+    }
+    /// The hash so far, as 16 hex digits.
+    pub fn hash_hex(&self) -> String {
+        format!("{:016x}", self.hash)
+    }
+    /// Flush the file, reporting the first write error.
+    pub fn finish(&mut self) -> io::Result<()> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        if let Some(o) = &mut self.out {
+            o.flush()?;
+        }
+        Ok(())
+    }
+}
+
+impl Sink for Writer {
+    fn header(&mut self, h: &Header) {
+        self.line(h);
+    }
+    fn event(&mut self, ev: &Event) {
+        self.line(ev);
+    }
+}
+
+/// Errors reading a trace file.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// I/O.
+    #[error("{file}: {source}")]
+    Io {
+        /// File.
+        file: String,
+        /// Cause.
+        source: io::Error,
+    },
+    /// A line is not a valid event.
+    #[error("{file}:{line}: {message}")]
+    Bad {
+        /// File.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Read a JSON Lines trace, streaming each event to `sink`. Returns the header.
+pub fn read(file: &str, input: impl BufRead, sink: &mut dyn Sink) -> Result<Header, ReadError> {
+    let mut header: Option<Header> = None;
+    let mut last_t = 0;
+    for (i, line) in input.lines().enumerate() {
+        let line = line.map_err(|e| ReadError::Io {
+            file: file.into(),
+            source: e,
+        })?;
+        let bad = |message: String| ReadError::Bad {
+            file: file.into(),
+            line: i + 1,
+            message,
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        if header.is_none() {
+            let h: Header = serde_json::from_str(&line).map_err(|e| bad(format!("not a trace header: {e}")))?;
+            if h.version != TRACE_VERSION {
+                return Err(bad(format!(
+                    "trace version {} is not supported (expected {TRACE_VERSION})",
+                    h.version
+                )));
+            }
+            sink.header(&h);
+            header = Some(h);
+            continue;
+        }
+        let ev: Event = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
+        if ev.t() < last_t {
+            return Err(bad(format!("time goes backwards ({} after {last_t})", ev.t())));
+        }
+        last_t = ev.t();
+        sink.event(&ev);
+    }
+    header.ok_or_else(|| ReadError::Bad {
+        file: file.into(),
+        line: 1,
+        message: "empty trace (no header)".into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_hashes() {
+        let h = Header {
+            ev: "header".into(),
+            version: TRACE_VERSION,
+            source: "sim".into(),
+            scenario: "x".into(),
+            backend: "row".into(),
+            seed: 1,
+            processes: 2,
+            rate: 7.0,
+            burst: 2,
+            multiplier_cap: 8.0,
+            backend_detail: serde_json::json!({}),
+        };
+        let evs = vec![
+            Event::FetchStart { t: 1, pid: 0 },
+            Event::Arrival {
+                t: 2,
+                pid: 0,
+                status: 200,
+            },
+            Event::Multiplier {
+                t: 3,
+                pid: None,
+                from: 1.0,
+                to: 2.0,
+                cause: "429".into(),
+            },
+        ];
+        let mut w = Writer::hash_only();
+        let mut bytes = Vec::new();
+        w.header(&h);
+        encode_line(&h, &mut bytes);
+        for e in &evs {
+            w.event(e);
+            encode_line(e, &mut bytes);
+        }
+        let mut c = Collect::default();
+        let h2 = read("mem", &bytes[..], &mut c).unwrap();
+        assert_eq!(h2, h);
+        assert_eq!(c.events, evs);
+        let mut w2 = Writer::hash_only();
+        w2.header(&h2);
+        for e in &c.events {
+            w2.event(e);
+        }
+        assert_eq!(w.hash_hex(), w2.hash_hex());
+        let bad = read("mem", &b"{\"ev\":\"header\"}\n"[..], &mut Collect::default()).unwrap_err();
+        assert!(bad.to_string().starts_with("mem:1: not a trace header"));
+    }
+}

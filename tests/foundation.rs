@@ -1,0 +1,220 @@
+//! Foundation acceptance: the four-limiters story, determinism, the row/local property, bad
+//! input handling.
+
+use pacesim::scenario::Scenario;
+use pacesim::summary::{Summary, simulate};
+use pacesim::trace::{Collect, Event};
+use proptest::prelude::*;
+use std::path::Path;
+use std::process::Command;
+
+fn load(name: &str) -> Scenario {
+    Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
+}
+
+fn run(sc: &Scenario) -> Summary {
+    simulate(sc, None, None).unwrap()
+}
+
+#[test]
+fn four_limiters_row_is_global_and_local_overshoots() {
+    let sc = load("four-limiters.toml");
+    let row = run(&sc.with_backend("row").unwrap());
+    assert_eq!(row.fetches, 40);
+    assert!(row.last_start_s >= 0.78, "row last start {}", row.last_start_s);
+    assert_eq!(row.burst_needed, 1);
+    assert!(row.all_pass(), "{:?}", row.checks);
+
+    let local = run(&sc.with_backend("local").unwrap());
+    assert_eq!(local.fetches, 40);
+    assert!((local.last_start_s - 0.18).abs() < 0.005, "local last start {}", local.last_start_s);
+    assert!(local.burst_needed >= 4, "local burst {}", local.burst_needed);
+    assert!(!local.checks["ceiling"].pass);
+    // Both fit inside one 1 s window: that figure alone cannot see the defect.
+    assert!(local.max_window.count <= local.max_window.bound);
+}
+
+fn every_scenario() -> Vec<Scenario> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sims");
+    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    files
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with("expected"))
+        .map(|p| Scenario::load(&p).unwrap())
+        .collect()
+}
+
+#[test]
+fn every_scenario_is_deterministic() {
+    for sc in every_scenario() {
+        // keep the self-check quick on the long reference scenarios
+        let mut sc = sc;
+        sc.duration = sc.duration.min(pacesim::time::Nanos(120_000_000_000));
+        for b in sc.compared_backends() {
+            let v = sc.with_backend(&b).unwrap();
+            let a = run(&v).trace_hash;
+            let b2 = run(&v).trace_hash;
+            assert_eq!(a, b2, "{} / {b}: trace hash differs between identical runs", sc.name);
+        }
+    }
+}
+
+#[test]
+fn a_different_seed_gives_a_different_trace_when_there_are_draws() {
+    let src = r#"
+name = "draws"
+duration = "3s"
+[pacer]
+backend = "row"
+rate = 20.0
+[processes]
+count = 3
+requests = 10
+[store]
+latency = { dist = "lognormal", median = "0.6ms", sigma = 0.5 }
+[fetch]
+duration = { dist = "exponential", mean = "20ms" }
+"#;
+    let mut sc = Scenario::parse("draws", src).unwrap();
+    let a = run(&sc).trace_hash;
+    sc.seed = 2;
+    let b = run(&sc).trace_hash;
+    assert_ne!(a, b);
+    sc.seed = 1;
+    assert_eq!(a, run(&sc).trace_hash);
+}
+
+#[test]
+fn adding_a_process_does_not_change_the_others_draws() {
+    // With `local` nothing is shared, so process 0's fetch times must not move when a third
+    // process joins: each entity draws from its own stream.
+    let src = |n: u32| {
+        format!(
+            "name='x'\nduration='2s'\n[pacer]\nbackend='local'\nrate=10.0\n[processes]\ncount={n}\nrequests=5\n\
+             think={{ dist='exponential', mean='30ms' }}\n[fetch]\nduration={{ dist='uniform', low='1ms', high='9ms' }}\n"
+        )
+    };
+    let starts = |n: u32| {
+        let sc = Scenario::parse("x", &src(n)).unwrap();
+        let mut c = Collect::default();
+        pacesim::sim::run(&sc, &mut c);
+        c.events.iter().filter_map(|e| matches!(e, Event::FetchStart { pid: 0, .. }).then(|| e.t())).collect::<Vec<_>>()
+    };
+    assert_eq!(starts(2), starts(3));
+}
+
+fn scenario(backend: &str, n: u32, rate: f64, requests: u64, latency: &str) -> Scenario {
+    let src = format!(
+        "name='prop'\nduration='600s'\n[pacer]\nbackend='{backend}'\nrate={rate}\n[processes]\ncount={n}\nrequests={requests}\n\
+         [store]\nlatency={latency}\nservice={{ dist='constant', value='20us' }}\n[destination]\nlatency={latency}\n"
+    );
+    Scenario::parse("prop", &src).unwrap()
+}
+
+fn latency() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (0u64..2000).prop_map(|us| format!("{{ dist='constant', value='{us}us' }}")),
+        (0u64..500, 0u64..1500).prop_map(|(a, b)| format!("{{ dist='uniform', low='{a}us', high='{}us' }}", a + b)),
+        (1u64..800).prop_map(|us| format!("{{ dist='exponential', mean='{us}us' }}")),
+        (100u64..1000, 0.0f64..0.5).prop_map(|(us, s)| format!("{{ dist='lognormal', median='{us}us', sigma={s} }}")),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64), ..ProptestConfig::default() })]
+
+    /// The row's granted slots are strictly increasing and spaced by at least one interval,
+    /// and its ceiling check passes, for any fleet size, rate and latency.
+    #[test]
+    fn row_slots_are_spaced_and_the_ceiling_holds(n in 1u32..64, rate in 1.0f64..60.0, requests in 1u64..6, lat in latency()) {
+        let sc = scenario("row", n, rate, requests, &lat);
+        let interval = sc.interval().0 as i64;
+        let mut c = Collect::default();
+        pacesim::sim::run(&sc, &mut c);
+        let slots: Vec<i64> = c.events.iter().filter_map(|e| match e { Event::Grant { slot, .. } => Some(*slot), _ => None }).collect();
+        prop_assert_eq!(slots.len() as u64, n as u64 * requests);
+        for w in slots.windows(2) {
+            prop_assert!(w[1] - w[0] >= interval, "slots {} then {} (interval {})", w[0], w[1], interval);
+        }
+        let s = run(&sc);
+        prop_assert!(s.checks["ceiling"].pass, "{}", s.checks["ceiling"].detail);
+        prop_assert!(s.checks["slot_ceiling"].pass, "{}", s.checks["slot_ceiling"].detail);
+    }
+
+    /// The same generator finds `local` failing whenever N >= 2 and demand exceeds the rate.
+    #[test]
+    fn local_fails_the_ceiling_with_two_or_more(n in 2u32..64, rate in 1.0f64..60.0, requests in 4u64..8, lat in latency()) {
+        let s = run(&scenario("local", n, rate, requests, &lat));
+        prop_assert!(!s.checks["ceiling"].pass, "local passed: {}", s.checks["ceiling"].detail);
+    }
+}
+
+fn pacesim(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pacesim")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn bad_input_exits_2_with_one_clear_line() {
+    let dir = std::env::temp_dir().join(format!("pacesim-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/four-limiters.toml")).unwrap();
+    let cases = [
+        ("malformed", "name = \"x\"\nduration = [\n".to_string(), "malformed.toml:"),
+        ("unknown-key", good.replace("requests = 10", "requests = 10\nbogus = 1"), "processes.bogus: unknown field"),
+        ("unknown-backend", good.replace("backend = \"row\"", "backend = \"nope\""), "pacer.backend: unknown backend `nope`"),
+        ("rate-zero", good.replace("rate = 50.0", "rate = 0"), "pacer.rate: must be a number above 0"),
+        ("count-zero", good.replace("count = 4", "count = 0"), "processes.count: must be at least 1"),
+    ];
+    for (name, text, expect) in cases {
+        let f = dir.join(format!("{name}.toml"));
+        std::fs::write(&f, text).unwrap();
+        let (code, _, err) = pacesim(&["run", f.to_str().unwrap()]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert_eq!(err.lines().count(), 1, "{name}: more than one line: {err}");
+        assert!(err.contains(expect), "{name}: {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
+    }
+    let (code, _, err) = pacesim(&["run", "sims/four-limiters.toml", "--backend", "nope"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = pacesim(&["run", "does-not-exist.toml"]);
+    assert_eq!(code, 2, "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn cli_exit_status_and_json_fields() {
+    let (code, out, _) = pacesim(&["run", "sims/four-limiters.toml", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    for k in [
+        "scenario", "backend", "seed", "processes", "fetches", "first_start_s", "last_start_s", "achieved_rate", "rate",
+        "max_window", "burst_needed", "slot_burst_needed", "trace_hash", "checks", "backend_detail", "fallback_s",
+    ] {
+        assert!(v.get(k).is_some(), "missing {k}");
+    }
+    assert_eq!(v["max_window"]["bound"], 51);
+    let (code, _, _) = pacesim(&["run", "sims/four-limiters.toml", "--backend", "local"]);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn check_reads_a_trace_and_agrees_with_run() {
+    let dir = std::env::temp_dir().join(format!("pacesim-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let t = dir.join("t.jsonl");
+    let (_, out, _) = pacesim(&["run", "sims/four-limiters.toml", "--backend", "local", "--json", "--trace", t.to_str().unwrap()]);
+    let (code, out2, _) = pacesim(&["check", t.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 1);
+    let a: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let b: serde_json::Value = serde_json::from_str(out2.trim()).unwrap();
+    assert_eq!(a, b, "check on the trace must reproduce run's figures exactly");
+    // against a 1000/s ceiling only the four simultaneous first fetches remain a burst
+    let (_, out3, _) = pacesim(&["check", t.to_str().unwrap(), "--rate", "1000", "--json"]);
+    let c: serde_json::Value = serde_json::from_str(out3.trim()).unwrap();
+    assert_eq!(a["burst_needed"], 31);
+    assert_eq!(c["burst_needed"], 4);
+    std::fs::remove_dir_all(&dir).ok();
+}
