@@ -53,16 +53,73 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run scenarios once per backend they compare and print a comparison table.
+    /// Run scenarios once per backend they compare (and per seed), print a comparison table
+    /// per scenario, and with `--out` write plots, summaries and index.md.
     Simulate {
         /// Scenario files; default: every sims/*.toml.
         files: Vec<PathBuf>,
-        /// Print JSON lines (one summary per run) instead of tables.
+        /// Run each scenario with this many seeds (its own seed, then seed + 1, ...) and
+        /// report mean and 95% confidence intervals across them.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        seeds: u64,
+        /// Write the report here: `<scenario>/` plots (SVG and PNG), `summary.json`, and
+        /// `index.md`.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Print JSON lines (one per run: the `run --json` summary plus derived figures)
+        /// instead of tables.
         #[arg(long)]
         json: bool,
     },
     /// List every backend with a one-line summary.
     Backends,
+    /// Run a scenario for real: worker processes against PostgreSQL / Redis and a local
+    /// destination (connection settings: PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE,
+    /// REDIS_URL). Prints the same summary as `run`.
+    Live {
+        /// Scenario file (sims/*.toml).
+        file: PathBuf,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Override the scenario's backend (see `pacesim backends`).
+        #[arg(long)]
+        backend: Option<String>,
+        /// Write the trace as JSON Lines to this file.
+        #[arg(long)]
+        trace: Option<PathBuf>,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a scenario in simulation and live, and print both side by side.
+    Conform {
+        /// Scenario file (sims/*.toml).
+        file: PathBuf,
+        /// Override the scenario's backend.
+        #[arg(long)]
+        backend: Option<String>,
+        /// First fit the simulator's store latency to the live store (300 reservations), and
+        /// measure the reservation cost table (4 processes sharing one row).
+        #[arg(long)]
+        calibrate: bool,
+        /// Largest relative difference of the achieved rates that passes.
+        #[arg(long, default_value_t = 0.02)]
+        tolerance: f64,
+        /// Print one JSON object instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One live worker process (started by `live`; not for direct use).
+    #[command(hide = true)]
+    Worker {
+        /// The run's id.
+        #[arg(long)]
+        run: String,
+        /// The worker's process id in the scenario.
+        #[arg(long)]
+        pid: u32,
+    },
 }
 
 /// Run the CLI; returns the process exit status.
@@ -76,7 +133,12 @@ pub fn main_with(cli: Cli) -> i32 {
             json,
         } => run(&file, seed, backend.as_deref(), trace.as_deref(), json),
         Command::Check { trace, rate, json } => check(&trace, rate, json),
-        Command::Simulate { files, json } => simulate(files, json),
+        Command::Simulate {
+            files,
+            seeds,
+            out,
+            json,
+        } => simulate(files, seeds, out.as_deref(), json),
         Command::Backends => {
             for b in crate::backend::BACKENDS {
                 let tag = if b.defective { " (defective)" } else { "" };
@@ -84,6 +146,21 @@ pub fn main_with(cli: Cli) -> i32 {
             }
             EXIT_PASS
         }
+        Command::Live {
+            file,
+            seed,
+            backend,
+            trace,
+            json,
+        } => crate::live::cli_live(&file, seed, backend.as_deref(), trace.as_deref(), json),
+        Command::Conform {
+            file,
+            backend,
+            calibrate,
+            tolerance,
+            json,
+        } => crate::live::conform::cli_conform(&file, backend.as_deref(), calibrate, json, tolerance),
+        Command::Worker { run, pid } => crate::live::worker::main(&run, pid),
     }
 }
 
@@ -244,7 +321,7 @@ pub fn default_scenarios() -> Vec<PathBuf> {
     v
 }
 
-fn simulate(files: Vec<PathBuf>, json: bool) -> i32 {
+fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool) -> i32 {
     let files = if files.is_empty() { default_scenarios() } else { files };
     if files.is_empty() {
         return bad("no scenario files (looked in sims/*.toml)");
@@ -256,58 +333,43 @@ fn simulate(files: Vec<PathBuf>, json: bool) -> i32 {
             Err(e) => return bad(e),
         }
     }
-    for sc in &scenarios {
-        let mut rows = Vec::new();
-        for b in sc.compared_backends() {
-            let variant = match sc.with_backend(&b) {
-                Ok(v) => v,
-                Err(e) => return bad(e),
-            };
-            match summary::simulate(&variant, None, None) {
-                Ok(s) => rows.push(s),
-                Err(e) => return bad(e),
-            }
-        }
+    let opts = crate::report::Options {
+        seeds,
+        series: out.is_some(),
+        progress: true,
+    };
+    let all = match crate::report::run_all(&scenarios, opts) {
+        Ok(a) => a,
+        Err(e) => return bad(e),
+    };
+    for sr in &all {
         if json {
-            for r in &rows {
-                println!("{}", serde_json::to_string(r).expect("summary serialises"));
+            for r in &sr.runs {
+                println!("{}", serde_json::to_string(&r.row).expect("summary serialises"));
             }
         } else {
-            print_table(sc, &rows);
+            print_table(sr);
+        }
+    }
+    if let Some(dir) = out {
+        match crate::report::write(dir, &all) {
+            Ok(_) => eprintln!("report: {}", dir.join("index.md").display()),
+            Err(e) => return bad(e),
         }
     }
     EXIT_PASS
 }
 
-/// The comparison table for one scenario.
-pub fn print_table(sc: &Scenario, rows: &[Summary]) {
+/// Print one scenario's comparison table (and, with several seeds, the table across seeds).
+pub fn print_table(sr: &crate::report::ScenarioRuns) {
+    let sc = &sr.scenario;
     println!(
-        "\n== {} ({} processes, ceiling {}/s)",
-        sc.name, sc.processes.count, sc.pacer.rate
+        "\n== {} ({} processes, ceiling {}/s, seed {})",
+        sc.name, sc.processes.count, sc.pacer.rate, sr.seeds[0]
     );
-    println!(
-        "{:<14} {:>7} {:>9} {:>9} {:>7} {:>6} {:>6} {:>5} {:>9}  verdicts",
-        "backend", "fetches", "last s", "rate/s", "max1s", "burst", "slots", "429s", "p99 ms"
-    );
-    for s in rows {
-        let fails: Vec<&str> = s.checks.iter().filter(|c| !c.1.pass).map(|c| c.0.as_str()).collect();
-        let verdict = if fails.is_empty() {
-            "all pass".to_string()
-        } else {
-            format!("FAIL: {}", fails.join(", "))
-        };
-        println!(
-            "{:<14} {:>7} {:>9.3} {:>9.2} {:>4}/{:<2} {:>6} {:>6} {:>5} {:>9.3}  {verdict}",
-            s.backend,
-            s.fetches,
-            s.last_start_s,
-            s.achieved_rate,
-            s.max_window.count,
-            s.max_window.bound,
-            s.burst_needed,
-            s.slot_burst_needed,
-            s.status_429,
-            s.reservation.p99_ms
-        );
+    print!("{}", crate::report::table::comparison(sr).text());
+    if sr.seeds.len() > 1 {
+        println!("-- across {} seeds: mean ± 95% CI half-width (Student t)", sr.seeds.len());
+        print!("{}", crate::report::table::across_seeds(&sr.seed_stats()).text());
     }
 }

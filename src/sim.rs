@@ -57,6 +57,8 @@ enum Ev {
     Restart { pid: u32 },
     /// A job's soft or hard time limit.
     Limit { pid: u32, inc: u32, job: u64, hard: bool },
+    /// A timer the backend asked for.
+    BackendTimer { token: u64 },
 }
 
 /// A kill waiting for its target to reach a protocol point.
@@ -91,8 +93,23 @@ pub fn header(sc: &Scenario, source: &str) -> Header {
         rate: sc.pacer.rate,
         burst: sc.checks.burst,
         multiplier_cap: sc.backoff.cap,
-        backend_detail: backend::build(sc).detail(),
+        backend_detail: detail(sc),
     }
+}
+
+/// The backend's options in force, plus the scenario settings checkers need
+/// (`backoff_factor`, `decay_after`, `epsilon`, `closed_loop`).
+fn detail(sc: &Scenario) -> serde_json::Value {
+    let mut d = backend::build(sc).detail();
+    if let Some(o) = d.as_object_mut() {
+        o.insert("backoff_factor".into(), sc.backoff.factor.into());
+        o.insert("decay_after".into(), sc.backoff.decay_after.into());
+        o.insert("epsilon".into(), sc.checks.epsilon.into());
+        o.insert("think_mean_ns".into(), sc.processes.think.mean().into());
+        o.insert("fetch_mean_ns".into(), (sc.fetch.duration.mean() + sc.destination.latency.mean()).into());
+        o.insert("arrival_rate".into(), sc.processes.arrival_rate.into());
+    }
+    d
 }
 
 /// Run a scenario, streaming its trace (header first) into `out`.
@@ -118,6 +135,7 @@ pub struct Sim<'a> {
     active: u32,
     epoch_spread: Vec<Option<Nanos>>,
     arrivals: Vec<Rng>,
+    timers: Vec<(Instant, u64)>,
 }
 
 impl std::fmt::Debug for Sim<'_> {
@@ -189,6 +207,7 @@ impl<'a> Sim<'a> {
             active: n,
             epoch_spread,
             arrivals: (0..n).map(|pid| rng::stream(sc.seed, Entity::Arrivals(pid))).collect(),
+            timers: Vec::new(),
         };
         sim.schedule_start();
         sim
@@ -296,6 +315,15 @@ impl<'a> Sim<'a> {
             Ev::Kill { id } => self.kill_fires(id),
             Ev::Restart { pid } => self.restart(pid),
             Ev::Limit { pid, inc, job, hard } => self.limit(pid, inc, job, hard),
+            Ev::BackendTimer { token } => {
+                let now = self.engine.now();
+                let mut cx =
+                    Cx { t: now, out: &mut *self.out, store_rng: &mut self.store.rng, timers: &mut self.timers };
+                self.backend.on_timer(&mut cx, token);
+            }
+        }
+        for (at, token) in self.timers.drain(..) {
+            self.engine.at(at, Ev::BackendTimer { token });
         }
     }
 
@@ -319,6 +347,7 @@ impl<'a> Sim<'a> {
             t,
             out: &mut *self.out,
             store_rng: &mut self.store.rng,
+                timers: &mut self.timers,
         };
         f(self.backend.as_mut(), &mut cx, &view)
     }
@@ -487,6 +516,7 @@ impl<'a> Sim<'a> {
                         t: now,
                         out: &mut *self.out,
                         store_rng: &mut self.store.rng,
+                timers: &mut self.timers,
                     };
                     self.backend.serve(&mut cx, pid, &op, store_now)
                 };
@@ -530,6 +560,9 @@ impl<'a> Sim<'a> {
             op: op.kind(),
             wait,
         });
+        if matches!(reply, Reply::Locked { .. }) && self.take_kill(pid, KillPoint::HoldingLock) {
+            return;
+        }
         self.apply(pid, step);
     }
 
@@ -631,6 +664,7 @@ impl<'a> Sim<'a> {
                         t: now,
                         out: &mut *self.out,
                         store_rng: &mut self.store.rng,
+                timers: &mut self.timers,
                     };
                     self.backend.on_store_restart(&mut cx);
                 } else {
@@ -700,6 +734,7 @@ impl<'a> Sim<'a> {
                 t: now,
                 out: &mut *self.out,
                 store_rng: &mut self.store.rng,
+                timers: &mut self.timers,
             };
             self.backend.on_crash(&mut cx, pid);
         }

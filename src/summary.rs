@@ -120,7 +120,7 @@ impl Default for Figures {
             s429: 0,
             s503: 0,
             sent: Vec::new(),
-            hist: Histogram::new(3).expect("3 significant figures is valid"),
+            hist: Histogram::new_with_bounds(1, 10_000_000_000_000, 3).expect("valid histogram bounds"),
             in_fallback: Vec::new(),
             fallback_ns: 0,
             crashes: 0,
@@ -280,11 +280,30 @@ pub fn simulate(
         Some(w) => Writer::to(w),
         None => Writer::hash_only(),
     };
+    let (figures, mut suite) = stream(sc, Some(&mut writer), extra);
+    writer.finish()?;
+    Ok(figures.summary(&mut suite, writer.hash_hex()))
+}
+
+/// [`simulate`] with no trace file and no trace hash (`trace_hash` is `"-"`): the same
+/// figures and verdicts, minus the canonical encoding of every event, which is the largest
+/// fixed cost per event. For benchmarks and scale runs only; never where determinism is
+/// being checked.
+pub fn simulate_unhashed(sc: &Scenario) -> Summary {
+    let (figures, mut suite) = stream(sc, None, None);
+    figures.summary(&mut suite, "-".into())
+}
+
+/// Run the simulator once, streaming its events to the figures, the checkers, and the
+/// optional trace writer and extra consumer.
+fn stream(sc: &Scenario, writer: Option<&mut Writer>, extra: Option<&mut dyn Sink>) -> (Figures, Suite) {
     let mut figures = Figures::default();
     let mut suite = Suite::new();
     {
         let mut tee = Tee::new();
-        tee.push(&mut writer);
+        if let Some(w) = writer {
+            tee.push(w);
+        }
         tee.push(&mut figures);
         tee.push(&mut suite);
         if let Some(e) = extra {
@@ -292,8 +311,7 @@ pub fn simulate(
         }
         sim::run(sc, &mut tee);
     }
-    writer.finish()?;
-    Ok(figures.summary(&mut suite, writer.hash_hex()))
+    (figures, suite)
 }
 
 /// Summarise an existing trace (from a file, or a live run): the same figures and checks.

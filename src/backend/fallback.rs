@@ -28,9 +28,14 @@ pub struct Fallbacks {
 }
 
 impl Fallbacks {
-    /// One switch per process, from `[pacer] fallback` and `cap`.
+    /// One switch per process, from `[pacer] fallback` (default `divided`) and `cap`.
     pub fn new(sc: &Scenario) -> Fallbacks {
-        let mode = sc.pacer.fallback.unwrap_or(Fallback::Divided);
+        Fallbacks::with_default(sc, Fallback::Divided)
+    }
+
+    /// As [`Fallbacks::new`], with a backend-specific default mode.
+    pub fn with_default(sc: &Scenario, default: Fallback) -> Fallbacks {
+        let mode = sc.pacer.fallback.unwrap_or(default);
         let policy = match mode {
             Fallback::FailOpen => FallbackPolicy::FailOpen,
             Fallback::Divided => FallbackPolicy::Divided { cap: sc.cap() },

@@ -21,6 +21,7 @@ use crate::trace::Event;
 /// The per-process pacer backend.
 #[derive(Debug)]
 pub struct Local {
+    name: &'static str,
     interval: Nanos,
     placed: Placed,
     pacers: Vec<LocalPacer>,
@@ -28,14 +29,20 @@ pub struct Local {
 }
 
 impl Local {
-    /// Build from a scenario.
+    /// Build from a scenario: every process paces at the full rate.
     pub fn new(sc: &Scenario) -> Local {
+        Local::with_interval(sc, "local", sc.interval())
+    }
+
+    /// Every process paces at `interval` (see also `local_divided`).
+    pub fn with_interval(sc: &Scenario, name: &'static str, interval: Nanos) -> Local {
         let placed = Placed::new(Some(Placement::PerProcess), Some(Placement::PerProcess), &sc.backoff);
         let n = sc.processes.count as usize;
         Local {
-            interval: sc.interval(),
+            name,
+            interval,
             placed,
-            pacers: (0..n).map(|_| LocalPacer::new(sc.interval().0)).collect(),
+            pacers: (0..n).map(|_| LocalPacer::new(interval.0)).collect(),
             backoff: (0..n).map(|_| placed.fresh()).collect(),
         }
     }
@@ -43,7 +50,7 @@ impl Local {
 
 impl Backend for Local {
     fn name(&self) -> &'static str {
-        "local"
+        self.name
     }
 
     fn detail(&self) -> serde_json::Value {

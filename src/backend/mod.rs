@@ -11,10 +11,17 @@
 //! by the pace backends and live in their own files: [`fallback`] (what a process does when the
 //! store is unreachable) and [`backoff`] (where the backoff multiplier and clean streak live).
 
+pub mod advisory;
 pub mod backoff;
+pub mod claim_row;
 pub mod fallback;
 pub mod local;
+pub mod local_divided;
+pub mod lockset;
+pub mod redis_gcra;
+pub mod redis_lock;
 pub mod row;
+pub mod shared_cache;
 
 use crate::clock::{Clock, Reading};
 use crate::rng::Rng;
@@ -38,7 +45,37 @@ pub struct BackendInfo {
 pub const BACKENDS: &[BackendInfo] = &[
     BackendInfo {
         name: "row",
-        summary: "one store row; GREATEST(clock_timestamp(), next_allowed_at) + interval * multiplier",
+        summary: "one store row: slot = GREATEST(clock_timestamp(), next_allowed_at); next += interval * multiplier",
+        defective: false,
+    },
+    BackendInfo {
+        name: "shared_cache",
+        summary: "the same pace under a reserved key of an existing cache table, by atomic upsert (no migration)",
+        defective: false,
+    },
+    BackendInfo {
+        name: "redis_gcra",
+        summary: "GCRA in one atomic Redis script on the server clock (TIME); burst tolerance interval * (burst - 1)",
+        defective: false,
+    },
+    BackendInfo {
+        name: "local_divided",
+        summary: "each process paces locally at rate / (cap + 1): holds while at most cap + 1 processes run",
+        defective: false,
+    },
+    BackendInfo {
+        name: "advisory",
+        summary: "K pg_try_advisory_lock session locks: a concurrency cap, or a fake rate K / hold (rejected)",
+        defective: false,
+    },
+    BackendInfo {
+        name: "claim_row",
+        summary: "a concurrency slot claimed by writing a row: a SIGKILLed holder keeps it claimed forever",
+        defective: true,
+    },
+    BackendInfo {
+        name: "redis_lock",
+        summary: "SET NX PX walk lock per platform; re-enqueue on contention; uncapped after ~15 min or on broker error",
         defective: false,
     },
     BackendInfo {
@@ -56,17 +93,13 @@ pub fn names() -> Vec<&'static str> {
 /// Options each backend accepts in `[pacer]` (besides `backend`, `compare`, `rate`).
 fn accepted_options(backend: &str) -> &'static [&'static str] {
     match backend {
-        "row" => &[
-            "clock",
-            "wait",
-            "in_transaction",
-            "fallback",
-            "cap",
-            "backoff",
-            "streak",
-            "stale_after",
-        ],
-        "local" => &["backoff", "streak"],
+        "row" => &["clock", "wait", "in_transaction", "fallback", "cap", "backoff", "streak", "stale_after"],
+        "shared_cache" => &["fallback", "cap", "backoff", "streak"],
+        "redis_gcra" => &["fallback", "cap", "backoff", "streak", "burst"],
+        "local_divided" => &["cap"],
+        "advisory" => &["locks", "lock_use", "hold", "poll", "detect_dead", "connections", "fallback", "cap"],
+        "claim_row" => &["locks", "poll", "fallback", "cap"],
+        "redis_lock" => &["ttl", "max_wait", "poll", "walk"],
         _ => &[],
     }
 }
@@ -117,6 +150,12 @@ pub fn validate_options(sc: &Scenario) -> Result<(), (String, String)> {
 pub fn build(sc: &Scenario) -> Box<dyn Backend> {
     match sc.pacer.backend.as_str() {
         "row" => Box::new(row::Row::new(sc)),
+        "shared_cache" => Box::new(shared_cache::SharedCache::new(sc)),
+        "redis_gcra" => Box::new(redis_gcra::RedisGcra::new(sc)),
+        "local_divided" => Box::new(local_divided::LocalDivided::new(sc)),
+        "advisory" => Box::new(advisory::Advisory::new(sc)),
+        "claim_row" => Box::new(claim_row::ClaimRow::new(sc)),
+        "redis_lock" => Box::new(redis_lock::RedisLock::new(sc)),
         "local" => Box::new(local::Local::new(sc)),
         other => unreachable!("validated backend name {other}"),
     }
@@ -135,6 +174,21 @@ pub enum Op {
     },
     /// Tell shared backoff state about a response.
     Report(Signal),
+    /// GCRA check-and-update (`redis_gcra`), with the sender's own multiplier if it keeps one.
+    Gcra {
+        /// Per-process multiplier, when backoff state is per process.
+        multiplier: Option<f64>,
+    },
+    /// Try to take lock number `lock`, without blocking.
+    TryLock {
+        /// Lock number.
+        lock: u32,
+    },
+    /// Release lock number `lock` (only if still ours).
+    Unlock {
+        /// Lock number.
+        lock: u32,
+    },
 }
 
 impl Op {
@@ -143,6 +197,9 @@ impl Op {
         match self {
             Op::Reserve { .. } => OpKind::Reserve,
             Op::Report(_) => OpKind::Report,
+            Op::Gcra { .. } => OpKind::Gcra,
+            Op::TryLock { .. } => OpKind::TryLock,
+            Op::Unlock { .. } => OpKind::Unlock,
         }
     }
 }
@@ -164,6 +221,22 @@ pub enum Reply {
         /// True when a shared streak reached its threshold.
         decay: bool,
     },
+    /// GCRA allowed the request.
+    Allowed,
+    /// GCRA denied it; it would conform after this long.
+    Denied {
+        /// Wait before the next try.
+        retry_after: Nanos,
+    },
+    /// The lock is ours.
+    Locked {
+        /// Lock number.
+        lock: u32,
+    },
+    /// The lock is held by someone else (or no session was free).
+    Busy,
+    /// The lock was released (or was no longer ours).
+    Unlocked,
 }
 
 /// What serving an operation produced.
@@ -232,6 +305,8 @@ pub struct Cx<'a> {
     pub out: &'a mut dyn Sink,
     /// The store's random stream (service-side draws such as transaction hold times).
     pub store_rng: &'a mut Rng,
+    /// Timers the backend asks for: `(when, token)`; [`Backend::on_timer`] gets the token back.
+    pub timers: &'a mut Vec<(Instant, u64)>,
 }
 
 /// A pacing strategy. See the module docs for the contract.
@@ -261,4 +336,7 @@ pub trait Backend {
     fn on_soft_limit(&mut self, _cx: &mut Cx, _p: &ProcView) -> Step {
         Step::Done
     }
+    /// A timer this backend asked for fired (store-side housekeeping: a TTL expiring, the
+    /// store noticing a dead session).
+    fn on_timer(&mut self, _cx: &mut Cx, _token: u64) {}
 }

@@ -37,6 +37,7 @@ use crate::trace::Event;
 /// The row backend.
 #[derive(Debug)]
 pub struct Row {
+    name: &'static str,
     // ---- the row, in the store ----
     // invariant: every slot granted is >= the previous slot + its interval, so slots strictly
     // increase (store clock); `None` until the first reservation creates the row.
@@ -61,6 +62,7 @@ impl Row {
         let p = &sc.pacer;
         let placed = Placed::new(p.backoff, p.streak, &sc.backoff);
         Row {
+            name: "row",
             next_allowed_at: None,
             shared_backoff: placed.fresh(),
             interval: sc.interval(),
@@ -72,6 +74,12 @@ impl Row {
             local_backoff: (0..sc.processes.count).map(|_| placed.fresh()).collect(),
             fallbacks: Fallbacks::new(sc),
         }
+    }
+
+    /// The same statement kept under a cache key (see [`super::shared_cache`]).
+    pub fn renamed(mut self, name: &'static str) -> Row {
+        self.name = name;
+        self
     }
 
     /// The stored `next_allowed_at` (tests).
@@ -94,11 +102,12 @@ impl Row {
 
 impl Backend for Row {
     fn name(&self) -> &'static str {
-        "row"
+        self.name
     }
 
     fn detail(&self) -> serde_json::Value {
         serde_json::json!({
+            "storage": if self.name == "row" { "pace row (migration)" } else { "reserved key in the shared cache table" },
             "interval_ns": self.interval.0,
             "clock": self.clock,
             "wait": self.wait,
@@ -144,6 +153,7 @@ impl Backend for Row {
                 }
             }
             Op::Report(signal) => Served::now(self.placed.serve(cx, &mut self.shared_backoff, signal)),
+            other => unreachable!("{} never sends {other:?}", self.name),
         }
     }
 
@@ -168,6 +178,7 @@ impl Backend for Row {
                     .on_reply(cx, p.pid, &mut self.local_backoff[p.pid as usize], reply);
                 Step::Done
             }
+            other => unreachable!("{} never gets {other:?}", self.name),
         }
     }
 
@@ -181,7 +192,7 @@ impl Backend for Row {
                 self.fallbacks.on_error(cx, p, m)
             }
             // A lost report: the response is forgotten, as a failed UPDATE would be.
-            Op::Report(_) => Step::Done,
+            _ => Step::Done,
         }
     }
 

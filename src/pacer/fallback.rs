@@ -147,8 +147,11 @@ impl FallbackSwitch {
     /// can bracket it with [`epoch`](Self::epoch) and `is_current` to learn whether fallback
     /// began meanwhile.
     pub fn is_current(&self, epoch: Epoch) -> bool {
-        // A successful compare-and-swap of e for e reads the latest value in modification
-        // order, unlike a load, which may read an older one.
+        // A compare-and-swap of e for e reads the latest value in `state`'s modification
+        // order and, when it succeeds, releases everything before it (the slot just taken) to
+        // the exit that later replaces e. A plain load here is the store-buffering pattern
+        // (reserver: write pace, read epoch; exiter: write epoch, read pace): loom finds the
+        // interleaving where both read stale values and a slot escapes the handoff.
         self.state
             .compare_exchange(epoch.0, epoch.0, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()

@@ -1,0 +1,139 @@
+//! `redis_gcra`: GCRA in one atomic Redis script on the Redis server's clock.
+//!
+//! - **In the store:** one key holding the theoretical arrival time `tat` (and, with
+//!   `backoff = "global"`, the multiplier and clean streak in a hash beside it).
+//! - **Atomic operation:** one Lua script (Redis runs scripts one at a time):
+//!   `now = TIME; allow iff now >= tat - tau; on allow tat = max(tat, now) + T`, with
+//!   `T = interval * multiplier` and `tau = T * (burst - 1)`. On deny it returns how long until
+//!   the request would conform; the process sleeps that long and asks again.
+//! - **Clock:** the Redis server's (`TIME`), one clock for everyone.
+//! - **Store failure:** the process falls back ([`super::fallback`]).
+//! - **SIGKILL leaves:** nothing but an advanced `tat` (at most one interval), self-healing.
+//!
+//! The decision rule is [`crate::pacer::Gcra`], differentially tested against `governor`.
+
+use crate::backend::backoff::Placed;
+use crate::backend::fallback::Fallbacks;
+use crate::backend::{Backend, Cx, Op, ProcView, Reply, Served, Step};
+use crate::clock::Reading;
+use crate::pacer::{Backoff, Gcra};
+use crate::scenario::Scenario;
+use crate::time::Nanos;
+use crate::trace::Event;
+
+/// The Redis GCRA backend.
+#[derive(Debug)]
+pub struct RedisGcra {
+    // ---- in Redis ----
+    // invariant: only ever advanced by an allowed request, to max(tat, now) + T.
+    tat: Option<u64>,
+    shared_backoff: Backoff,
+    // ---- options ----
+    gcra: Gcra,
+    placed: Placed,
+    // ---- each process's memory ----
+    local_backoff: Vec<Backoff>,
+    fallbacks: Fallbacks,
+}
+
+impl RedisGcra {
+    /// Build from a scenario (`[pacer] burst`, default 1).
+    pub fn new(sc: &Scenario) -> RedisGcra {
+        let placed = Placed::new(sc.pacer.backoff, sc.pacer.streak, &sc.backoff);
+        RedisGcra {
+            tat: None,
+            shared_backoff: placed.fresh(),
+            gcra: Gcra::new(sc.interval().0, sc.pacer.burst.unwrap_or(1).max(1)),
+            placed,
+            local_backoff: (0..sc.processes.count).map(|_| placed.fresh()).collect(),
+            fallbacks: Fallbacks::new(sc),
+        }
+    }
+}
+
+impl Backend for RedisGcra {
+    fn name(&self) -> &'static str {
+        "redis_gcra"
+    }
+
+    fn detail(&self) -> serde_json::Value {
+        serde_json::json!({
+            "interval_ns": self.gcra.interval(),
+            "burst": self.gcra.burst(),
+            "fallback": self.fallbacks.mode_name(),
+            "backoff": self.placed.multiplier,
+            "streak": self.placed.streak,
+        })
+    }
+
+    fn acquire(&mut self, _cx: &mut Cx, p: &ProcView) -> Step {
+        Step::Send(Op::Gcra { multiplier: self.placed.own_multiplier(&self.local_backoff[p.pid as usize]) })
+    }
+
+    fn serve(&mut self, cx: &mut Cx, pid: u32, op: &Op, now: Reading) -> Served {
+        match *op {
+            Op::Gcra { multiplier } => {
+                let m = multiplier.unwrap_or(self.shared_backoff.multiplier());
+                let g = self.gcra.scaled(m);
+                let now_ns = now.max(0) as u64;
+                let d = g.decide(self.tat, now_ns);
+                match d.retry_at() {
+                    None => {
+                        self.tat = Some(d.tat());
+                        cx.out.event(&Event::Grant {
+                            t: cx.t.0,
+                            pid,
+                            slot: now,
+                            now,
+                            interval: g.interval(),
+                            multiplier: m,
+                        });
+                        Served::now(Reply::Allowed)
+                    }
+                    Some(at) => {
+                        cx.out.event(&Event::Deny { t: cx.t.0, pid });
+                        Served::now(Reply::Denied { retry_after: Nanos(at - now_ns) })
+                    }
+                }
+            }
+            Op::Report(signal) => Served::now(self.placed.serve(cx, &mut self.shared_backoff, signal)),
+            other => unreachable!("redis_gcra never sends {other:?}"),
+        }
+    }
+
+    fn on_reply(&mut self, cx: &mut Cx, p: &ProcView, _op: &Op, reply: Reply) -> Step {
+        self.fallbacks.on_success(cx, p.pid);
+        match reply {
+            Reply::Allowed => Step::FetchAt(cx.t),
+            Reply::Denied { retry_after } => Step::RetryAt(cx.t + p.mono.ref_duration(retry_after)),
+            Reply::Backoff { .. } => {
+                self.placed.on_reply(cx, p.pid, &mut self.local_backoff[p.pid as usize], reply);
+                Step::Done
+            }
+            other => unreachable!("redis_gcra never gets {other:?}"),
+        }
+    }
+
+    fn on_store_error(&mut self, cx: &mut Cx, p: &ProcView, op: &Op) -> Step {
+        match op {
+            Op::Report(_) => Step::Done,
+            _ => {
+                let local = &self.local_backoff[p.pid as usize];
+                let m = self.placed.own_multiplier(local).unwrap_or(self.shared_backoff.multiplier());
+                self.fallbacks.on_error(cx, p, m)
+            }
+        }
+    }
+
+    fn after_fetch(&mut self, cx: &mut Cx, p: &ProcView, status: u16) -> Step {
+        match self.placed.after_response(cx, p.pid, &mut self.local_backoff[p.pid as usize], status) {
+            Some(signal) => Step::Send(Op::Report(signal)),
+            None => Step::Done,
+        }
+    }
+
+    fn on_restart(&mut self, pid: u32) {
+        self.local_backoff[pid as usize] = self.placed.fresh();
+        self.fallbacks.reset(pid);
+    }
+}

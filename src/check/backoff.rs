@@ -1,0 +1,677 @@
+//! `backoff_coherence`: one backoff schedule for the whole fleet, applied to the shared pace.
+//!
+//! Three properties, each with its own witness:
+//!
+//! 1. **Range.** Every multiplier (in `multiplier` events and in grants) lies in `[1, cap]`
+//!    (`Header.multiplier_cap`).
+//! 2. **One reference machine.** The sequence of multiplier changes equals what ONE
+//!    [`crate::pacer::Backoff`] produces when fed every 429 / 503 / clean response of the run
+//!    in `fetch_end` order. A streak counted per process decays at the wrong moments (the
+//!    reference decays on the K-th consecutive clean response *of the fleet*, and the trace
+//!    shows no change there, or a change where the reference has none), and per-process
+//!    multipliers diverge (a second process backs off "from 1" while the reference is
+//!    already at 2). The grants must also carry the reference multiplier: a grant at a
+//!    different one is a process pacing with its own, diverged multiplier.
+//! 3. **Spacing.** Consecutive grants of one authority are spaced by the interval times the
+//!    multiplier in force: each slot, mapped to reference time (`t + slot - now`), is at or
+//!    after the previous slot plus the previous grant's `interval`, less the authority's GCRA
+//!    tolerance (`burst - 1` intervals; `backend_detail.burst`, default 1). A grant answering
+//!    an operation sent to the store belongs to the shared authority; a grant with no
+//!    operation outstanding comes from the process's own pacer and is checked per process.
+//!    Each shared grant's `interval` must equal the base interval times its multiplier.
+//!
+//! **Where the schedule comes from.** `backend_detail.backoff_factor` and
+//! `backend_detail.decay_after` (the simulator adds them from `[backoff]`); the cap from the
+//! header. When they are absent the defaults (factor 2, decay after 10) are assumed and the
+//! detail says so.
+//!
+//! **Reordering.** The reference is fed in `fetch_end` order, but a shared store applies a
+//! response when the process's report *reaches* it, so two reports in flight together may be
+//! applied in either order. The checker therefore keeps the set of reference states
+//! consistent with the trace, linearizability-style: a response may be applied at any moment
+//! between its `fetch_end` and the reply to its report (a response whose process sends no
+//! report is applied at its `fetch_end`; one whose report failed or whose process died may or
+//! may not have been applied). Responses that change nothing are applied silently; a
+//! `multiplier` event must be explained by applying pending responses ending with one that
+//! makes exactly that change. The property fails when no reference state remains.
+
+use crate::check::common::{Opts, base_interval, mult, secs};
+use crate::check::{Checker, Verdict};
+use crate::pacer::{Backoff, BackoffConfig, Status};
+use crate::trace::{Event, Header, OpKind, Sink};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// At most this many pending responses are considered for reordering at once.
+const MAX_REORDER: usize = 12;
+/// At most this many reference states are kept.
+const MAX_STATES: usize = 4096;
+/// A response whose fate is unknown (lost report, dead process) is forgotten after this long.
+const FLOATING_HORIZON_NS: u64 = 60_000_000_000;
+/// Rounding slack for slot spacing and interval arithmetic, nanoseconds.
+const SLACK_NS: u64 = 1_000;
+
+/// One reference state: the clean streak and which pending responses it already applied
+/// (the multiplier is the same in every state: every change is observed).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct State {
+    streak: u32,
+    // invariant: sorted ids of pending responses this state has applied.
+    applied: Vec<u64>,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Fate {
+    /// Just ended; we do not yet know whether the process reports it to the store.
+    Fresh,
+    /// Reported; applied by the time the report's reply arrives.
+    InFlight,
+    /// May have been applied at any time, or never.
+    Floating,
+}
+
+#[derive(Clone, Debug)]
+struct Response {
+    pid: u32,
+    t: u64,
+    code: u16,
+    fate: Fate,
+}
+
+/// The backoff-coherence checker.
+#[derive(Debug)]
+pub struct BackoffCoherence {
+    cap: f64,
+    config: Option<BackoffConfig>,
+    config_note: String,
+    base: u64,
+    burst: u64,
+    // ---- the oracle ----
+    m: f64,
+    states: BTreeSet<State>,
+    pending: BTreeMap<u64, Response>,
+    next_id: u64,
+    fresh: BTreeMap<u32, u64>,
+    inflight: BTreeMap<u32, u64>,
+    approximate: bool,
+    // ---- spacing ----
+    outstanding: BTreeSet<u32>,
+    shared_tat: Option<u64>,
+    local_tat: BTreeMap<u32, u64>,
+    // ---- figures ----
+    seen: bool,
+    responses: u64,
+    changes: u64,
+    grants: u64,
+    max_m: f64,
+    recent: VecDeque<String>,
+    failure: Option<String>,
+    failures: u64,
+}
+
+impl BackoffCoherence {
+    /// A checker for the trace this header introduces.
+    pub fn new(h: &Header) -> BackoffCoherence {
+        let o = Opts::of(h);
+        let mut notes = Vec::new();
+        let factor = o.f64("backoff_factor").unwrap_or_else(|| {
+            notes.push("factor 2 assumed");
+            2.0
+        });
+        let decay_after = o.u64("decay_after").map(|d| d as u32).unwrap_or_else(|| {
+            notes.push("decay_after 10 assumed");
+            10
+        });
+        let config = BackoffConfig::new(factor, h.multiplier_cap, decay_after).ok();
+        let mut config_note = format!(
+            "factor {}, decay_after {decay_after}, cap {}",
+            mult(factor),
+            mult(h.multiplier_cap)
+        );
+        if !notes.is_empty() {
+            config_note.push_str(&format!(" ({}: backend_detail lacks them)", notes.join(", ")));
+        }
+        if config.is_none() {
+            config_note.push_str("; no reference machine for this schedule, range and spacing only");
+        }
+        BackoffCoherence {
+            cap: h.multiplier_cap,
+            config,
+            config_note,
+            base: base_interval(h),
+            burst: o.u64("burst").unwrap_or(1).max(1),
+            m: 1.0,
+            states: BTreeSet::from([State {
+                streak: 0,
+                applied: Vec::new(),
+            }]),
+            pending: BTreeMap::new(),
+            next_id: 0,
+            fresh: BTreeMap::new(),
+            inflight: BTreeMap::new(),
+            approximate: false,
+            outstanding: BTreeSet::new(),
+            shared_tat: None,
+            local_tat: BTreeMap::new(),
+            seen: false,
+            responses: 0,
+            changes: 0,
+            grants: 0,
+            max_m: 1.0,
+            recent: VecDeque::new(),
+            failure: None,
+            failures: 0,
+        }
+    }
+
+    fn fail(&mut self, msg: String) {
+        self.failures += 1;
+        if self.failure.is_none() {
+            self.failure = Some(msg);
+        }
+    }
+
+    fn note_response(&mut self, r: &Response) {
+        if self.recent.len() == 4 {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(format!("pid {} {} at {}", r.pid, r.code, secs(r.t)));
+    }
+
+    // ---- range ----------------------------------------------------------------------------
+
+    fn in_range(&mut self, m: f64, t: u64, what: &str) {
+        self.max_m = self.max_m.max(m);
+        let tol = 1e-9 * self.cap.max(1.0);
+        if !(m >= 1.0 - tol && m <= self.cap + tol) {
+            self.fail(format!(
+                "multiplier {} outside [1, {}] at {} ({what})",
+                mult(m),
+                mult(self.cap),
+                secs(t)
+            ));
+        }
+    }
+
+    // ---- the oracle -------------------------------------------------------------------------
+
+    /// Every state reachable from `s` by applying pending responses (other than `except`)
+    /// that change nothing, `s` included.
+    fn silent_closure(&mut self, config: BackoffConfig, s: &State, except: Option<u64>) -> Vec<State> {
+        let eligible: Vec<u64> = self
+            .pending
+            .keys()
+            .copied()
+            .filter(|id| Some(*id) != except)
+            .take(MAX_REORDER)
+            .collect();
+        if self.pending.len() > MAX_REORDER + 1 {
+            self.approximate = true;
+        }
+        let mut seen = BTreeSet::from([s.clone()]);
+        let mut queue = VecDeque::from([s.clone()]);
+        while let Some(cur) = queue.pop_front() {
+            for &id in &eligible {
+                let Err(at) = cur.applied.binary_search(&id) else { continue };
+                let status = Status::from_http(self.pending[&id].code);
+                let Ok(mut b) = Backoff::restore(config, self.m, cur.streak) else { continue };
+                if b.on_response(status).is_none() {
+                    let mut applied = cur.applied.clone();
+                    applied.insert(at, id);
+                    let n = State {
+                        streak: b.clean_streak(),
+                        applied,
+                    };
+                    if seen.len() >= MAX_STATES {
+                        self.approximate = true;
+                        break;
+                    }
+                    if seen.insert(n.clone()) {
+                        queue.push_back(n);
+                    }
+                }
+            }
+        }
+        seen.into_iter().collect()
+    }
+
+    /// Response `id` must have been applied by now (its report was answered, or its process
+    /// sent none): states that have not applied it apply it now (possibly after other pending
+    /// responses), silently, or die.
+    fn force(&mut self, id: u64, t: u64) {
+        let Some(config) = self.config else {
+            self.pending.remove(&id);
+            return;
+        };
+        let Some(code) = self.pending.get(&id).map(|r| r.code) else { return };
+        let status = Status::from_http(code);
+        let mut next = BTreeSet::new();
+        let mut would: Option<(f64, f64, u32)> = None;
+        for s in std::mem::take(&mut self.states) {
+            if let Ok(i) = s.applied.binary_search(&id) {
+                let mut s = s;
+                s.applied.remove(i);
+                next.insert(s);
+                continue;
+            }
+            for r in self.silent_closure(config, &s, Some(id)) {
+                let Ok(mut b) = Backoff::restore(config, self.m, r.streak) else { continue };
+                match b.on_response(status) {
+                    None => {
+                        next.insert(State {
+                            streak: b.clean_streak(),
+                            applied: r.applied,
+                        });
+                    }
+                    Some(c) => {
+                        would.get_or_insert((c.from, c.to, r.streak));
+                    }
+                }
+            }
+        }
+        let r = self.pending.remove(&id).expect("present above");
+        if next.is_empty() {
+            let (from, to, streak) = would.unwrap_or((self.m, self.m, 0));
+            let k = config.decay_after();
+            let what = if status.is_rate_pressure() {
+                format!("backs off {}→{} on this {}", mult(from), mult(to), r.code)
+            } else {
+                format!(
+                    "decays {}→{} on this clean response, the {k}th in a row of the fleet (streak was {streak}/{k})",
+                    mult(from),
+                    mult(to)
+                )
+            };
+            self.fail(format!(
+                "the reference machine ({}) {what} (fetch_end pid {} at {}), but the trace shows no multiplier change by {}: {}",
+                self.config_note,
+                r.pid,
+                secs(r.t),
+                if t == u64::MAX { "the end".to_string() } else { secs(t) },
+                if status.is_rate_pressure() {
+                    "a 429/503 was ignored"
+                } else {
+                    "the streak is not counted once for the fleet (per-process streak?)"
+                }
+            ));
+            // resynchronise on the reference's own step so one defect is reported once
+            self.resync(to);
+        } else {
+            self.states = next.into_iter().take(MAX_STATES).collect();
+        }
+    }
+
+    /// Response `id` may or may not have been applied, at any time from now on.
+    fn float(&mut self, id: u64) {
+        if let Some(r) = self.pending.get_mut(&id) {
+            r.fate = Fate::Floating;
+        }
+    }
+
+    fn forget_old_floating(&mut self, t: u64) {
+        let old: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, r)| r.fate == Fate::Floating && r.t + FLOATING_HORIZON_NS < t)
+            .map(|(id, _)| *id)
+            .collect();
+        if old.is_empty() {
+            return;
+        }
+        for id in &old {
+            self.pending.remove(id);
+        }
+        self.states = std::mem::take(&mut self.states)
+            .into_iter()
+            .map(|mut s| {
+                s.applied.retain(|a| !old.contains(a));
+                s
+            })
+            .collect();
+    }
+
+    /// A `multiplier` event: explain it by applying pending responses.
+    fn observe_change(&mut self, t: u64, pid: Option<u32>, from: f64, to: f64, cause: &str) {
+        self.changes += 1;
+        let Some(config) = self.config else {
+            self.m = to;
+            return;
+        };
+        let whose = pid.map_or("shared".to_string(), |p| format!("pid {p}'s own"));
+        let eq = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+        if !eq(from, self.m) {
+            self.fail(format!(
+                "at {}: {whose} multiplier changed {}→{} ({cause}) but the fleet's reference multiplier is {}: \
+                 multipliers diverge between processes (the least backed-off one sets the pace)",
+                secs(t),
+                mult(from),
+                mult(to),
+                mult(self.m)
+            ));
+            self.resync(to);
+            return;
+        }
+        let eligible: Vec<u64> = self.pending.keys().copied().take(MAX_REORDER).collect();
+        let mut out = BTreeSet::new();
+        for s in std::mem::take(&mut self.states) {
+            for r in self.silent_closure(config, &s, None) {
+                for &id in &eligible {
+                    let Err(at) = r.applied.binary_search(&id) else { continue };
+                    let code = self.pending[&id].code;
+                    let status = Status::from_http(code);
+                    let Ok(mut b) = Backoff::restore(config, self.m, r.streak) else { continue };
+                    if let Some(c) = b.on_response(status) {
+                        let cause_ok = match status {
+                            Status::Ok => cause == "decay",
+                            _ => cause == code.to_string(),
+                        };
+                        if cause_ok && eq(c.to, to) {
+                            let mut applied = r.applied.clone();
+                            applied.insert(at, id);
+                            out.insert(State {
+                                streak: b.clean_streak(),
+                                applied,
+                            });
+                        }
+                    }
+                }
+            }
+            self.states.insert(s);
+        }
+        if out.is_empty() {
+            let s = self.states.iter().next().cloned().unwrap_or(State {
+                streak: 0,
+                applied: Vec::new(),
+            });
+            let k = config.decay_after();
+            let unapplied: Vec<String> = self
+                .pending
+                .iter()
+                .filter(|(id, _)| s.applied.binary_search(id).is_err())
+                .map(|(_, r)| format!("pid {} {}", r.pid, r.code))
+                .collect();
+            let why = if cause == "decay" {
+                let clean = self
+                    .pending
+                    .iter()
+                    .filter(|(id, r)| s.applied.binary_search(id).is_err() && Status::from_http(r.code).is_clean())
+                    .count();
+                format!(
+                    "the fleet's clean streak is {}/{k} with {clean} clean response(s) pending: decayed too early \
+                     (a streak counted per process decays N times too fast)",
+                    s.streak
+                )
+            } else {
+                "no pending 429/503 response explains it".to_string()
+            };
+            let recent: Vec<String> = self.recent.iter().cloned().collect();
+            self.fail(format!(
+                "at {}: {whose} multiplier {}→{} ({cause}) does not match the reference machine ({}): {why}; \
+                 pending responses [{}]; last responses [{}]",
+                secs(t),
+                mult(from),
+                mult(to),
+                self.config_note,
+                unapplied.join(", "),
+                recent.join("; ")
+            ));
+            self.resync(to);
+        } else {
+            self.m = to;
+            self.states = out.into_iter().take(MAX_STATES).collect();
+        }
+    }
+
+    fn resync(&mut self, m: f64) {
+        self.m = m;
+        self.states = BTreeSet::from([State {
+            streak: 0,
+            applied: Vec::new(),
+        }]);
+    }
+
+    fn force_fresh_before(&mut self, t: u64) {
+        let due: Vec<(u32, u64)> = self
+            .fresh
+            .iter()
+            .filter(|(_, id)| self.pending.get(id).is_some_and(|r| r.t < t))
+            .map(|(p, id)| (*p, *id))
+            .collect();
+        for (pid, id) in due {
+            self.fresh.remove(&pid);
+            self.force(id, t);
+        }
+    }
+
+    fn force_fresh_of(&mut self, pid: u32, t: u64) {
+        if let Some(id) = self.fresh.remove(&pid) {
+            self.force(id, t);
+        }
+    }
+
+    fn abandon(&mut self, pid: u32) {
+        if let Some(id) = self.fresh.remove(&pid) {
+            self.float(id);
+        }
+        if let Some(id) = self.inflight.remove(&pid) {
+            self.float(id);
+        }
+    }
+
+    // ---- spacing ----------------------------------------------------------------------------
+
+    fn grant(&mut self, t: u64, pid: u32, slot: i64, now: i64, interval: u64, m: f64) {
+        self.grants += 1;
+        self.in_range(m, t, &format!("grant to pid {pid}"));
+        let eq = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+        let at = (t as i128 + slot as i128 - now as i128).clamp(0, u64::MAX as i128) as u64;
+        let shared = self.outstanding.contains(&pid);
+        if self.config.is_some() && !eq(m, self.m) {
+            self.fail(format!(
+                "at {}: grant to pid {pid} applied multiplier {} while the fleet's reference multiplier is {}: \
+                 the process paces with its own, diverged multiplier",
+                secs(t),
+                mult(m),
+                mult(self.m)
+            ));
+            // one report per divergence: follow the grants from here
+            self.m = m;
+        }
+        let expect = (self.base as f64 * m).round() as u64;
+        let tol = SLACK_NS.max(expect / 1_000_000);
+        if shared && interval.abs_diff(expect) > tol {
+            self.fail(format!(
+                "at {}: grant to pid {pid} applied interval {:.3} ms under multiplier {}; interval x multiplier is {:.3} ms",
+                secs(t),
+                interval as f64 / 1e6,
+                mult(m),
+                expect as f64 / 1e6
+            ));
+        } else if !shared && interval + tol < expect {
+            self.fail(format!(
+                "at {}: pid {pid}'s own pacer applied interval {:.3} ms under multiplier {}, shorter than interval x multiplier {:.3} ms",
+                secs(t),
+                interval as f64 / 1e6,
+                mult(m),
+                expect as f64 / 1e6
+            ));
+        }
+        let burst = if shared { self.burst } else { 1 };
+        let tat = if shared {
+            self.shared_tat
+        } else {
+            self.local_tat.get(&pid).copied()
+        };
+        if let Some(x) = tat {
+            let tau = interval.saturating_mul(burst - 1);
+            let earliest = x.saturating_sub(tau);
+            if at + SLACK_NS < earliest {
+                let whose = if shared {
+                    "the shared pace".to_string()
+                } else {
+                    format!("pid {pid}'s own pacer")
+                };
+                self.fail(format!(
+                    "at {}: {whose} granted pid {pid} a slot at {} (reference time), {:.3} ms before the previous slot + interval x multiplier ({}){}",
+                    secs(t),
+                    secs(at),
+                    (earliest - at) as f64 / 1e6,
+                    secs(earliest),
+                    if burst > 1 {
+                        format!(" less the burst tolerance of {}", burst - 1)
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+        }
+        let next = tat.unwrap_or(at).max(at).saturating_add(interval);
+        if shared {
+            self.shared_tat = Some(next);
+        } else {
+            self.local_tat.insert(pid, next);
+        }
+    }
+}
+
+impl Sink for BackoffCoherence {
+    fn event(&mut self, ev: &Event) {
+        let t = ev.t();
+        self.force_fresh_before(t);
+        self.forget_old_floating(t);
+        match ev {
+            Event::FetchEnd { pid, status, .. } => {
+                let pid = *pid;
+                self.force_fresh_of(pid, t);
+                let r = Response {
+                    pid,
+                    t,
+                    code: *status,
+                    fate: Fate::Fresh,
+                };
+                self.note_response(&r);
+                self.responses += 1;
+                let id = self.next_id;
+                self.next_id += 1;
+                self.pending.insert(id, r);
+                self.fresh.insert(pid, id);
+            }
+            Event::OpSent { pid, op, .. } => {
+                let pid = *pid;
+                match op {
+                    OpKind::Report => {
+                        if let Some(id) = self.inflight.remove(&pid) {
+                            self.float(id);
+                        }
+                        if let Some(id) = self.fresh.remove(&pid) {
+                            if let Some(r) = self.pending.get_mut(&id) {
+                                r.fate = Fate::InFlight;
+                            }
+                            self.inflight.insert(pid, id);
+                        }
+                    }
+                    other => {
+                        self.force_fresh_of(pid, t);
+                        if let Some(id) = self.inflight.remove(&pid) {
+                            self.float(id);
+                        }
+                        if matches!(other, OpKind::Reserve | OpKind::Gcra) {
+                            self.outstanding.insert(pid);
+                        }
+                    }
+                }
+            }
+            Event::Reply { pid, op, .. } => match op {
+                OpKind::Report => {
+                    if let Some(id) = self.inflight.remove(pid) {
+                        self.force(id, t);
+                    }
+                }
+                OpKind::Reserve | OpKind::Gcra => {
+                    self.outstanding.remove(pid);
+                }
+                _ => {}
+            },
+            Event::StoreError { pid, .. } => {
+                self.outstanding.remove(pid);
+                if let Some(id) = self.inflight.remove(pid) {
+                    self.float(id);
+                }
+            }
+            Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
+                self.outstanding.remove(pid);
+                self.abandon(*pid);
+            }
+            Event::Multiplier {
+                pid, from, to, cause, ..
+            } => {
+                self.seen = true;
+                let whose = pid.map_or("shared multiplier".to_string(), |p| format!("pid {p}'s multiplier"));
+                self.in_range(*from, t, &whose);
+                self.in_range(*to, t, &whose);
+                self.observe_change(t, *pid, *from, *to, cause);
+            }
+            Event::Grant {
+                pid,
+                slot,
+                now,
+                interval,
+                multiplier,
+                ..
+            } => {
+                self.seen = true;
+                self.force_fresh_of(*pid, t);
+                self.grant(t, *pid, *slot, *now, *interval, *multiplier);
+            }
+            Event::Deny { pid, .. }
+            | Event::FetchStart { pid, .. }
+            | Event::Arrival { pid, .. }
+            | Event::LockAcquired { pid, .. }
+            | Event::LockReleased { pid, .. }
+            | Event::Uncapped { pid, .. }
+            | Event::Fallback { pid, .. } => self.force_fresh_of(*pid, t),
+            Event::Fault { .. } | Event::End { .. } => {}
+        }
+    }
+}
+
+impl Checker for BackoffCoherence {
+    fn verdicts(&mut self) -> Vec<Verdict> {
+        let fresh: Vec<u64> = self.fresh.values().copied().collect();
+        self.fresh.clear();
+        for id in fresh {
+            self.force(id, u64::MAX);
+        }
+        if !self.seen {
+            return Vec::new();
+        }
+        let approx = if self.approximate {
+            " (reordering search truncated)"
+        } else {
+            ""
+        };
+        let v = match &self.failure {
+            None => Verdict {
+                name: "backoff_coherence",
+                pass: true,
+                detail: format!(
+                    "{} responses, {} multiplier changes match one reference machine ({}){approx}; max multiplier {}; {} grants spaced by interval x multiplier",
+                    self.responses,
+                    self.changes,
+                    self.config_note,
+                    mult(self.max_m),
+                    self.grants
+                ),
+            },
+            Some(f) => Verdict {
+                name: "backoff_coherence",
+                pass: false,
+                detail: if self.failures > 1 {
+                    format!("{f} ({} violations in all){approx}", self.failures)
+                } else {
+                    format!("{f}{approx}")
+                },
+            },
+        };
+        vec![v]
+    }
+}

@@ -1,0 +1,176 @@
+//! What several checkers share: reading the backend's options out of the header, formatting
+//! times for witnesses, and tracking demand (which live processes are waiting for permission).
+
+use crate::trace::{Event, Header, OpKind};
+
+/// Seconds with millisecond precision, as witnesses print times: `12.345s`.
+pub fn secs(ns: u64) -> String {
+    format!("{:.3}s", ns as f64 / 1e9)
+}
+
+/// A multiplier, printed short: `1`, `2`, `1.5`.
+pub fn mult(m: f64) -> String {
+    if m.fract() == 0.0 && m.abs() < 1e15 {
+        format!("{}", m as i64)
+    } else {
+        format!("{m}")
+    }
+}
+
+/// The pacing interval of the header's rate, in nanoseconds (at least 1).
+pub fn base_interval(h: &Header) -> u64 {
+    if h.rate.is_finite() && h.rate > 0.0 {
+        ((1e9 / h.rate).ceil() as u64).max(1)
+    } else {
+        1
+    }
+}
+
+/// Read access to `Header.backend_detail` (the backend's options in force, plus the scenario
+/// settings the simulator adds: `backoff_factor`, `decay_after`, `epsilon`, ...).
+#[derive(Clone, Debug)]
+pub struct Opts(serde_json::Value);
+
+impl Opts {
+    /// From a header.
+    pub fn of(h: &Header) -> Opts {
+        Opts(h.backend_detail.clone())
+    }
+    /// A number.
+    pub fn f64(&self, key: &str) -> Option<f64> {
+        self.0.get(key).and_then(|v| v.as_f64()).filter(|v| v.is_finite())
+    }
+    /// A non-negative integer.
+    pub fn u64(&self, key: &str) -> Option<u64> {
+        self.0
+            .get(key)
+            .and_then(|v| v.as_u64().or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)))
+    }
+    /// A string.
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.as_str())
+    }
+    /// A duration in nanoseconds: `<key>_ns` as a number, or `<key>` as a number of
+    /// nanoseconds or a duration string such as `"5s"`.
+    pub fn duration_ns(&self, key: &str) -> Option<u64> {
+        if let Some(n) = self.u64(&format!("{key}_ns")) {
+            return Some(n);
+        }
+        match self.0.get(key)? {
+            serde_json::Value::String(s) => crate::time::parse_duration(s).ok().map(|n| n.0),
+            v => v.as_u64(),
+        }
+    }
+}
+
+/// Which live processes are waiting for permission to fetch.
+///
+/// A process waits from the moment it asks for permission (an `op_sent` of a reservation, a
+/// GCRA check or a lock try, or a `grant` from an in-process pacer) until its fetch starts; a
+/// crash ends its wait. Between jobs (thinking, idle in an open loop, finished) it does not
+/// wait. While at least one live process waits, demand exceeds what the pacer is giving.
+#[derive(Clone, Debug, Default)]
+pub struct Demand {
+    // invariant: waiting[pid] = Some(since) iff pid asked and has not yet started its fetch.
+    waiting: Vec<Option<u64>>,
+    count: usize,
+    // invariant: Some(t) iff count > 0, t = when count last rose from 0.
+    since: Option<u64>,
+    // invariant: total time with count > 0 up to `last`.
+    busy_ns: u64,
+    last: u64,
+}
+
+impl Demand {
+    /// For `processes` processes.
+    pub fn new(processes: u32) -> Demand {
+        Demand {
+            waiting: vec![None; processes as usize],
+            ..Demand::default()
+        }
+    }
+
+    fn slot(&mut self, pid: u32) -> &mut Option<u64> {
+        let i = pid as usize;
+        if i >= self.waiting.len() {
+            self.waiting.resize(i + 1, None);
+        }
+        &mut self.waiting[i]
+    }
+
+    fn start(&mut self, pid: u32, t: u64) {
+        if self.slot(pid).is_none() {
+            *self.slot(pid) = Some(t);
+            self.count += 1;
+            if self.count == 1 {
+                self.since = Some(t);
+            }
+        }
+    }
+
+    fn stop(&mut self, pid: u32) {
+        if self.slot(pid).take().is_some() {
+            self.count -= 1;
+            if self.count == 0 {
+                self.since = None;
+            }
+        }
+    }
+
+    /// Feed one event (after reading any figure that must reflect the state before it).
+    pub fn event(&mut self, ev: &Event) {
+        let t = ev.t();
+        if self.count > 0 {
+            self.busy_ns += t.saturating_sub(self.last);
+        }
+        self.last = self.last.max(t);
+        match *ev {
+            Event::OpSent {
+                pid,
+                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
+                t,
+            }
+            | Event::Grant { pid, t, .. } => self.start(pid, t),
+            Event::FetchStart { pid, .. } | Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
+                self.stop(pid)
+            }
+            _ => {}
+        }
+    }
+
+    /// Number of live processes waiting now.
+    pub fn waiting(&self) -> usize {
+        self.count
+    }
+
+    /// When demand last rose from none, if some process waits now.
+    pub fn since(&self) -> Option<u64> {
+        self.since
+    }
+
+    /// The waiting processes, ascending.
+    pub fn waiting_pids(&self) -> Vec<u32> {
+        (0..self.waiting.len() as u32)
+            .filter(|&p| self.waiting[p as usize].is_some())
+            .collect()
+    }
+
+    /// Total time, up to `t`, during which some process waited.
+    pub fn busy_until(&self, t: u64) -> u64 {
+        self.busy_ns + if self.count > 0 { t.saturating_sub(self.last) } else { 0 }
+    }
+}
+
+/// Fault kinds during which the store is (partly) unreachable.
+pub fn is_outage(kind: &str) -> bool {
+    matches!(kind, "store_outage" | "partition" | "store_restart")
+}
+
+/// Print a list of pids short: `0, 2, 3` (at most 8, then `...`).
+pub fn pid_list(pids: &[u32]) -> String {
+    let mut s: Vec<String> = pids.iter().take(8).map(|p| p.to_string()).collect();
+    if pids.len() > 8 {
+        s.push("...".into());
+    }
+    s.join(", ")
+}

@@ -1,0 +1,284 @@
+//! `degradation`: while the store is unreachable (each `store_outage` or `partition` fault
+//! window), destination arrivals stay within the rate and do not drop to zero, unless the
+//! fallback is `fail_closed`, which must then halt.
+//!
+//! For each window `[start, end)`:
+//!
+//! 1. **Within the rate.** The arrivals inside the window conform to GCRA at the interval times
+//!    each process's multiplier, with burst tolerance `max(checks.burst, cap + 1)`: a `divided`
+//!    fallback paces each of up to `cap + 1` processes at `rate / (cap + 1)`, a sum that
+//!    conforms to the rate with a burst of `cap + 1` (the processes' fallback pacers start
+//!    independently, so their first slots may coincide); anything faster grows without bound
+//!    with the window (`fail_open`'s N x rate needs a burst of about `(N - 1) x rate x
+//!    window`). `cap` is `backend_detail.cap`, else `processes - 1`.
+//! 2. **Not zero.** Unless the mode is `fail_closed`, at least one arrival, when processes
+//!    asked for permission in the window and it was long enough for a fallback slot: longer
+//!    than the slowest store error seen in it (the detection delay: a refusal's round trip, or
+//!    the client's timeout) plus two fallback intervals.
+//! 3. **Fail-closed halts.** Under `fail_closed`, no process starts a fetch while it is in
+//!    fallback (between its `fallback` enter and exit events).
+//!
+//! The mode is the `mode` of the trace's `fallback` events, else `backend_detail.fallback`.
+
+use crate::check::common::{Opts, base_interval, secs};
+use crate::check::{Checker, Verdict};
+use crate::pacer::BurstMeter;
+use crate::trace::{Event, Header, OpKind, Sink};
+use std::collections::BTreeMap;
+
+#[derive(Debug)]
+struct Window {
+    id: u32,
+    kind: String,
+    start: u64,
+    meter: BurstMeter,
+    pids: Vec<u32>,
+    last_arrival: u64,
+    longest_gap: u64,
+    detect: u64,
+    demand: bool,
+}
+
+/// The degradation checker.
+#[derive(Debug)]
+pub struct Degradation {
+    base: u64,
+    rate: f64,
+    ceiling_burst: u64,
+    divisor: u64,
+    tolerance: u64,
+    detail_mode: Option<String>,
+    trace_mode: Option<String>,
+    multiplier: BTreeMap<u32, f64>,
+    sent: BTreeMap<u32, u64>,
+    in_fallback: BTreeMap<u32, (u64, String)>,
+    open: BTreeMap<u32, Window>,
+    windows: u64,
+    summaries: Vec<String>,
+    failure: Option<String>,
+    failures: u64,
+}
+
+impl Degradation {
+    /// A checker for the trace this header introduces.
+    pub fn new(h: &Header) -> Degradation {
+        let o = Opts::of(h);
+        let cap = o.u64("cap").unwrap_or((h.processes as u64).saturating_sub(1));
+        let divisor = cap + 1;
+        Degradation {
+            base: base_interval(h),
+            rate: h.rate,
+            ceiling_burst: h.burst,
+            divisor,
+            tolerance: h.burst.max(divisor),
+            detail_mode: o.str("fallback").map(str::to_string),
+            trace_mode: None,
+            multiplier: BTreeMap::new(),
+            sent: BTreeMap::new(),
+            in_fallback: BTreeMap::new(),
+            open: BTreeMap::new(),
+            windows: 0,
+            summaries: Vec::new(),
+            failure: None,
+            failures: 0,
+        }
+    }
+
+    fn mode(&self) -> &str {
+        self.trace_mode
+            .as_deref()
+            .or(self.detail_mode.as_deref())
+            .unwrap_or("none")
+    }
+
+    fn fail(&mut self, msg: String) {
+        self.failures += 1;
+        if self.failure.is_none() {
+            self.failure = Some(msg);
+        }
+    }
+
+    fn close(&mut self, w: Window, end: u64) {
+        let mode = self.mode().to_string();
+        let len = end.saturating_sub(w.start);
+        let n = w.meter.len() as u64;
+        let per_s = if len > 0 { n as f64 / (len as f64 / 1e9) } else { 0.0 };
+        let name = format!("{} #{} {}–{}", w.kind, w.id, secs(w.start), secs(end));
+        let longest = if n == 0 { len } else { w.longest_gap.max(end - w.last_arrival) };
+        self.summaries.push(format!(
+            "{name} ({mode}): {n} arrivals = {per_s:.2}/s, burst needed {}, longest gap {}",
+            w.meter.burst_needed(),
+            secs(longest)
+        ));
+        if let Some(e) = w.meter.first_exceeding(self.tolerance) {
+            let pid = w.pids.get(e.index).map(|p| format!(" (pid {p})")).unwrap_or_default();
+            self.fail(format!(
+                "during {name} ({mode} fallback) arrivals exceeded the rate: {n} arrivals = {per_s:.2}/s against {}/s, \
+                 burst needed {} > allowed {} (max(ceiling burst {}, cap + 1 = {})); first excess: arrival #{} at {}{pid}",
+                self.rate,
+                w.meter.burst_needed(),
+                self.tolerance,
+                self.ceiling_burst,
+                self.divisor,
+                e.index,
+                secs(e.at)
+            ));
+        }
+        let fallback_interval = match mode.as_str() {
+            "fail_open" => self.base,
+            _ => self.base.saturating_mul(self.divisor),
+        };
+        let m = self.multiplier.values().copied().fold(1.0, f64::max);
+        let needed = w.detect + 2 * (fallback_interval as f64 * m) as u64;
+        if mode != "fail_closed" && n == 0 && w.demand && len > needed {
+            self.fail(format!(
+                "during {name} ({mode} fallback) arrivals dropped to zero for the whole {} although processes asked \
+                 to fetch (detection {} + two fallback intervals {} would have allowed one)",
+                secs(len),
+                secs(w.detect),
+                secs(2 * fallback_interval)
+            ));
+        }
+    }
+}
+
+impl Sink for Degradation {
+    fn event(&mut self, ev: &Event) {
+        let t = ev.t();
+        match ev {
+            Event::Fault { id, kind, start, .. } if kind == "store_outage" || kind == "partition" => {
+                if *start {
+                    self.windows += 1;
+                    self.open.insert(
+                        *id,
+                        Window {
+                            id: *id,
+                            kind: kind.clone(),
+                            start: t,
+                            meter: BurstMeter::new(self.base),
+                            pids: Vec::new(),
+                            last_arrival: t,
+                            longest_gap: 0,
+                            detect: 0,
+                            demand: false,
+                        },
+                    );
+                } else if let Some(w) = self.open.remove(id) {
+                    self.close(w, t);
+                }
+            }
+            Event::Grant { pid, multiplier, .. } => {
+                self.multiplier.insert(*pid, *multiplier);
+            }
+            Event::Multiplier { pid: Some(p), to, .. } => {
+                self.multiplier.insert(*p, *to);
+            }
+            Event::Multiplier { pid: None, to, .. } => {
+                for m in self.multiplier.values_mut() {
+                    *m = *to;
+                }
+            }
+            Event::OpSent { pid, op, .. } => {
+                if matches!(op, OpKind::Reserve | OpKind::Gcra | OpKind::TryLock) {
+                    for w in self.open.values_mut() {
+                        w.demand = true;
+                    }
+                }
+                self.sent.insert(*pid, t);
+            }
+            Event::StoreError { pid, .. } => {
+                let d = self.sent.get(pid).map_or(0, |s| t.saturating_sub(*s));
+                for w in self.open.values_mut() {
+                    w.detect = w.detect.max(d);
+                    w.demand = true;
+                }
+            }
+            Event::Fallback { pid, enter, mode, .. } => {
+                self.trace_mode.get_or_insert_with(|| mode.clone());
+                if *enter {
+                    self.in_fallback.entry(*pid).or_insert((t, mode.clone()));
+                } else {
+                    self.in_fallback.remove(pid);
+                }
+            }
+            Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
+                self.in_fallback.remove(pid);
+            }
+            Event::FetchStart { pid, .. } => {
+                if let Some((since, mode)) = self.in_fallback.get(pid)
+                    && mode == "fail_closed"
+                {
+                    let since = *since;
+                    self.fail(format!(
+                        "pid {pid} started a fetch at {} while in fail_closed fallback (since {}): fail_closed must halt",
+                        secs(t),
+                        secs(since)
+                    ));
+                }
+            }
+            Event::Arrival { pid, .. } => {
+                let m = self.multiplier.get(pid).copied().unwrap_or(1.0).max(1.0);
+                let interval = if m <= 1.0 {
+                    self.base
+                } else {
+                    (self.base as f64 * m).round() as u64
+                };
+                for w in self.open.values_mut() {
+                    w.longest_gap = w.longest_gap.max(t - w.last_arrival);
+                    w.last_arrival = t;
+                    w.meter.push_with_interval(t, interval.max(1));
+                    w.pids.push(*pid);
+                }
+            }
+            Event::End { .. } => {
+                for (_, w) in std::mem::take(&mut self.open) {
+                    self.close(w, t);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Checker for Degradation {
+    fn verdicts(&mut self) -> Vec<Verdict> {
+        if self.windows == 0 {
+            return Vec::new();
+        }
+        let end = self.open.values().map(|w| w.last_arrival).max().unwrap_or(0);
+        for (_, w) in std::mem::take(&mut self.open) {
+            self.close(w, end);
+        }
+        let more = if self.summaries.len() > 1 {
+            format!(" (+{} more windows)", self.summaries.len() - 1)
+        } else {
+            String::new()
+        };
+        let first = self.summaries.first().cloned().unwrap_or_default();
+        let v = match &self.failure {
+            None => Verdict {
+                name: "degradation",
+                pass: true,
+                detail: format!(
+                    "{first}{more}; within the rate (burst allowed {}) and never zero{}",
+                    self.tolerance,
+                    if self.mode() == "fail_closed" {
+                        " (fail_closed: halted)"
+                    } else {
+                        ""
+                    }
+                ),
+            },
+            Some(f) => Verdict {
+                name: "degradation",
+                pass: false,
+                detail: if self.failures > 1 {
+                    format!("{f} ({} violations)", self.failures)
+                } else {
+                    f.clone()
+                },
+            },
+        };
+        vec![v]
+    }
+}

@@ -1,0 +1,249 @@
+//! `liveness`: when offered load exceeds the effective rate, achieved throughput reaches at
+//! least `(1 - epsilon)` of it.
+//!
+//! - **Effective rate**: `rate / multiplier in force`, integrated over time. For a pace the
+//!   multiplier in force is the one granted for the last slot reached (a pace grants slots up
+//!   to N intervals ahead and spaces the next slot by the previous grant's interval, so a
+//!   change takes effect on the slot timeline, not when announced); without grants, the last
+//!   one announced. For concurrency locks (`backend_detail.lock_use =
+//!   "concurrency"`) a lock cannot give more than `locks / fetch time`, so the target is the
+//!   smaller of that and the rate (`backend_detail.fetch_mean_ns`).
+//! - **Demand**: the rate is owed only while some live process waits for permission (see
+//!   [`crate::check::common::Demand`]); the expected count is the effective rate integrated
+//!   over exactly those times. When the header's options give the offered load
+//!   (`arrival_rate` per process, or closed-loop `think_mean_ns + fetch_mean_ns`) and it is
+//!   below the rate, the property does not apply.
+//! - **Excluded**: fault windows in which the store or its lock is out of the backend's hands
+//!   (`store_outage`, `store_restart`, `partition`, `long_transaction`, `store_latency`);
+//!   `degradation` judges those.
+//! - **Verdict**: fetch starts outside excluded windows `>= (1 - epsilon) x expected - 1`.
+//!   `epsilon` is `backend_detail.epsilon` (the scenario's `checks.epsilon`), default 0.2.
+//!
+//! It catches the in-transaction serialisation (every reserver waits behind an open
+//! transaction: throughput about 1 / hold) and connection exhaustion (holders occupy every
+//! session), and a wedged pace. Applies to pace backends (the trace has grants) and to lock
+//! backends that state a lock use; a walk lock has no throughput target.
+
+use crate::check::common::{Demand, Opts, base_interval, secs};
+use crate::check::{Checker, Verdict};
+use crate::trace::{Event, Header, Sink};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+
+/// The liveness checker.
+#[derive(Debug)]
+pub struct Liveness {
+    rate: f64,
+    base: u64,
+    epsilon: f64,
+    epsilon_note: &'static str,
+    lock_cap: Option<f64>,
+    lock_use: Option<String>,
+    offered: Option<f64>,
+    demand: Demand,
+    m: f64,
+    // invariant: granted slots (reference time, multiplier bits) not yet reached.
+    slots: BinaryHeap<Reverse<(u64, u64)>>,
+    excluded: BTreeSet<u32>,
+    started: bool,
+    last: u64,
+    expected: f64,
+    busy_ns: u64,
+    total_ns: u64,
+    starts: u64,
+    grants: bool,
+}
+
+impl Liveness {
+    /// A checker for the trace this header introduces.
+    pub fn new(h: &Header) -> Liveness {
+        let o = Opts::of(h);
+        let (epsilon, epsilon_note) = match o.f64("epsilon") {
+            Some(e) if (0.0..1.0).contains(&e) => (e, ""),
+            _ => (0.2, " (epsilon 0.2 assumed)"),
+        };
+        let lock_use = o.str("lock_use").map(str::to_string);
+        let fetch = o.f64("fetch_mean_ns").filter(|f| *f > 0.0);
+        let locks = o.u64("locks").unwrap_or(1) as f64;
+        let lock_cap = match (lock_use.as_deref(), fetch) {
+            (Some("concurrency"), Some(f)) => Some(locks * 1e9 / f),
+            _ => None,
+        };
+        let n = h.processes as f64;
+        let offered = match o.f64("arrival_rate") {
+            Some(a) => Some(a * n),
+            None => match (o.f64("think_mean_ns"), fetch) {
+                (Some(think), Some(f)) if think + f > 0.0 => Some(n * 1e9 / (think + f)),
+                _ => None,
+            },
+        };
+        Liveness {
+            rate: h.rate,
+            base: base_interval(h),
+            epsilon,
+            epsilon_note,
+            lock_cap,
+            lock_use,
+            offered,
+            demand: Demand::new(h.processes),
+            m: 1.0,
+            slots: BinaryHeap::new(),
+            excluded: BTreeSet::new(),
+            started: false,
+            last: 0,
+            expected: 0.0,
+            busy_ns: 0,
+            total_ns: 0,
+            starts: 0,
+            grants: false,
+        }
+    }
+
+    fn target(&self) -> f64 {
+        let r = self.rate / self.m.max(1.0);
+        self.lock_cap.map_or(r, |c| r.min(c))
+    }
+}
+
+impl Liveness {
+    /// Account for the time from `self.last` to `t` in which nothing changed but the slots
+    /// reached.
+    fn advance(&mut self, t: u64) {
+        loop {
+            let next = match self.slots.peek() {
+                Some(&Reverse((at, m))) if at <= t => Some((at, f64::from_bits(m))),
+                _ => None,
+            };
+            let upto = next.map_or(t, |n| n.0.max(self.last));
+            let dt = upto.saturating_sub(self.last);
+            if self.started && self.excluded.is_empty() {
+                self.total_ns += dt;
+                if self.demand.waiting() > 0 {
+                    self.busy_ns += dt;
+                    self.expected += dt as f64 / 1e9 * self.target();
+                }
+            }
+            self.last = self.last.max(upto);
+            match next {
+                Some((_, m)) => {
+                    self.slots.pop();
+                    self.m = m;
+                }
+                None => break,
+            }
+        }
+    }
+}
+
+impl Sink for Liveness {
+    fn event(&mut self, ev: &Event) {
+        let t = ev.t();
+        self.advance(t);
+        match ev {
+            Event::OpSent { .. } => self.started = true,
+            Event::Grant {
+                multiplier, slot, now, ..
+            } => {
+                self.started = true;
+                self.grants = true;
+                // the multiplier takes effect at the granted slot: a pace grants up to N slots
+                // ahead, and spaces the next slot by this grant's interval
+                let at = (t as i128 + *slot as i128 - *now as i128).clamp(0, u64::MAX as i128) as u64;
+                self.slots.push(Reverse((at.max(t), multiplier.to_bits())));
+            }
+            Event::Multiplier { to, .. } if !self.grants => self.m = *to,
+            Event::FetchStart { .. } => {
+                self.started = true;
+                if self.excluded.is_empty() {
+                    self.starts += 1;
+                }
+            }
+            Event::Fault { id, kind, start, .. }
+                if matches!(
+                    kind.as_str(),
+                    "store_outage" | "store_restart" | "partition" | "long_transaction" | "store_latency"
+                ) =>
+            {
+                if *start {
+                    self.excluded.insert(*id);
+                } else {
+                    self.excluded.remove(id);
+                }
+            }
+            _ => {}
+        }
+        self.demand.event(ev);
+    }
+}
+
+impl Checker for Liveness {
+    fn verdicts(&mut self) -> Vec<Verdict> {
+        let lock_target = matches!(self.lock_use.as_deref(), Some("concurrency" | "fake_rate"));
+        if !self.grants && !lock_target {
+            return Vec::new();
+        }
+        let eps = self.epsilon;
+        let target_note = match self.lock_cap {
+            Some(c) if c < self.rate => format!("locks / fetch time = {c:.2}/s"),
+            _ => format!("rate {}/s / multiplier", self.rate),
+        };
+        if let Some(o) = self.offered
+            && o < self.rate
+        {
+            return vec![Verdict {
+                name: "liveness",
+                pass: true,
+                detail: format!(
+                    "offered load about {o:.2}/s does not exceed the rate {}/s: not judged; {} fetches",
+                    self.rate, self.starts
+                ),
+            }];
+        }
+        let busy_s = self.busy_ns as f64 / 1e9;
+        if self.busy_ns < 10 * self.base {
+            return vec![Verdict {
+                name: "liveness",
+                pass: true,
+                detail: format!(
+                    "processes waited for permission only {}: too little demand to judge",
+                    secs(self.busy_ns)
+                ),
+            }];
+        }
+        let effective = self.expected / busy_s;
+        let achieved = self.starts as f64 / busy_s;
+        let needed = (1.0 - eps) * self.expected - 1.0;
+        let share = if self.total_ns > 0 {
+            100.0 * self.busy_ns as f64 / self.total_ns as f64
+        } else {
+            0.0
+        };
+        let pass = self.starts as f64 >= needed;
+        let detail = if pass {
+            format!(
+                "achieved {achieved:.2}/s ({} fetch starts) over {} of demand ({share:.0}% of the run) against effective \
+                 {effective:.2}/s ({target_note}, time-weighted): at least {:.0}%{}",
+                self.starts,
+                secs(self.busy_ns),
+                100.0 * (1.0 - eps),
+                self.epsilon_note
+            )
+        } else {
+            format!(
+                "throughput collapsed: achieved {achieved:.2}/s ({} fetch starts) while processes waited for permission \
+                 {} ({share:.0}% of the run), below {:.0}% of the effective {effective:.2}/s ({target_note}, time-weighted; \
+                 needed {:.0} starts){}: serialised reservations, exhausted sessions or a wedge",
+                self.starts,
+                secs(self.busy_ns),
+                100.0 * (1.0 - eps),
+                needed.ceil(),
+                self.epsilon_note
+            )
+        };
+        vec![Verdict {
+            name: "liveness",
+            pass,
+            detail,
+        }]
+    }
+}
