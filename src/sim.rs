@@ -106,7 +106,10 @@ fn detail(sc: &Scenario) -> serde_json::Value {
         o.insert("decay_after".into(), sc.backoff.decay_after.into());
         o.insert("epsilon".into(), sc.checks.epsilon.into());
         o.insert("think_mean_ns".into(), sc.processes.think.mean().into());
-        o.insert("fetch_mean_ns".into(), (sc.fetch.duration.mean() + sc.destination.latency.mean()).into());
+        o.insert(
+            "fetch_mean_ns".into(),
+            (sc.fetch.duration.mean() + sc.destination.latency.mean()).into(),
+        );
         o.insert("arrival_rate".into(), sc.processes.arrival_rate.into());
     }
     d
@@ -317,8 +320,12 @@ impl<'a> Sim<'a> {
             Ev::Limit { pid, inc, job, hard } => self.limit(pid, inc, job, hard),
             Ev::BackendTimer { token } => {
                 let now = self.engine.now();
-                let mut cx =
-                    Cx { t: now, out: &mut *self.out, store_rng: &mut self.store.rng, timers: &mut self.timers };
+                let mut cx = Cx {
+                    t: now,
+                    out: &mut *self.out,
+                    store_rng: &mut self.store.rng,
+                    timers: &mut self.timers,
+                };
                 self.backend.on_timer(&mut cx, token);
             }
         }
@@ -347,7 +354,7 @@ impl<'a> Sim<'a> {
             t,
             out: &mut *self.out,
             store_rng: &mut self.store.rng,
-                timers: &mut self.timers,
+            timers: &mut self.timers,
         };
         f(self.backend.as_mut(), &mut cx, &view)
     }
@@ -516,7 +523,7 @@ impl<'a> Sim<'a> {
                         t: now,
                         out: &mut *self.out,
                         store_rng: &mut self.store.rng,
-                timers: &mut self.timers,
+                        timers: &mut self.timers,
                     };
                     self.backend.serve(&mut cx, pid, &op, store_now)
                 };
@@ -664,7 +671,7 @@ impl<'a> Sim<'a> {
                         t: now,
                         out: &mut *self.out,
                         store_rng: &mut self.store.rng,
-                timers: &mut self.timers,
+                        timers: &mut self.timers,
                     };
                     self.backend.on_store_restart(&mut cx);
                 } else {

@@ -84,7 +84,9 @@ impl Backend for Advisory {
             Some(lock) if h.releasing => Step::Send(Op::Unlock { lock }),
             _ => {
                 h.tried = 0;
-                Step::Send(Op::TryLock { lock: self.proto.first(p.pid) })
+                Step::Send(Op::TryLock {
+                    lock: self.proto.first(p.pid),
+                })
             }
         }
     }
@@ -154,21 +156,36 @@ impl Backend for Advisory {
 
     fn on_restart(&mut self, pid: u32) {
         let h = &mut self.procs[pid as usize];
-        *h = Holder { session: h.session + 1, ..Holder::default() };
+        *h = Holder {
+            session: h.session + 1,
+            ..Holder::default()
+        };
         self.fallbacks.reset(pid);
     }
 
     fn on_crash(&mut self, cx: &mut Cx, pid: u32) {
         let s = self.session(pid);
         if let Some(lock) = self.locks.held_by(s) {
-            cx.out.event(&Event::LockReleased { t: cx.t.0, pid, lock, reason: "holder_died".into() });
+            cx.out.event(&Event::LockReleased {
+                t: cx.t.0,
+                pid,
+                lock,
+                reason: "holder_died".into(),
+            });
             // The server notices the dead session after `detect_dead` and frees its lock.
-            cx.timers.push((cx.t + self.detect_dead, ((s.1 as u64) << 40) | ((pid as u64) << 8) | lock as u64));
+            cx.timers.push((
+                cx.t + self.detect_dead,
+                ((s.1 as u64) << 40) | ((pid as u64) << 8) | lock as u64,
+            ));
         }
     }
 
     fn on_timer(&mut self, cx: &mut Cx, token: u64) {
-        let (session, pid, lock) = ((token >> 40) as u32, ((token >> 8) & 0xFFFF_FFFF) as u32, (token & 0xFF) as u32);
+        let (session, pid, lock) = (
+            (token >> 40) as u32,
+            ((token >> 8) & 0xFFFF_FFFF) as u32,
+            (token & 0xFF) as u32,
+        );
         self.locks.release(cx, lock, (pid, session), "session_gone");
     }
 

@@ -55,7 +55,9 @@ impl Backend for ClaimRow {
 
     fn acquire(&mut self, _cx: &mut Cx, p: &ProcView) -> Step {
         self.procs[p.pid as usize].tried = 0;
-        Step::Send(Op::TryLock { lock: self.proto.first(p.pid) })
+        Step::Send(Op::TryLock {
+            lock: self.proto.first(p.pid),
+        })
     }
 
     fn serve(&mut self, cx: &mut Cx, pid: u32, op: &Op, _now: Reading) -> Served {
@@ -106,7 +108,10 @@ impl Backend for ClaimRow {
 
     fn on_restart(&mut self, pid: u32) {
         let h = &mut self.procs[pid as usize];
-        *h = Holder { session: h.session + 1, ..Holder::default() };
+        *h = Holder {
+            session: h.session + 1,
+            ..Holder::default()
+        };
         self.fallbacks.reset(pid);
     }
 
@@ -114,7 +119,12 @@ impl Backend for ClaimRow {
         let s = (pid, self.procs[pid as usize].session);
         if let Some(lock) = self.rows.held_by(s) {
             // The holder's work ends; its claim does not.
-            cx.out.event(&Event::LockReleased { t: cx.t.0, pid, lock, reason: "holder_died".into() });
+            cx.out.event(&Event::LockReleased {
+                t: cx.t.0,
+                pid,
+                lock,
+                reason: "holder_died".into(),
+            });
         }
     }
 }

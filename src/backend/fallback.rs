@@ -25,6 +25,10 @@ pub struct Fallbacks {
     rate: f64,
     retry: Nanos,
     switches: Vec<FallbackSwitch>,
+    // invariant: floor[pid] = the process's last shared slot (its monotonic clock) plus one
+    // fallback interval: entering fallback never schedules a fetch closer than that to the
+    // last shared one, so a process does not fetch twice in one interval at the switch.
+    floor: Vec<u64>,
 }
 
 impl Fallbacks {
@@ -50,6 +54,7 @@ impl Fallbacks {
             switches: (0..sc.processes.count)
                 .map(|_| FallbackSwitch::new(policy, rate))
                 .collect(),
+            floor: vec![0; sc.processes.count as usize],
         }
     }
 
@@ -74,10 +79,18 @@ impl Fallbacks {
             });
         }
         let now = p.mono_ns(cx.t);
-        match sw.reserve_fallback_scaled(now, multiplier.max(1.0)) {
+        let from = now.max(self.floor[p.pid as usize]);
+        match sw.reserve_fallback_scaled(from, multiplier.max(1.0)) {
             Ok(slot) => Step::FetchAt(cx.t + p.mono.ref_duration(Nanos(slot.saturating_sub(now)))),
             Err(_) => Step::RetryAt(cx.t + self.retry),
         }
+    }
+
+    /// `p` was granted a shared slot at reference time `wake`: a later fallback must not
+    /// schedule its next fetch closer than one fallback interval after it.
+    pub fn note_slot(&mut self, p: &ProcView, wake: crate::time::Instant) {
+        let gap = self.switches[p.pid as usize].fallback_interval().unwrap_or(0);
+        self.floor[p.pid as usize] = p.mono_ns(wake).saturating_add(gap);
     }
 
     /// The store answered `p` again: leave fallback.
@@ -95,5 +108,6 @@ impl Fallbacks {
     /// A fresh process starts outside fallback.
     pub fn reset(&mut self, pid: u32) {
         self.switches[pid as usize] = FallbackSwitch::new(self.policy, self.rate);
+        self.floor[pid as usize] = 0;
     }
 }

@@ -28,7 +28,9 @@ pub struct LockTable {
 impl LockTable {
     /// K free locks.
     pub fn new(k: u32) -> LockTable {
-        LockTable { holders: vec![None; k as usize] }
+        LockTable {
+            holders: vec![None; k as usize],
+        }
     }
     /// Number of locks.
     pub fn len(&self) -> u32 {
@@ -47,7 +49,11 @@ impl LockTable {
         match self.holders[k as usize] {
             None => {
                 self.holders[k as usize] = Some(s);
-                cx.out.event(&Event::LockAcquired { t: cx.t.0, pid: s.0, lock: k });
+                cx.out.event(&Event::LockAcquired {
+                    t: cx.t.0,
+                    pid: s.0,
+                    lock: k,
+                });
                 Reply::Locked { lock: k }
             }
             Some(h) if h == s => Reply::Locked { lock: k },
@@ -58,7 +64,12 @@ impl LockTable {
     pub fn release(&mut self, cx: &mut Cx, k: u32, s: Session, reason: &str) -> bool {
         if self.holders[k as usize] == Some(s) {
             self.holders[k as usize] = None;
-            cx.out.event(&Event::LockReleased { t: cx.t.0, pid: s.0, lock: k, reason: reason.into() });
+            cx.out.event(&Event::LockReleased {
+                t: cx.t.0,
+                pid: s.0,
+                lock: k,
+                reason: reason.into(),
+            });
             true
         } else {
             false
@@ -72,7 +83,12 @@ impl LockTable {
     pub fn clear(&mut self, cx: &mut Cx, reason: &str) {
         for (k, h) in self.holders.iter_mut().enumerate() {
             if let Some(s) = h.take() {
-                cx.out.event(&Event::LockReleased { t: cx.t.0, pid: s.0, lock: k as u32, reason: reason.into() });
+                cx.out.event(&Event::LockReleased {
+                    t: cx.t.0,
+                    pid: s.0,
+                    lock: k as u32,
+                    reason: reason.into(),
+                });
             }
         }
     }

@@ -93,11 +93,29 @@ pub fn names() -> Vec<&'static str> {
 /// Options each backend accepts in `[pacer]` (besides `backend`, `compare`, `rate`).
 fn accepted_options(backend: &str) -> &'static [&'static str] {
     match backend {
-        "row" => &["clock", "wait", "in_transaction", "fallback", "cap", "backoff", "streak", "stale_after"],
+        "row" => &[
+            "clock",
+            "wait",
+            "in_transaction",
+            "fallback",
+            "cap",
+            "backoff",
+            "streak",
+            "stale_after",
+        ],
         "shared_cache" => &["fallback", "cap", "backoff", "streak"],
         "redis_gcra" => &["fallback", "cap", "backoff", "streak", "burst"],
         "local_divided" => &["cap"],
-        "advisory" => &["locks", "lock_use", "hold", "poll", "detect_dead", "connections", "fallback", "cap"],
+        "advisory" => &[
+            "locks",
+            "lock_use",
+            "hold",
+            "poll",
+            "detect_dead",
+            "connections",
+            "fallback",
+            "cap",
+        ],
         "claim_row" => &["locks", "poll", "fallback", "cap"],
         "redis_lock" => &["ttl", "max_wait", "poll", "walk"],
         _ => &[],

@@ -67,7 +67,9 @@ impl Backend for RedisGcra {
     }
 
     fn acquire(&mut self, _cx: &mut Cx, p: &ProcView) -> Step {
-        Step::Send(Op::Gcra { multiplier: self.placed.own_multiplier(&self.local_backoff[p.pid as usize]) })
+        Step::Send(Op::Gcra {
+            multiplier: self.placed.own_multiplier(&self.local_backoff[p.pid as usize]),
+        })
     }
 
     fn serve(&mut self, cx: &mut Cx, pid: u32, op: &Op, now: Reading) -> Served {
@@ -92,7 +94,9 @@ impl Backend for RedisGcra {
                     }
                     Some(at) => {
                         cx.out.event(&Event::Deny { t: cx.t.0, pid });
-                        Served::now(Reply::Denied { retry_after: Nanos(at - now_ns) })
+                        Served::now(Reply::Denied {
+                            retry_after: Nanos(at - now_ns),
+                        })
                     }
                 }
             }
@@ -104,10 +108,14 @@ impl Backend for RedisGcra {
     fn on_reply(&mut self, cx: &mut Cx, p: &ProcView, _op: &Op, reply: Reply) -> Step {
         self.fallbacks.on_success(cx, p.pid);
         match reply {
-            Reply::Allowed => Step::FetchAt(cx.t),
+            Reply::Allowed => {
+                self.fallbacks.note_slot(p, cx.t);
+                Step::FetchAt(cx.t)
+            }
             Reply::Denied { retry_after } => Step::RetryAt(cx.t + p.mono.ref_duration(retry_after)),
             Reply::Backoff { .. } => {
-                self.placed.on_reply(cx, p.pid, &mut self.local_backoff[p.pid as usize], reply);
+                self.placed
+                    .on_reply(cx, p.pid, &mut self.local_backoff[p.pid as usize], reply);
                 Step::Done
             }
             other => unreachable!("redis_gcra never gets {other:?}"),
@@ -119,14 +127,20 @@ impl Backend for RedisGcra {
             Op::Report(_) => Step::Done,
             _ => {
                 let local = &self.local_backoff[p.pid as usize];
-                let m = self.placed.own_multiplier(local).unwrap_or(self.shared_backoff.multiplier());
+                let m = self
+                    .placed
+                    .own_multiplier(local)
+                    .unwrap_or(self.shared_backoff.multiplier());
                 self.fallbacks.on_error(cx, p, m)
             }
         }
     }
 
     fn after_fetch(&mut self, cx: &mut Cx, p: &ProcView, status: u16) -> Step {
-        match self.placed.after_response(cx, p.pid, &mut self.local_backoff[p.pid as usize], status) {
+        match self
+            .placed
+            .after_response(cx, p.pid, &mut self.local_backoff[p.pid as usize], status)
+        {
             Some(signal) => Step::Send(Op::Report(signal)),
             None => Step::Done,
         }

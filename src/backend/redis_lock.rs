@@ -123,7 +123,11 @@ impl Backend for RedisLock {
                 None => {
                     let exp = cx.t + self.ttl;
                     self.key = Some((pid, session, exp));
-                    cx.out.event(&Event::LockAcquired { t: cx.t.0, pid, lock: 0 });
+                    cx.out.event(&Event::LockAcquired {
+                        t: cx.t.0,
+                        pid,
+                        lock: 0,
+                    });
                     cx.timers.push((exp, ((session as u64) << 32) | pid as u64));
                     Served::now(Reply::Locked { lock: 0 })
                 }
@@ -134,7 +138,12 @@ impl Backend for RedisLock {
                     self.key = None;
                 }
                 // The walk (the critical section) is over, whether or not the key was ours.
-                cx.out.event(&Event::LockReleased { t: cx.t.0, pid, lock: 0, reason: "release".into() });
+                cx.out.event(&Event::LockReleased {
+                    t: cx.t.0,
+                    pid,
+                    lock: 0,
+                    reason: "release".into(),
+                });
                 Served::now(Reply::Unlocked)
             }
             other => unreachable!("redis_lock never sends {other:?}"),
@@ -147,7 +156,11 @@ impl Backend for RedisLock {
             (Op::TryLock { .. }, _) => {
                 let first = self.walks[p.pid as usize].first_try.unwrap_or(cx.t);
                 if cx.t.since(first) >= self.max_wait {
-                    cx.out.event(&Event::Uncapped { t: cx.t.0, pid: p.pid, reason: "safety_valve".into() });
+                    cx.out.event(&Event::Uncapped {
+                        t: cx.t.0,
+                        pid: p.pid,
+                        reason: "safety_valve".into(),
+                    });
                     self.start_walk(cx, p, false)
                 } else {
                     Step::RetryAt(cx.t + self.poll) // re-enqueue with a countdown
@@ -165,12 +178,21 @@ impl Backend for RedisLock {
         match op {
             Op::Unlock { .. } => {
                 // The key stays until its TTL; the walk itself is over.
-                cx.out.event(&Event::LockReleased { t: cx.t.0, pid: p.pid, lock: 0, reason: "release".into() });
+                cx.out.event(&Event::LockReleased {
+                    t: cx.t.0,
+                    pid: p.pid,
+                    lock: 0,
+                    reason: "release".into(),
+                });
                 self.walks[p.pid as usize].holding = false;
                 Step::Done
             }
             _ => {
-                cx.out.event(&Event::Uncapped { t: cx.t.0, pid: p.pid, reason: "broker_error".into() });
+                cx.out.event(&Event::Uncapped {
+                    t: cx.t.0,
+                    pid: p.pid,
+                    reason: "broker_error".into(),
+                });
                 self.start_walk(cx, p, false)
             }
         }
@@ -193,18 +215,30 @@ impl Backend for RedisLock {
         let w = &mut self.walks[p.pid as usize];
         w.left = 0;
         w.first_try = None;
-        if w.holding { Step::Send(Op::Unlock { lock: 0 }) } else { Step::Done }
+        if w.holding {
+            Step::Send(Op::Unlock { lock: 0 })
+        } else {
+            Step::Done
+        }
     }
 
     fn on_restart(&mut self, pid: u32) {
         let w = &mut self.walks[pid as usize];
-        *w = Walk { session: w.session + 1, ..Walk::default() };
+        *w = Walk {
+            session: w.session + 1,
+            ..Walk::default()
+        };
         self.pacers[pid as usize] = LocalPacer::new(self.interval.0);
     }
 
     fn on_crash(&mut self, cx: &mut Cx, pid: u32) {
         if self.walks[pid as usize].holding {
-            cx.out.event(&Event::LockReleased { t: cx.t.0, pid, lock: 0, reason: "holder_died".into() });
+            cx.out.event(&Event::LockReleased {
+                t: cx.t.0,
+                pid,
+                lock: 0,
+                reason: "holder_died".into(),
+            });
         }
     }
 

@@ -171,6 +171,7 @@ impl Backend for Row {
                     }
                     (WaitMode::Absolute, _) => p.wall.when_reads(cx.t, slot),
                 };
+                self.fallbacks.note_slot(p, wake);
                 Step::FetchAt(wake)
             }
             Reply::Backoff { .. } => {
