@@ -151,3 +151,48 @@ impl Backend for RedisGcra {
         self.fallbacks.reset(pid);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::Collect;
+
+    #[test]
+    fn matches_the_gcra_rule() {
+        // allow iff now >= tat - tau; on allow tat = max(tat, now) + T; T = 100 ms, burst 3
+        let src = "name='t'\nduration='1s'\n[pacer]\nbackend='redis_gcra'\nrate=10.0\nburst=3\n[processes]\ncount=1\n";
+        let mut g = RedisGcra::new(&Scenario::parse("t", src).unwrap());
+        let mut sink = Collect::default();
+        let mut rng = crate::rng::stream(1, crate::rng::Entity::Store);
+        let mut timers = Vec::new();
+        let mut cx = Cx {
+            t: crate::time::Instant(0),
+            out: &mut sink,
+            store_rng: &mut rng,
+            timers: &mut timers,
+        };
+        let op = Op::Gcra { multiplier: None };
+        let t = 100_000_000i64;
+        let mut replies = Vec::new();
+        for now in [0, 0, 0, 0, t / 2, t, 3 * t] {
+            replies.push(g.serve(&mut cx, 0, &op, now).reply);
+        }
+        use Reply::*;
+        assert_eq!(
+            replies,
+            vec![
+                Allowed, // tat 0 -> T
+                Allowed, // T -> 2T
+                Allowed, // 2T -> 3T (burst 3)
+                Denied {
+                    retry_after: Nanos(t as u64)
+                }, // tat - tau = 3T - 2T = T
+                Denied {
+                    retry_after: Nanos(t as u64 / 2)
+                },
+                Allowed, // now = T >= 3T - 2T
+                Allowed, // idle: tat = max(4T, 3T) + T
+            ]
+        );
+    }
+}

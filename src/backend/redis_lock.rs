@@ -253,3 +253,72 @@ impl Backend for RedisLock {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use crate::trace::Collect;
+
+    fn lock(extra: &str) -> RedisLock {
+        let src = format!(
+            "name='t'\nduration='1h'\n[pacer]\nbackend='redis_lock'\nrate=2.0\n{extra}\n[processes]\ncount=3\n"
+        );
+        RedisLock::new(&Scenario::parse("t", &src).unwrap())
+    }
+
+    #[test]
+    fn refuses_a_second_holder_until_release_or_ttl_then_valve() {
+        let mut l = lock("ttl='60s'\npoll='5s'\nmax_wait='12s'");
+        let mut sink = Collect::default();
+        let mut rng = crate::rng::stream(1, crate::rng::Entity::Store);
+        let mut timers = Vec::new();
+        let clock = Clock::reference();
+        let view = |pid| ProcView {
+            pid,
+            mono: &clock,
+            wall: &clock,
+        };
+        let mut cx = Cx {
+            t: Instant(0),
+            out: &mut sink,
+            store_rng: &mut rng,
+            timers: &mut timers,
+        };
+        let try_lock = Op::TryLock { lock: 0 };
+        assert_eq!(l.serve(&mut cx, 0, &try_lock, 0).reply, Reply::Locked { lock: 0 });
+        assert_eq!(l.serve(&mut cx, 1, &try_lock, 0).reply, Reply::Busy);
+        // the contended job re-enqueues itself with the countdown
+        assert_eq!(l.acquire(&mut cx, &view(1)), Step::Send(try_lock));
+        assert_eq!(
+            l.on_reply(&mut cx, &view(1), &try_lock, Reply::Busy),
+            Step::RetryAt(Instant(5_000_000_000))
+        );
+        // released by its holder: the next try succeeds
+        l.serve(&mut cx, 0, &Op::Unlock { lock: 0 }, 0);
+        assert_eq!(l.serve(&mut cx, 1, &try_lock, 0).reply, Reply::Locked { lock: 0 });
+        // a holder that never releases: refused until the TTL expires, not before
+        cx.t = Instant(59_999_999_999);
+        assert_eq!(l.serve(&mut cx, 2, &try_lock, 0).reply, Reply::Busy);
+        cx.t = Instant(60_000_000_000);
+        assert_eq!(l.serve(&mut cx, 2, &try_lock, 0).reply, Reply::Locked { lock: 0 });
+        // process 0 has been waiting since t = 61 s; past max_wait it runs uncapped
+        cx.t = Instant(61_000_000_000);
+        l.acquire(&mut cx, &view(0));
+        cx.t = Instant(72_000_000_000);
+        assert!(matches!(
+            l.on_reply(&mut cx, &view(0), &try_lock, Reply::Busy),
+            Step::RetryAt(_)
+        ));
+        cx.t = Instant(73_000_000_001);
+        assert!(matches!(
+            l.on_reply(&mut cx, &view(0), &try_lock, Reply::Busy),
+            Step::FetchAt(_)
+        ));
+        assert!(
+            sink.events
+                .iter()
+                .any(|e| matches!(e, Event::Uncapped { reason, .. } if reason == "safety_valve"))
+        );
+    }
+}

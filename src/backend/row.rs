@@ -49,6 +49,9 @@ pub struct Row {
     clock: ClockSource,
     wait: WaitMode,
     in_transaction: Option<Dist>,
+    // The caller's transaction still open on the row, if any: (holder, the row's value before
+    // its update, when it commits). A holder killed before the commit is rolled back.
+    open_tx: Option<(u32, Option<Reading>, Instant)>,
     stale_after: Nanos,
     placed: Placed,
     // ---- each process's memory ----
@@ -64,6 +67,7 @@ impl Row {
         Row {
             name: "row",
             next_allowed_at: None,
+            open_tx: None,
             shared_backoff: placed.fresh(),
             interval: sc.interval(),
             clock: p.clock.unwrap_or(ClockSource::Store),
@@ -134,6 +138,7 @@ impl Backend for Row {
                     ClockSource::ProcessMonotonic => proc_now,
                 };
                 let m = multiplier.unwrap_or(self.shared_backoff.multiplier());
+                let before = self.next_allowed_at;
                 let (slot, interval) = self.reserve(now, m);
                 cx.out.event(&Event::Grant {
                     t: cx.t.0,
@@ -147,6 +152,7 @@ impl Backend for Row {
                     .in_transaction
                     .as_ref()
                     .map_or(Nanos::ZERO, |d| d.sample(cx.store_rng));
+                self.open_tx = (hold.0 > 0).then_some((pid, before, cx.t + hold));
                 Served {
                     reply: Reply::Slot { slot, now },
                     hold,
@@ -211,6 +217,18 @@ impl Backend for Row {
         self.local_backoff[pid as usize] = self.placed.fresh();
         self.fallbacks.reset(pid);
     }
+
+    fn on_crash(&mut self, cx: &mut Cx, pid: u32) {
+        // Killed inside its open transaction: the server aborts it, so the update never
+        // happened. (The row lock is modelled as held until the transaction's planned end.)
+        if let Some((holder, before, commit)) = self.open_tx
+            && holder == pid
+            && cx.t < commit
+        {
+            self.next_allowed_at = before;
+            self.open_tx = None;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -246,5 +264,40 @@ mod tests {
         assert_eq!(r.reserve(5, 1.0).0, 5);
         // and the hour-ahead process now sees a pace in its past: it goes at once
         assert_eq!(r.reserve(far + 1, 1.0).0, far + 1);
+    }
+
+    #[test]
+    fn a_holder_killed_in_its_transaction_is_rolled_back() {
+        let mut r = row("in_transaction={ hold={ dist='constant', value='500ms' } }");
+        let mut sink = crate::trace::Collect::default();
+        let mut rng = crate::rng::stream(1, crate::rng::Entity::Store);
+        let mut timers = Vec::new();
+        let mut cx = Cx {
+            t: Instant(1_000),
+            out: &mut sink,
+            store_rng: &mut rng,
+            timers: &mut timers,
+        };
+        let op = Op::Reserve {
+            proc_now: 0,
+            multiplier: None,
+        };
+        let served = r.serve(&mut cx, 0, &op, 1_000);
+        assert_eq!(served.hold, Nanos::from_millis(500));
+        assert_eq!(r.next_allowed_at(), Some(1_000 + 100_000_000));
+        r.serve(&mut cx, 1, &op, 1_000);
+        // killed inside its (second) transaction: the server aborts it
+        cx.t = Instant(2_000);
+        r.on_crash(&mut cx, 1);
+        assert_eq!(
+            r.next_allowed_at(),
+            Some(1_000 + 100_000_000),
+            "the aborted update is rolled back"
+        );
+        // a kill after the commit changes nothing
+        r.serve(&mut cx, 2, &op, 2_000);
+        cx.t = Instant(900_000_000);
+        r.on_crash(&mut cx, 2);
+        assert_eq!(r.next_allowed_at(), Some(1_000 + 200_000_000));
     }
 }
