@@ -104,7 +104,11 @@ impl Backend for Advisory {
                 Served::now(self.locks.try_take(cx, lock, s))
             }
             Op::Unlock { lock } => {
-                self.locks.release(cx, lock, s, "release");
+                // The holder's critical section ends here even if the store had already
+                // dropped its lock (a restart): report the holder's own end.
+                if !self.locks.release(cx, lock, s, "release") {
+                    cx.out.event(&Event::LockReleased { t: cx.t.0, pid, lock, reason: "release".into() });
+                }
                 Served::now(Reply::Unlocked)
             }
             other => unreachable!("advisory never sends {other:?}"),
@@ -133,7 +137,9 @@ impl Backend for Advisory {
             // The session broke: the server drops its lock when it notices.
             Op::Unlock { lock } => {
                 let s = self.session(p.pid);
-                self.locks.release(cx, *lock, s, "session_gone");
+                if !self.locks.release(cx, *lock, s, "release") {
+                    cx.out.event(&Event::LockReleased { t: cx.t.0, pid: p.pid, lock: *lock, reason: "release".into() });
+                }
                 let h = &mut self.procs[p.pid as usize];
                 h.held = None;
                 h.releasing = false;

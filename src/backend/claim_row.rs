@@ -65,7 +65,9 @@ impl Backend for ClaimRow {
         match *op {
             Op::TryLock { lock } => Served::now(self.rows.try_take(cx, lock, s)),
             Op::Unlock { lock } => {
-                self.rows.release(cx, lock, s, "release");
+                if !self.rows.release(cx, lock, s, "release") {
+                    cx.out.event(&Event::LockReleased { t: cx.t.0, pid, lock, reason: "release".into() });
+                }
                 Served::now(Reply::Unlocked)
             }
             other => unreachable!("claim_row never sends {other:?}"),
