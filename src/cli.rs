@@ -73,6 +73,21 @@ pub enum Command {
     },
     /// List every backend with a one-line summary.
     Backends,
+    /// The defect matrix: every scenario x every backend it compares, against every property;
+    /// compared with `sims/expected-matrix.toml` (exit 1 on any difference).
+    Matrix {
+        /// Scenario files; default: every sims/*.toml.
+        files: Vec<PathBuf>,
+        /// Seeds per run (the scenario's seed, seed + 1, ...); a cell fails if any seed fails.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        cases: u64,
+        /// The expected matrix; default `sims/expected-matrix.toml` when it exists.
+        #[arg(long)]
+        expected: Option<PathBuf>,
+        /// Print one JSON object (columns, rows, mismatches) instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a scenario for real: worker processes against PostgreSQL / Redis and a local
     /// destination (connection settings: PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE,
     /// REDIS_URL). Prints the same summary as `run`.
@@ -110,6 +125,35 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run one scenario over a grid of parameter values x seeds, in parallel: one CSV/JSON row
+    /// per run and a summary with 95% confidence intervals per grid point (see `sweep.rs`).
+    Sweep {
+        /// Scenario file (sims/*.toml).
+        file: PathBuf,
+        /// An axis `KEY=V1,V2,...`; KEY is processes, rate, backend, requests, duration, burst
+        /// or a dotted scenario path (store.service.value). Repeat for a cross product.
+        #[arg(long)]
+        grid: Vec<String>,
+        /// Seeds per grid point: the scenario's seed, seed + 1, ...
+        #[arg(long, default_value_t = 1)]
+        seeds: u64,
+        /// Output directory; default `reports/sweep/<scenario>[/shard-i-of-n]`.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Run only the runs numbered i modulo n (`--shard 0/4` .. `3/4`); combine the shards'
+        /// outputs with `pacesim merge`.
+        #[arg(long)]
+        shard: Option<String>,
+    },
+    /// Combine the outputs of `sweep --shard` runs into the whole sweep's outputs.
+    Merge {
+        /// Shard output directories (or their runs.jsonl files).
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Output directory; default `reports/sweep/<scenario>`.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// One live worker process (started by `live`; not for direct use).
     #[command(hide = true)]
     Worker {
@@ -139,6 +183,12 @@ pub fn main_with(cli: Cli) -> i32 {
             out,
             json,
         } => simulate(files, seeds, out.as_deref(), json),
+        Command::Matrix {
+            files,
+            cases,
+            expected,
+            json,
+        } => crate::matrix::main(files, cases, expected.as_deref(), json),
         Command::Backends => {
             for b in crate::backend::BACKENDS {
                 let tag = if b.defective { " (defective)" } else { "" };
@@ -160,6 +210,14 @@ pub fn main_with(cli: Cli) -> i32 {
             tolerance,
             json,
         } => crate::live::conform::cli_conform(&file, backend.as_deref(), calibrate, json, tolerance),
+        Command::Sweep {
+            file,
+            grid,
+            seeds,
+            out,
+            shard,
+        } => crate::sweep::cli_sweep(&file, &grid, seeds, out.as_deref(), shard.as_deref()),
+        Command::Merge { inputs, out } => crate::sweep::cli_merge(&inputs, out.as_deref()),
         Command::Worker { run, pid } => crate::live::worker::main(&run, pid),
     }
 }
@@ -322,6 +380,17 @@ pub fn default_scenarios() -> Vec<PathBuf> {
 }
 
 fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool) -> i32 {
+    // the command that regenerates the report, for its index
+    let mut command = String::from("pacesim simulate");
+    for f in &files {
+        command.push_str(&format!(" {}", f.display()));
+    }
+    if seeds > 1 {
+        command.push_str(&format!(" --seeds {seeds}"));
+    }
+    if let Some(dir) = out {
+        command.push_str(&format!(" --out {}", dir.display()));
+    }
     let files = if files.is_empty() { default_scenarios() } else { files };
     if files.is_empty() {
         return bad("no scenario files (looked in sims/*.toml)");
@@ -352,7 +421,7 @@ fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool) -> 
         }
     }
     if let Some(dir) = out {
-        match crate::report::write(dir, &all) {
+        match crate::report::write(dir, &all, &command) {
             Ok(_) => eprintln!("report: {}", dir.join("index.md").display()),
             Err(e) => return bad(e),
         }
@@ -369,7 +438,10 @@ pub fn print_table(sr: &crate::report::ScenarioRuns) {
     );
     print!("{}", crate::report::table::comparison(sr).text());
     if sr.seeds.len() > 1 {
-        println!("-- across {} seeds: mean ± 95% CI half-width (Student t)", sr.seeds.len());
+        println!(
+            "-- across {} seeds: mean ± 95% CI half-width (Student t)",
+            sr.seeds.len()
+        );
         print!("{}", crate::report::table::across_seeds(&sr.seed_stats()).text());
     }
 }

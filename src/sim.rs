@@ -9,7 +9,7 @@
 use crate::backend::{self, Backend, Cx, Op, ProcView, Reply, Step};
 use crate::clock::Clock;
 use crate::destination::Destination;
-use crate::engine::Engine;
+use crate::engine::{Engine, Lane};
 use crate::fault::{FaultSpec, KillPoint, OutageMode};
 use crate::rng::{self, Entity, Rng};
 use crate::scenario::Scenario;
@@ -19,6 +19,14 @@ use crate::trace::{Event, Header, Sink, TRACE_VERSION};
 use crate::worker::{Phase, Worker};
 use rand::RngExt;
 use rand_distr::{Distribution, Exp};
+
+// Engine lanes (see `crate::engine`) for events that come in time order anyway.
+/// Client timeouts: always `store.timeout` after their request.
+const TIMEOUTS: Lane = Lane(0);
+/// The store lock's release: one pending at a time.
+const LOCK: Lane = Lane(1);
+/// Fetches on their way to the destination: in order whenever its latency is constant.
+const TO_DESTINATION: Lane = Lane(2);
 
 /// What happens next, on the engine's queue.
 #[derive(Copy, Clone, Debug)]
@@ -482,7 +490,8 @@ impl<'a> Sim<'a> {
         self.out.event(&Event::OpSent { t, pid, op: op.kind() });
         let there = self.store.one_way(&mut w.rng);
         self.engine.after(there, Ev::StoreRecv { pid, inc, seq, op });
-        self.engine.after(self.store.timeout, Ev::Timeout { pid, inc, seq, op });
+        self.engine
+            .after_in(TIMEOUTS, self.store.timeout, Ev::Timeout { pid, inc, seq, op });
     }
 
     /// An operation reaches the store: refused, ignored, or queued for the lock.
@@ -510,7 +519,7 @@ impl<'a> Sim<'a> {
     fn serve(&mut self, waiter: Waiter) {
         let now = self.engine.now();
         match waiter {
-            Waiter::Foreign { hold } => self.engine.after(hold, Ev::StoreFree),
+            Waiter::Foreign { hold } => self.engine.after_in(LOCK, hold, Ev::StoreFree),
             Waiter::Op {
                 pid,
                 incarnation: inc,
@@ -540,7 +549,7 @@ impl<'a> Sim<'a> {
                         reply: served.reply,
                     },
                 );
-                self.engine.after(service + served.hold, Ev::StoreFree);
+                self.engine.after_in(LOCK, service + served.hold, Ev::StoreFree);
                 if self.current(pid, inc) && matches!(op, Op::Reserve { .. }) {
                     self.take_kill(pid, KillPoint::MidReservation);
                 }
@@ -599,7 +608,7 @@ impl<'a> Sim<'a> {
         let inc = w.incarnation;
         let there = self.sc.destination.latency.sample(&mut w.rng);
         self.out.event(&Event::FetchStart { t, pid });
-        self.engine.after(there, Ev::DestRecv { pid, inc });
+        self.engine.after_in(TO_DESTINATION, there, Ev::DestRecv { pid, inc });
         self.take_kill(pid, KillPoint::MidFetch);
     }
 

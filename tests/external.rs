@@ -36,7 +36,11 @@ fn eight_concurrent_reservers_get_distinct_correctly_spaced_slots() {
         pids.dedup();
         assert_eq!(pids.len(), 8, "{b}: one slot per reserver");
         for w in g.windows(2) {
-            assert_eq!(w[1].1 - w[0].1, sc.interval().0 as i64, "{b}: slots exactly one interval apart");
+            assert_eq!(
+                w[1].1 - w[0].1,
+                sc.interval().0 as i64,
+                "{b}: slots exactly one interval apart"
+            );
         }
     }
 }
@@ -52,7 +56,11 @@ fn four_limiters_match_the_records_figures() {
     assert!((local.last_start_s - 0.18).abs() < 0.002);
     // the record's 221/s is 40 / 0.181 s; ours is 39 / 0.18 s between first and last start
     let record_style = 40.0 / local.last_start_s;
-    assert!((record_style - 221.0).abs() < 2.0, "40 requests / {} s = {record_style}/s", local.last_start_s);
+    assert!(
+        (record_style - 221.0).abs() < 2.0,
+        "40 requests / {} s = {record_style}/s",
+        local.last_start_s
+    );
 }
 
 /// Queueing: a split bucket (N pacers at R/N) waits longer than one shared pace at R, at the
@@ -72,7 +80,10 @@ fn splitting_the_bucket_costs_latency() {
     let a = mean_ci(&shared, 0.95).unwrap();
     let b = mean_ci(&split, 0.95).unwrap();
     eprintln!("mean pacing wait over 10 seeds: shared row {a:?} ms; split bucket {b:?} ms");
-    assert!(a.hi.unwrap() < b.lo.unwrap(), "the split bucket's wait must be higher beyond doubt: {a:?} vs {b:?}");
+    assert!(
+        a.hi.unwrap() < b.lo.unwrap(),
+        "the split bucket's wait must be higher beyond doubt: {a:?} vs {b:?}"
+    );
 }
 
 /// Start-up bunching: an idle pacer's first slot is "now" and starts late by the reply's

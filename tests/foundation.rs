@@ -27,7 +27,11 @@ fn four_limiters_row_is_global_and_local_overshoots() {
 
     let local = run(&sc.with_backend("local").unwrap());
     assert_eq!(local.fetches, 40);
-    assert!((local.last_start_s - 0.18).abs() < 0.005, "local last start {}", local.last_start_s);
+    assert!(
+        (local.last_start_s - 0.18).abs() < 0.005,
+        "local last start {}",
+        local.last_start_s
+    );
     assert!(local.burst_needed >= 4, "local burst {}", local.burst_needed);
     assert!(!local.checks["ceiling"].pass);
     // Both fit inside one 1 s window: that figure alone cannot see the defect.
@@ -100,7 +104,11 @@ fn adding_a_process_does_not_change_the_others_draws() {
         let sc = Scenario::parse("x", &src(n)).unwrap();
         let mut c = Collect::default();
         pacesim::sim::run(&sc, &mut c);
-        c.events.iter().filter_map(|e| matches!(e, Event::FetchStart { pid: 0, .. }).then(|| e.t())).collect::<Vec<_>>()
+        c.events
+            .iter()
+            .filter(|e| matches!(e, Event::FetchStart { pid: 0, .. }))
+            .map(|e| e.t())
+            .collect::<Vec<_>>()
     };
     assert_eq!(starts(2), starts(3));
 }
@@ -152,8 +160,16 @@ proptest! {
 }
 
 fn pacesim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pacesim")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    let out = Command::new(env!("CARGO_BIN_EXE_pacesim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 #[test]
@@ -162,11 +178,31 @@ fn bad_input_exits_2_with_one_clear_line() {
     std::fs::create_dir_all(&dir).unwrap();
     let good = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/four-limiters.toml")).unwrap();
     let cases = [
-        ("malformed", "name = \"x\"\nduration = [\n".to_string(), "malformed.toml:"),
-        ("unknown-key", good.replace("requests = 10", "requests = 10\nbogus = 1"), "processes.bogus: unknown field"),
-        ("unknown-backend", good.replace("backend = \"row\"", "backend = \"nope\""), "pacer.backend: unknown backend `nope`"),
-        ("rate-zero", good.replace("rate = 50.0", "rate = 0"), "pacer.rate: must be a number above 0"),
-        ("count-zero", good.replace("count = 4", "count = 0"), "processes.count: must be at least 1"),
+        (
+            "malformed",
+            "name = \"x\"\nduration = [\n".to_string(),
+            "malformed.toml:",
+        ),
+        (
+            "unknown-key",
+            good.replace("requests = 10", "requests = 10\nbogus = 1"),
+            "processes.bogus: unknown field",
+        ),
+        (
+            "unknown-backend",
+            good.replace("backend = \"row\"", "backend = \"nope\""),
+            "pacer.backend: unknown backend `nope`",
+        ),
+        (
+            "rate-zero",
+            good.replace("rate = 50.0", "rate = 0"),
+            "pacer.rate: must be a number above 0",
+        ),
+        (
+            "count-zero",
+            good.replace("count = 4", "count = 0"),
+            "processes.count: must be at least 1",
+        ),
     ];
     for (name, text, expect) in cases {
         let f = dir.join(format!("{name}.toml"));
@@ -190,8 +226,22 @@ fn cli_exit_status_and_json_fields() {
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     for k in [
-        "scenario", "backend", "seed", "processes", "fetches", "first_start_s", "last_start_s", "achieved_rate", "rate",
-        "max_window", "burst_needed", "slot_burst_needed", "trace_hash", "checks", "backend_detail", "fallback_s",
+        "scenario",
+        "backend",
+        "seed",
+        "processes",
+        "fetches",
+        "first_start_s",
+        "last_start_s",
+        "achieved_rate",
+        "rate",
+        "max_window",
+        "burst_needed",
+        "slot_burst_needed",
+        "trace_hash",
+        "checks",
+        "backend_detail",
+        "fallback_s",
     ] {
         assert!(v.get(k).is_some(), "missing {k}");
     }
@@ -205,7 +255,15 @@ fn check_reads_a_trace_and_agrees_with_run() {
     let dir = std::env::temp_dir().join(format!("pacesim-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let t = dir.join("t.jsonl");
-    let (_, out, _) = pacesim(&["run", "sims/four-limiters.toml", "--backend", "local", "--json", "--trace", t.to_str().unwrap()]);
+    let (_, out, _) = pacesim(&[
+        "run",
+        "sims/four-limiters.toml",
+        "--backend",
+        "local",
+        "--json",
+        "--trace",
+        t.to_str().unwrap(),
+    ]);
     let (code, out2, _) = pacesim(&["check", t.to_str().unwrap(), "--json"]);
     assert_eq!(code, 1);
     let a: serde_json::Value = serde_json::from_str(out.trim()).unwrap();

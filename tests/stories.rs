@@ -55,10 +55,25 @@ fn s1_row_killed_mid_reservation_self_heals_within_one_interval() {
         let s = slots(&evs);
         assert!(s.windows(2).all(|w| w[1] - w[0] >= interval));
         // ...and the destination sees one unused slot: a gap of one interval beyond normal.
-        let arrivals: Vec<u64> = evs.iter().filter(|e| matches!(e, Event::Arrival { .. })).map(|e| e.t()).collect();
-        let max_gap = arrivals.windows(2).filter(|w| w[1] > crash).map(|w| w[1] - w[0]).max().unwrap();
-        assert!(max_gap <= 2 * interval + 10_000_000, "{b}: largest gap {max_gap} ns is more than one interval beyond normal");
-        assert!(max_gap > interval * 3 / 2, "{b}: the killed reservation should leave a visible gap ({max_gap} ns)");
+        let arrivals: Vec<u64> = evs
+            .iter()
+            .filter(|e| matches!(e, Event::Arrival { .. }))
+            .map(|e| e.t())
+            .collect();
+        let max_gap = arrivals
+            .windows(2)
+            .filter(|w| w[1] > crash)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap();
+        assert!(
+            max_gap <= 2 * interval + 10_000_000,
+            "{b}: largest gap {max_gap} ns is more than one interval beyond normal"
+        );
+        assert!(
+            max_gap > interval * 3 / 2,
+            "{b}: the killed reservation should leave a visible gap ({max_gap} ns)"
+        );
         // no wedge: fetching continues to the end
         assert!(arrivals_between(&evs, 25.0, 30.0) >= 30, "{b}: the pace did not resume");
         assert!(summary(&sc.with_backend(b).unwrap()).all_pass());
@@ -96,7 +111,11 @@ fn s2_outage_fail_open_overshoots_and_divided_holds() {
     let evs = trace(&closed);
     // slots granted before the outage still run (at most one per process); then nothing
     assert!(arrivals_between(&evs, 10.0, 10.6) <= 4);
-    assert_eq!(arrivals_between(&evs, 10.6, 20.0), 0, "fail_closed must halt during the outage");
+    assert_eq!(
+        arrivals_between(&evs, 10.6, 20.0),
+        0,
+        "fail_closed must halt during the outage"
+    );
 }
 
 fn multipliers(evs: &[Event]) -> Vec<(u64, Option<u32>, f64, f64)> {

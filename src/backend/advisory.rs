@@ -107,7 +107,12 @@ impl Backend for Advisory {
                 // The holder's critical section ends here even if the store had already
                 // dropped its lock (a restart): report the holder's own end.
                 if !self.locks.release(cx, lock, s, "release") {
-                    cx.out.event(&Event::LockReleased { t: cx.t.0, pid, lock, reason: "release".into() });
+                    cx.out.event(&Event::LockReleased {
+                        t: cx.t.0,
+                        pid,
+                        lock,
+                        reason: "release".into(),
+                    });
                 }
                 Served::now(Reply::Unlocked)
             }
@@ -138,7 +143,12 @@ impl Backend for Advisory {
             Op::Unlock { lock } => {
                 let s = self.session(p.pid);
                 if !self.locks.release(cx, *lock, s, "release") {
-                    cx.out.event(&Event::LockReleased { t: cx.t.0, pid: p.pid, lock: *lock, reason: "release".into() });
+                    cx.out.event(&Event::LockReleased {
+                        t: cx.t.0,
+                        pid: p.pid,
+                        lock: *lock,
+                        reason: "release".into(),
+                    });
                 }
                 let h = &mut self.procs[p.pid as usize];
                 h.held = None;

@@ -66,7 +66,12 @@ impl Backend for ClaimRow {
             Op::TryLock { lock } => Served::now(self.rows.try_take(cx, lock, s)),
             Op::Unlock { lock } => {
                 if !self.rows.release(cx, lock, s, "release") {
-                    cx.out.event(&Event::LockReleased { t: cx.t.0, pid, lock, reason: "release".into() });
+                    cx.out.event(&Event::LockReleased {
+                        t: cx.t.0,
+                        pid,
+                        lock,
+                        reason: "release".into(),
+                    });
                 }
                 Served::now(Reply::Unlocked)
             }

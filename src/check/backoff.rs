@@ -30,8 +30,8 @@
 //! applied in either order. The checker therefore keeps the set of reference states
 //! consistent with the trace, linearizability-style: a response may be applied at any moment
 //! between its `fetch_end` and the reply to its report (a response whose process sends no
-//! report is applied at its `fetch_end`; one whose report failed or whose process died may or
-//! may not have been applied). Responses that change nothing are applied silently; a
+//! report is applied at its `fetch_end`; one whose report the store refused never was; one
+//! whose report timed out or whose process died may or may not have been, for up to 10 s). Responses that change nothing are applied silently; a
 //! `multiplier` event must be explained by applying pending responses ending with one that
 //! makes exactly that change. The property fails when no reference state remains.
 
@@ -42,11 +42,11 @@ use crate::trace::{Event, Header, OpKind, Sink};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// At most this many pending responses are considered for reordering at once.
-const MAX_REORDER: usize = 12;
+const MAX_REORDER: usize = 10;
 /// At most this many reference states are kept.
 const MAX_STATES: usize = 4096;
 /// A response whose fate is unknown (lost report, dead process) is forgotten after this long.
-const FLOATING_HORIZON_NS: u64 = 60_000_000_000;
+const FLOATING_HORIZON_NS: u64 = 10_000_000_000;
 /// Rounding slack for slot spacing and interval arithmetic, nanoseconds.
 const SLACK_NS: u64 = 1_000;
 
@@ -174,7 +174,8 @@ impl BackoffCoherence {
         if self.recent.len() == 4 {
             self.recent.pop_front();
         }
-        self.recent.push_back(format!("pid {} {} at {}", r.pid, r.code, secs(r.t)));
+        self.recent
+            .push_back(format!("pid {} {} at {}", r.pid, r.code, secs(r.t)));
     }
 
     // ---- range ----------------------------------------------------------------------------
@@ -194,26 +195,68 @@ impl BackoffCoherence {
 
     // ---- the oracle -------------------------------------------------------------------------
 
-    /// Every state reachable from `s` by applying pending responses (other than `except`)
-    /// that change nothing, `s` included.
-    fn silent_closure(&mut self, config: BackoffConfig, s: &State, except: Option<u64>) -> Vec<State> {
-        let eligible: Vec<u64> = self
-            .pending
-            .keys()
-            .copied()
-            .filter(|id| Some(*id) != except)
-            .take(MAX_REORDER)
+    /// The pending responses considered for reordering: those whose fate is known (fresh or in
+    /// flight) oldest first, then those that may or may not have been applied, newest first.
+    fn eligible(&self) -> Vec<u64> {
+        let known = self.pending.iter().filter(|(_, r)| r.fate != Fate::Floating);
+        let floating = self.pending.iter().rev().filter(|(_, r)| r.fate == Fate::Floating);
+        known.chain(floating).map(|(id, _)| *id).take(MAX_REORDER + 1).collect()
+    }
+
+    /// Response `id` was never applied (the store refused its report): forget it. States that
+    /// applied it early keep its effect (lenient: a superset of the truth).
+    fn drop_response(&mut self, id: u64) {
+        if self.pending.remove(&id).is_some() {
+            self.states = std::mem::take(&mut self.states)
+                .into_iter()
+                .map(|mut s| {
+                    s.applied.retain(|a| *a != id);
+                    s
+                })
+                .collect();
+        }
+    }
+
+    /// At multiplier 1 the streak cannot matter (a decay at 1 changes nothing and pressure
+    /// resets it), nor can which clean or error responses were applied early: the state
+    /// collapses to the pressure responses it applied. Keeps the state set small under high
+    /// concurrency.
+    fn canon(&self, s: State) -> State {
+        if self.m > 1.0 {
+            return s;
+        }
+        let applied = s
+            .applied
+            .into_iter()
+            .filter(|id| {
+                self.pending
+                    .get(id)
+                    .is_some_and(|r| Status::from_http(r.code).is_rate_pressure())
+            })
             .collect();
-        if self.pending.len() > MAX_REORDER + 1 {
+        State { streak: 0, applied }
+    }
+
+    /// Every state reachable from `s` by applying pending responses (other than `except`)
+    /// that change nothing, `s` included. With `collapse`, states are put in canonical form
+    /// (only when no change follows within the same step: a clean response applied before a
+    /// 429 must stay recorded as applied, or it would be applied again after it).
+    fn silent_closure(&mut self, config: BackoffConfig, s: &State, except: Option<u64>, collapse: bool) -> Vec<State> {
+        let eligible: Vec<u64> = self.eligible().into_iter().filter(|id| Some(*id) != except).collect();
+        if self.m > 1.0 && self.pending.len() > MAX_REORDER + 1 {
             self.approximate = true;
         }
         let mut seen = BTreeSet::from([s.clone()]);
         let mut queue = VecDeque::from([s.clone()]);
         while let Some(cur) = queue.pop_front() {
             for &id in &eligible {
-                let Err(at) = cur.applied.binary_search(&id) else { continue };
+                let Err(at) = cur.applied.binary_search(&id) else {
+                    continue;
+                };
                 let status = Status::from_http(self.pending[&id].code);
-                let Ok(mut b) = Backoff::restore(config, self.m, cur.streak) else { continue };
+                let Ok(mut b) = Backoff::restore(config, self.m, cur.streak) else {
+                    continue;
+                };
                 if b.on_response(status).is_none() {
                     let mut applied = cur.applied.clone();
                     applied.insert(at, id);
@@ -221,6 +264,7 @@ impl BackoffCoherence {
                         streak: b.clean_streak(),
                         applied,
                     };
+                    let n = if collapse { self.canon(n) } else { n };
                     if seen.len() >= MAX_STATES {
                         self.approximate = true;
                         break;
@@ -242,7 +286,9 @@ impl BackoffCoherence {
             self.pending.remove(&id);
             return;
         };
-        let Some(code) = self.pending.get(&id).map(|r| r.code) else { return };
+        let Some(code) = self.pending.get(&id).map(|r| r.code) else {
+            return;
+        };
         let status = Status::from_http(code);
         let mut next = BTreeSet::new();
         let mut would: Option<(f64, f64, u32)> = None;
@@ -253,14 +299,16 @@ impl BackoffCoherence {
                 next.insert(s);
                 continue;
             }
-            for r in self.silent_closure(config, &s, Some(id)) {
-                let Ok(mut b) = Backoff::restore(config, self.m, r.streak) else { continue };
+            for r in self.silent_closure(config, &s, Some(id), true) {
+                let Ok(mut b) = Backoff::restore(config, self.m, r.streak) else {
+                    continue;
+                };
                 match b.on_response(status) {
                     None => {
-                        next.insert(State {
+                        next.insert(self.canon(State {
                             streak: b.clean_streak(),
                             applied: r.applied,
-                        });
+                        }));
                     }
                     Some(c) => {
                         would.get_or_insert((c.from, c.to, r.streak));
@@ -350,15 +398,19 @@ impl BackoffCoherence {
             self.resync(to);
             return;
         }
-        let eligible: Vec<u64> = self.pending.keys().copied().take(MAX_REORDER).collect();
+        let eligible = self.eligible();
         let mut out = BTreeSet::new();
         for s in std::mem::take(&mut self.states) {
-            for r in self.silent_closure(config, &s, None) {
+            for r in self.silent_closure(config, &s, None, false) {
                 for &id in &eligible {
-                    let Err(at) = r.applied.binary_search(&id) else { continue };
+                    let Err(at) = r.applied.binary_search(&id) else {
+                        continue;
+                    };
                     let code = self.pending[&id].code;
                     let status = Status::from_http(code);
-                    let Ok(mut b) = Backoff::restore(config, self.m, r.streak) else { continue };
+                    let Ok(mut b) = Backoff::restore(config, self.m, r.streak) else {
+                        continue;
+                    };
                     if let Some(c) = b.on_response(status) {
                         let cause_ok = match status {
                             Status::Ok => cause == "decay",
@@ -417,7 +469,7 @@ impl BackoffCoherence {
             self.resync(to);
         } else {
             self.m = to;
-            self.states = out.into_iter().take(MAX_STATES).collect();
+            self.states = out.into_iter().take(MAX_STATES).map(|s| self.canon(s)).collect();
         }
     }
 
@@ -591,10 +643,15 @@ impl Sink for BackoffCoherence {
                 }
                 _ => {}
             },
-            Event::StoreError { pid, .. } => {
+            Event::StoreError { pid, error, .. } => {
                 self.outstanding.remove(pid);
                 if let Some(id) = self.inflight.remove(pid) {
-                    self.float(id);
+                    // refused: the store never saw it; a timeout may have been applied
+                    if error == "refused" {
+                        self.drop_response(id);
+                    } else {
+                        self.float(id);
+                    }
                 }
             }
             Event::Crash { pid, .. } | Event::Restart { pid, .. } => {

@@ -49,8 +49,11 @@ pub struct Ceiling {
     arrivals: BurstMeter,
     arrival_pids: Vec<(usize, u32)>,
     slots: BurstMeter,
-    // invariant: granted slots not yet released to `slots`, as (reference time, multiplier bits).
-    pending_slots: BinaryHeap<Reverse<(u64, u64)>>,
+    // invariant: granted slots not yet released to `slots`, as (reference time, multiplier bits),
+    // released in that order from both queues: the ones granted in that order (the usual
+    // case, one store clock) in `pending_slots`, the others in `pending_out_of_order`.
+    pending_slots: VecDeque<(u64, u64)>,
+    pending_out_of_order: BinaryHeap<Reverse<(u64, u64)>>,
     window: Nanos,
     recent: VecDeque<u64>,
     max_window: MaxWindow,
@@ -68,7 +71,8 @@ impl Ceiling {
             arrivals: BurstMeter::new(interval.0),
             arrival_pids: Vec::new(),
             slots: BurstMeter::new(interval.0),
-            pending_slots: BinaryHeap::new(),
+            pending_slots: VecDeque::new(),
+            pending_out_of_order: BinaryHeap::new(),
             window: Nanos::SECOND,
             recent: VecDeque::new(),
             max_window: MaxWindow {
@@ -88,12 +92,29 @@ impl Ceiling {
         }
     }
 
+    fn hold_slot(&mut self, slot: (u64, u64)) {
+        if self.pending_slots.back().is_none_or(|b| *b <= slot) {
+            self.pending_slots.push_back(slot);
+        } else {
+            self.pending_out_of_order.push(Reverse(slot));
+        }
+    }
+
     fn release_slots(&mut self, upto: u64) {
-        while let Some(&Reverse((t, mbits))) = self.pending_slots.peek() {
+        loop {
+            let in_order = self.pending_slots.front().copied();
+            let other = self.pending_out_of_order.peek().map(|r| r.0);
+            let Some((t, mbits)) = in_order.into_iter().chain(other).min() else {
+                break;
+            };
             if t > upto {
                 break;
             }
-            self.pending_slots.pop();
+            if in_order == Some((t, mbits)) {
+                self.pending_slots.pop_front();
+            } else {
+                self.pending_out_of_order.pop();
+            }
             let i = self.scaled(f64::from_bits(mbits));
             self.slots.push_with_interval(t, i);
         }
@@ -126,7 +147,7 @@ impl Sink for Ceiling {
                 ..
             } => {
                 let at = t + (slot - now).max(0) as u64;
-                self.pending_slots.push(Reverse((at, multiplier.to_bits())));
+                self.hold_slot((at, multiplier.to_bits()));
                 if let Some(m) = self.multiplier.get_mut(pid as usize) {
                     *m = multiplier;
                 }
@@ -225,5 +246,51 @@ impl Checker for Ceiling {
             },
         };
         vec![arrivals, slots]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Slots granted out of time order (clocks that disagree) are released in time order, as
+    /// if every slot had waited in one heap.
+    #[test]
+    fn out_of_order_grants_release_in_time_order() {
+        let h = Header {
+            ev: "header".into(),
+            version: crate::trace::TRACE_VERSION,
+            source: "sim".into(),
+            scenario: "t".into(),
+            backend: "row".into(),
+            seed: 1,
+            processes: 2,
+            rate: 10.0,
+            burst: 2,
+            multiplier_cap: 8.0,
+            backend_detail: serde_json::json!({}),
+        };
+        let grant = |t: u64, slot: i64, multiplier: f64| Event::Grant {
+            t,
+            pid: 0,
+            slot,
+            now: 0,
+            interval: 0,
+            multiplier,
+        };
+        // slots at 100, 400, 200 (out of order), 200 with another multiplier, 900 ms
+        let ms: u64 = 1_000_000;
+        let mut c = Ceiling::new(&h);
+        for (slot, m) in [(100, 1.0), (400, 1.0), (200, 2.0), (200, 1.0), (900, 1.0)] {
+            c.event(&grant(0, (slot * ms) as i64, m));
+        }
+        c.event(&Event::End { t: 2_000 * ms });
+        let mut reference = BurstMeter::new(100 * ms);
+        for (t, m) in [(100, 1.0), (200, 1.0), (200, 2.0), (400, 1.0), (900, 1.0)] {
+            reference.push_with_interval(t * ms, c.scaled(m));
+        }
+        assert_eq!(c.slot_burst_needed(), reference.burst_needed());
+        assert_eq!(c.slots.len(), 5);
+        assert_eq!(c.slots.tat(), reference.tat());
     }
 }

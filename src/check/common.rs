@@ -42,9 +42,10 @@ impl Opts {
     }
     /// A non-negative integer.
     pub fn u64(&self, key: &str) -> Option<u64> {
-        self.0
-            .get(key)
-            .and_then(|v| v.as_u64().or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)))
+        self.0.get(key).and_then(|v| {
+            v.as_u64()
+                .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+        })
     }
     /// A string.
     pub fn str(&self, key: &str) -> Option<&str> {
@@ -131,9 +132,7 @@ impl Demand {
                 t,
             }
             | Event::Grant { pid, t, .. } => self.start(pid, t),
-            Event::FetchStart { pid, .. } | Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
-                self.stop(pid)
-            }
+            Event::FetchStart { pid, .. } | Event::Crash { pid, .. } | Event::Restart { pid, .. } => self.stop(pid),
             _ => {}
         }
     }

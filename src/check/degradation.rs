@@ -5,16 +5,20 @@
 //! For each window `[start, end)`:
 //!
 //! 1. **Within the rate.** The arrivals inside the window conform to GCRA at the interval times
-//!    each process's multiplier, with burst tolerance `max(checks.burst, cap + 1)`: a `divided`
-//!    fallback paces each of up to `cap + 1` processes at `rate / (cap + 1)`, a sum that
-//!    conforms to the rate with a burst of `cap + 1` (the processes' fallback pacers start
-//!    independently, so their first slots may coincide); anything faster grows without bound
-//!    with the window (`fail_open`'s N x rate needs a burst of about `(N - 1) x rate x
-//!    window`). `cap` is `backend_detail.cap`, else `processes - 1`.
+//!    each process's multiplier, with burst tolerance `max(checks.burst, cap + 2)`: a
+//!    `divided` fallback paces each of up to `cap + 1` processes at `rate / (cap + 1)`,
+//!    starting one fallback interval after its last shared slot, so the streams sum to the rate
+//!    with a burst of `cap + 1`, plus one for the jitter of a shared slot's late start next to
+//!    an exact local one at the switch; anything faster grows without bound with the window
+//!    (`fail_open`'s N x rate needs a burst of about `(N - 1) x rate x window`). `cap` is
+//!    `backend_detail.cap`, else `processes - 1`. Under a `partition` the connected processes
+//!    keep the full shared rate, so the partitioned ones' fallback comes on top of it: the
+//!    excess grows with the window.
 //! 2. **Not zero.** Unless the mode is `fail_closed`, at least one arrival, when processes
 //!    asked for permission in the window and it was long enough for a fallback slot: longer
-//!    than the slowest store error seen in it (the detection delay: a refusal's round trip, or
-//!    the client's timeout) plus two fallback intervals.
+//!    than the slowest store error for an operation sent in it (the detection delay: a
+//!    refusal's round trip, or the client's timeout, possibly seen after the window) plus two
+//!    fallback intervals. Windows are judged at the end of the trace.
 //! 3. **Fail-closed halts.** Under `fail_closed`, no process starts a fetch while it is in
 //!    fallback (between its `fallback` enter and exit events).
 //!
@@ -53,6 +57,8 @@ pub struct Degradation {
     sent: BTreeMap<u32, u64>,
     in_fallback: BTreeMap<u32, (u64, String)>,
     open: BTreeMap<u32, Window>,
+    // closed windows, with their end, judged at the end of the trace
+    closed: Vec<(Window, u64)>,
     windows: u64,
     summaries: Vec<String>,
     failure: Option<String>,
@@ -70,13 +76,14 @@ impl Degradation {
             rate: h.rate,
             ceiling_burst: h.burst,
             divisor,
-            tolerance: h.burst.max(divisor),
+            tolerance: h.burst.max(divisor + 1),
             detail_mode: o.str("fallback").map(str::to_string),
             trace_mode: None,
             multiplier: BTreeMap::new(),
             sent: BTreeMap::new(),
             in_fallback: BTreeMap::new(),
             open: BTreeMap::new(),
+            closed: Vec::new(),
             windows: 0,
             summaries: Vec::new(),
             failure: None,
@@ -104,7 +111,11 @@ impl Degradation {
         let n = w.meter.len() as u64;
         let per_s = if len > 0 { n as f64 / (len as f64 / 1e9) } else { 0.0 };
         let name = format!("{} #{} {}–{}", w.kind, w.id, secs(w.start), secs(end));
-        let longest = if n == 0 { len } else { w.longest_gap.max(end - w.last_arrival) };
+        let longest = if n == 0 {
+            len
+        } else {
+            w.longest_gap.max(end - w.last_arrival)
+        };
         self.summaries.push(format!(
             "{name} ({mode}): {n} arrivals = {per_s:.2}/s, burst needed {}, longest gap {}",
             w.meter.burst_needed(),
@@ -114,12 +125,12 @@ impl Degradation {
             let pid = w.pids.get(e.index).map(|p| format!(" (pid {p})")).unwrap_or_default();
             self.fail(format!(
                 "during {name} ({mode} fallback) arrivals exceeded the rate: {n} arrivals = {per_s:.2}/s against {}/s, \
-                 burst needed {} > allowed {} (max(ceiling burst {}, cap + 1 = {})); first excess: arrival #{} at {}{pid}",
+                 burst needed {} > allowed {} (max(ceiling burst {}, cap + 2 = {})); first excess: arrival #{} at {}{pid}",
                 self.rate,
                 w.meter.burst_needed(),
                 self.tolerance,
                 self.ceiling_burst,
-                self.divisor,
+                self.divisor + 1,
                 e.index,
                 secs(e.at)
             ));
@@ -164,7 +175,7 @@ impl Sink for Degradation {
                         },
                     );
                 } else if let Some(w) = self.open.remove(id) {
-                    self.close(w, t);
+                    self.closed.push((w, t));
                 }
             }
             Event::Grant { pid, multiplier, .. } => {
@@ -187,10 +198,17 @@ impl Sink for Degradation {
                 self.sent.insert(*pid, t);
             }
             Event::StoreError { pid, .. } => {
-                let d = self.sent.get(pid).map_or(0, |s| t.saturating_sub(*s));
-                for w in self.open.values_mut() {
-                    w.detect = w.detect.max(d);
-                    w.demand = true;
+                if let Some(&sent) = self.sent.get(pid) {
+                    let d = t.saturating_sub(sent);
+                    for w in self.open.values_mut() {
+                        w.detect = w.detect.max(d);
+                        w.demand = true;
+                    }
+                    for (w, end) in &mut self.closed {
+                        if w.start <= sent && sent < *end {
+                            w.detect = w.detect.max(d);
+                        }
+                    }
                 }
             }
             Event::Fallback { pid, enter, mode, .. } => {
@@ -232,7 +250,7 @@ impl Sink for Degradation {
             }
             Event::End { .. } => {
                 for (_, w) in std::mem::take(&mut self.open) {
-                    self.close(w, t);
+                    self.closed.push((w, t));
                 }
             }
             _ => {}
@@ -247,6 +265,9 @@ impl Checker for Degradation {
         }
         let end = self.open.values().map(|w| w.last_arrival).max().unwrap_or(0);
         for (_, w) in std::mem::take(&mut self.open) {
+            self.closed.push((w, end));
+        }
+        for (w, end) in std::mem::take(&mut self.closed) {
             self.close(w, end);
         }
         let more = if self.summaries.len() > 1 {

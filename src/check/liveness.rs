@@ -15,7 +15,10 @@
 //!   below the rate, the property does not apply.
 //! - **Excluded**: fault windows in which the store or its lock is out of the backend's hands
 //!   (`store_outage`, `store_restart`, `partition`, `long_transaction`, `store_latency`);
-//!   `degradation` judges those.
+//!   `degradation` judges those, and until every store operation sent during one is answered
+//!   (a client timeout outlives the outage). Also, after each kill, the time `self_heal` allows for
+//!   healing: interval x multiplier plus the backend's release delay for a dead holder
+//!   (`backend_detail.detect_dead` or `ttl`); a wedge lasts beyond it and is counted.
 //! - **Verdict**: fetch starts outside excluded windows `>= (1 - epsilon) x expected - 1`.
 //!   `epsilon` is `backend_detail.epsilon` (the scenario's `checks.epsilon`), default 0.2.
 //!
@@ -45,6 +48,13 @@ pub struct Liveness {
     // invariant: granted slots (reference time, multiplier bits) not yet reached.
     slots: BinaryHeap<Reverse<(u64, u64)>>,
     excluded: BTreeSet<u32>,
+    // processes whose store operation was sent while the store was out and is not yet
+    // answered (a client timeout outlives the outage)
+    stranded: BTreeSet<u32>,
+    // after a kill, the backend's allowance to heal (interval x multiplier + its release
+    // mechanism's delay) is judged by self_heal, not here
+    heal_slack: u64,
+    heal_until: u64,
     started: bool,
     last: u64,
     expected: f64,
@@ -89,6 +99,13 @@ impl Liveness {
             m: 1.0,
             slots: BinaryHeap::new(),
             excluded: BTreeSet::new(),
+            stranded: BTreeSet::new(),
+            heal_slack: ["detect_dead", "ttl"]
+                .iter()
+                .filter_map(|k| o.duration_ns(k))
+                .max()
+                .unwrap_or(0),
+            heal_until: 0,
             started: false,
             last: 0,
             expected: 0.0,
@@ -106,6 +123,10 @@ impl Liveness {
 }
 
 impl Liveness {
+    fn included(&self) -> bool {
+        self.excluded.is_empty() && self.stranded.is_empty()
+    }
+
     /// Account for the time from `self.last` to `t` in which nothing changed but the slots
     /// reached.
     fn advance(&mut self, t: u64) {
@@ -114,9 +135,12 @@ impl Liveness {
                 Some(&Reverse((at, m))) if at <= t => Some((at, f64::from_bits(m))),
                 _ => None,
             };
-            let upto = next.map_or(t, |n| n.0.max(self.last));
+            let mut upto = next.map_or(t, |n| n.0.max(self.last));
+            if self.heal_until > self.last && self.heal_until < upto {
+                upto = self.heal_until;
+            }
             let dt = upto.saturating_sub(self.last);
-            if self.started && self.excluded.is_empty() {
+            if self.started && self.included() && self.last >= self.heal_until {
                 self.total_ns += dt;
                 if self.demand.waiting() > 0 {
                     self.busy_ns += dt;
@@ -125,11 +149,12 @@ impl Liveness {
             }
             self.last = self.last.max(upto);
             match next {
-                Some((_, m)) => {
+                Some((at, m)) if at <= self.last => {
                     self.slots.pop();
                     self.m = m;
                 }
-                None => break,
+                _ if self.last >= t => break,
+                _ => {}
             }
         }
     }
@@ -140,7 +165,15 @@ impl Sink for Liveness {
         let t = ev.t();
         self.advance(t);
         match ev {
-            Event::OpSent { .. } => self.started = true,
+            Event::OpSent { pid, .. } => {
+                self.started = true;
+                if !self.excluded.is_empty() {
+                    self.stranded.insert(*pid);
+                }
+            }
+            Event::Reply { pid, .. } | Event::StoreError { pid, .. } | Event::Restart { pid, .. } => {
+                self.stranded.remove(pid);
+            }
             Event::Grant {
                 multiplier, slot, now, ..
             } => {
@@ -152,9 +185,14 @@ impl Sink for Liveness {
                 self.slots.push(Reverse((at.max(t), multiplier.to_bits())));
             }
             Event::Multiplier { to, .. } if !self.grants => self.m = *to,
+            Event::Crash { pid, .. } => {
+                self.stranded.remove(pid);
+                let paced = (self.base as f64 * self.m.max(1.0)) as u64;
+                self.heal_until = self.heal_until.max(t + paced + self.heal_slack);
+            }
             Event::FetchStart { .. } => {
                 self.started = true;
-                if self.excluded.is_empty() {
+                if self.included() && t >= self.heal_until {
                     self.starts += 1;
                 }
             }

@@ -90,7 +90,10 @@ impl MutualExclusion {
             .map(|(pid, s)| {
                 let mut d = format!("pid {pid} holding lock {} since {}", s.lock, secs(s.since));
                 if let Some((reason, at)) = &s.lost {
-                    d.push_str(&format!(" (the store dropped it at {}: {reason}; the holder does not know)", secs(*at)));
+                    d.push_str(&format!(
+                        " (the store dropped it at {}: {reason}; the holder does not know)",
+                        secs(*at)
+                    ));
                 } else if s.regranted {
                     d.push_str(" (the store granted its lock to another: its key expired under it?)");
                 }
@@ -109,9 +112,11 @@ impl MutualExclusion {
         if let Some((pid, u)) = self.uncapped.iter().next() {
             return Some(format!("pid {pid} uncapped ({})", u.reason));
         }
-        if let Some((pid, s)) = self.sections.iter().find(|(_, s)| {
-            s.lost.as_ref().is_some_and(|(r, _)| r == "store_restart")
-        }) {
+        if let Some((pid, s)) = self
+            .sections
+            .iter()
+            .find(|(_, s)| s.lost.as_ref().is_some_and(|(r, _)| r == "store_restart"))
+        {
             let reason = s.lost.as_ref().map(|l| l.0.as_str()).unwrap_or("");
             return Some(format!("pid {pid}'s lock lost to {reason}"));
         }
@@ -230,7 +235,9 @@ impl Sink for MutualExclusion {
                 }
             }
             Event::OpSent {
-                pid, op: OpKind::TryLock, ..
+                pid,
+                op: OpKind::TryLock,
+                ..
             } => {
                 self.uncapped.remove(pid);
             }
@@ -270,7 +277,10 @@ impl Checker for MutualExclusion {
             None => Verdict {
                 name: "mutual_exclusion",
                 pass: true,
-                detail: format!("at most {} critical section(s) at once (K = {}){reported}", self.max, self.k),
+                detail: format!(
+                    "at most {} critical section(s) at once (K = {}){reported}",
+                    self.max, self.k
+                ),
             },
             Some(f) => Verdict {
                 name: "mutual_exclusion",

@@ -5,8 +5,12 @@
 //! killed process is never used, which is exactly the hole this property is about). For each
 //! `crash`:
 //!
-//! 1. **Normal spacing** `normal = max(interval x multiplier, median gap between the last 16
-//!    fetch starts before the kill)`: the pace backends' interval, or the lock backends'
+//! Every gap between fetch starts is measured in units of the multiplier in force for it (the
+//! larger of the two starts' granted multipliers, or the shared multiplier for backends without
+//! grants): 429s that back the pace off after a kill are not a failure to heal.
+//!
+//! 1. **Normal spacing** `normal = max(interval, median gap between the last 16 fetch starts
+//!    before the kill) x multiplier`: the pace backends' interval, or the lock backends'
 //!    observed throughput.
 //! 2. **Stall**: the largest gap between consecutive fetch starts (each measured from when
 //!    demand resumed, if no process was waiting for a while), from the last start before the
@@ -21,13 +25,13 @@
 //!    and the silence.
 //! 4. **Throughput recovery**: when demand was saturated (some live process waiting at least
 //!    90 % of the time) both before and after, the median gap between fetch starts measured
-//!    from `interval x multiplier + slack` after the kill must come back to within 1.5 x the
-//!    median gap before it (scaled by any multiplier change). This catches a slot claimed
+//!    from `interval x multiplier + slack` after the kill (and after the victim's slot) must
+//!    come back to within 1.5 x the median gap before it. This catches a slot claimed
 //!    forever when other slots still run (throughput drops for good without stopping).
 //!
 //! The detail reports the largest stall after any kill.
 
-use crate::check::common::{Demand, Opts, base_interval, mult, pid_list, secs};
+use crate::check::common::{Demand, Opts, base_interval, pid_list, secs};
 use crate::check::{Checker, Verdict};
 use crate::trace::{Event, Header, Sink};
 use std::collections::{BTreeMap, VecDeque};
@@ -37,6 +41,24 @@ const GAPS: usize = 16;
 /// Fewest gaps for the throughput comparison.
 const MIN_GAPS: usize = 8;
 
+/// A fetch start: when, the cumulative demand time then, and the multiplier in force for it.
+#[derive(Copy, Clone, Debug)]
+struct Start {
+    t: u64,
+    busy: u64,
+    m: f64,
+}
+
+/// A gap between fetch starts after a kill.
+#[derive(Copy, Clone, Debug)]
+struct Gap {
+    len: u64,
+    from: u64,
+    to: u64,
+    normal: u64,
+    allowed: u64,
+}
+
 #[derive(Clone, Debug)]
 struct Kill {
     t: u64,
@@ -44,12 +66,15 @@ struct Kill {
     point: String,
     // the later of the kill and the slot the pace had granted the victim (a hole to come)
     until: u64,
-    s_prev: Option<u64>,
-    // the largest gap between fetch starts since the kill, and where it ended
-    stall: Option<(u64, u64, u64)>,
-    m: f64,
-    pre_median: Option<u64>,
+    // the multiplier of the victim's unused grant: the hole is spaced by it
+    victim_m: f64,
+    // the last fetch start seen (before the kill, then since)
+    last: Start,
+    // median gap before the kill, per unit of multiplier
+    pre_norm: Option<f64>,
     pre_busy: bool,
+    largest: Option<Gap>,
+    worst: Option<Gap>,
 }
 
 impl Kill {
@@ -62,8 +87,9 @@ impl Kill {
 struct Recovery {
     kill: Kill,
     from: u64,
-    gaps: Vec<u64>,
-    last: Option<u64>,
+    // gaps per unit of multiplier
+    gaps: Vec<f64>,
+    last: Option<Start>,
     busy_at_from: u64,
 }
 
@@ -75,17 +101,25 @@ pub struct SelfHeal {
     slack_note: String,
     demand: Demand,
     global_m: f64,
-    pid_m: BTreeMap<u32, f64>,
-    starts: VecDeque<(u64, u64)>,
-    // pid -> reference time of a granted slot it has not used yet
-    pending_slot: BTreeMap<u32, u64>,
+    starts: VecDeque<Start>,
+    // pid -> (reference time, multiplier) of a granted slot it has not used yet
+    pending_slot: BTreeMap<u32, (u64, f64)>,
     open: Vec<Kill>,
     recovering: Option<Recovery>,
     kills: u64,
-    largest: Option<(u64, String, u64)>,
-    failure: Option<String>,
+    largest: Option<(Gap, String)>,
+    // the most severe violation (wedge 3, capacity lost 2, slow heal 1), first among equals
+    failure: Option<(u8, String)>,
     failures: u64,
     end: u64,
+}
+
+fn median(mut v: Vec<f64>, min: usize) -> Option<f64> {
+    if v.len() < min {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
 }
 
 impl SelfHeal {
@@ -108,7 +142,6 @@ impl SelfHeal {
             slack_note,
             demand: Demand::new(h.processes),
             global_m: 1.0,
-            pid_m: BTreeMap::new(),
             starts: VecDeque::new(),
             pending_slot: BTreeMap::new(),
             open: Vec::new(),
@@ -121,82 +154,104 @@ impl SelfHeal {
         }
     }
 
-    fn m(&self) -> f64 {
-        self.pid_m.values().copied().fold(self.global_m, f64::max).max(1.0)
-    }
-
-    fn paced(&self, m: f64) -> u64 {
-        (self.base as f64 * m.max(1.0)).round() as u64
-    }
-
-    fn fail(&mut self, msg: String) {
+    fn fail(&mut self, severity: u8, msg: String) {
         self.failures += 1;
-        if self.failure.is_none() {
-            self.failure = Some(msg);
+        if self.failure.as_ref().is_none_or(|f| severity > f.0) {
+            self.failure = Some((severity, msg));
         }
     }
 
-    fn pre_median(&self) -> Option<u64> {
-        let gaps: Vec<u64> = self
+    fn pre_norm(&self) -> Option<f64> {
+        let gaps: Vec<f64> = self
             .starts
             .iter()
             .zip(self.starts.iter().skip(1))
-            .map(|(a, b)| b.0 - a.0)
+            .map(|(a, b)| (b.t - a.t) as f64 / a.m.max(b.m).max(1.0))
             .collect();
         median(gaps, MIN_GAPS)
     }
 
     fn pre_busy(&self, t: u64) -> bool {
         match self.starts.front() {
-            Some(&(t0, busy0)) if t > t0 => {
-                let busy = self.demand.busy_until(t) - busy0;
-                busy as f64 >= 0.9 * (t - t0) as f64
+            Some(s) if t > s.t => {
+                let busy = self.demand.busy_until(t) - s.busy;
+                busy as f64 >= 0.9 * (t - s.t) as f64
             }
             _ => false,
         }
     }
 
-    /// A fetch start after a kill: the gap since the previous start (or since demand
-    /// resumed) is a stall candidate. Returns true once the pace is past the hole.
-    fn observe(&mut self, i: usize, s_next: u64) -> bool {
-        let since = self.demand.since().unwrap_or(0);
-        let k = &mut self.open[i];
-        let prev = k.stall.map_or(k.s_prev.unwrap_or(k.t), |s| s.2);
-        let from = prev.max(since).min(s_next);
-        let gap = s_next - from;
-        let (best, bfrom, _) = k.stall.unwrap_or((0, from, s_next));
-        k.stall = Some(if gap >= best { (gap, from, s_next) } else { (best, bfrom, s_next) });
-        s_next > k.until
+    /// Normal spacing and the allowed stall for a gap under multiplier `m`.
+    fn allowance(&self, pre_norm: Option<f64>, m: f64) -> (u64, u64) {
+        let m = m.max(1.0);
+        let paced = (self.base as f64 * m) as u64;
+        let normal = (self.base as f64).max(pre_norm.unwrap_or(0.0)) * m;
+        let normal = normal as u64;
+        // jitter: a quarter of the normal spacing plus 2 ms (a retry after a GCRA deny adds a
+        // round trip on top of the lost interval)
+        (normal, normal + paced + self.slack + normal / 4 + 2_000_000)
     }
 
-    /// The pace is past the hole the kill left: judge the largest stall.
+    /// Is a stall of `len` under multiplier `m` a wedge rather than a slow heal?
+    fn is_wedge(&self, len: u64, m: f64) -> bool {
+        len > 10 * (self.base as f64 * m.max(1.0)) as u64 + self.slack
+    }
+
+    /// A fetch start after kill `i`. Returns true once the pace is past the hole.
+    fn observe(&mut self, i: usize, s: Start) -> bool {
+        let since = self.demand.since().unwrap_or(0);
+        let k = &self.open[i];
+        let from = k.last.t.max(since).min(s.t);
+        let m = k.last.m.max(s.m).max(k.victim_m);
+        let (normal, allowed) = self.allowance(k.pre_norm, m);
+        let gap = Gap {
+            len: s.t - from,
+            from,
+            to: s.t,
+            normal,
+            allowed,
+        };
+        let k = &mut self.open[i];
+        if k.largest.is_none_or(|l| gap.len > l.len) {
+            k.largest = Some(gap);
+        }
+        if gap.len > gap.allowed && k.worst.is_none_or(|w| gap.len - gap.allowed > w.len - w.allowed) {
+            k.worst = Some(gap);
+        }
+        k.last = s;
+        s.t > k.until
+    }
+
+    /// The pace is past the hole the kill left: judge its worst stall.
     fn judge(&mut self, k: Kill) {
-        let Some((stall, from, to)) = k.stall else { return };
-        let paced = self.paced(k.m);
-        let normal = paced.max(k.pre_median.unwrap_or(0));
-        let allowed = normal + paced + self.slack + normal / 10 + 1_000_000;
-        if self.largest.as_ref().is_none_or(|l| stall > l.0) {
-            self.largest = Some((stall, k.name(), normal));
+        if let Some(l) = k.largest
+            && self.largest.as_ref().is_none_or(|(g, _)| l.len > g.len)
+        {
+            self.largest = Some((l, k.name()));
         }
-        if stall > allowed {
-            let kind = if stall > 10 * paced + self.slack {
-                "wedge (resumed late)"
+        if let Some(w) = k.worst {
+            let m = w.normal as f64 / (self.base as f64).max(k.pre_norm.unwrap_or(0.0));
+            let (severity, kind) = if self.is_wedge(w.len, m) {
+                (3, "wedge (resumed late)")
             } else {
-                "slow heal"
+                (1, "slow heal")
             };
-            self.fail(format!(
-                "{kind}: after {}, no fetch started for {} (from {} to {}) while processes waited; \
-                 normal spacing {}, allowed {} (normal + interval x multiplier {}{})",
-                k.name(),
-                secs(stall),
-                secs(from),
-                secs(to),
-                secs(normal),
-                secs(allowed),
-                secs(paced),
-                self.slack_note
-            ));
+            self.fail(
+                severity,
+                format!(
+                    "{kind}: after {}, no fetch started for {} (from {} to {}) while processes waited; \
+                     normal spacing {}, allowed {} (normal + interval x multiplier{})",
+                    k.name(),
+                    secs(w.len),
+                    secs(w.from),
+                    secs(w.to),
+                    secs(w.normal),
+                    secs(w.allowed),
+                    self.slack_note
+                ),
+            );
         }
+        let paced = (self.base as f64 * k.last.m.max(1.0)) as u64;
         let from = k.until.max(k.t + paced + self.slack);
         self.recovering = Some(Recovery {
             busy_at_from: 0,
@@ -207,58 +262,55 @@ impl SelfHeal {
         });
     }
 
-    fn recovery_start(&mut self, t: u64) {
+    fn recovery_start(&mut self, s: Start) {
         let Some(r) = &mut self.recovering else { return };
-        if t < r.from {
+        if s.t < r.from {
             return;
         }
-        if r.last.is_none() {
-            r.busy_at_from = self.demand.busy_until(t);
-            r.from = t;
+        match r.last {
+            None => {
+                r.busy_at_from = self.demand.busy_until(s.t);
+                r.from = s.t;
+            }
+            Some(l) => r.gaps.push((s.t - l.t) as f64 / l.m.max(s.m).max(1.0)),
         }
-        if let Some(l) = r.last {
-            r.gaps.push(t - l);
-        }
-        r.last = Some(t);
+        r.last = Some(s);
         if r.gaps.len() >= GAPS {
-            self.finish_recovery(t);
+            self.finish_recovery(s.t);
         }
     }
 
     fn finish_recovery(&mut self, t: u64) {
         let Some(r) = self.recovering.take() else { return };
         let k = &r.kill;
-        let (Some(pre), Some(post)) = (k.pre_median, median(r.gaps.clone(), MIN_GAPS)) else {
+        let (Some(pre), Some(post)) = (k.pre_norm, median(r.gaps.clone(), MIN_GAPS)) else {
             return;
         };
+        // A paced fleet's normal spacing is never below the interval (a start-up burst before
+        // the kill would otherwise make any paced recovery look slow).
+        let pre = pre.max(self.base as f64);
         let span = t.saturating_sub(r.from);
         let busy = self.demand.busy_until(t).saturating_sub(r.busy_at_from);
         if !k.pre_busy || span == 0 || (busy as f64) < 0.9 * span as f64 {
             return;
         }
-        let expect = (pre as f64 * (self.m() / k.m).max(1.0)) as u64;
-        if post as f64 > 1.5 * expect as f64 {
-            self.fail(format!(
-                "after {}, the pace did not return to normal: fetch starts {:.1}x further apart than before \
-                 (median gap {} over {} gaps from {}, against {} before), under continuous demand: \
-                 capacity lost for good (a slot held by the dead process?)",
-                k.name(),
-                post as f64 / expect.max(1) as f64,
-                secs(post),
-                r.gaps.len(),
-                secs(r.from),
-                secs(expect)
-            ));
+        if post > 1.5 * pre {
+            self.fail(
+                2,
+                format!(
+                    "after {}, the pace did not return to normal: fetch starts {:.1}x further apart than before \
+                     (median gap {} over {} gaps from {}, against {} before, per unit of multiplier), under \
+                     continuous demand: capacity lost for good (a slot held by the dead process?)",
+                    k.name(),
+                    post / pre,
+                    secs(post as u64),
+                    r.gaps.len(),
+                    secs(r.from),
+                    secs(pre as u64)
+                ),
+            );
         }
     }
-}
-
-fn median(mut v: Vec<u64>, min: usize) -> Option<u64> {
-    if v.len() < min {
-        return None;
-    }
-    v.sort_unstable();
-    Some(v[v.len() / 2])
 }
 
 impl Sink for SelfHeal {
@@ -270,33 +322,45 @@ impl Sink for SelfHeal {
                 self.kills += 1;
                 // a kill during the previous kill's recovery window: judge it on what it has
                 self.finish_recovery(t);
-                let until = self.pending_slot.remove(pid).unwrap_or(t).max(t);
+                let victim = self.pending_slot.remove(pid);
+                let until = victim.map_or(t, |p| p.0).max(t);
+                let last = self.starts.back().copied().unwrap_or(Start {
+                    t,
+                    busy: 0,
+                    m: self.global_m,
+                });
                 let k = Kill {
                     t,
                     pid: *pid,
                     point: point.clone(),
                     until,
-                    s_prev: self.starts.back().map(|s| s.0),
-                    stall: None,
-                    m: self.m(),
-                    pre_median: self.pre_median(),
+                    victim_m: victim.map_or(1.0, |p| p.1),
+                    last,
+                    pre_norm: self.pre_norm(),
                     pre_busy: self.pre_busy(t),
+                    largest: None,
+                    worst: None,
                 };
                 self.open.push(k);
             }
             Event::FetchStart { pid, .. } => {
-                self.pending_slot.remove(pid);
+                let m = self.pending_slot.remove(pid).map_or(self.global_m, |p| p.1);
+                let s = Start {
+                    t,
+                    busy: self.demand.busy_until(t),
+                    m,
+                };
                 let mut i = 0;
                 while i < self.open.len() {
-                    if self.observe(i, t) {
+                    if self.observe(i, s) {
                         let k = self.open.remove(i);
                         self.judge(k);
                     } else {
                         i += 1;
                     }
                 }
-                self.recovery_start(t);
-                self.starts.push_back((t, self.demand.busy_until(t)));
+                self.recovery_start(s);
+                self.starts.push_back(s);
                 if self.starts.len() > GAPS + 1 {
                     self.starts.pop_front();
                 }
@@ -308,17 +372,10 @@ impl Sink for SelfHeal {
                 now,
                 ..
             } => {
-                self.pid_m.insert(*pid, *multiplier);
                 let at = (t as i128 + *slot as i128 - *now as i128).clamp(0, u64::MAX as i128) as u64;
-                self.pending_slot.insert(*pid, at);
+                self.pending_slot.insert(*pid, (at, *multiplier));
             }
-            Event::Multiplier { pid: None, to, .. } => {
-                self.global_m = *to;
-                self.pid_m.clear();
-            }
-            Event::Multiplier { pid: Some(p), to, .. } => {
-                self.pid_m.insert(*p, *to);
-            }
+            Event::Multiplier { pid: None, to, .. } => self.global_m = *to,
             _ => {}
         }
         self.demand.event(ev);
@@ -332,43 +389,47 @@ impl Checker for SelfHeal {
         }
         let end = self.end;
         for k in std::mem::take(&mut self.open) {
-            if k.stall.is_some() {
+            if k.largest.is_some() {
                 // the pace resumed but the trace ended before the victim's slot: judge what it saw
                 self.judge(k);
                 continue;
             }
-            let paced = self.paced(k.m);
-            let from = k.s_prev.unwrap_or(k.t).max(self.demand.since().unwrap_or(end));
+            let m = k.last.m.max(self.global_m);
+            let (normal, allowed) = self.allowance(k.pre_norm, m);
+            let from = k.last.t.max(self.demand.since().unwrap_or(end));
             let silence = end.saturating_sub(from);
-            let normal = paced.max(k.pre_median.unwrap_or(0));
-            let allowed = normal + paced + self.slack + normal / 10 + 1_000_000;
             if self.demand.waiting() == 0 || silence <= allowed {
                 continue;
             }
             let waiting = pid_list(&self.demand.waiting_pids());
-            let what = if silence > 10 * paced + self.slack {
-                "wedge"
+            let (severity, what) = if self.is_wedge(silence, m) {
+                (3, "wedge")
             } else {
-                "not healed by the end"
+                (1, "not healed by the end")
             };
-            self.fail(format!(
-                "{what}: after {}, no fetch started in the {} from {} to the end at {} while live processes waited \
-                 (pids {waiting}); normal spacing {}, allowed {} (interval x multiplier {}{})",
-                k.name(),
-                secs(silence),
-                secs(from),
-                secs(end),
-                secs(normal),
-                secs(allowed),
-                secs(paced),
-                self.slack_note
-            ));
+            self.fail(
+                severity,
+                format!(
+                    "{what}: after {}, no fetch started in the {} from {} to the end at {} while live processes \
+                     waited (pids {waiting}); normal spacing {}, allowed {} (normal + interval x multiplier{})",
+                    k.name(),
+                    secs(silence),
+                    secs(from),
+                    secs(end),
+                    secs(normal),
+                    secs(allowed),
+                    self.slack_note
+                ),
+            );
         }
         self.finish_recovery(end);
         let largest = match &self.largest {
-            Some((stall, who, normal)) => {
-                format!("largest stall {} after {who} (normal spacing {})", secs(*stall), secs(*normal))
-            }
+            Some((g, who)) => format!(
+                "largest stall {} after {who} (normal spacing {}, allowed {})",
+                secs(g.len),
+                secs(g.normal),
+                secs(g.allowed)
+            ),
             None => "no fetch after any kill (no demand)".to_string(),
         };
         let v = match &self.failure {
@@ -376,13 +437,11 @@ impl Checker for SelfHeal {
                 name: "self_heal",
                 pass: true,
                 detail: format!(
-                    "{} kill(s): {largest}; healed within interval x multiplier{} (multiplier {})",
-                    self.kills,
-                    self.slack_note,
-                    mult(self.m())
+                    "{} kill(s): {largest}; healed within interval x multiplier{}",
+                    self.kills, self.slack_note
                 ),
             },
-            Some(f) => Verdict {
+            Some((_, f)) => Verdict {
                 name: "self_heal",
                 pass: false,
                 detail: if self.failures > 1 {

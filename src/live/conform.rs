@@ -1,0 +1,454 @@
+//! `pacesim conform`: a scenario in simulation and live, side by side.
+//!
+//! Both runs produce the same trace format and are summarised by the same code, so the
+//! comparison is figure by figure: fetches, first-to-last span, achieved rate, the largest 1 s
+//! window, the burst the arrivals needed, 429s, reservation latency (mean, p50, p95, p99) and
+//! the stall after a kill (the longest gap between consecutive arrivals from the last arrival
+//! before a crash to 2 s after it). Each row shows the live/sim relative difference.
+//!
+//! `--calibrate` first measures the live store: 300 sequential reservations on one connection
+//! (the round trip of the real `row` statement), fitted as the simulator's one-way
+//! `store.latency`: `RTT / 2`, log-normal, median and sigma by maximum likelihood on the log
+//! values (the mean and population standard deviation of `ln x`, computed with `statrs`).
+//! It then measures the design record's cost table: 4 worker processes sharing one row,
+//! mean / p50 / p95 / p99 over 300 steady-state reservations.
+
+use crate::dist::Dist;
+use crate::live::settings::PgSettings;
+use crate::live::{LiveError, LiveOptions, pg, run_blocking};
+use crate::scenario::Scenario;
+use crate::summary::{self, Summary};
+use crate::time::Nanos;
+use crate::trace::{Event, OpKind, Sink};
+use serde::Serialize;
+use statrs::statistics::Statistics;
+use std::time::Duration;
+
+/// Looks for the stall after each crash: the longest gap between consecutive arrivals from
+/// the last arrival before the crash to `window` after it.
+#[derive(Debug, Default)]
+pub struct StallMeter {
+    arrivals: Vec<u64>,
+    crashes: Vec<u64>,
+}
+
+impl Sink for StallMeter {
+    fn event(&mut self, ev: &Event) {
+        match *ev {
+            Event::Arrival { t, .. } => self.arrivals.push(t),
+            Event::Crash { t, .. } => self.crashes.push(t),
+            _ => {}
+        }
+    }
+}
+
+impl StallMeter {
+    /// The longest such gap over every crash (ns), or `None` without crashes.
+    pub fn stall(&self, window: u64) -> Option<u64> {
+        self.crashes
+            .iter()
+            .map(|&c| {
+                let i = self.arrivals.partition_point(|&a| a < c);
+                let from = i.saturating_sub(1);
+                let to = self.arrivals.partition_point(|&a| a <= c + window);
+                self.arrivals[from..to]
+                    .windows(2)
+                    .map(|w| w[1] - w[0])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .max()
+    }
+
+    /// Feed a whole event list.
+    pub fn of(events: &[Event]) -> StallMeter {
+        let mut m = StallMeter::default();
+        for e in events {
+            m.event(e);
+        }
+        m
+    }
+}
+
+/// The window after a crash the stall is measured in.
+pub const STALL_WINDOW: u64 = 2_000_000_000;
+
+/// A fitted one-way store latency.
+#[derive(Clone, Debug, Serialize)]
+pub struct Calibration {
+    /// Round trips measured.
+    pub samples: usize,
+    /// Round-trip mean, ms.
+    pub rtt_mean_ms: f64,
+    /// Round-trip median, ms.
+    pub rtt_p50_ms: f64,
+    /// Fitted one-way median, ms.
+    pub one_way_median_ms: f64,
+    /// Fitted sigma.
+    pub sigma: f64,
+    /// The distribution put into the scenario's `store.latency`.
+    pub latency: Dist,
+}
+
+/// Fit a log-normal to positive samples by maximum likelihood: `(median, sigma)`.
+pub fn fit_lognormal(samples: &[f64]) -> (f64, f64) {
+    let logs: Vec<f64> = samples.iter().filter(|&&x| x > 0.0).map(|x| x.ln()).collect();
+    let mu = logs.iter().mean();
+    let sigma = logs.iter().population_std_dev();
+    (mu.exp(), if sigma.is_finite() { sigma } else { 0.0 })
+}
+
+/// Quantile by nearest rank on sorted values.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Mean, p50, p95, p99 (ms) of durations in ns.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CostTable {
+    /// Reservations measured.
+    pub count: usize,
+    /// Mean, ms.
+    pub mean_ms: f64,
+    /// Median, ms.
+    pub p50_ms: f64,
+    /// 95th percentile, ms.
+    pub p95_ms: f64,
+    /// 99th percentile, ms.
+    pub p99_ms: f64,
+}
+
+impl CostTable {
+    /// From durations in ns.
+    pub fn of(ns: &[u64]) -> CostTable {
+        let mut v: Vec<f64> = ns.iter().map(|&x| x as f64 / 1e6).collect();
+        v.sort_by(f64::total_cmp);
+        CostTable {
+            count: v.len(),
+            mean_ms: if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            },
+            p50_ms: quantile(&v, 0.50),
+            p95_ms: quantile(&v, 0.95),
+            p99_ms: quantile(&v, 0.99),
+        }
+    }
+}
+
+/// Reservation round trips (OpSent to Reply, `reserve`) in a trace, in send order, skipping
+/// each process's first `warmup`.
+pub fn reservation_rtts(events: &[Event], processes: u32, warmup: usize) -> Vec<u64> {
+    let mut sent: Vec<Option<u64>> = vec![None; processes as usize];
+    let mut seen = vec![0usize; processes as usize];
+    let mut out = Vec::new();
+    for e in events {
+        match *e {
+            Event::OpSent {
+                t,
+                pid,
+                op: OpKind::Reserve,
+            } => sent[pid as usize] = Some(t),
+            Event::Reply {
+                t,
+                pid,
+                op: OpKind::Reserve,
+                ..
+            } => {
+                if let Some(s) = sent[pid as usize].take() {
+                    seen[pid as usize] += 1;
+                    if seen[pid as usize] > warmup {
+                        out.push(t - s);
+                    }
+                }
+            }
+            Event::StoreError { pid, .. } | Event::Crash { pid, .. } => sent[pid as usize] = None,
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Measure `count` sequential `row` reservations on one connection (after 20 warm-up ones)
+/// and fit the one-way latency.
+pub async fn calibrate(count: usize) -> Result<Calibration, LiveError> {
+    let (settings, admin) = PgSettings::from_env()
+        .connect_resolving_user(Duration::from_secs(3))
+        .await?;
+    let schema = pg::schema_name(&format!("{}_calibrate", crate::live::runner::new_run_id()));
+    let measured = async {
+        pg::create_schema(&admin, &schema, 1).await.map_err(CalError::from)?;
+        let client = settings
+            .connect(Duration::from_secs(3))
+            .await
+            .map_err(|e| CalError(e.to_string()))?;
+        let rc = pg::RowClient::prepare(client, &schema).await?;
+        let mut rtts = Vec::with_capacity(count);
+        for i in 0..count + 20 {
+            let t0 = std::time::Instant::now();
+            // a 1 us interval: the pace never runs ahead, so every call is an idle reservation
+            rc.reserve(1.0, None).await?;
+            if i >= 20 {
+                rtts.push(t0.elapsed().as_nanos() as f64);
+            }
+        }
+        Ok::<_, CalError>(rtts)
+    }
+    .await;
+    let _ = pg::drop_schema(&admin, &schema).await;
+    let rtts = measured.map_err(|e| LiveError::Setup(format!("calibration: {}", e.0)))?;
+    let one_way: Vec<f64> = rtts.iter().map(|r| r / 2.0).collect();
+    let (median, sigma) = fit_lognormal(&one_way);
+    let mut sorted = rtts.clone();
+    sorted.sort_by(f64::total_cmp);
+    Ok(Calibration {
+        samples: rtts.len(),
+        rtt_mean_ms: rtts.iter().sum::<f64>() / rtts.len().max(1) as f64 / 1e6,
+        rtt_p50_ms: quantile(&sorted, 0.5) / 1e6,
+        one_way_median_ms: median / 1e6,
+        sigma,
+        latency: Dist::Lognormal {
+            median: Nanos(median.round().max(1.0) as u64),
+            sigma,
+        },
+    })
+}
+
+#[derive(Debug)]
+struct CalError(String);
+
+impl From<tokio_postgres::Error> for CalError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        CalError(crate::live::settings::error_chain(&e))
+    }
+}
+
+/// The design record's cost table, live: 4 worker processes sharing one row at 50/s, 80
+/// reservations each; the first 5 of each process are warm-up; the next 300 in time order are
+/// measured.
+pub fn cost_table(opts: &LiveOptions) -> Result<CostTable, LiveError> {
+    let src = r#"
+name = "cost-table"
+description = "4 processes sharing one row: reservation cost"
+duration = "30s"
+[pacer]
+backend = "row"
+rate = 50.0
+[processes]
+count = 4
+requests = 80
+"#;
+    let sc = Scenario::parse("cost-table", src).map_err(|e| LiveError::Setup(e.to_string()))?;
+    let r = run_blocking(&sc, opts)?;
+    let mut rtts = reservation_rtts(&r.events(), 4, 5);
+    rtts.truncate(300);
+    Ok(CostTable::of(&rtts))
+}
+
+/// Both sides of a conformance run.
+#[derive(Debug, Serialize)]
+pub struct Conformance {
+    /// The simulator's summary.
+    pub sim: Summary,
+    /// The live summary.
+    pub live: Summary,
+    /// Stall after a kill (ms), simulated.
+    pub sim_stall_ms: Option<f64>,
+    /// Stall after a kill (ms), live.
+    pub live_stall_ms: Option<f64>,
+    /// The latency fit, when calibrated.
+    pub calibration: Option<Calibration>,
+    /// The cost table, when calibrated.
+    pub cost: Option<CostTable>,
+    /// `live / sim - 1` of the achieved rate.
+    pub rate_difference: f64,
+}
+
+/// Run `sc` in simulation and live (calibrating first if asked).
+pub fn conform(sc: &Scenario, calibrate_first: bool, opts: &LiveOptions) -> Result<Conformance, LiveError> {
+    let mut sim_sc = sc.clone();
+    let (calibration, cost) = if calibrate_first {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| LiveError::Setup(e.to_string()))?;
+        let c = rt.block_on(calibrate(300))?;
+        sim_sc.store.latency = c.latency.clone();
+        let cost = cost_table(opts)?;
+        (Some(c), Some(cost))
+    } else {
+        (None, None)
+    };
+    let mut sim_stall = StallMeter::default();
+    let sim = summary::simulate(&sim_sc, None, Some(&mut sim_stall)).map_err(|e| LiveError::Setup(e.to_string()))?;
+    let live_run = run_blocking(sc, opts)?;
+    let live_stall = StallMeter::of(&live_run.events());
+    let ms = |v: Option<u64>| v.map(|x| x as f64 / 1e6);
+    let live = live_run.summary;
+    let rate_difference = if sim.achieved_rate > 0.0 {
+        live.achieved_rate / sim.achieved_rate - 1.0
+    } else {
+        f64::NAN
+    };
+    Ok(Conformance {
+        sim_stall_ms: ms(sim_stall.stall(STALL_WINDOW)),
+        live_stall_ms: ms(live_stall.stall(STALL_WINDOW)),
+        sim,
+        live,
+        calibration,
+        cost,
+        rate_difference,
+    })
+}
+
+fn rel(sim: f64, live: f64) -> String {
+    // The simulator records a zero-latency round trip as 1 ns.
+    if sim.abs() < 1e-5 {
+        if live.abs() < 1e-5 { "0".into() } else { "-".into() }
+    } else {
+        format!("{:+.1}%", (live / sim - 1.0) * 100.0)
+    }
+}
+
+/// Print the side-by-side table.
+pub fn print(c: &Conformance) {
+    if let Some(cal) = &c.calibration {
+        println!(
+            "calibration: {} sequential reservations, RTT mean {:.3} ms p50 {:.3} ms -> store.latency = lognormal(median {:.3} ms, sigma {:.3}) one-way",
+            cal.samples, cal.rtt_mean_ms, cal.rtt_p50_ms, cal.one_way_median_ms, cal.sigma
+        );
+    }
+    if let Some(t) = &c.cost {
+        println!(
+            "\nreservation cost, 4 processes sharing one row ({} steady-state reservations)",
+            t.count
+        );
+        println!("{:<18} {:>8} {:>8} {:>8} {:>8}", "metric", "mean", "p50", "p95", "p99");
+        println!(
+            "{:<18} {:>5.2} ms {:>5.2} ms {:>5.2} ms {:>5.2} ms",
+            "per reservation", t.mean_ms, t.p50_ms, t.p95_ms, t.p99_ms
+        );
+        println!(
+            "{:<18} {:>5.2} ms {:>5.2} ms {:>5.2} ms {:>5.2} ms",
+            "design record", 1.49, 1.30, 2.33, 8.09
+        );
+    }
+    let (s, l) = (&c.sim, &c.live);
+    println!(
+        "\n== conform {} (backend {}, {} processes, ceiling {}/s)",
+        s.scenario, s.backend, s.processes, s.rate
+    );
+    println!("{:<24} {:>12} {:>12} {:>10}", "", "sim", "live", "live/sim");
+    let row = |name: &str, a: f64, b: f64, prec: usize| {
+        println!("{name:<24} {a:>12.prec$} {b:>12.prec$} {:>10}", rel(a, b));
+    };
+    row("fetches", s.fetches as f64, l.fetches as f64, 0);
+    row(
+        "first-to-last start s",
+        s.last_start_s - s.first_start_s,
+        l.last_start_s - l.first_start_s,
+        3,
+    );
+    row("achieved rate /s", s.achieved_rate, l.achieved_rate, 3);
+    row("max in 1 s", s.max_window.count as f64, l.max_window.count as f64, 0);
+    row("burst needed", s.burst_needed as f64, l.burst_needed as f64, 0);
+    row("429s", s.status_429 as f64, l.status_429 as f64, 0);
+    row("reservation mean ms", s.reservation.mean_ms, l.reservation.mean_ms, 3);
+    row("reservation p50 ms", s.reservation.p50_ms, l.reservation.p50_ms, 3);
+    row("reservation p95 ms", s.reservation.p95_ms, l.reservation.p95_ms, 3);
+    row("reservation p99 ms", s.reservation.p99_ms, l.reservation.p99_ms, 3);
+    match (c.sim_stall_ms, c.live_stall_ms) {
+        (None, None) => println!("{:<24} {:>12} {:>12}", "stall after kill ms", "-", "-"),
+        (a, b) => row("stall after kill ms", a.unwrap_or(0.0), b.unwrap_or(0.0), 1),
+    }
+    row("fallback s", s.fallback_s, l.fallback_s, 3);
+    for (name, sc) in &s.checks {
+        let lc = l.checks.get(name).map_or("-", |c| if c.pass { "pass" } else { "FAIL" });
+        println!(
+            "{:<24} {:>12} {:>12}",
+            format!("check {name}"),
+            if sc.pass { "pass" } else { "FAIL" },
+            lc
+        );
+    }
+}
+
+/// `pacesim conform`: the exit status (0 when the achieved rates agree within `tolerance` and
+/// every check has the same verdict both ways).
+pub fn cli_conform(file: &std::path::Path, backend: Option<&str>, calibrate: bool, json: bool, tolerance: f64) -> i32 {
+    let sc = match crate::cli::load(file, None, backend) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return crate::cli::EXIT_BAD_INPUT;
+        }
+    };
+    let opts = LiveOptions {
+        verbose: !json,
+        ..LiveOptions::cli()
+    };
+    match conform(&sc, calibrate, &opts) {
+        Ok(c) => {
+            if json {
+                println!("{}", serde_json::to_string(&c).expect("conformance serialises"));
+            } else {
+                print(&c);
+            }
+            let verdicts_agree = c
+                .sim
+                .checks
+                .iter()
+                .all(|(k, v)| c.live.checks.get(k).is_some_and(|l| l.pass == v.pass));
+            if c.rate_difference.abs() <= tolerance && verdicts_agree {
+                crate::cli::EXIT_PASS
+            } else {
+                crate::cli::EXIT_FAIL
+            }
+        }
+        Err(e) => crate::live::exit_for(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lognormal_fit_recovers_parameters() {
+        use rand_distr::Distribution;
+        let d = rand_distr::LogNormal::new((600_000f64).ln(), 0.4).unwrap();
+        let mut r = crate::rng::stream(3, crate::rng::Entity::Store);
+        let xs: Vec<f64> = (0..20_000).map(|_| d.sample(&mut r)).collect();
+        let (m, s) = fit_lognormal(&xs);
+        assert!((m / 600_000.0 - 1.0).abs() < 0.02, "{m}");
+        assert!((s - 0.4).abs() < 0.01, "{s}");
+    }
+
+    #[test]
+    fn stall_is_the_longest_gap_around_a_crash() {
+        let mut m = StallMeter::default();
+        for t in [0, 10, 20, 50, 60, 3_000_000_000] {
+            m.event(&Event::Arrival { t, pid: 0, status: 200 });
+        }
+        assert_eq!(m.stall(STALL_WINDOW), None);
+        m.event(&Event::Crash {
+            t: 25,
+            pid: 1,
+            point: "immediate".into(),
+        });
+        assert_eq!(m.stall(STALL_WINDOW), Some(30));
+    }
+
+    #[test]
+    fn cost_table_quantiles() {
+        let ns: Vec<u64> = (1..=100).map(|i| i * 1_000_000).collect();
+        let t = CostTable::of(&ns);
+        assert_eq!((t.p50_ms, t.p95_ms, t.p99_ms), (50.0, 95.0, 99.0));
+        assert!((t.mean_ms - 50.5).abs() < 1e-9);
+    }
+}

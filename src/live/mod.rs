@@ -1,0 +1,161 @@
+//! Live mode: the same scenarios as real OS processes against a real PostgreSQL and Redis, and
+//! simulation-versus-live conformance.
+//!
+//! `pacesim live sims/four-limiters.toml` runs the scenario for real:
+//!
+//! 1. **Stores.** The parent connects to PostgreSQL (`PGHOST`, `PGPORT`, `PGUSER`,
+//!    `PGPASSWORD`, `PGDATABASE`) and/or Redis (`REDIS_URL`), loopback by default
+//!    ([`settings`]), and creates the run's own schema and key prefix ([`pg`], [`redis`]).
+//!    A missing server is a one-line error naming it and how to start it (exit 2).
+//! 2. **Destination.** A small HTTP server on 127.0.0.1 in the parent ([`destination`])
+//!    stamps every arrival on the run clock ([`clock`]: `CLOCK_MONOTONIC` since one origin,
+//!    system-wide on Linux) and answers 200, 429 above its true limit or 503 at `p503`.
+//! 3. **Workers.** N worker processes: this same executable in the hidden `worker` mode
+//!    ([`worker`]), each with its own store connection, running the backend's real operation
+//!    (the `row` statement, a local pacer, ...). They report their own events over a pipe,
+//!    stamped on the same clock ([`proto`]). Each dies with the parent (`PR_SET_PDEATHSIG`,
+//!    and stdin closing), so no worker outlives the run.
+//! 4. **Faults for real** ([`runner`]): SIGKILL a worker (immediately, or at a protocol point
+//!    it reaches) and restart it; store outages, added latency and partitions through a TCP
+//!    proxy on loopback ([`proxy`]); a long transaction holding the row lock from a helper
+//!    connection; the hard time limit enforced by killing the worker.
+//! 5. **Output.** The events, merged and sorted by time, form the same trace as the
+//!    simulator's (header `source = "live"`), so [`crate::summary::from_trace`], the checkers
+//!    and the plots read it unchanged. The schema and keys are dropped afterwards, also after
+//!    a failure or Ctrl-C.
+//!
+//! `pacesim conform FILE [--calibrate]` ([`conform`]) runs a scenario both ways and prints the
+//! two side by side; `--calibrate` first fits the simulator's store latency to the live store.
+//!
+//! # Live and simulated, side by side
+//!
+//! A worker runs the simulator's own [`crate::backend::Backend`] for its process side (what to
+//! ask, what a reply means, fallback, backoff placement) and replaces only the store side
+//! ([`crate::backend::Backend::serve`]) with the real operation, so the two modes share one
+//! definition of each backend. Where they still differ, reality wins:
+//!
+//! - `store.latency` and `store.service` are the simulator's model; live runs have the real
+//!   ones (`conform --calibrate` fits the model to them). With PostgreSQL's default
+//!   `synchronous_commit = on`, a reservation's commit waits for the WAL flush while the row
+//!   is still locked: on a slow disk that flush *is* the reservation's cost
+//!   (`PGOPTIONS="-c synchronous_commit=off"` shows the statement alone).
+//! - `advisory`'s `detect_dead`: the real server notices a killed holder's closed connection
+//!   (on loopback, at once); `connections` is the server's own `max_connections`.
+//! - `redis_lock`'s TTL and `redis_gcra`'s `TIME` are Redis's own.
+//! - `store_restart` is a refusing outage at the proxy that ends every session (the server
+//!   itself is not restarted).
+//! - Clock faults shape each worker's *view* of its clocks, as in the simulator; the host's
+//!   clocks are not touched.
+//!
+//! Only Linux is supported (the shared monotonic clock and `PR_SET_PDEATHSIG`).
+
+pub mod clock;
+pub mod conform;
+pub mod destination;
+pub mod pg;
+pub mod proto;
+pub mod proxy;
+pub mod redis;
+pub mod runner;
+pub mod settings;
+pub mod worker;
+
+pub use runner::{LiveOptions, LiveRun, run, run_blocking};
+pub use settings::Missing;
+
+use crate::trace::Event;
+use std::sync::{Arc, Mutex};
+
+/// Events collected in the parent (destination arrivals, fault edges, the workers' events).
+pub type EventLog = Arc<Mutex<Vec<Event>>>;
+
+/// Which store a backend's real operation runs against.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum StoreUse {
+    /// None: an in-process pacer.
+    None,
+    /// PostgreSQL.
+    Postgres,
+    /// Redis.
+    Redis,
+}
+
+/// The store `backend` needs live, or `None` for a backend live mode does not know.
+pub fn store_use(backend: &str) -> Option<StoreUse> {
+    match backend {
+        "local" | "local_divided" => Some(StoreUse::None),
+        "row" | "shared_cache" | "advisory" | "claim_row" => Some(StoreUse::Postgres),
+        "redis_lock" | "redis_gcra" => Some(StoreUse::Redis),
+        _ => None,
+    }
+}
+
+/// Why a live run did not produce a trace.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// A store server is not reachable.
+    #[error(transparent)]
+    Missing(#[from] Missing),
+    /// The scenario uses something live mode cannot run.
+    #[error("{0}")]
+    Unsupported(String),
+    /// Setting the run up failed (schema, destination, proxy, spawning workers).
+    #[error("live run setup: {0}")]
+    Setup(String),
+    /// A worker failed.
+    #[error("live run failed: {0}")]
+    Worker(String),
+    /// SIGINT or SIGTERM: the run was stopped and cleaned up.
+    #[error("interrupted; workers stopped, schema and keys dropped")]
+    Interrupted,
+}
+
+/// `pacesim live`: run, print the summary as `pacesim run` does; the exit status.
+pub fn cli_live(
+    file: &std::path::Path,
+    seed: Option<u64>,
+    backend: Option<&str>,
+    trace: Option<&std::path::Path>,
+    json: bool,
+) -> i32 {
+    let sc = match crate::cli::load(file, seed, backend) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let opts = LiveOptions {
+        verbose: !json,
+        ..LiveOptions::cli()
+    };
+    match run_blocking(&sc, &opts) {
+        Ok(r) => {
+            if let Some(p) = trace
+                && let Err(e) = std::fs::write(p, &r.trace)
+            {
+                return fail(format!("{}: {e}", p.display()));
+            }
+            crate::cli::print_summary(&r.summary, json);
+            if r.summary.all_pass() {
+                crate::cli::EXIT_PASS
+            } else {
+                crate::cli::EXIT_FAIL
+            }
+        }
+        Err(e) => exit_for(e),
+    }
+}
+
+/// Print a live error and return its exit status (130 after Ctrl-C, else 2).
+pub fn exit_for(e: LiveError) -> i32 {
+    match e {
+        LiveError::Interrupted => {
+            eprintln!("pacesim: {e}");
+            130
+        }
+        e => fail(e),
+    }
+}
+
+fn fail(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("error: {msg}");
+    crate::cli::EXIT_BAD_INPUT
+}

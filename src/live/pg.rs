@@ -1,0 +1,456 @@
+//! PostgreSQL for live runs: the run's schema (created, and dropped even on failure or
+//! Ctrl-C), and the real statements each store-backed backend runs.
+//!
+//! Every run gets its own schema, `pacesim_live_<parent pid>_<random>`, holding:
+//!
+//! | table   | used by        | shape |
+//! |---------|----------------|-------|
+//! | `pace`  | `row`          | one row per destination: `next_allowed_at`, `backoff_multiplier`, `clean_streak` |
+//! | `cache` | `shared_cache` | a key-value cache table (`cache_key`, `value`, `expires`), the pace under one key |
+//! | `slots` | `claim_row`    | one row per concurrency slot: `holder`, `claimed_at` |
+//!
+//! Advisory locks live in the server's memory, keyed by a number derived from the schema name,
+//! so concurrent runs never contend.
+//!
+//! Times cross the wire as integer microseconds since the Unix epoch (PostgreSQL's own
+//! resolution), and become nanoseconds of the store clock's frame in the trace.
+
+use crate::backend::Signal;
+use crate::pacer::Status;
+use crate::scenario::BackoffCfg;
+use std::time::Duration;
+use tokio_postgres::Client;
+use tokio_postgres::types::ToSql;
+
+/// The store clock in µs since the Unix epoch, as a SQL expression.
+const NOW_US: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::int8";
+
+/// The destination's key in `pace` (one destination per run).
+pub const DESTINATION: &str = "dest";
+
+/// A fresh schema name for a run.
+pub fn schema_name(run_id: &str) -> String {
+    format!("pacesim_live_{run_id}")
+}
+
+/// Create the run's schema and tables (`slots` gets `locks` rows).
+pub async fn create_schema(c: &Client, schema: &str, locks: u32) -> Result<(), tokio_postgres::Error> {
+    c.batch_execute(&format!(
+        "CREATE SCHEMA {schema};
+         CREATE TABLE {schema}.pace (
+             destination text PRIMARY KEY,
+             next_allowed_at timestamptz NOT NULL,
+             backoff_multiplier float8 NOT NULL DEFAULT 1,
+             clean_streak int4 NOT NULL DEFAULT 0);
+         INSERT INTO {schema}.pace (destination, next_allowed_at) VALUES ('{DESTINATION}', to_timestamp(0));
+         CREATE TABLE {schema}.cache (cache_key text PRIMARY KEY, value text NOT NULL, expires timestamptz NOT NULL);
+         CREATE TABLE {schema}.slots (slot int4 PRIMARY KEY, holder int4, claimed_at timestamptz);
+         INSERT INTO {schema}.slots (slot) SELECT generate_series(0, {} - 1);",
+        locks.max(1)
+    ))
+    .await
+}
+
+/// Drop the run's schema and everything in it.
+pub async fn drop_schema(c: &Client, schema: &str) -> Result<(), tokio_postgres::Error> {
+    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+}
+
+/// Schemas of earlier runs whose parent process is gone (killed with SIGKILL, so it could not
+/// clean up): `pacesim_live_<pid>_...` where no process `<pid>` exists.
+pub async fn orphan_schemas(c: &Client) -> Result<Vec<String>, tokio_postgres::Error> {
+    let rows = c
+        .query(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'pacesim\\_live\\_%'",
+            &[],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .filter(|n| {
+            let pid = n.trim_start_matches("pacesim_live_").split('_').next().unwrap_or("");
+            pid.parse::<u32>()
+                .is_ok_and(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+        })
+        .collect())
+}
+
+/// Names of the run's schema if it still exists (tests use this to prove cleanup).
+pub async fn schema_exists(c: &Client, schema: &str) -> Result<bool, tokio_postgres::Error> {
+    let r = c
+        .query_one(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1",
+            &[&schema],
+        )
+        .await?;
+    Ok(r.get::<_, i64>(0) > 0)
+}
+
+/// The `row` reservation statement, on the store's clock: the design record's
+/// `GREATEST(clock_timestamp(), next_allowed_at) + interval * backoff_multiplier`, returning
+/// the slot, `clock_timestamp()`, the multiplier and the interval applied (µs, as the store
+/// rounded it). `$1` is the interval in microseconds, `$2` a per-process multiplier (NULL: the
+/// row's).
+pub fn reserve_sql(schema: &str) -> String {
+    format!(
+        "UPDATE {schema}.pace
+            SET next_allowed_at = GREATEST(clock_timestamp(), next_allowed_at)
+                                + ($1::float8 * COALESCE($2::float8, backoff_multiplier)) * interval '1 microsecond'
+          WHERE destination = '{DESTINATION}'
+      RETURNING (extract(epoch FROM next_allowed_at
+                   - ($1::float8 * COALESCE($2::float8, backoff_multiplier)) * interval '1 microsecond') * 1000000)::int8,
+                (extract(epoch FROM clock_timestamp()) * 1000000)::int8,
+                COALESCE($2::float8, backoff_multiplier),
+                (extract(epoch FROM ($1::float8 * COALESCE($2::float8, backoff_multiplier)) * interval '1 microsecond') * 1000000)::int8"
+    )
+}
+
+/// The `clock = "process_monotonic"` defect: the same statement on the caller's own reading
+/// `$3` (seconds of its per-process epoch), with the "stale row" reset a per-process clock
+/// design needs (a pace further ahead than `$4` microseconds is overwritten).
+pub fn reserve_process_clock_sql(schema: &str) -> String {
+    format!(
+        "UPDATE {schema}.pace
+            SET next_allowed_at = CASE WHEN next_allowed_at - to_timestamp($3::float8) > $4::float8 * interval '1 microsecond'
+                                       THEN to_timestamp($3::float8)
+                                       ELSE GREATEST(to_timestamp($3::float8), next_allowed_at) END
+                                + ($1::float8 * COALESCE($2::float8, backoff_multiplier)) * interval '1 microsecond'
+          WHERE destination = '{DESTINATION}'
+      RETURNING (extract(epoch FROM next_allowed_at
+                   - ($1::float8 * COALESCE($2::float8, backoff_multiplier)) * interval '1 microsecond') * 1000000)::int8,
+                (extract(epoch FROM to_timestamp($3::float8)) * 1000000)::int8,
+                COALESCE($2::float8, backoff_multiplier),
+                (extract(epoch FROM ($1::float8 * COALESCE($2::float8, backoff_multiplier)) * interval '1 microsecond') * 1000000)::int8"
+    )
+}
+
+/// The new multiplier of the backoff schedule, in SQL over the old multiplier `o.m` and
+/// streak `o.k`: the [`crate::pacer::Backoff`] rules (IEEE float8, so bit-identical to it; the
+/// live tests check this). `$1` is the step (`pressure`, `ok`, `error`, `decay`, `streak_ok`,
+/// `streak_reset`), `$2` the cap, `$3` the factor, `$4` `decay_after`.
+const NEW_M: &str = "(CASE $1::text
+        WHEN 'pressure' THEN LEAST($2::float8, o.m * $3::float8)
+        WHEN 'ok' THEN CASE WHEN o.k + 1 >= $4::int4 THEN GREATEST(1.0::float8, o.m / $3::float8) ELSE o.m END
+        WHEN 'decay' THEN GREATEST(1.0::float8, o.m / $3::float8)
+        WHEN 'streak_ok' THEN 1.0::float8
+        WHEN 'streak_reset' THEN 1.0::float8
+        ELSE o.m END)";
+
+/// The new clean streak (see [`NEW_M`]).
+const NEW_K: &str = "(CASE WHEN $1::text IN ('ok', 'streak_ok') AND o.k + 1 < $4::int4 THEN o.k + 1 ELSE 0 END)";
+
+/// The shared backoff update, one atomic statement on the `pace` row: the
+/// [`crate::pacer::Backoff`] schedule in SQL (IEEE float8, so bit-identical to it). Returns
+/// the old and new multiplier and streak.
+pub fn backoff_sql(schema: &str) -> String {
+    format!(
+        "UPDATE {schema}.pace p
+            SET backoff_multiplier = {NEW_M}, clean_streak = {NEW_K}
+           FROM (SELECT destination, backoff_multiplier AS m, clean_streak AS k
+                   FROM {schema}.pace WHERE destination = '{DESTINATION}' FOR UPDATE) o
+          WHERE p.destination = o.destination
+      RETURNING o.m, p.backoff_multiplier, o.k, p.clean_streak, {NOW_US}"
+    )
+}
+
+/// The SQL step for a backoff signal, and the status that names its cause.
+pub fn backoff_step(signal: Signal) -> (&'static str, Status) {
+    let class = |s: Status| match s {
+        Status::TooManyRequests | Status::Unavailable => "pressure",
+        Status::Ok => "ok",
+        Status::Error => "error",
+    };
+    match signal {
+        Signal::Response(s) | Signal::Bump(s) => (class(s), s),
+        Signal::Decay => ("decay", Status::Ok),
+        Signal::Streak(s) if s.is_clean() => ("streak_ok", s),
+        Signal::Streak(s) => ("streak_reset", s),
+    }
+}
+
+/// The result of a backoff update.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct BackoffRow {
+    /// Multiplier before.
+    pub from: f64,
+    /// Multiplier after.
+    pub to: f64,
+    /// Streak before.
+    pub streak_from: i32,
+    /// Streak after.
+    pub streak_to: i32,
+    /// The store clock (µs) when it applied the update (the row still locked).
+    pub at_us: i64,
+}
+
+/// One reservation's answer, in microseconds of the granting clock.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Granted {
+    /// The slot.
+    pub slot_us: i64,
+    /// The clock's reading when it granted.
+    pub now_us: i64,
+    /// The multiplier applied.
+    pub multiplier: f64,
+    /// The interval applied, `interval * multiplier` as the store rounded it (µs).
+    pub interval_us: i64,
+}
+
+/// A client with the run's statements prepared.
+#[derive(Debug)]
+pub struct RowClient {
+    /// The connection.
+    pub client: Client,
+    reserve: tokio_postgres::Statement,
+    reserve_proc: tokio_postgres::Statement,
+    backoff: tokio_postgres::Statement,
+    cache_reserve: tokio_postgres::Statement,
+    cache_backoff: tokio_postgres::Statement,
+}
+
+impl RowClient {
+    /// Prepare the statements on `client`.
+    pub async fn prepare(client: Client, schema: &str) -> Result<RowClient, tokio_postgres::Error> {
+        let reserve = client.prepare(&reserve_sql(schema)).await?;
+        let reserve_proc = client.prepare(&reserve_process_clock_sql(schema)).await?;
+        let backoff = client.prepare(&backoff_sql(schema)).await?;
+        let cache_reserve = client.prepare(&cache_reserve_sql(schema)).await?;
+        let cache_backoff = client.prepare(&cache_backoff_sql(schema)).await?;
+        Ok(RowClient {
+            client,
+            reserve,
+            reserve_proc,
+            backoff,
+            cache_reserve,
+            cache_backoff,
+        })
+    }
+
+    /// Reserve on the store clock.
+    pub async fn reserve(&self, interval_us: f64, multiplier: Option<f64>) -> Result<Granted, tokio_postgres::Error> {
+        let r = self
+            .client
+            .query_one(&self.reserve, &[&interval_us, &multiplier])
+            .await?;
+        Ok(granted(&r))
+    }
+
+    /// Reserve on the caller's clock (`proc_now_s` seconds of its epoch).
+    pub async fn reserve_process_clock(
+        &self,
+        interval_us: f64,
+        multiplier: Option<f64>,
+        proc_now_s: f64,
+        stale_after_us: f64,
+    ) -> Result<Granted, tokio_postgres::Error> {
+        let params: [&(dyn ToSql + Sync); 4] = [&interval_us, &multiplier, &proc_now_s, &stale_after_us];
+        let r = self.client.query_one(&self.reserve_proc, &params).await?;
+        Ok(granted(&r))
+    }
+
+    /// Apply a backoff signal to the row.
+    pub async fn backoff(&self, signal: Signal, cfg: &BackoffCfg) -> Result<BackoffRow, tokio_postgres::Error> {
+        let (step, _) = backoff_step(signal);
+        let k = cfg.decay_after.max(1) as i32;
+        let r = self
+            .client
+            .query_one(&self.backoff, &[&step, &cfg.cap, &cfg.factor, &k])
+            .await?;
+        Ok(BackoffRow {
+            from: r.get(0),
+            to: r.get(1),
+            streak_from: r.get(2),
+            streak_to: r.get(3),
+            at_us: r.get(4),
+        })
+    }
+
+    /// `shared_cache`: reserve under the cache key (see [`cache_reserve_sql`]).
+    pub async fn cache_reserve(
+        &self,
+        interval_us: f64,
+        multiplier: Option<f64>,
+    ) -> Result<Granted, tokio_postgres::Error> {
+        let r = self
+            .client
+            .query_one(&self.cache_reserve, &[&CACHE_KEY, &interval_us, &multiplier])
+            .await?;
+        Ok(granted(&r))
+    }
+
+    /// `shared_cache`: apply a backoff signal to the cache entry's multiplier and streak.
+    pub async fn cache_backoff(
+        &self,
+        signal: Signal,
+        cfg: &BackoffCfg,
+    ) -> Result<Option<BackoffRow>, tokio_postgres::Error> {
+        let (step, _) = backoff_step(signal);
+        let k = cfg.decay_after.max(1) as i32;
+        let r = self
+            .client
+            .query_opt(&self.cache_backoff, &[&step, &cfg.cap, &cfg.factor, &k, &CACHE_KEY])
+            .await?;
+        Ok(r.map(|r| BackoffRow {
+            from: r.get(0),
+            to: r.get(1),
+            streak_from: r.get(2),
+            streak_to: r.get(3),
+            at_us: r.get(4),
+        }))
+    }
+}
+
+fn granted(r: &tokio_postgres::Row) -> Granted {
+    Granted {
+        slot_us: r.get(0),
+        now_us: r.get(1),
+        multiplier: r.get(2),
+        interval_us: r.get(3),
+    }
+}
+
+// ---- the other store-backed mechanisms of the design records ----------------------------
+
+/// `shared_cache`'s key: a prefix the framework's cache `make_key` can never emit.
+pub const CACHE_KEY: &str = ":pacesim:pace:dest";
+
+/// `shared_cache`: the pace kept under one key of a key-value cache table, advanced by one
+/// atomic upsert (`INSERT ... ON CONFLICT DO UPDATE`, which serialises on the key's row), the
+/// row's arithmetic: `slot = max(now, next); next = slot + interval * m`. The value holds
+/// `next_us:multiplier:streak`; a missing entry (a culled cache) is recreated by the same
+/// statement. `$1` key, `$2` interval (µs), `$3` a per-process multiplier (NULL: the entry's).
+/// Returns the slot, `now` (µs), the multiplier and the interval applied (µs).
+pub fn cache_reserve_sql(schema: &str) -> String {
+    // clock_timestamp() is read where it is used: after the key's row lock is taken (as in the
+    // row statement), not at statement start.
+    let now_us = "(extract(epoch FROM clock_timestamp()) * 1000000)::int8";
+    let m_old = "split_part(c.value, ':', 2)::float8";
+    format!(
+        "INSERT INTO {schema}.cache AS c (cache_key, value, expires)
+         VALUES ($1::text, ({now_us} + round($2::float8 * COALESCE($3::float8, 1.0))::int8)::text || ':1:0', 'infinity')
+         ON CONFLICT (cache_key) DO UPDATE
+            SET value = (GREATEST({now_us}, split_part(c.value, ':', 1)::int8)
+                         + round($2::float8 * COALESCE($3::float8, {m_old}))::int8)::text
+                        || ':' || split_part(c.value, ':', 2) || ':' || split_part(c.value, ':', 3)
+         RETURNING split_part(c.value, ':', 1)::int8 - round($2::float8 * COALESCE($3::float8, {m_old}))::int8,
+                   {now_us},
+                   COALESCE($3::float8, {m_old}),
+                   round($2::float8 * COALESCE($3::float8, {m_old}))::int8"
+    )
+}
+
+/// `shared_cache`: the backoff update on the cache entry (the same schedule; `$5` is the key).
+pub fn cache_backoff_sql(schema: &str) -> String {
+    format!(
+        "UPDATE {schema}.cache c
+            SET value = split_part(o.value, ':', 1) || ':' || {NEW_M}::text || ':' || {NEW_K}::text
+           FROM (SELECT cache_key, value, split_part(value, ':', 2)::float8 AS m, split_part(value, ':', 3)::int4 AS k
+                   FROM {schema}.cache WHERE cache_key = $5::text FOR UPDATE) o
+          WHERE c.cache_key = o.cache_key
+      RETURNING o.m, split_part(c.value, ':', 2)::float8, o.k, split_part(c.value, ':', 3)::int4, {NOW_US}"
+    )
+}
+
+/// `advisory`: the lock number for lock `i` of a run (distinct per run).
+pub fn advisory_key(schema: &str, i: u32) -> i64 {
+    let h = schema.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    ((h & 0x7fff_ffff_0000_0000) | i as u64) as i64
+}
+
+/// `advisory`: try lock `i` without blocking (`pg_try_advisory_lock`). True if taken (or
+/// already held by this session: the lock is re-entrant), and the store clock (µs) read
+/// just after.
+pub async fn advisory_try(c: &Client, schema: &str, i: u32) -> Result<(bool, i64), tokio_postgres::Error> {
+    let r = c
+        .query_one(
+            &format!("SELECT pg_try_advisory_lock($1), {NOW_US}"),
+            &[&advisory_key(schema, i)],
+        )
+        .await?;
+    Ok((r.get(0), r.get(1)))
+}
+
+/// `advisory`: release lock `i`; true if this session held it, and the store clock (µs) read
+/// just before.
+pub async fn advisory_unlock(c: &Client, schema: &str, i: u32) -> Result<(bool, i64), tokio_postgres::Error> {
+    let r = c
+        .query_one(
+            &format!("SELECT {NOW_US}, pg_advisory_unlock($1)"),
+            &[&advisory_key(schema, i)],
+        )
+        .await?;
+    Ok((r.get(1), r.get(0)))
+}
+
+/// `claim_row`: claim slot row `slot` for `holder` if it is free (or already `holder`'s).
+/// `Some((true, t))`: newly claimed at store time `t` (µs); `Some((false, _))`: already
+/// ours; `None`: busy. A holder killed with SIGKILL leaves its row claimed forever.
+pub async fn claim(
+    c: &Client,
+    schema: &str,
+    slot: i32,
+    holder: i32,
+) -> Result<Option<(bool, i64)>, tokio_postgres::Error> {
+    let r = c
+        .query_one(
+            &format!(
+                "WITH u AS (UPDATE {schema}.slots SET holder = $2, claimed_at = clock_timestamp()
+                             WHERE slot = $1 AND holder IS NULL RETURNING {NOW_US} AS t)
+                 SELECT (SELECT count(*) FROM u), (SELECT holder FROM {schema}.slots WHERE slot = $1),
+                        COALESCE((SELECT t FROM u), {NOW_US})"
+            ),
+            &[&slot, &holder],
+        )
+        .await?;
+    let taken: i64 = r.get(0);
+    let before: Option<i32> = r.get(1);
+    let t: i64 = r.get(2);
+    Ok(if taken == 1 {
+        Some((true, t))
+    } else if before == Some(holder) {
+        Some((false, t))
+    } else {
+        None
+    })
+}
+
+/// `claim_row`: release `slot` if `holder` holds it: whether it did, and the store clock (µs)
+/// while the row was still locked (before the release committed).
+pub async fn release(c: &Client, schema: &str, slot: i32, holder: i32) -> Result<(bool, i64), tokio_postgres::Error> {
+    let r = c
+        .query_opt(
+            &format!(
+                "UPDATE {schema}.slots SET holder = NULL, claimed_at = NULL WHERE slot = $1 AND holder = $2
+                 RETURNING {NOW_US}"
+            ),
+            &[&slot, &holder],
+        )
+        .await?;
+    Ok(match r {
+        Some(r) => (true, r.get(0)),
+        None => (false, 0),
+    })
+}
+
+/// `claim_row`: the holders of every slot (tests).
+pub async fn claims(c: &Client, schema: &str) -> Result<Vec<Option<i32>>, tokio_postgres::Error> {
+    let rows = c
+        .query(&format!("SELECT holder FROM {schema}.slots ORDER BY slot"), &[])
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// The `long_transaction` fault: from a helper connection, lock the pace row (and the cache
+/// and slot rows) in an open transaction for `hold`, then commit.
+pub async fn hold_row_lock(c: &Client, schema: &str, hold: Duration) -> Result<(), tokio_postgres::Error> {
+    c.batch_execute(&format!(
+        "BEGIN; SELECT 1 FROM {schema}.pace FOR UPDATE; SELECT 1 FROM {schema}.cache FOR UPDATE;"
+    ))
+    .await?;
+    tokio::time::sleep(hold).await;
+    c.batch_execute("COMMIT").await
+}

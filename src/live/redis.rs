@@ -1,0 +1,229 @@
+//! Redis for live runs: the run's key prefix (every key deleted afterwards), and the real
+//! operations of the Redis-backed mechanisms.
+//!
+//! - `redis_lock`: `SET <prefix>lock <token> NX PX <ttl>`, non-blocking; released by a script
+//!   that deletes the key only if it still holds this holder's token.
+//! - `redis_gcra`: GCRA in one atomic script on the server's clock (`TIME`), the rule of
+//!   [`crate::pacer::Gcra`]: `allow iff now >= tat - tau; tat = max(tat, now) + T` (the live
+//!   tests replay the script's decisions through `Gcra::decide`).
+//!
+//! The client is the blocking `redis` client with read and write timeouts: a worker does one
+//! thing at a time, so it has nothing to do while it waits.
+
+use redis::{Connection, RedisResult, Script};
+
+/// The key prefix for a run.
+pub fn key_prefix(run_id: &str) -> String {
+    format!("pacesim:live:{run_id}:")
+}
+
+/// `redis_lock`: `SET key token NX PX ttl`, then the server clock (µs), in one script.
+const LOCK_LUA: &str = r#"
+local ok = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+local t = redis.call('TIME')
+if ok then return {1, t[1], t[2]} else return {0, t[1], t[2]} end
+"#;
+
+/// `redis_lock`: the server clock (µs), then delete the key if `token` still holds it.
+const UNLOCK_LUA: &str = r#"
+local t = redis.call('TIME')
+local n = 0
+if redis.call('GET', KEYS[1]) == ARGV[1] then n = redis.call('DEL', KEYS[1]) end
+return {n, t[1], t[2]}
+"#;
+
+fn lock_reply(v: &[i64]) -> (bool, i64) {
+    let at = v.get(1).copied().unwrap_or(0) * 1_000_000 + v.get(2).copied().unwrap_or(0);
+    (v.first() == Some(&1), at)
+}
+
+/// `redis_lock`: take the lock if free (`SET NX PX`). True if taken, and the server clock
+/// (µs) just after.
+pub fn lock_try(con: &mut Connection, key: &str, token: &str, ttl_ms: u64) -> RedisResult<(bool, i64)> {
+    let v: Vec<i64> = Script::new(LOCK_LUA)
+        .key(key)
+        .arg(token)
+        .arg(ttl_ms.max(1))
+        .invoke(con)?;
+    Ok(lock_reply(&v))
+}
+
+/// `redis_lock`: release the lock if `token` still holds it. True if released, and the server
+/// clock (µs) just before.
+pub fn lock_release(con: &mut Connection, key: &str, token: &str) -> RedisResult<(bool, i64)> {
+    let v: Vec<i64> = Script::new(UNLOCK_LUA).key(key).arg(token).invoke(con)?;
+    Ok(lock_reply(&v))
+}
+
+/// The GCRA script. `KEYS[1]` holds `tat`, `KEYS[2]` the shared backoff hash (`m`, `k`);
+/// `ARGV` = base interval T (µs), burst, and a per-process multiplier (`0`: the hash's).
+/// `T = interval * m`, `tau = T * (burst - 1)`. Returns strings (Redis truncates Lua numbers):
+/// `{allowed, tat after, now, retry_at, T, m}`, times in µs of the server clock.
+pub const GCRA_LUA: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local m = tonumber(ARGV[3])
+if m == nil or m <= 0 then
+  m = tonumber(redis.call('HGET', KEYS[2], 'm') or '1')
+end
+local T = tonumber(ARGV[1]) * m
+local tau = T * (tonumber(ARGV[2]) - 1)
+local stored = redis.call('GET', KEYS[1])
+local tat = now
+if stored then tat = tonumber(stored) end
+local f = function(x) return string.format('%.17g', x) end
+if now < tat - tau then
+  return {'0', f(tat), f(now), f(tat - tau), f(T), f(m)}
+end
+local new = math.max(tat, now) + T
+redis.call('SET', KEYS[1], f(new), 'PX', math.floor((new - now) / 1000) + 60000)
+return {'1', f(new), f(now), '0', f(T), f(m)}
+"#;
+
+/// One GCRA decision from the server (µs of its clock).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct GcraReply {
+    /// Allowed?
+    pub allowed: bool,
+    /// `tat` after the decision.
+    pub tat_us: f64,
+    /// The server clock.
+    pub now_us: f64,
+    /// On deny, the earliest conforming instant.
+    pub retry_at_us: f64,
+    /// The interval applied, `T * m`.
+    pub interval_us: f64,
+    /// The multiplier applied.
+    pub multiplier: f64,
+}
+
+/// `redis_gcra`: one atomic check-and-update. `multiplier` `None`: the shared one in
+/// `backoff_key`.
+pub fn gcra(
+    con: &mut Connection,
+    key: &str,
+    backoff_key: &str,
+    interval_us: f64,
+    burst: u32,
+    multiplier: Option<f64>,
+) -> RedisResult<GcraReply> {
+    let v: Vec<String> = Script::new(GCRA_LUA)
+        .key(key)
+        .key(backoff_key)
+        .arg(format!("{interval_us:?}"))
+        .arg(burst.max(1))
+        .arg(format!("{:?}", multiplier.unwrap_or(0.0)))
+        .invoke(con)?;
+    let n = |i: usize| v.get(i).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+    Ok(GcraReply {
+        allowed: v.first().map(String::as_str) == Some("1"),
+        tat_us: n(1),
+        now_us: n(2),
+        retry_at_us: n(3),
+        interval_us: n(4),
+        multiplier: n(5),
+    })
+}
+
+/// The shared backoff schedule on a hash (`m`, `k`): the [`crate::pacer::Backoff`] rules in
+/// Lua (IEEE doubles, so bit-identical). `ARGV` = step (as [`crate::live::pg::backoff_step`]),
+/// cap, factor, decay_after. Returns `{m before, m after, k before, k after, TIME}` as strings.
+pub const BACKOFF_LUA: &str = r#"
+local m = tonumber(redis.call('HGET', KEYS[1], 'm') or '1')
+local k = tonumber(redis.call('HGET', KEYS[1], 'k') or '0')
+local step = ARGV[1]
+local cap = tonumber(ARGV[2])
+local factor = tonumber(ARGV[3])
+local K = tonumber(ARGV[4])
+local nm, nk = m, 0
+if step == 'pressure' then nm = math.min(cap, m * factor)
+elseif step == 'ok' then
+  if k + 1 >= K then nm = math.max(1, m / factor) else nk = k + 1 end
+elseif step == 'decay' then nm = math.max(1, m / factor)
+elseif step == 'streak_ok' then
+  nm = 1
+  if k + 1 < K then nk = k + 1 end
+elseif step == 'streak_reset' then nm = 1
+end
+local f = function(x) return string.format('%.17g', x) end
+redis.call('HSET', KEYS[1], 'm', f(nm), 'k', nk)
+local t = redis.call('TIME')
+return {f(m), f(nm), tostring(k), tostring(nk), t[1], t[2]}
+"#;
+
+/// One shared backoff update: multiplier and streak before and after, and the server clock
+/// (µs) when it was applied.
+pub type BackoffUpdate = (f64, f64, i64, i64, i64);
+
+/// Apply one backoff step to the shared hash.
+pub fn backoff(
+    con: &mut Connection,
+    key: &str,
+    step: &str,
+    cap: f64,
+    factor: f64,
+    decay_after: u32,
+) -> RedisResult<BackoffUpdate> {
+    let v: Vec<String> = Script::new(BACKOFF_LUA)
+        .key(key)
+        .arg(step)
+        .arg(format!("{cap:?}"))
+        .arg(format!("{factor:?}"))
+        .arg(decay_after.max(1))
+        .invoke(con)?;
+    let f = |i: usize| v.get(i).and_then(|s| s.parse::<f64>().ok()).unwrap_or(1.0);
+    let k = |i: usize| v.get(i).and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+    Ok((f(0), f(1), k(2), k(3), k(4) * 1_000_000 + k(5)))
+}
+
+/// Keys under `prefix` (SCAN, not KEYS, so a big server is not blocked).
+pub fn keys_with_prefix(con: &mut Connection, prefix: &str) -> RedisResult<Vec<String>> {
+    let pattern = format!("{}*", glob_escape(prefix));
+    let mut cursor: u64 = 0;
+    let mut out = Vec::new();
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query(con)?;
+        out.extend(keys);
+        if next == 0 {
+            return Ok(out);
+        }
+        cursor = next;
+    }
+}
+
+/// Delete every key under `prefix`; the number deleted.
+pub fn delete_prefix(con: &mut Connection, prefix: &str) -> RedisResult<usize> {
+    let keys = keys_with_prefix(con, prefix)?;
+    for chunk in keys.chunks(500) {
+        let _: i64 = redis::cmd("DEL").arg(chunk).query(con)?;
+    }
+    Ok(keys.len())
+}
+
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_are_escaped_for_scan() {
+        assert_eq!(glob_escape("a*b?[c]"), "a\\*b\\?\\[c\\]");
+        assert_eq!(key_prefix("12_ab"), "pacesim:live:12_ab:");
+    }
+}

@@ -1,0 +1,262 @@
+//! Where the live stores are: connection settings from the usual environment, loopback
+//! defaults, and a clear one-line error naming a missing server and how to start it.
+//!
+//! | variable     | default                    |
+//! |--------------|----------------------------|
+//! | `PGHOST`     | `127.0.0.1`                |
+//! | `PGPORT`     | `5432`                     |
+//! | `PGUSER`     | the current user, then `postgres` if that role does not exist |
+//! | `PGPASSWORD` | none                       |
+//! | `PGDATABASE` | `test`                     |
+//! | `PGOPTIONS`  | none (e.g. `-c synchronous_commit=off`) |
+//! | `REDIS_URL`  | `redis://127.0.0.1:6379/`  |
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// PostgreSQL connection settings (what a worker needs to connect).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PgSettings {
+    /// Host (a name or address; a path starting with `/` is a Unix socket directory).
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Role.
+    pub user: String,
+    /// Password, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    /// Database.
+    pub dbname: String,
+    /// Server options sent at connection start (`PGOPTIONS`), e.g. `-c synchronous_commit=off`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<String>,
+}
+
+impl PgSettings {
+    /// From `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`, with loopback defaults.
+    pub fn from_env() -> PgSettings {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        PgSettings {
+            host: var("PGHOST").unwrap_or_else(|| "127.0.0.1".into()),
+            port: var("PGPORT").and_then(|p| p.parse().ok()).unwrap_or(5432),
+            user: var("PGUSER")
+                .or_else(|| var("USER"))
+                .or_else(|| var("LOGNAME"))
+                .unwrap_or_else(|| "postgres".into()),
+            password: var("PGPASSWORD"),
+            dbname: var("PGDATABASE").unwrap_or_else(|| "test".into()),
+            options: var("PGOPTIONS"),
+        }
+    }
+
+    /// True when `PGUSER` was not set, so a missing role may fall back to `postgres`.
+    pub fn user_is_default() -> bool {
+        std::env::var("PGUSER").map_or(true, |v| v.is_empty())
+    }
+
+    /// The same settings pointed at another address (a fault proxy).
+    pub fn via(&self, host: &str, port: u16) -> PgSettings {
+        PgSettings {
+            host: host.into(),
+            port,
+            ..self.clone()
+        }
+    }
+
+    /// A tokio-postgres configuration with a connect timeout.
+    pub fn config(&self, connect_timeout: Duration) -> tokio_postgres::Config {
+        let mut c = tokio_postgres::Config::new();
+        c.host(&self.host)
+            .port(self.port)
+            .user(&self.user)
+            .dbname(&self.dbname)
+            .application_name("pacesim-live")
+            .connect_timeout(connect_timeout);
+        if let Some(p) = &self.password {
+            c.password(p);
+        }
+        if let Some(o) = &self.options {
+            c.options(o);
+        }
+        c
+    }
+
+    /// `host:port` for messages.
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// Connect, spawning the connection task; the error is a [`Missing`] naming the server.
+    pub async fn connect(&self, timeout: Duration) -> Result<tokio_postgres::Client, Missing> {
+        let config = self.config(timeout);
+        match tokio::time::timeout(timeout, config.connect(tokio_postgres::NoTls)).await {
+            Ok(Ok((client, conn))) => {
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+                Ok(client)
+            }
+            Ok(Err(e)) => Err(Missing::postgres(self, &error_chain(&e))),
+            Err(_) => Err(Missing::postgres(self, "timed out")),
+        }
+    }
+
+    /// Connect as [`connect`](Self::connect), falling back to the role `postgres` when the
+    /// default role (the current user) does not exist. Returns the settings that worked.
+    pub async fn connect_resolving_user(
+        mut self,
+        timeout: Duration,
+    ) -> Result<(PgSettings, tokio_postgres::Client), Missing> {
+        match self.connect(timeout).await {
+            Ok(c) => Ok((self, c)),
+            Err(e) if Self::user_is_default() && self.user != "postgres" && e.detail.contains("does not exist") => {
+                self.user = "postgres".into();
+                let c = self.connect(timeout).await?;
+                Ok((self, c))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Redis connection settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RedisSettings {
+    /// `redis://host:port/db`.
+    pub url: String,
+}
+
+impl RedisSettings {
+    /// From `REDIS_URL`, default `redis://127.0.0.1:6379/`.
+    pub fn from_env() -> RedisSettings {
+        RedisSettings {
+            url: std::env::var("REDIS_URL")
+                .ok()
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| "redis://127.0.0.1:6379/".into()),
+        }
+    }
+
+    /// The server's `host:port`, when the URL names one.
+    pub fn host_port(&self) -> Option<(String, u16)> {
+        let c = redis::Client::open(self.url.as_str()).ok()?;
+        match c.get_connection_info().addr() {
+            redis::ConnectionAddr::Tcp(h, p) => Some((h.clone(), *p)),
+            _ => None,
+        }
+    }
+
+    /// A blocking connection (optionally through a proxy at `via`), with read and write
+    /// timeouts.
+    pub fn connect(&self, via: Option<(&str, u16)>, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+        let client = redis::Client::open(self.url.as_str())?;
+        let client = match via {
+            Some((h, p)) => {
+                let info = client
+                    .get_connection_info()
+                    .clone()
+                    .set_addr(redis::ConnectionAddr::Tcp(h.into(), p));
+                redis::Client::open(info)?
+            }
+            None => client,
+        };
+        let con = client.get_connection_with_timeout(timeout)?;
+        con.set_read_timeout(Some(timeout))?;
+        con.set_write_timeout(Some(timeout))?;
+        Ok(con)
+    }
+
+    /// Check that the server answers `PING`.
+    pub fn check(&self, timeout: Duration) -> Result<(), Missing> {
+        let r = self
+            .connect(None, timeout)
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+        r.map(|_| ()).map_err(|e| Missing::redis(self, &e.to_string()))
+    }
+}
+
+/// A store that could not be reached, and how to start it. Displays as one line.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{server} is not reachable at {addr} ({detail}); {hint}")]
+pub struct Missing {
+    /// `PostgreSQL` or `Redis`.
+    pub server: &'static str,
+    /// Where it was looked for.
+    pub addr: String,
+    /// The client's error.
+    pub detail: String,
+    /// How to start it or point pacesim elsewhere.
+    pub hint: String,
+}
+
+impl Missing {
+    fn postgres(s: &PgSettings, detail: &str) -> Missing {
+        let version = std::fs::read_dir("/etc/postgresql")
+            .ok()
+            .and_then(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .max()
+            })
+            .unwrap_or_else(|| "<version>".into());
+        Missing {
+            server: "PostgreSQL",
+            addr: s.addr(),
+            detail: one_line(detail),
+            hint: format!(
+                "start it (Debian: `pg_ctlcluster {version} main start`) or set PGHOST/PGPORT/PGUSER/PGPASSWORD/PGDATABASE (database `{}`, role `{}`)",
+                s.dbname, s.user
+            ),
+        }
+    }
+
+    fn redis(s: &RedisSettings, detail: &str) -> Missing {
+        Missing {
+            server: "Redis",
+            addr: s.url.clone(),
+            detail: one_line(detail),
+            hint: "start it (`redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no`) or set REDIS_URL".into(),
+        }
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// An error and its causes, on one line (tokio-postgres hides the useful part in `source`).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    one_line(&s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_is_one_line_and_names_the_server() {
+        let s = PgSettings {
+            host: "127.0.0.1".into(),
+            port: 1,
+            user: "u".into(),
+            password: None,
+            dbname: "test".into(),
+            options: None,
+        };
+        let m = Missing::postgres(&s, "connection refused\n(os error 111)");
+        let line = m.to_string();
+        assert!(line.starts_with("PostgreSQL is not reachable at 127.0.0.1:1 (connection refused (os error 111))"));
+        assert!(line.contains("pg_ctlcluster") && !line.contains('\n'), "{line}");
+    }
+}

@@ -1,0 +1,370 @@
+//! The aggregate arrival rate over time: one line per backend (arrivals at the destination in
+//! a sliding window), the ceiling as a dashed horizontal line, fault windows shaded, kills as
+//! dashed vertical marks, and a strip below showing when each backend had processes in
+//! fallback.
+//!
+//! The window is 1 s, as the ceiling's headline figure reads, unless the run is shorter than
+//! 10 s: a 1 s window over a 0.8 s run would hide a 4x burst, so short runs use the smallest of
+//! 10, 20, 50, 100, 200, 500 ms that is at least a tenth of the run (the title says which).
+
+use super::palette::colour;
+use super::{
+    DrawResult, Figure, LABEL, LegendItem, Swatch, TITLE, draw_faults, draw_legend, fault_bands, nice_ceil, num,
+    split_legend, text,
+};
+use crate::report::timeline::{Grid, Timeline};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+/// Windows a short run may use, nanoseconds.
+const SHORT_WINDOWS: [u64; 6] = [
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+    200_000_000,
+    500_000_000,
+];
+
+/// The sliding window for a run ending at `end_ns` binned at `width` ns (see the module doc).
+pub fn window_for(end_ns: u64, width: u64) -> u64 {
+    let w = if end_ns >= 10_000_000_000 {
+        1_000_000_000
+    } else {
+        SHORT_WINDOWS
+            .iter()
+            .copied()
+            .find(|&w| w * 10 >= end_ns)
+            .unwrap_or(1_000_000_000)
+    };
+    let w = w.max(width);
+    w.div_ceil(width) * width
+}
+
+/// A window length for titles: `1 s`, `100 ms`.
+pub fn window_label(ns: u64) -> String {
+    if ns >= 1_000_000_000 {
+        format!("{} s", num(ns as f64 / 1e9, 3))
+    } else {
+        format!("{} ms", num(ns as f64 / 1e6, 3))
+    }
+}
+
+/// Count per second in the window ending at each bin's end: `(time s, rate /s)`, from `(0, 0)`.
+pub fn sliding(grid: &Grid<u32>, window_ns: u64) -> Vec<(f64, f64)> {
+    let w = grid.width();
+    let k = (window_ns / w).max(1) as usize;
+    let win_s = (k as u64 * w) as f64 / 1e9;
+    let cells = grid.cells();
+    let mut out = Vec::with_capacity(cells.len() + 1);
+    out.push((0.0, 0.0));
+    let mut sum: u64 = 0;
+    for (i, &c) in cells.iter().enumerate() {
+        sum += c as u64;
+        if i >= k {
+            sum -= cells[i - k] as u64;
+        }
+        out.push((((i as u64 + 1) * w) as f64 / 1e9, sum as f64 / win_s));
+    }
+    out
+}
+
+/// One backend's line.
+#[derive(Clone, Debug)]
+pub struct RateLine {
+    /// Backend.
+    pub backend: String,
+    /// `(time s, arrivals /s)`: the windowed rate itself, or in long runs its mean over each
+    /// group of bins that shares a pixel column.
+    pub points: Vec<(f64, f64)>,
+    /// In long runs, `(time s, lowest, highest)` windowed rate in each group: the band
+    /// around the mean line (so a one-bin overshoot stays visible).
+    pub band: Vec<Band>,
+    /// The backend drawn with the very same line, if any (identical runs).
+    pub same_as: Option<String>,
+    /// The summary's achieved rate, for the legend.
+    pub achieved: f64,
+    /// Windows with a process in fallback, seconds.
+    pub fallback: Vec<(f64, f64)>,
+    /// Kill times, seconds.
+    pub kills: Vec<f64>,
+}
+
+/// `(time s, lowest, highest)`.
+pub type Band = (f64, f64, f64);
+
+/// Groups (pixel columns) a rate line is reduced to.
+pub const GROUPS: usize = 400;
+
+/// Reduce a windowed-rate series to at most [`GROUPS`] groups: the mean line and the
+/// lowest-highest band. A series of up to `4 * GROUPS` points is drawn as one line instead,
+/// with no band.
+pub fn mean_and_band(points: &[(f64, f64)]) -> (Vec<(f64, f64)>, Vec<Band>) {
+    if points.len() <= 4 * GROUPS {
+        // few enough to draw as one line (its extremes kept), with no band
+        return (super::decimate(points, GROUPS), Vec::new());
+    }
+    let per = points.len().div_ceil(GROUPS);
+    let mut mean = Vec::with_capacity(GROUPS + 1);
+    let mut band = Vec::with_capacity(GROUPS + 1);
+    for g in points.chunks(per) {
+        let t = g[g.len() / 2].0;
+        let m = g.iter().map(|p| p.1).sum::<f64>() / g.len() as f64;
+        let lo = g.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+        let hi = g.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+        mean.push((t, m));
+        band.push((t, lo, hi));
+    }
+    (mean, band)
+}
+
+/// The rate-over-time figure of one scenario.
+#[derive(Clone, Debug)]
+pub struct RateFigure {
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed the series come from.
+    pub seed: u64,
+    /// The ceiling, per second.
+    pub ceiling: f64,
+    /// Window length, ns.
+    pub window_ns: u64,
+    /// End of the longest run, seconds.
+    pub end_s: f64,
+    /// One line per backend.
+    pub lines: Vec<RateLine>,
+    /// Fault bands `(kind, start s, end s)`.
+    pub bands: Vec<(String, f64, f64)>,
+}
+
+impl RateFigure {
+    /// Build from each backend's timeline (with series) and achieved rate, in table order.
+    pub fn new(scenario: &str, seed: u64, ceiling: f64, runs: &[(&str, &Timeline, f64)]) -> RateFigure {
+        let end = runs.iter().map(|r| r.1.end()).max().unwrap_or(0).max(1);
+        let width = runs.iter().map(|r| r.1.arrivals().width()).max().unwrap_or(1);
+        let window_ns = window_for(end, width);
+        let end_s = end as f64 / 1e9;
+        let mut lines: Vec<RateLine> = runs
+            .iter()
+            .map(|(b, tl, achieved)| {
+                let (points, band) = mean_and_band(&sliding(tl.arrivals(), window_ns));
+                RateLine {
+                    backend: b.to_string(),
+                    points,
+                    band,
+                    same_as: None,
+                    achieved: *achieved,
+                    fallback: tl
+                        .fallback()
+                        .iter()
+                        .map(|&(s, e)| (s as f64 / 1e9, e.unwrap_or(tl.end()) as f64 / 1e9))
+                        .collect(),
+                    kills: tl.crashes().iter().map(|&t| t as f64 / 1e9).collect(),
+                }
+            })
+            .collect();
+        let keys: Vec<_> = lines.iter().map(|l| (&l.points, &l.band)).collect();
+        let same = super::same_as(&keys);
+        let names: Vec<String> = lines.iter().map(|l| l.backend.clone()).collect();
+        for (l, s) in lines.iter_mut().zip(same) {
+            l.same_as = s.map(|j| names[j].clone());
+        }
+        let bands = fault_bands(runs.iter().flat_map(|r| r.1.faults()), end_s);
+        RateFigure {
+            scenario: scenario.to_string(),
+            seed,
+            ceiling,
+            window_ns,
+            end_s,
+            lines,
+            bands,
+        }
+    }
+
+    fn has_fallback(&self) -> bool {
+        self.lines.iter().any(|l| !l.fallback.is_empty())
+    }
+}
+
+impl Figure for RateFigure {
+    fn size(&self) -> (u32, u32) {
+        (1200, 640)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB> {
+        let (main, legend) = split_legend(root);
+        let fb_rows: Vec<&RateLine> = self.lines.iter().filter(|l| !l.fallback.is_empty()).collect();
+        let strip_h = if self.has_fallback() {
+            40 + 26 * fb_rows.len() as u32
+        } else {
+            0
+        };
+        let (h_main, _) = (main.dim_in_pixel().1, ());
+        let (top, strip) = main.split_vertically(h_main - strip_h);
+
+        let peak = self
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.1).chain(l.band.iter().map(|b| b.2)))
+            .fold(0.0, f64::max);
+        let ymax = nice_ceil(peak.max(self.ceiling) * 1.08);
+        let xmax = if self.end_s > 0.0 { self.end_s } else { 1.0 };
+        let title = format!(
+            "{}: arrival rate at the destination ({} sliding window, seed {})",
+            self.scenario,
+            window_label(self.window_ns),
+            self.seed
+        );
+        let mut chart = ChartBuilder::on(&top)
+            .caption(title, text(TITLE, BLACK))
+            .margin(12)
+            .margin_right(20)
+            .x_label_area_size(48)
+            .y_label_area_size(72)
+            .build_cartesian_2d(0.0..xmax, 0.0..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("time (s)")
+            .y_desc(format!("arrivals per second (last {})", window_label(self.window_ns)))
+            .label_style(text(LABEL, BLACK))
+            .axis_desc_style(text(super::AXIS, BLACK))
+            .max_light_lines(1)
+            .light_line_style(RGBColor(243, 243, 243))
+            .bold_line_style(RGBColor(215, 215, 215))
+            .x_label_formatter(&|v| num(*v, 3))
+            .y_label_formatter(&|v| num(*v, 2))
+            .draw()?;
+        let kills: Vec<(f64, RGBColor)> = self
+            .lines
+            .iter()
+            .flat_map(|l| l.kills.iter().map(move |&t| (t, colour(&l.backend))))
+            .collect();
+        draw_faults(&mut chart, &self.bands, &kills, 0.0, ymax)?;
+        for l in self.lines.iter().filter(|l| !l.band.is_empty() && l.same_as.is_none()) {
+            let mut poly: Vec<(f64, f64)> = l.band.iter().map(|b| (b.0, b.2)).collect();
+            poly.extend(l.band.iter().rev().map(|b| (b.0, b.1)));
+            chart.draw_series(std::iter::once(Polygon::new(
+                poly,
+                colour(&l.backend).mix(0.18).filled(),
+            )))?;
+        }
+        // Identical lines would hide each other: earlier backends are drawn wider underneath.
+        for (l, w) in self.lines.iter().zip(super::stacked_widths(self.lines.len())) {
+            chart.draw_series(LineSeries::new(
+                l.points.iter().copied(),
+                colour(&l.backend).stroke_width(w),
+            ))?;
+        }
+        chart.draw_series(DashedLineSeries::new(
+            vec![(0.0, self.ceiling), (xmax, self.ceiling)],
+            14,
+            8,
+            BLACK.stroke_width(2),
+        ))?;
+        let at = chart.backend_coord(&(xmax, self.ceiling));
+        super::boxed_label(&top, at, &format!("ceiling {}/s", num(self.ceiling, 3)))?;
+
+        if !fb_rows.is_empty() {
+            let n = fb_rows.len() as u32;
+            let mut sc = ChartBuilder::on(&strip)
+                .margin_left(12)
+                .margin_right(20)
+                .margin_bottom(6)
+                .x_label_area_size(0)
+                .y_label_area_size(72)
+                .caption("processes in fallback", text(LABEL, BLACK))
+                .build_cartesian_2d(0.0..xmax, (0..n).into_segmented())?;
+            sc.configure_mesh()
+                .disable_mesh()
+                .label_style(text(LABEL - 2, BLACK))
+                .y_label_formatter(&|v| match v {
+                    SegmentValue::CenterOf(i) => fb_rows.get(*i as usize).map_or(String::new(), |l| l.backend.clone()),
+                    _ => String::new(),
+                })
+                .draw()?;
+            for (j, l) in fb_rows.iter().enumerate() {
+                let c = colour(&l.backend);
+                sc.draw_series(l.fallback.iter().map(|&(s, e)| {
+                    Rectangle::new(
+                        [
+                            (s, SegmentValue::Exact(j as u32)),
+                            (e.max(s + xmax * 0.002), SegmentValue::Exact(j as u32 + 1)),
+                        ],
+                        c.mix(0.7).filled(),
+                    )
+                }))?;
+            }
+        }
+
+        let mut items: Vec<LegendItem> = self
+            .lines
+            .iter()
+            .map(|l| {
+                let same = l
+                    .same_as
+                    .as_ref()
+                    .map_or(String::new(), |o| format!("; same line as {o}"));
+                LegendItem::new(
+                    Swatch::Line(colour(&l.backend)),
+                    format!("{} (achieved {}/s{same})", l.backend, num(l.achieved, 1)),
+                )
+            })
+            .collect();
+        items.push(LegendItem::new(
+            Swatch::Dashed(BLACK),
+            format!("ceiling {}/s", num(self.ceiling, 3)),
+        ));
+        if self.lines.iter().any(|l| !l.band.is_empty()) {
+            items.push(LegendItem::new(
+                Swatch::Band(RGBColor(90, 90, 90), 0.25),
+                "band: lowest to highest window in each pixel column; line: their mean",
+            ));
+        }
+        if !self.bands.is_empty() {
+            items.push(LegendItem::new(
+                Swatch::Band(super::FAULT_GREY, super::FAULT_ALPHA * 2.0),
+                "fault window (kind named at its top)",
+            ));
+        }
+        if !kills.is_empty() {
+            items.push(LegendItem::new(
+                Swatch::Line(RGBColor(90, 90, 90)),
+                "kill (thin vertical line, in the backend's colour)",
+            ));
+        }
+        if !fb_rows.is_empty() {
+            items.push(LegendItem::new(
+                Swatch::Band(RGBColor(90, 90, 90), 0.5),
+                "a process in fallback (strip below the plot)",
+            ));
+        }
+        draw_legend(&legend, 56, &items)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows() {
+        assert_eq!(window_for(780_000_000, 1_000_000), 100_000_000);
+        assert_eq!(window_for(60_000_000_000, 10_000_000), 1_000_000_000);
+        assert_eq!(window_for(3_000_000_000, 100_000_000), 500_000_000);
+        assert_eq!(window_label(100_000_000), "100 ms");
+        assert_eq!(window_label(1_000_000_000), "1 s");
+    }
+
+    #[test]
+    fn sliding_counts_per_second() {
+        let mut g: Grid<u32> = Grid::new(100_000_000, 100);
+        for t in [0, 50_000_000, 150_000_000, 950_000_000, 1_050_000_000] {
+            *g.at(t) += 1;
+        }
+        let s = sliding(&g, 1_000_000_000);
+        assert_eq!(s[0], (0.0, 0.0));
+        assert_eq!(s[1], (0.1, 2.0));
+        assert_eq!(s[10], (1.0, 4.0));
+        assert_eq!(s[11], (1.1, 3.0)); // the first bin left the window
+    }
+}

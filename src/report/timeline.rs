@@ -1,0 +1,501 @@
+//! [`Timeline`]: the streaming sink that bins what the plots and the derived table figures
+//! need, in memory bounded by the binning rather than the number of events.
+//!
+//! Counts go into [`Grid`]s: fixed-width time bins starting at [`FINE_WIDTH_NS`] that coarsen
+//! by a factor of ten whenever a run outgrows their cap (1 ms, 10 ms, 100 ms, 1 s, ...), so
+//! every width divides one second and a 3600 s run at 10,000/s costs the same memory as a
+//! 60 s one. Marks (fault windows, kills, fallback windows) are kept up to [`MAX_MARKS`] each.
+//!
+//! The largest stall after a kill is measured here, from the trace alone: after each `crash`,
+//! the longest gap between consecutive progress events (`grant` or `arrival`, the crash
+//! instant counting as the first point) among the gaps that begin within the settle window
+//! `max(1 s, 10 × interval)` of the crash. A gap still open when the run ends counts up to the
+//! end.
+
+use crate::trace::{Event, Header, OpKind, Sink};
+use hdrhistogram::Histogram;
+
+/// Width of the finest time bin, nanoseconds (1 ms).
+pub const FINE_WIDTH_NS: u64 = 1_000_000;
+/// Bins of the aggregate arrival grid before it coarsens.
+pub const ARRIVAL_CAP: usize = 1 << 16;
+/// Bins of each per-process grid and each gauge grid before it coarsens.
+pub const COARSE_CAP: usize = 4096;
+/// Largest round trip the latency histogram tracks, ns (as `summary::Figures`; larger values
+/// saturate).
+pub const LATENCY_HIGH_NS: u64 = 10_000_000_000_000;
+/// Most marks of each kind (fault windows, kills, fallback windows) kept for plotting.
+pub const MAX_MARKS: usize = 4096;
+
+/// One bin's content: something two adjacent bins can be merged into.
+pub trait Cell: Clone + Default {
+    /// Absorb the bin that follows this one.
+    fn absorb(&mut self, later: &Self);
+}
+
+impl Cell for u32 {
+    fn absorb(&mut self, later: &Self) {
+        *self = self.saturating_add(*later);
+    }
+}
+
+/// A piecewise-constant value (a backoff multiplier) seen through one bin.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Gauge {
+    /// Largest value in force at any time in the bin (set only if it changed in the bin).
+    pub max: Option<f64>,
+    /// Value in force at the end of the bin (set only if it changed in the bin).
+    pub last: Option<f64>,
+}
+
+impl Cell for Gauge {
+    fn absorb(&mut self, later: &Self) {
+        self.max = match (self.max, later.max) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        self.last = later.last.or(self.last);
+    }
+}
+
+impl Gauge {
+    /// Record a change `from -> to` in this bin.
+    fn change(&mut self, from: f64, to: f64) {
+        let m = self.max.map_or(from.max(to), |m| m.max(from).max(to));
+        self.max = Some(m);
+        self.last = Some(to);
+    }
+}
+
+/// Fixed-width time bins from 0, coarsening tenfold whenever a time falls past the cap.
+#[derive(Clone, Debug)]
+pub struct Grid<T> {
+    width: u64,
+    cells: Vec<T>,
+    cap: usize,
+}
+
+impl<T: Cell> Grid<T> {
+    /// Bins of `width` ns, at most `cap` of them (`cap` at least 10).
+    pub fn new(width: u64, cap: usize) -> Self {
+        Grid {
+            width,
+            cells: Vec::new(),
+            cap: cap.max(10),
+        }
+    }
+    /// Bin width, nanoseconds.
+    pub fn width(&self) -> u64 {
+        self.width
+    }
+    /// The bins, from time 0.
+    pub fn cells(&self) -> &[T] {
+        &self.cells
+    }
+    /// The bin holding time `t`, created (and the grid coarsened) as needed.
+    pub fn at(&mut self, t: u64) -> &mut T {
+        let mut i = t / self.width;
+        while i >= self.cap as u64 {
+            self.coarsen();
+            i = t / self.width;
+        }
+        let i = i as usize;
+        if self.cells.len() <= i {
+            self.cells.resize(i + 1, T::default());
+        }
+        &mut self.cells[i]
+    }
+    /// Make sure the bins reach time `t` (empty bins up to it).
+    pub fn extend_to(&mut self, t: u64) {
+        self.at(t);
+    }
+    /// Merge every ten adjacent bins into one.
+    pub fn coarsen(&mut self) {
+        self.width *= 10;
+        self.cells = self
+            .cells
+            .chunks(10)
+            .map(|c| {
+                let mut a = c[0].clone();
+                for x in &c[1..] {
+                    a.absorb(x);
+                }
+                a
+            })
+            .collect();
+    }
+    /// Coarsen until the width is at least `width`.
+    pub fn coarsen_to(&mut self, width: u64) {
+        while self.width < width {
+            self.coarsen();
+        }
+    }
+}
+
+/// A fault window from `fault` events (`end` is `None` while open, and for `clock` faults,
+/// which last the whole run).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultWindow {
+    /// Index in the scenario's fault list.
+    pub id: u32,
+    /// Fault kind (`store_outage`, `partition`, ...).
+    pub kind: String,
+    /// Start, ns.
+    pub start: u64,
+    /// End, ns.
+    pub end: Option<u64>,
+}
+
+/// The largest stall after a kill (see the module doc).
+#[derive(Clone, Debug, Default)]
+struct StallMeter {
+    settle: u64,
+    /// Start of the current gap: the last progress event or crash.
+    cursor: u64,
+    /// Gaps that begin at or before this count.
+    watch_until: Option<u64>,
+    max: Option<u64>,
+}
+
+impl StallMeter {
+    fn crash(&mut self, t: u64) {
+        self.close(t);
+        self.cursor = t;
+        self.watch_until = Some(t + self.settle);
+        self.max.get_or_insert(0);
+    }
+    fn close(&mut self, t: u64) {
+        if let Some(w) = self.watch_until
+            && self.cursor <= w
+        {
+            let gap = t - self.cursor.min(t);
+            self.max = Some(self.max.map_or(gap, |m| m.max(gap)));
+        }
+    }
+    fn progress(&mut self, t: u64) {
+        self.close(t);
+        self.cursor = t;
+    }
+}
+
+/// The plotting sink for one run (see the module doc).
+#[derive(Debug)]
+pub struct Timeline {
+    series: bool,
+    header: Option<Header>,
+    arrivals: Grid<u32>,
+    per_process: Vec<Grid<u32>>,
+    per_process_total: Vec<u64>,
+    latency: Histogram<u64>,
+    sent: Vec<Option<u64>>,
+    global_mult: Grid<Gauge>,
+    has_global_mult: bool,
+    pp_mult: Vec<f64>,
+    pp_mean: Grid<Gauge>,
+    pp_max: Grid<Gauge>,
+    has_pp_mult: bool,
+    faults: Vec<FaultWindow>,
+    crashes: Vec<u64>,
+    crash_count: u64,
+    in_fallback: Vec<bool>,
+    fallback_count: u32,
+    fallback: Vec<(u64, Option<u64>)>,
+    stall: StallMeter,
+    end: u64,
+}
+
+impl Timeline {
+    /// A sink that keeps every series the plots need.
+    pub fn new() -> Timeline {
+        Timeline::with_series(true)
+    }
+
+    /// With `series` false only the round-trip histogram and the derived figures (stall after
+    /// a kill) are kept: for runs that feed statistics but not plots.
+    pub fn with_series(series: bool) -> Timeline {
+        Timeline {
+            series,
+            header: None,
+            arrivals: Grid::new(FINE_WIDTH_NS, ARRIVAL_CAP),
+            per_process: Vec::new(),
+            per_process_total: Vec::new(),
+            latency: Histogram::new_with_bounds(1, LATENCY_HIGH_NS, 3).expect("valid histogram bounds"),
+            sent: Vec::new(),
+            global_mult: Grid::new(FINE_WIDTH_NS, COARSE_CAP),
+            has_global_mult: false,
+            pp_mult: Vec::new(),
+            pp_mean: Grid::new(FINE_WIDTH_NS, COARSE_CAP),
+            pp_max: Grid::new(FINE_WIDTH_NS, COARSE_CAP),
+            has_pp_mult: false,
+            faults: Vec::new(),
+            crashes: Vec::new(),
+            crash_count: 0,
+            in_fallback: Vec::new(),
+            fallback_count: 0,
+            fallback: Vec::new(),
+            stall: StallMeter::default(),
+            end: 0,
+        }
+    }
+
+    /// The trace header, once seen.
+    pub fn header(&self) -> Option<&Header> {
+        self.header.as_ref()
+    }
+    /// True if the series were kept.
+    pub fn has_series(&self) -> bool {
+        self.series
+    }
+    /// Destination arrivals per bin, from 0 to the end of the run.
+    pub fn arrivals(&self) -> &Grid<u32> {
+        &self.arrivals
+    }
+    /// Each process's arrivals per bin (grids may differ in width; see [`Grid::coarsen_to`]).
+    pub fn per_process(&self) -> &[Grid<u32>] {
+        &self.per_process
+    }
+    /// Each process's arrivals in total.
+    pub fn per_process_total(&self) -> &[u64] {
+        &self.per_process_total
+    }
+    /// Reservation round trips (send to reply), nanoseconds; the same measure as the
+    /// summary's `reservation` figures.
+    pub fn latency(&self) -> &Histogram<u64> {
+        &self.latency
+    }
+    /// The shared multiplier, if the run had one.
+    pub fn global_multiplier(&self) -> Option<&Grid<Gauge>> {
+        self.has_global_mult.then_some(&self.global_mult)
+    }
+    /// The per-process multipliers' mean and max across processes, if the run had them.
+    pub fn per_process_multiplier(&self) -> Option<(&Grid<Gauge>, &Grid<Gauge>)> {
+        self.has_pp_mult.then_some((&self.pp_mean, &self.pp_max))
+    }
+    /// Fault windows, in start order.
+    pub fn faults(&self) -> &[FaultWindow] {
+        &self.faults
+    }
+    /// Kill times (the first [`MAX_MARKS`]).
+    pub fn crashes(&self) -> &[u64] {
+        &self.crashes
+    }
+    /// Number of kills.
+    pub fn crash_count(&self) -> u64 {
+        self.crash_count
+    }
+    /// Windows in which at least one process was in fallback.
+    pub fn fallback(&self) -> &[(u64, Option<u64>)] {
+        &self.fallback
+    }
+    /// The largest stall after a kill, ns; `None` when nothing was killed.
+    pub fn largest_stall_after_kill(&self) -> Option<u64> {
+        let mut s = self.stall.clone();
+        s.close(self.end);
+        s.max
+    }
+    /// The last event's time, ns.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    fn pid_slot<T: Clone>(v: &mut Vec<T>, pid: u32, fill: T) -> &mut T {
+        let i = pid as usize;
+        if v.len() <= i {
+            v.resize(i + 1, fill);
+        }
+        &mut v[i]
+    }
+
+    fn multiplier(&mut self, t: u64, pid: Option<u32>, from: f64, to: f64) {
+        match pid {
+            None => {
+                self.has_global_mult = true;
+                self.global_mult.at(t).change(from, to);
+            }
+            Some(p) => {
+                self.has_pp_mult = true;
+                let (old_mean, old_max) = self.pp_stats();
+                *Self::pid_slot(&mut self.pp_mult, p, 1.0) = to;
+                let (mean, max) = self.pp_stats();
+                self.pp_mean.at(t).change(old_mean, mean);
+                self.pp_max.at(t).change(old_max, max);
+            }
+        }
+    }
+
+    fn pp_stats(&self) -> (f64, f64) {
+        if self.pp_mult.is_empty() {
+            return (1.0, 1.0);
+        }
+        let sum: f64 = self.pp_mult.iter().sum();
+        let max = self.pp_mult.iter().copied().fold(f64::MIN, f64::max);
+        (sum / self.pp_mult.len() as f64, max)
+    }
+
+    fn fallback_edge(&mut self, t: u64, pid: u32, enter: bool) {
+        let slot = Self::pid_slot(&mut self.in_fallback, pid, false);
+        if *slot == enter {
+            return;
+        }
+        *slot = enter;
+        if enter {
+            self.fallback_count += 1;
+            if self.fallback_count == 1 {
+                if self.fallback.len() < MAX_MARKS {
+                    self.fallback.push((t, None));
+                } else if let Some(last) = self.fallback.last_mut() {
+                    last.1 = None; // past the cap: extend the last window
+                }
+            }
+        } else {
+            self.fallback_count -= 1;
+            if self.fallback_count == 0
+                && let Some(last) = self.fallback.last_mut()
+            {
+                last.1 = Some(t);
+            }
+        }
+    }
+}
+
+impl Default for Timeline {
+    fn default() -> Self {
+        Timeline::new()
+    }
+}
+
+impl Sink for Timeline {
+    fn header(&mut self, h: &Header) {
+        let n = h.processes as usize;
+        self.sent = vec![None; n];
+        self.in_fallback = vec![false; n];
+        if self.series {
+            self.per_process = vec![Grid::new(FINE_WIDTH_NS, COARSE_CAP); n];
+            self.per_process_total = vec![0; n];
+            self.pp_mult = vec![1.0; n];
+        }
+        let interval = (1e9 / h.rate).ceil() as u64;
+        self.stall.settle = (10 * interval).max(1_000_000_000);
+        self.header = Some(h.clone());
+    }
+
+    fn event(&mut self, ev: &Event) {
+        self.end = self.end.max(ev.t());
+        match *ev {
+            Event::Arrival { t, pid, .. } => {
+                self.stall.progress(t);
+                if self.series {
+                    *self.arrivals.at(t) += 1;
+                    let g = Self::pid_slot(&mut self.per_process, pid, Grid::new(FINE_WIDTH_NS, COARSE_CAP));
+                    *g.at(t) += 1;
+                    *Self::pid_slot(&mut self.per_process_total, pid, 0) += 1;
+                }
+            }
+            Event::Grant { t, .. } => self.stall.progress(t),
+            // The same round-trip definition as `summary::Figures`.
+            Event::OpSent {
+                t,
+                pid,
+                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
+            } => *Self::pid_slot(&mut self.sent, pid, None) = Some(t),
+            Event::Reply {
+                t,
+                pid,
+                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
+                ..
+            } => {
+                if let Some(Some(s)) = self.sent.get_mut(pid as usize).map(|s| s.take()) {
+                    self.latency.saturating_record((t - s).max(1));
+                }
+            }
+            Event::StoreError { pid, .. } => {
+                if let Some(s) = self.sent.get_mut(pid as usize) {
+                    *s = None;
+                }
+            }
+            Event::Crash { t, pid, .. } => {
+                if let Some(s) = self.sent.get_mut(pid as usize) {
+                    *s = None;
+                }
+                self.crash_count += 1;
+                self.stall.crash(t);
+                if self.series {
+                    if self.crashes.len() < MAX_MARKS {
+                        self.crashes.push(t);
+                    }
+                    self.fallback_edge(t, pid, false);
+                }
+            }
+            Event::Multiplier { t, pid, from, to, .. } if self.series => self.multiplier(t, pid, from, to),
+            Event::Fallback { t, pid, enter, .. } if self.series => self.fallback_edge(t, pid, enter),
+            Event::Fault { t, id, ref kind, start } if self.series => {
+                if start {
+                    if self.faults.len() < MAX_MARKS {
+                        self.faults.push(FaultWindow {
+                            id,
+                            kind: kind.clone(),
+                            start: t,
+                            end: None,
+                        });
+                    }
+                } else if let Some(w) = self.faults.iter_mut().rev().find(|w| w.id == id && w.end.is_none()) {
+                    w.end = Some(t);
+                }
+            }
+            _ => {}
+        }
+        if self.series {
+            self.arrivals.extend_to(self.end);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_coarsens_tenfold_and_keeps_counts() {
+        let mut g: Grid<u32> = Grid::new(1, 10);
+        for t in 0..10 {
+            *g.at(t) += 1;
+        }
+        assert_eq!((g.width(), g.cells().len()), (1, 10));
+        *g.at(25) += 1;
+        assert_eq!(g.width(), 10);
+        assert_eq!(g.cells(), &[10, 0, 1]);
+        g.coarsen_to(100);
+        assert_eq!(g.cells(), &[11]);
+    }
+
+    #[test]
+    fn gauge_merges_max_and_last() {
+        let mut a = Gauge::default();
+        a.change(1.0, 4.0);
+        let mut b = Gauge::default();
+        b.change(4.0, 2.0);
+        a.absorb(&b);
+        assert_eq!((a.max, a.last), (Some(4.0), Some(2.0)));
+        let mut c = Gauge::default();
+        c.absorb(&Gauge::default());
+        assert_eq!(c, Gauge::default());
+    }
+
+    #[test]
+    fn stall_after_kill() {
+        let mut s = StallMeter {
+            settle: 1000,
+            ..Default::default()
+        };
+        s.progress(10);
+        s.progress(20);
+        assert_eq!(s.max, None);
+        s.crash(100);
+        s.progress(150); // 50 after the crash
+        s.progress(900); // 750
+        s.progress(5000); // 4100: it begins inside the settle window (until 1100)
+        s.progress(5010);
+        s.progress(20_000); // begins after the settle window: not a stall after the kill
+        assert_eq!(s.max, Some(4100));
+    }
+}

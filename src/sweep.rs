@@ -1,0 +1,724 @@
+//! `pacesim sweep` and `pacesim merge`: one scenario over a grid of parameter values times a
+//! range of seeds, run in parallel, one row per run and a summary with confidence intervals
+//! per grid point; shardable across machines and mergeable back into the same result.
+//!
+//! ```text
+//! pacesim sweep sims/r1-small.toml --grid 'processes=4,16,64' --grid 'rate=7,50' --seeds 100
+//! pacesim sweep FILE ... --shard 0/4 --out out/0     # on each of 4 machines: 0/4 .. 3/4
+//! pacesim merge out/0 out/1 out/2 out/3 --out out/all
+//! ```
+//!
+//! # The plan
+//!
+//! A `--grid KEY=V1,V2,...` axis sets one scenario field to each value in turn; several axes
+//! form their cross product, the first axis varying slowest. `KEY` is a dotted path into the
+//! scenario file (`store.service.value`, `checks.burst`, ...) or one of the short names in
+//! [`ALIASES`] (`processes`, `rate`, `backend`, `requests`, `duration`, `burst`). A value is
+//! read as TOML (`7`, `0.5`, `"row"`), or else taken as a string (`row`, `0.6ms`), and every
+//! grid point is validated like a scenario file before anything runs. Each grid point runs
+//! with `--seeds N` seeds: the scenario's own seed, seed + 1, ..., seed + N - 1.
+//!
+//! Runs are numbered in that order (`run = point * seeds + seed offset`). `--shard i/n` runs
+//! exactly the runs whose number is `i` modulo `n`, so `n` machines that each run one shard
+//! cover the sweep once, with nothing to coordinate but the command line.
+//!
+//! # Outputs (in `--out`, default `reports/sweep/<scenario>`)
+//!
+//! - `runs.csv` and `runs.jsonl`: one row per run, by run number: grid values, seed, fetches,
+//!   achieved rate, bursts needed, the largest 1 s window, reservation p99, pass/fail and the
+//!   failing checks, and the trace hash;
+//! - `summary.csv`: per grid point, the pass count and, for each figure, the mean over seeds
+//!   with its 95% Student-t confidence interval ([`crate::stats::mean_ci`]);
+//! - `sweep.json`: the plan (file, axes, seeds, total runs, a hash of the scenario text) and
+//!   which shard this is, so `merge` can refuse shards of different sweeps.
+//!
+//! Figures are recorded at six decimals, and summaries are computed from the recorded rows in
+//! run order, so `merge` of all shards writes byte for byte what one unsharded sweep writes
+//! (`tests/sweep.rs` checks it).
+
+use crate::scenario::Scenario;
+use crate::stats::{LEVEL, mean_ci};
+use crate::summary::{self, Summary};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+/// Short grid keys and the scenario fields they set.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("processes", "processes.count"),
+    ("rate", "pacer.rate"),
+    ("backend", "pacer.backend"),
+    ("requests", "processes.requests"),
+    ("duration", "duration"),
+    ("burst", "checks.burst"),
+];
+
+/// One grid axis: a scenario field and the values it takes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Axis {
+    /// The key as the user wrote it (a column name in the outputs).
+    pub key: String,
+    /// The dotted scenario path it sets.
+    pub path: String,
+    /// The values, as written.
+    pub values: Vec<String>,
+}
+
+impl Axis {
+    /// Parse `KEY=V1,V2,...`.
+    pub fn parse(spec: &str) -> Result<Axis, String> {
+        let (key, values) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("--grid `{spec}`: expected KEY=V1,V2,..."))?;
+        let key = key.trim();
+        let values: Vec<String> = values.split(',').map(|v| v.trim().to_string()).collect();
+        if key.is_empty() || values.iter().any(String::is_empty) {
+            return Err(format!("--grid `{spec}`: expected KEY=V1,V2,... with no empty part"));
+        }
+        let path = ALIASES.iter().find(|a| a.0 == key).map_or(key, |a| a.1).to_string();
+        if path == "seed" {
+            return Err("--grid: vary the seed with --seeds, not a grid axis".into());
+        }
+        Ok(Axis {
+            key: key.to_string(),
+            path,
+            values,
+        })
+    }
+}
+
+/// `--shard i/n`: this process runs the runs numbered `i` modulo `n`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// Which slice, `0..count`.
+    pub index: u64,
+    /// How many slices.
+    pub count: u64,
+}
+
+impl Shard {
+    /// Parse `i/n` with `0 <= i < n`.
+    pub fn parse(spec: &str) -> Result<Shard, String> {
+        let err = || format!("--shard `{spec}`: expected i/n with 0 <= i < n, e.g. 0/4");
+        let (i, n) = spec.split_once('/').ok_or_else(err)?;
+        let (index, count): (u64, u64) = (
+            i.trim().parse().map_err(|_| err())?,
+            n.trim().parse().map_err(|_| err())?,
+        );
+        if count == 0 || index >= count {
+            return Err(err());
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// Does run number `run` belong to this shard?
+    pub fn owns(&self, run: u64) -> bool {
+        run % self.count == self.index
+    }
+}
+
+/// What a sweep runs: written to `sweep.json` so shards can be checked against each other.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The scenario file, as given.
+    pub file: String,
+    /// The scenario's name.
+    pub scenario: String,
+    /// FNV-1a 64 of the scenario file's text: shards of different files do not merge.
+    pub source_hash: String,
+    /// The grid axes, in order (the first varies slowest).
+    pub axes: Vec<Axis>,
+    /// Seeds per grid point.
+    pub seeds: u64,
+    /// The first seed (the scenario's own).
+    pub first_seed: u64,
+    /// Runs in the whole sweep: grid points x seeds.
+    pub runs: u64,
+    /// The slice these outputs hold; `None` for a whole sweep (or a merge of all shards).
+    pub shard: Option<Shard>,
+}
+
+/// A sweep ready to run: the manifest and one validated scenario per grid point.
+#[derive(Debug)]
+pub struct Plan {
+    /// What runs.
+    pub manifest: Manifest,
+    // invariant: one scenario per grid point, in run order; each already validated.
+    points: Vec<(Vec<String>, Scenario)>,
+}
+
+impl Plan {
+    /// Read `file` and build every grid point's scenario (validated, so a bad value fails
+    /// here, before anything runs).
+    pub fn new(file: &Path, axes: Vec<Axis>, seeds: u64) -> Result<Plan, String> {
+        let label = file.display().to_string();
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{label}: cannot read: {e}"))?;
+        Plan::from_text(&label, &text, axes, seeds)
+    }
+
+    /// [`Plan::new`] on scenario text; `label` names it in errors and in the manifest.
+    pub fn from_text(label: &str, text: &str, axes: Vec<Axis>, seeds: u64) -> Result<Plan, String> {
+        if seeds == 0 {
+            return Err("--seeds must be at least 1".into());
+        }
+        let base = Scenario::parse(label, text).map_err(|e| e.to_string())?;
+        let doc: toml::Table = toml::from_str(text).map_err(|e| format!("{label}: {e}"))?;
+        let mut points = Vec::new();
+        for values in cross_product(&axes) {
+            let mut d = doc.clone();
+            for (axis, v) in axes.iter().zip(&values) {
+                set_path(&mut d, &axis.path, toml_value(v)).map_err(|e| format!("--grid {}: {e}", axis.key))?;
+            }
+            let point = axes
+                .iter()
+                .zip(&values)
+                .map(|(a, v)| format!("{}={v}", a.key))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let src = toml::to_string(&d).map_err(|e| format!("{label} [{point}]: {e}"))?;
+            let sc = Scenario::parse(&format!("{label} [{point}]"), &src).map_err(|e| e.to_string())?;
+            points.push((values, sc));
+        }
+        let runs = points.len() as u64 * seeds;
+        Ok(Plan {
+            manifest: Manifest {
+                file: label.to_string(),
+                scenario: base.name.clone(),
+                source_hash: format!("{:016x}", fnv1a(text.as_bytes())),
+                axes,
+                seeds,
+                first_seed: base.seed,
+                runs,
+                shard: None,
+            },
+            points,
+        })
+    }
+
+    /// The scenario of run number `run`, and its grid values.
+    fn scenario(&self, run: u64) -> (&[String], Scenario) {
+        let (values, sc) = &self.points[(run / self.manifest.seeds) as usize];
+        let mut sc = sc.clone();
+        sc.seed = self.manifest.first_seed.wrapping_add(run % self.manifest.seeds);
+        (values, sc)
+    }
+
+    /// Run the runs `shard` owns (all of them for `None`) in parallel, with a progress bar on
+    /// a terminal; returns their rows by run number.
+    pub fn run(&self, shard: Option<Shard>) -> Vec<Row> {
+        let runs: Vec<u64> = (0..self.manifest.runs)
+            .filter(|r| shard.is_none_or(|s| s.owns(*r)))
+            .collect();
+        let bar = if std::io::stderr().is_terminal() {
+            ProgressBar::new(runs.len() as u64).with_style(
+                ProgressStyle::with_template("{bar:40} {pos}/{len} runs  {elapsed} elapsed, eta {eta}")
+                    .expect("valid progress template"),
+            )
+        } else {
+            ProgressBar::hidden()
+        };
+        let rows: Vec<Row> = runs
+            .par_iter()
+            .map(|&run| {
+                let (values, sc) = self.scenario(run);
+                let s = summary::simulate(&sc, None, None).expect("no trace file, so no I/O error");
+                bar.inc(1);
+                Row::new(run, &self.manifest.axes, values, &s)
+            })
+            .collect();
+        bar.finish_and_clear();
+        rows
+    }
+}
+
+/// Every combination of the axes' values, the first axis varying slowest.
+fn cross_product(axes: &[Axis]) -> Vec<Vec<String>> {
+    let mut out = vec![Vec::new()];
+    for a in axes {
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                a.values.iter().map(move |v| {
+                    let mut p = prefix.clone();
+                    p.push(v.clone());
+                    p
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// A grid value as TOML (`7`, `0.5`, `true`, `"row"`), or else as a string (`row`, `0.6ms`).
+fn toml_value(raw: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+}
+
+/// Set the dotted `path` in a TOML document, creating tables on the way.
+fn set_path(doc: &mut toml::Table, path: &str, v: toml::Value) -> Result<(), String> {
+    let mut parts: Vec<&str> = path.split('.').collect();
+    let last = parts.pop().expect("split yields at least one part");
+    let mut t = doc;
+    for (i, p) in parts.iter().enumerate() {
+        let entry = t
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = entry
+            .as_table_mut()
+            .ok_or_else(|| format!("`{}` is not a table", parts[..=i].join(".")))?;
+    }
+    t.insert(last.to_string(), v);
+    Ok(())
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// A figure recorded at six decimals: the value `merge` reads back from `runs.jsonl` exactly
+/// (a decimal with at most 15 significant digits parses to the same `f64` it printed from).
+fn six(x: f64) -> f64 {
+    if x.is_finite() { (x * 1e6).round() / 1e6 } else { x }
+}
+
+/// One run's row in `runs.csv` / `runs.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Row {
+    /// Run number: `point * seeds + seed offset`.
+    pub run: u64,
+    /// Scenario name.
+    pub scenario: String,
+    /// Backend.
+    pub backend: String,
+    /// Grid values by axis key.
+    pub grid: BTreeMap<String, String>,
+    /// Seed.
+    pub seed: u64,
+    /// Fetches that reached the destination.
+    pub fetches: u64,
+    /// Fetches per second between the first and last fetch start.
+    pub achieved_rate: f64,
+    /// Smallest burst the destination arrivals conform to.
+    pub burst_needed: u64,
+    /// Smallest burst the granted slots conform to.
+    pub slot_burst_needed: u64,
+    /// Largest number of arrivals in any 1 s window.
+    pub max_window: u64,
+    /// Reservation round trip, 99th percentile, milliseconds.
+    pub p99_ms: f64,
+    /// Did every check pass?
+    pub pass: bool,
+    /// The checks that failed, by name.
+    pub failed: Vec<String>,
+    /// The run's trace hash (replays with `pacesim run FILE --seed SEED`).
+    pub trace_hash: String,
+}
+
+impl Row {
+    fn new(run: u64, axes: &[Axis], values: &[String], s: &Summary) -> Row {
+        Row {
+            run,
+            scenario: s.scenario.clone(),
+            backend: s.backend.clone(),
+            grid: axes.iter().map(|a| a.key.clone()).zip(values.iter().cloned()).collect(),
+            seed: s.seed,
+            fetches: s.fetches,
+            achieved_rate: six(s.achieved_rate),
+            burst_needed: s.burst_needed,
+            slot_burst_needed: s.slot_burst_needed,
+            max_window: s.max_window.count,
+            p99_ms: six(s.reservation.p99_ms),
+            pass: s.all_pass(),
+            failed: s.checks.iter().filter(|c| !c.1.pass).map(|c| c.0.clone()).collect(),
+            trace_hash: s.trace_hash.clone(),
+        }
+    }
+}
+
+/// A figure summarised per grid point: its column name and how to read it from a row.
+type Figure = (&'static str, fn(&Row) -> f64);
+
+/// The figures summarised per grid point, in column order.
+const FIGURES: &[Figure] = &[
+    ("achieved_rate", |r| r.achieved_rate),
+    ("burst_needed", |r| r.burst_needed as f64),
+    ("slot_burst_needed", |r| r.slot_burst_needed as f64),
+    ("max_window", |r| r.max_window as f64),
+    ("p99_ms", |r| r.p99_ms),
+];
+
+/// One CSV field, quoted when it needs to be.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn csv_line(fields: impl IntoIterator<Item = String>) -> String {
+    let mut line = fields.into_iter().map(|f| csv_field(&f)).collect::<Vec<_>>().join(",");
+    line.push('\n');
+    line
+}
+
+/// `runs.csv`: a header, then one line per row.
+pub fn runs_csv(m: &Manifest, rows: &[Row]) -> String {
+    let mut head = vec!["run".to_string(), "scenario".into(), "backend".into()];
+    head.extend(m.axes.iter().map(|a| a.key.clone()));
+    head.extend(
+        [
+            "seed",
+            "fetches",
+            "achieved_rate",
+            "burst_needed",
+            "slot_burst_needed",
+            "max_window",
+            "p99_ms",
+            "pass",
+            "failed",
+            "trace_hash",
+        ]
+        .map(String::from),
+    );
+    let mut out = csv_line(head);
+    for r in rows {
+        let mut f = vec![r.run.to_string(), r.scenario.clone(), r.backend.clone()];
+        f.extend(m.axes.iter().map(|a| r.grid.get(&a.key).cloned().unwrap_or_default()));
+        f.extend([
+            r.seed.to_string(),
+            r.fetches.to_string(),
+            format!("{:.6}", r.achieved_rate),
+            r.burst_needed.to_string(),
+            r.slot_burst_needed.to_string(),
+            r.max_window.to_string(),
+            format!("{:.6}", r.p99_ms),
+            r.pass.to_string(),
+            r.failed.join(";"),
+            r.trace_hash.clone(),
+        ]);
+        out.push_str(&csv_line(f));
+    }
+    out
+}
+
+/// `runs.jsonl`: one JSON object per row.
+pub fn runs_jsonl(rows: &[Row]) -> String {
+    rows.iter()
+        .map(|r| serde_json::to_string(r).expect("rows serialise") + "\n")
+        .collect()
+}
+
+/// One grid point's summary.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PointSummary {
+    /// The grid values, in axis order.
+    pub values: Vec<String>,
+    /// Runs (seeds) at this point.
+    pub runs: usize,
+    /// Runs where every check passed.
+    pub passed: usize,
+    /// Per figure (achieved rate, burst, slot burst, largest 1 s window, p99 ms): the mean
+    /// and the 95% half-width (`None` for one run).
+    pub figures: Vec<(f64, Option<f64>)>,
+}
+
+/// Summarise rows (sorted by run number) per grid point, in grid order.
+pub fn summarise(m: &Manifest, rows: &[Row]) -> Vec<PointSummary> {
+    let mut out: Vec<PointSummary> = Vec::new();
+    for point in rows.chunk_by(|a, b| a.run / m.seeds == b.run / m.seeds) {
+        let figures = FIGURES
+            .iter()
+            .map(|(_, f)| {
+                let xs: Vec<f64> = point.iter().map(f).collect();
+                let ci = mean_ci(&xs, LEVEL).expect("a grid point has at least one run");
+                (ci.mean, ci.half_width)
+            })
+            .collect();
+        out.push(PointSummary {
+            values: m
+                .axes
+                .iter()
+                .map(|a| point[0].grid.get(&a.key).cloned().unwrap_or_default())
+                .collect(),
+            runs: point.len(),
+            passed: point.iter().filter(|r| r.pass).count(),
+            figures,
+        });
+    }
+    out
+}
+
+/// `summary.csv`: per grid point, runs, passes, and each figure's mean and 95% half-width.
+pub fn summary_csv(m: &Manifest, points: &[PointSummary]) -> String {
+    let mut head: Vec<String> = m.axes.iter().map(|a| a.key.clone()).collect();
+    head.extend(["runs".to_string(), "passed".into()]);
+    for (name, _) in FIGURES {
+        head.push(format!("{name}_mean"));
+        head.push(format!("{name}_ci95"));
+    }
+    let mut out = csv_line(head);
+    for p in points {
+        let mut f = p.values.clone();
+        f.extend([p.runs.to_string(), p.passed.to_string()]);
+        for (mean, half) in &p.figures {
+            f.push(format!("{mean:.6}"));
+            f.push(half.map(|h| format!("{h:.6}")).unwrap_or_default());
+        }
+        out.push_str(&csv_line(f));
+    }
+    out
+}
+
+/// Write a sweep's (or a merge's) outputs into `dir`.
+pub fn write(dir: &Path, m: &Manifest, rows: &[Row]) -> Result<(), String> {
+    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let files = [
+        (
+            "sweep.json",
+            serde_json::to_string_pretty(m).expect("manifest serialises") + "\n",
+        ),
+        ("runs.csv", runs_csv(m, rows)),
+        ("runs.jsonl", runs_jsonl(rows)),
+        ("summary.csv", summary_csv(m, &summarise(m, rows))),
+    ];
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// Read one shard's outputs: `path` is its directory or its `runs.jsonl`.
+pub fn read_shard(path: &Path) -> Result<(Manifest, Vec<Row>), String> {
+    let dir = if path.is_dir() {
+        path
+    } else {
+        path.parent().unwrap_or(Path::new("."))
+    };
+    let mpath = dir.join("sweep.json");
+    let text = std::fs::read_to_string(&mpath).map_err(|e| format!("{}: {e}", mpath.display()))?;
+    let m: Manifest = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", mpath.display()))?;
+    let rpath = dir.join("runs.jsonl");
+    let text = std::fs::read_to_string(&rpath).map_err(|e| format!("{}: {e}", rpath.display()))?;
+    let mut rows = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let r: Row = serde_json::from_str(line).map_err(|e| format!("{}:{}: {e}", rpath.display(), i + 1))?;
+        rows.push(r);
+    }
+    Ok((m, rows))
+}
+
+/// Combine shards into the whole sweep: they must share one plan and cover every run exactly
+/// once. Returns the whole sweep's manifest and rows, by run number.
+pub fn merge(shards: Vec<(Manifest, Vec<Row>)>) -> Result<(Manifest, Vec<Row>), String> {
+    let mut it = shards.into_iter();
+    let (first, mut rows) = it.next().ok_or("merge: no inputs")?;
+    let plan = Manifest { shard: None, ..first };
+    for (m, r) in it {
+        let m = Manifest { shard: None, ..m };
+        if m != plan {
+            return Err(format!(
+                "merge: shards of different sweeps: {} ({} runs, source {}) and {} ({} runs, source {})",
+                plan.file, plan.runs, plan.source_hash, m.file, m.runs, m.source_hash
+            ));
+        }
+        rows.extend(r);
+    }
+    rows.sort_by_key(|r| r.run);
+    if let Some(w) = rows.windows(2).find(|w| w[0].run == w[1].run) {
+        return Err(format!("merge: run {} appears twice (a shard given twice?)", w[0].run));
+    }
+    if rows.len() as u64 != plan.runs || rows.last().is_some_and(|r| r.run >= plan.runs) {
+        let have: std::collections::BTreeSet<u64> = rows.iter().map(|r| r.run).collect();
+        let missing: Vec<u64> = (0..plan.runs).filter(|r| !have.contains(r)).take(5).collect();
+        return Err(format!(
+            "merge: {} of {} runs present; missing runs include {missing:?} (a shard left out?)",
+            rows.len(),
+            plan.runs
+        ));
+    }
+    Ok((plan, rows))
+}
+
+/// Print the summary as a table.
+pub fn print_summary(m: &Manifest, points: &[PointSummary]) {
+    let keys: Vec<&str> = m.axes.iter().map(|a| a.key.as_str()).collect();
+    println!(
+        "\n== sweep {} ({} runs: {} grid points x {} seeds; mean ± 95% CI)",
+        m.scenario,
+        m.runs,
+        points.len(),
+        m.seeds
+    );
+    let head: Vec<String> = keys.iter().map(|k| format!("{k:>10}")).collect();
+    println!(
+        "{} {:>7} {:>22} {:>16} {:>16} {:>16}",
+        head.join(" "),
+        "pass",
+        "rate/s",
+        "burst",
+        "max1s",
+        "p99 ms"
+    );
+    let ci = |(mean, half): (f64, Option<f64>), digits: usize| match half {
+        Some(h) => format!("{mean:.digits$} ± {h:.digits$}"),
+        None => format!("{mean:.digits$}"),
+    };
+    for p in points {
+        let vals: Vec<String> = p.values.iter().map(|v| format!("{v:>10}")).collect();
+        println!(
+            "{} {:>7} {:>22} {:>16} {:>16} {:>16}",
+            vals.join(" "),
+            format!("{}/{}", p.passed, p.runs),
+            ci(p.figures[0], 3),
+            ci(p.figures[1], 1),
+            ci(p.figures[3], 1),
+            ci(p.figures[4], 3)
+        );
+    }
+}
+
+/// The default output directory of a sweep of `scenario`.
+pub fn default_out(scenario: &str, shard: Option<Shard>) -> PathBuf {
+    let base = Path::new("reports").join("sweep").join(scenario);
+    match shard {
+        Some(s) => base.join(format!("shard-{}-of-{}", s.index, s.count)),
+        None => base,
+    }
+}
+
+/// `pacesim sweep`: returns the exit status.
+pub fn cli_sweep(file: &Path, grid: &[String], seeds: u64, out: Option<&Path>, shard: Option<&str>) -> i32 {
+    let bad = |m: String| {
+        eprintln!("error: {m}");
+        crate::cli::EXIT_BAD_INPUT
+    };
+    let axes = match grid.iter().map(|g| Axis::parse(g)).collect::<Result<Vec<_>, _>>() {
+        Ok(a) => a,
+        Err(e) => return bad(e),
+    };
+    let shard = match shard.map(Shard::parse).transpose() {
+        Ok(s) => s,
+        Err(e) => return bad(e),
+    };
+    let plan = match Plan::new(file, axes, seeds) {
+        Ok(p) => p,
+        Err(e) => return bad(e),
+    };
+    let rows = plan.run(shard);
+    let m = Manifest {
+        shard,
+        ..plan.manifest.clone()
+    };
+    let dir = out.map_or_else(|| default_out(&m.scenario, shard), Path::to_path_buf);
+    if let Err(e) = write(&dir, &m, &rows) {
+        return bad(e);
+    }
+    match shard {
+        Some(s) => println!(
+            "shard {}/{}: {} of {} runs written to {} (combine the shards with `pacesim merge`)",
+            s.index,
+            s.count,
+            rows.len(),
+            m.runs,
+            dir.display()
+        ),
+        None => {
+            print_summary(&m, &summarise(&m, &rows));
+            println!("\nwritten to {}", dir.display());
+        }
+    }
+    crate::cli::EXIT_PASS
+}
+
+/// `pacesim merge`: returns the exit status.
+pub fn cli_merge(inputs: &[PathBuf], out: Option<&Path>) -> i32 {
+    let run = || -> Result<(), String> {
+        let shards = inputs.iter().map(|p| read_shard(p)).collect::<Result<Vec<_>, _>>()?;
+        let (m, rows) = merge(shards)?;
+        let dir = out.map_or_else(|| default_out(&m.scenario, None), Path::to_path_buf);
+        write(&dir, &m, &rows)?;
+        print_summary(&m, &summarise(&m, &rows));
+        println!("\nmerged {} inputs into {}", inputs.len(), dir.display());
+        Ok(())
+    };
+    match run() {
+        Ok(()) => crate::cli::EXIT_PASS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            crate::cli::EXIT_BAD_INPUT
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axes_and_shards_parse() {
+        let a = Axis::parse("processes=4, 16,64").unwrap();
+        assert_eq!((a.path.as_str(), a.values.len()), ("processes.count", 3));
+        assert_eq!(
+            Axis::parse("store.latency.median=0.6ms").unwrap().path,
+            "store.latency.median"
+        );
+        assert!(Axis::parse("rate").is_err());
+        assert!(Axis::parse("rate=7,,8").is_err());
+        assert!(Axis::parse("seed=1,2").is_err());
+        assert_eq!(Shard::parse("1/4").unwrap(), Shard { index: 1, count: 4 });
+        for bad in ["4/4", "1/0", "x/2", "3"] {
+            assert!(Shard::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn grid_values_are_typed_and_validated() {
+        assert_eq!(toml_value("7"), toml::Value::Integer(7));
+        assert_eq!(toml_value("0.5"), toml::Value::Float(0.5));
+        assert_eq!(toml_value("row"), toml::Value::String("row".into()));
+        assert_eq!(toml_value("0.6ms"), toml::Value::String("0.6ms".into()));
+        let src = "name='t'\nduration='1s'\n[pacer]\nbackend='row'\nrate=10.0\n[processes]\ncount=2\nrequests=1\n";
+        let axes = vec![
+            Axis::parse("rate=7,50").unwrap(),
+            Axis::parse("checks.burst=3").unwrap(),
+        ];
+        let p = Plan::from_text("t.toml", src, axes, 3).unwrap();
+        assert_eq!(p.manifest.runs, 6);
+        let (values, sc) = p.scenario(4);
+        assert_eq!(
+            (values[0].as_str(), sc.pacer.rate, sc.seed, sc.checks.burst),
+            ("50", 50.0, 2, 3)
+        );
+        let e = Plan::from_text("t.toml", src, vec![Axis::parse("rate=0").unwrap()], 1).unwrap_err();
+        assert!(e.contains("[rate=0]") && e.contains("pacer.rate"), "{e}");
+        // a table a path creates must still be a valid one
+        let e = Plan::from_text("t.toml", src, vec![Axis::parse("store.latency.value=1ms").unwrap()], 1);
+        assert!(e.unwrap_err().contains("missing field `dist`"));
+    }
+
+    #[test]
+    fn six_decimals_round_trip_through_json() {
+        for x in [
+            6.999_999_063_118_225,
+            9_999.960_001,
+            0.1 + 0.2,
+            1e-7,
+            123_456_789.123_456_7,
+        ] {
+            let r = six(x);
+            let back: f64 = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+            assert_eq!(back.to_bits(), r.to_bits(), "{x}");
+        }
+    }
+}

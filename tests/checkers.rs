@@ -1,0 +1,802 @@
+//! The property checkers on hand-written traces: each one seen passing on a correct trace and
+//! FAILING on a defective one (a checker never seen failing is not trusted), plus the real
+//! simulator's row backend as a false-alarm guard.
+
+use pacesim::check::{Suite, Verdict};
+use pacesim::scenario::Scenario;
+use pacesim::trace::{Event, Header, OpKind, Sink, TRACE_VERSION};
+use proptest::prelude::*;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+const MS: u64 = 1_000_000;
+const S: u64 = 1_000_000_000;
+/// 7/s.
+const I: u64 = 142_857_143;
+
+fn header(backend: &str, processes: u32, rate: f64, detail: serde_json::Value) -> Header {
+    Header {
+        ev: "header".into(),
+        version: TRACE_VERSION,
+        source: "test".into(),
+        scenario: "hand".into(),
+        backend: backend.into(),
+        seed: 1,
+        processes,
+        rate,
+        burst: 2,
+        multiplier_cap: 8.0,
+        backend_detail: detail,
+    }
+}
+
+/// Run the suite over a trace (sorted by time, stably); verdicts by name.
+fn check(h: &Header, events: &[Event]) -> BTreeMap<&'static str, Verdict> {
+    let mut evs = events.to_vec();
+    evs.sort_by_key(|e| e.t());
+    let mut suite = Suite::new();
+    suite.header(h);
+    for e in &evs {
+        suite.event(e);
+    }
+    suite.verdicts().into_iter().map(|v| (v.name, v)).collect()
+}
+
+fn passes(v: &BTreeMap<&str, Verdict>, name: &str) -> String {
+    let c = v
+        .get(name)
+        .unwrap_or_else(|| panic!("{name} did not report: {:?}", v.keys()));
+    assert!(c.pass, "{name} should pass: {}", c.detail);
+    c.detail.clone()
+}
+
+fn fails(v: &BTreeMap<&str, Verdict>, name: &str) -> String {
+    let c = v
+        .get(name)
+        .unwrap_or_else(|| panic!("{name} did not report: {:?}", v.keys()));
+    assert!(!c.pass, "{name} should FAIL: {}", c.detail);
+    assert!(!c.detail.is_empty());
+    c.detail.clone()
+}
+
+// ---- trace pieces ----------------------------------------------------------------------------
+
+/// A row reservation: sent at `t`, granted at `t` (slot `slot`, store clock = reference), reply
+/// at `t`.
+fn reserve(t: u64, pid: u32, slot: u64, m: f64) -> Vec<Event> {
+    vec![
+        Event::OpSent {
+            t,
+            pid,
+            op: OpKind::Reserve,
+        },
+        Event::Grant {
+            t,
+            pid,
+            slot: slot as i64,
+            now: t as i64,
+            interval: (I as f64 * m).round() as u64,
+            multiplier: m,
+        },
+        Event::Reply {
+            t,
+            pid,
+            op: OpKind::Reserve,
+            wait: slot.saturating_sub(t),
+        },
+    ]
+}
+
+fn fetch(t: u64, pid: u32, status: u16) -> Vec<Event> {
+    vec![
+        Event::FetchStart { t, pid },
+        Event::Arrival { t, pid, status },
+        Event::FetchEnd { t: t + MS, pid, status },
+    ]
+}
+
+/// A response reported to the shared store: fetch_end at `t`, report served at `t + served`,
+/// reply at `t + 2 ms` (the multiplier change, if any, at the serve).
+fn respond(t: u64, pid: u32, status: u16, served: u64, change: Option<(f64, f64)>) -> Vec<Event> {
+    let mut v = vec![
+        Event::FetchEnd { t, pid, status },
+        Event::OpSent {
+            t,
+            pid,
+            op: OpKind::Report,
+        },
+        Event::Reply {
+            t: t + 2 * MS,
+            pid,
+            op: OpKind::Report,
+            wait: 0,
+        },
+    ];
+    if let Some((from, to)) = change {
+        v.push(Event::Multiplier {
+            t: t + served,
+            pid: None,
+            from,
+            to,
+            cause: if status == 200 {
+                "decay".into()
+            } else {
+                status.to_string()
+            },
+        });
+    }
+    v
+}
+
+fn end(t: u64) -> Event {
+    Event::End { t }
+}
+
+fn backoff_detail() -> serde_json::Value {
+    json!({"backoff_factor": 2.0, "decay_after": 3, "backoff": "global"})
+}
+
+// ---- backoff_coherence ---------------------------------------------------------------------
+
+#[test]
+fn backoff_global_schedule_passes() {
+    let h = header("row", 4, 7.0, backoff_detail());
+    let mut ev = Vec::new();
+    // a 429 doubles the shared multiplier; three clean responses of the fleet halve it
+    ev.extend(respond(S, 0, 429, MS, Some((1.0, 2.0))));
+    ev.extend(respond(2 * S, 1, 200, MS, None));
+    ev.extend(respond(3 * S, 2, 200, MS, None));
+    ev.extend(respond(4 * S, 3, 200, MS, Some((2.0, 1.0))));
+    // grants under the multiplier in force, spaced by interval x multiplier
+    ev.extend(reserve(S + 10 * MS, 0, S + 10 * MS, 2.0));
+    ev.extend(reserve(S + 20 * MS, 1, S + 10 * MS + 2 * I, 2.0));
+    ev.extend(reserve(5 * S, 2, 5 * S, 1.0));
+    ev.push(end(6 * S));
+    let d = passes(&check(&h, &ev), "backoff_coherence");
+    assert!(d.contains("2 multiplier changes match one reference machine"), "{d}");
+}
+
+#[test]
+fn backoff_reports_applied_out_of_fetch_end_order_still_pass() {
+    // fetch_end order: pid 0 clean (the 3rd in a row: the reference decays 2 -> 1), then pid 1's
+    // 429 (1 -> 2). Both reports are in flight together and the store applies the 429 first
+    // (2 -> 4), then the clean one (streak 1, no change): a legal linearisation.
+    let h = header("row", 2, 7.0, backoff_detail());
+    let mut ev = Vec::new();
+    ev.extend(respond(S, 0, 429, MS, Some((1.0, 2.0))));
+    ev.extend(respond(2 * S, 1, 200, MS, None));
+    ev.extend(respond(3 * S, 0, 200, MS, None));
+    ev.extend(respond(4 * S, 0, 200, MS + MS / 2, None));
+    ev.extend(respond(4 * S + MS / 10, 1, 429, MS / 2, Some((2.0, 4.0))));
+    ev.push(end(5 * S));
+    passes(&check(&h, &ev), "backoff_coherence");
+}
+
+#[test]
+fn backoff_per_process_streak_decays_too_early_and_fails() {
+    // Each process counts its own streak. pid 0 has two clean responses; pid 1's 429 resets the
+    // fleet's streak but not pid 0's, so pid 0's next clean response is its own 3rd and it
+    // decays the shared multiplier while the fleet has seen one clean response since the 429.
+    let h = header(
+        "row",
+        2,
+        7.0,
+        json!({"backoff_factor": 2.0, "decay_after": 3, "streak": "per_process"}),
+    );
+    let mut ev = Vec::new();
+    ev.extend(respond(S, 0, 200, MS, None));
+    ev.extend(respond(2 * S, 0, 200, MS, None));
+    ev.extend(respond(3 * S, 1, 429, MS, Some((1.0, 2.0))));
+    ev.extend(respond(4 * S, 0, 200, MS, Some((2.0, 1.0))));
+    ev.push(end(5 * S));
+    let d = fails(&check(&h, &ev), "backoff_coherence");
+    assert!(d.contains("at 4.001s"), "{d}");
+    assert!(d.contains("decayed too early"), "{d}");
+    assert!(d.contains("streak is 0/3 with 1 clean response(s) pending"), "{d}");
+}
+
+#[test]
+fn backoff_per_process_streak_missing_decay_fails() {
+    // The fleet's 3rd clean response after the 429 must decay; per-process streaks (each at
+    // 1/3) do not, and the trace shows no change.
+    let h = header("row", 3, 7.0, backoff_detail());
+    let mut ev = Vec::new();
+    ev.extend(respond(S, 0, 429, MS, Some((1.0, 2.0))));
+    for (i, pid) in [0, 1, 2].into_iter().enumerate() {
+        ev.extend(respond((2 + i as u64) * S, pid, 200, MS, None));
+    }
+    ev.push(end(6 * S));
+    let d = fails(&check(&h, &ev), "backoff_coherence");
+    assert!(d.contains("decays 2→1 on this clean response"), "{d}");
+    assert!(d.contains("fetch_end pid 2 at 4.000s"), "{d}");
+}
+
+#[test]
+fn backoff_diverging_per_process_multipliers_fail() {
+    // Each process keeps its own multiplier: pid 1's 429 takes *its* multiplier from 1 to 2
+    // while the fleet's is already 2 after pid 0's 429; pid 2 still paces at 1.
+    let h = header(
+        "row",
+        3,
+        7.0,
+        json!({"backoff_factor": 2.0, "decay_after": 3, "backoff": "per_process"}),
+    );
+    let ev = vec![
+        Event::FetchEnd {
+            t: S,
+            pid: 0,
+            status: 429,
+        },
+        Event::Multiplier {
+            t: S,
+            pid: Some(0),
+            from: 1.0,
+            to: 2.0,
+            cause: "429".into(),
+        },
+        Event::FetchEnd {
+            t: 2 * S,
+            pid: 1,
+            status: 429,
+        },
+        Event::Multiplier {
+            t: 2 * S,
+            pid: Some(1),
+            from: 1.0,
+            to: 2.0,
+            cause: "429".into(),
+        },
+        end(3 * S),
+    ];
+    let d = fails(&check(&h, &ev), "backoff_coherence");
+    assert!(d.contains("at 2.000s: pid 1's own multiplier changed 1→2 (429)"), "{d}");
+    assert!(d.contains("reference multiplier is 2"), "{d}");
+
+    // the same divergence seen in the grants: pid 2 reserves at multiplier 1 after the 429
+    let mut ev = respond(S, 0, 429, MS, Some((1.0, 2.0)));
+    ev.extend(reserve(2 * S, 2, 2 * S, 1.0));
+    ev.push(end(3 * S));
+    let d = fails(&check(&h, &ev), "backoff_coherence");
+    assert!(d.contains("grant to pid 2 applied multiplier 1"), "{d}");
+}
+
+#[test]
+fn backoff_multiplier_out_of_range_and_close_slots_fail() {
+    let h = header("row", 2, 7.0, backoff_detail());
+    let mut ev = respond(S, 0, 429, MS, Some((1.0, 2.0)));
+    ev.push(Event::Multiplier {
+        t: 2 * S,
+        pid: None,
+        from: 2.0,
+        to: 16.0,
+        cause: "429".into(),
+    });
+    ev.push(end(3 * S));
+    let d = fails(&check(&h, &ev), "backoff_coherence");
+    assert!(d.contains("outside [1, 8]"), "{d}");
+
+    // two shared slots half an interval apart
+    let mut ev = reserve(S, 0, S, 1.0);
+    ev.extend(reserve(S, 1, S + I / 2, 1.0));
+    ev.push(end(2 * S));
+    let d = fails(&check(&h, &ev), "backoff_coherence");
+    assert!(d.contains("before the previous slot + interval x multiplier"), "{d}");
+}
+
+// ---- self_heal ------------------------------------------------------------------------------
+
+/// Closed-loop row pacing at 7/s with 4 processes: each reserves right after its fetch, the
+/// pace row hands out consecutive slots. `skip` slot indices are granted to a process that
+/// was killed before using it.
+fn paced_row(n_slots: u64, kill_at_slot: Option<u64>) -> Vec<Event> {
+    let mut ev = Vec::new();
+    for k in 0..n_slots {
+        let pid = (k % 4) as u32;
+        let slot = k * I;
+        let asked = slot.saturating_sub(3 * I);
+        ev.extend(reserve(asked, pid, slot, 1.0));
+        if Some(k) == kill_at_slot {
+            ev.push(Event::Crash {
+                t: asked,
+                pid,
+                point: "mid_reservation".into(),
+            });
+            ev.push(Event::Restart { t: asked + 2 * S, pid });
+            continue;
+        }
+        ev.extend(fetch(slot, pid, 200));
+    }
+    ev
+}
+
+#[test]
+fn self_heal_row_kill_mid_reservation_passes() {
+    let h = header("row", 4, 7.0, json!({}));
+    let mut ev = paced_row(100, Some(40));
+    ev.push(end(100 * I));
+    let v = check(&h, &ev);
+    let d = passes(&v, "self_heal");
+    assert!(d.contains("largest stall 0.286s"), "{d}");
+    assert!(d.contains("normal spacing 0.143s"), "{d}");
+}
+
+#[test]
+fn self_heal_wedge_after_kill_fails() {
+    // claim_row with K = 1: pid 0 is killed holding the only slot at 5 s; the others poll every
+    // 100 ms until the end and never fetch again.
+    let h = header("claim_row", 3, 7.0, json!({"locks": 1, "lock_use": "concurrency"}));
+    let mut ev = Vec::new();
+    let mut t = 0;
+    let mut k = 0u32;
+    while t < 5 * S {
+        let pid = k % 3;
+        ev.push(Event::OpSent {
+            t,
+            pid,
+            op: OpKind::TryLock,
+        });
+        ev.push(Event::LockAcquired { t, pid, lock: 0 });
+        ev.extend(fetch(t, pid, 200));
+        ev.push(Event::LockReleased {
+            t: t + 2 * MS,
+            pid,
+            lock: 0,
+            reason: "release".into(),
+        });
+        t += 200 * MS;
+        k += 1;
+    }
+    ev.push(Event::OpSent {
+        t: 5 * S,
+        pid: 0,
+        op: OpKind::TryLock,
+    });
+    ev.push(Event::LockAcquired {
+        t: 5 * S,
+        pid: 0,
+        lock: 0,
+    });
+    ev.push(Event::Crash {
+        t: 5 * S + MS,
+        pid: 0,
+        point: "holding_lock".into(),
+    });
+    let mut t = 5 * S + 10 * MS;
+    while t < 30 * S {
+        for pid in [1, 2] {
+            ev.push(Event::OpSent {
+                t,
+                pid,
+                op: OpKind::TryLock,
+            });
+        }
+        t += 100 * MS;
+    }
+    ev.push(end(30 * S));
+    let v = check(&h, &ev);
+    let d = fails(&v, "self_heal");
+    assert!(
+        d.starts_with("wedge: after pid 0 killed at 5.001s (holding_lock)"),
+        "{d}"
+    );
+    assert!(d.contains("pids 1, 2"), "{d}");
+    assert!(d.contains("to the end at 30.000s"), "{d}");
+    // and the wedge starves throughput
+    fails(&v, "liveness");
+    passes(&v, "mutual_exclusion");
+}
+
+#[test]
+fn self_heal_capacity_lost_for_good_fails() {
+    // Two slots, fetches of 200 ms: a start every 100 ms. After the kill one slot stays claimed
+    // and starts come every 200 ms: the pace resumes at once but never returns to normal.
+    let h = header("claim_row", 4, 7.0, json!({"locks": 2, "lock_use": "concurrency"}));
+    let mut ev = Vec::new();
+    let mut t = 0;
+    let mut k = 0u32;
+    while t < 20 * S {
+        let pid = k % 4;
+        let gap = if t < 10 * S { 100 * MS } else { 200 * MS };
+        ev.push(Event::OpSent {
+            t: t.saturating_sub(50 * MS),
+            pid,
+            op: OpKind::TryLock,
+        });
+        ev.push(Event::FetchStart { t, pid });
+        // the others keep polling
+        for other in 0..4 {
+            if other != pid {
+                ev.push(Event::OpSent {
+                    t,
+                    pid: other,
+                    op: OpKind::TryLock,
+                });
+            }
+        }
+        t += gap;
+        k += 1;
+    }
+    ev.push(Event::Crash {
+        t: 10 * S - MS,
+        pid: 3,
+        point: "holding_lock".into(),
+    });
+    ev.push(end(20 * S));
+    let d = fails(&check(&h, &ev), "self_heal");
+    assert!(d.contains("did not return to normal"), "{d}");
+    assert!(d.contains("2.0x further apart"), "{d}");
+}
+
+// ---- degradation ------------------------------------------------------------------------------
+
+fn outage(t0: u64, t1: u64, kind: &str) -> Vec<Event> {
+    vec![
+        Event::Fault {
+            t: t0,
+            id: 0,
+            kind: kind.into(),
+            start: true,
+        },
+        Event::Fault {
+            t: t1,
+            id: 0,
+            kind: kind.into(),
+            start: false,
+        },
+    ]
+}
+
+/// Four processes in fallback from 10 s to 20 s, each pacing itself at `interval`.
+fn fallback_run(mode: &str, interval: u64) -> Vec<Event> {
+    let mut ev = outage(10 * S, 20 * S, "store_outage");
+    // shared pace before
+    for k in 0..70 {
+        ev.extend(fetch(k * I, (k % 4) as u32, 200));
+    }
+    for pid in 0..4u32 {
+        let t0 = 10 * S + pid as u64 * (interval / 4);
+        ev.push(Event::OpSent {
+            t: t0,
+            pid,
+            op: OpKind::Reserve,
+        });
+        ev.push(Event::StoreError {
+            t: t0 + MS,
+            pid,
+            error: "refused".into(),
+        });
+        ev.push(Event::Fallback {
+            t: t0 + MS,
+            pid,
+            enter: true,
+            mode: mode.into(),
+        });
+        let mut t = t0 + MS;
+        while mode != "fail_closed" && t < 20 * S {
+            ev.extend(fetch(t, pid, 200));
+            t += interval;
+        }
+        ev.push(Event::Fallback {
+            t: 20 * S + MS,
+            pid,
+            enter: false,
+            mode: mode.into(),
+        });
+    }
+    ev.push(end(21 * S));
+    ev
+}
+
+#[test]
+fn degradation_divided_passes_and_fail_open_overshoots() {
+    let h = header("row", 4, 7.0, json!({"fallback": "divided", "cap": 3}));
+    let v = check(&h, &fallback_run("divided", 4 * I));
+    let d = passes(&v, "degradation");
+    assert!(d.contains("store_outage #0 10.000s–20.000s (divided)"), "{d}");
+
+    let h = header("row", 4, 7.0, json!({"fallback": "fail_open", "cap": 3}));
+    let v = check(&h, &fallback_run("fail_open", I));
+    let d = fails(&v, "degradation");
+    assert!(
+        d.contains("during store_outage #0 10.000s–20.000s (fail_open fallback) arrivals exceeded the rate"),
+        "{d}"
+    );
+    assert!(d.contains("against 7/s"), "{d}");
+    // the same overshoot is what the ceiling sees
+    fails(&v, "ceiling");
+}
+
+#[test]
+fn degradation_fail_closed_must_halt() {
+    let h = header("row", 4, 7.0, json!({"fallback": "fail_closed"}));
+    let d = passes(&check(&h, &fallback_run("fail_closed", I)), "degradation");
+    assert!(d.contains("fail_closed: halted"), "{d}");
+    // a fail_closed process that fetches anyway
+    let mut ev = fallback_run("fail_closed", I);
+    ev.extend(fetch(15 * S, 2, 200));
+    let d = fails(&check(&h, &ev), "degradation");
+    assert!(
+        d.starts_with("pid 2 started a fetch at 15.000s while in fail_closed fallback"),
+        "{d}"
+    );
+}
+
+#[test]
+fn degradation_drop_to_zero_fails() {
+    // divided, but nobody fetches during the outage though every process keeps asking
+    let h = header("row", 4, 7.0, json!({"fallback": "divided"}));
+    let mut ev = outage(10 * S, 20 * S, "store_outage");
+    for k in 0..70 {
+        ev.extend(fetch(k * I, (k % 4) as u32, 200));
+    }
+    let mut t = 10 * S;
+    while t < 20 * S {
+        ev.push(Event::OpSent {
+            t,
+            pid: 0,
+            op: OpKind::Reserve,
+        });
+        ev.push(Event::StoreError {
+            t: t + MS,
+            pid: 0,
+            error: "refused".into(),
+        });
+        t += S;
+    }
+    ev.push(end(21 * S));
+    let d = fails(&check(&h, &ev), "degradation");
+    assert!(d.contains("arrivals dropped to zero for the whole 10.000s"), "{d}");
+}
+
+#[test]
+fn degradation_only_with_outage_windows() {
+    let h = header("row", 4, 7.0, json!({}));
+    let mut ev = paced_row(20, None);
+    ev.push(end(3 * S));
+    let v = check(&h, &ev);
+    assert!(!v.contains_key("degradation"));
+    assert!(!v.contains_key("self_heal"));
+    assert!(!v.contains_key("mutual_exclusion"));
+    passes(&v, "liveness");
+    passes(&v, "backoff_coherence");
+    passes(&v, "ceiling");
+}
+
+// ---- liveness ---------------------------------------------------------------------------------
+
+/// Eight processes always waiting for a slot; the pace grants one every `gap`.
+fn saturated(gap: u64, until: u64) -> Vec<Event> {
+    let mut ev = Vec::new();
+    for pid in 0..8 {
+        ev.push(Event::OpSent {
+            t: 0,
+            pid,
+            op: OpKind::Reserve,
+        });
+    }
+    let mut t = 0;
+    let mut k = 0;
+    while t < until {
+        let pid = k % 8;
+        ev.push(Event::Grant {
+            t,
+            pid,
+            slot: t as i64,
+            now: t as i64,
+            interval: I,
+            multiplier: 1.0,
+        });
+        ev.extend(fetch(t, pid, 200));
+        ev.push(Event::OpSent {
+            t: t + 2 * MS,
+            pid,
+            op: OpKind::Reserve,
+        });
+        t += gap;
+        k += 1;
+    }
+    ev.push(end(until));
+    ev
+}
+
+#[test]
+fn liveness_in_transaction_collapse_fails_and_paced_passes() {
+    let h = header(
+        "row",
+        8,
+        7.0,
+        json!({"epsilon": 0.2, "in_transaction": {"hold": "500ms"}}),
+    );
+    let d = fails(&check(&h, &saturated(500 * MS, 30 * S)), "liveness");
+    assert!(
+        d.starts_with("throughput collapsed: achieved 2.00/s (60 fetch starts)"),
+        "{d}"
+    );
+    assert!(d.contains("effective 7.00/s"), "{d}");
+    let d = passes(&check(&h, &saturated(I, 30 * S)), "liveness");
+    assert!(d.contains("achieved 7.00/s"), "{d}");
+}
+
+#[test]
+fn liveness_follows_the_multiplier_and_offered_load() {
+    // at multiplier 4 the effective rate is 7/4: a start every 4 intervals is enough
+    let h = header("row", 8, 7.0, json!({}));
+    let mut ev = saturated(4 * I, 30 * S);
+    for e in &mut ev {
+        if let Event::Grant { multiplier, .. } = e {
+            *multiplier = 4.0;
+        }
+    }
+    passes(&check(&h, &ev), "liveness");
+    // an offered load below the rate is not judged
+    let h = header("row", 8, 7.0, json!({"think_mean_ns": 10e9, "fetch_mean_ns": 50e6}));
+    let d = passes(&check(&h, &saturated(500 * MS, 30 * S)), "liveness");
+    assert!(d.contains("not judged"), "{d}");
+}
+
+// ---- mutual_exclusion -----------------------------------------------------------------------
+
+fn section(t0: u64, t1: u64, pid: u32, lock: u32) -> Vec<Event> {
+    vec![
+        Event::LockAcquired { t: t0, pid, lock },
+        Event::LockReleased {
+            t: t1,
+            pid,
+            lock,
+            reason: "release".into(),
+        },
+    ]
+}
+
+#[test]
+fn mutual_exclusion_two_holders_with_k1_fail() {
+    // pid 0's key expired under it (no store event); pid 1 takes the lock at 20 s while pid 0 is
+    // still walking until 25 s
+    let h = header("redis_lock", 2, 2.0, json!({"locks": 1}));
+    let mut ev = section(0, 25 * S, 0, 0);
+    ev.extend(section(20 * S, 40 * S, 1, 0));
+    ev.push(end(41 * S));
+    let d = fails(&check(&h, &ev), "mutual_exclusion");
+    assert!(
+        d.starts_with("at 20.000s: 2 critical sections at once, more than K = 1"),
+        "{d}"
+    );
+    assert!(
+        d.contains("pid 0 holding lock 0 since 0.000s (the store granted its lock to another"),
+        "{d}"
+    );
+    assert!(d.contains("5.000s in all"), "{d}");
+}
+
+#[test]
+fn mutual_exclusion_k_holders_pass_and_excused_overlaps_are_reported() {
+    let h = header("advisory", 3, 7.0, json!({"locks": 2}));
+    let mut ev = section(0, 10 * S, 0, 0);
+    ev.extend(section(S, 9 * S, 1, 1));
+    ev.extend(section(10 * S, 12 * S, 2, 0));
+    ev.push(end(13 * S));
+    let d = passes(&check(&h, &ev), "mutual_exclusion");
+    assert!(d.starts_with("at most 2 critical section(s) at once (K = 2)"), "{d}");
+
+    // K = 1: the safety valve runs pid 1 uncapped beside the holder: reported, not failed
+    let h = header("redis_lock", 2, 2.0, json!({"locks": 1, "walk": 2}));
+    let mut ev = section(0, 10 * S, 0, 0);
+    ev.push(Event::Uncapped {
+        t: 5 * S,
+        pid: 1,
+        reason: "safety_valve".into(),
+    });
+    ev.extend(fetch(5 * S, 1, 200));
+    ev.extend(fetch(6 * S, 1, 200));
+    ev.push(end(13 * S));
+    let d = passes(&check(&h, &ev), "mutual_exclusion");
+    assert!(d.contains("1 overlap(s) excused"), "{d}");
+    assert!(d.contains("pid 1 uncapped (safety_valve)"), "{d}");
+    // the walk of 2 fetches ended at 6.001 s
+    assert!(d.contains("1.001s in all"), "{d}");
+
+    // a store restart drops pid 0's lock under it; pid 1 enters beside it: excused
+    let mut ev = vec![Event::LockAcquired { t: 0, pid: 0, lock: 0 }];
+    ev.push(Event::LockReleased {
+        t: 3 * S,
+        pid: 0,
+        lock: 0,
+        reason: "store_restart".into(),
+    });
+    ev.extend(section(3 * S + MS, 4 * S, 1, 0));
+    ev.push(Event::LockReleased {
+        t: 5 * S,
+        pid: 0,
+        lock: 0,
+        reason: "release".into(),
+    });
+    ev.push(end(6 * S));
+    let d = passes(&check(&h, &ev), "mutual_exclusion");
+    assert!(d.contains("lock lost to store_restart"), "{d}");
+}
+
+#[test]
+fn mutual_exclusion_only_with_lock_events() {
+    let h = header("row", 4, 7.0, json!({}));
+    let mut ev = paced_row(10, None);
+    ev.push(end(2 * S));
+    assert!(!check(&h, &ev).contains_key("mutual_exclusion"));
+}
+
+// ---- fairness -------------------------------------------------------------------------------
+
+#[test]
+fn fairness_reports_jains_index() {
+    let h = header("row", 2, 7.0, json!({}));
+    let mut ev = Vec::new();
+    for k in 0..20 {
+        ev.extend(fetch(k * I, (k % 2) as u32, 200));
+    }
+    let d = passes(&check(&h, &ev), "fairness");
+    assert!(d.starts_with("Jain's index 1.000 over 2 processes"), "{d}");
+    let mut ev = Vec::new();
+    for k in 0..20 {
+        ev.extend(fetch(k * I, 0, 200));
+    }
+    let d = passes(&check(&h, &ev), "fairness");
+    assert!(
+        d.starts_with("Jain's index 0.500 over 2 processes; fewest 0 (pid 1), most 20 (pid 0)"),
+        "{d}"
+    );
+}
+
+// ---- the simulator's row backend: no false alarms, and the defects caught -----------------
+
+fn sim_row(extra_pacer: &str, n: u32, limit: f64, lat: &str, seed: u64) -> BTreeMap<String, (bool, String)> {
+    let src = format!(
+        "name='sim'\nseed={seed}\nduration='40s'\n[pacer]\nbackend='row'\nrate=7.0\n{extra_pacer}\n[processes]\ncount={n}\n\
+         [store]\nlatency={lat}\nservice={{ dist='constant', value='50us' }}\n\
+         [fetch]\nduration={{ dist='lognormal', median='50ms', sigma=0.4 }}\n[destination]\nlimit={limit}\n\
+         [backoff]\ndecay_after=5\n"
+    );
+    let sc = Scenario::parse("sim", &src).unwrap();
+    let s = pacesim::summary::simulate(&sc, None, None).unwrap();
+    s.checks.into_iter().map(|(k, c)| (k, (c.pass, c.detail))).collect()
+}
+
+#[test]
+fn simulated_row_backoff_placements() {
+    let lat = "{ dist='lognormal', median='600us', sigma=0.8 }";
+    let global = sim_row("backoff='global'", 4, 5.0, lat, 5);
+    assert!(global["backoff_coherence"].0, "{}", global["backoff_coherence"].1);
+    let streak = sim_row("backoff='global'\nstreak='per_process'", 4, 5.0, lat, 5);
+    assert!(!streak["backoff_coherence"].0, "{}", streak["backoff_coherence"].1);
+    let per = sim_row("backoff='per_process'", 4, 5.0, lat, 5);
+    assert!(!per["backoff_coherence"].0, "{}", per["backoff_coherence"].1);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(12),
+        ..ProptestConfig::default()
+    })]
+
+    /// The correct row with a global schedule, under destination pushback and jittery store
+    /// latency (reports reordered in flight), passes every checker that applies.
+    #[test]
+    fn simulated_global_row_raises_no_false_alarm(
+        n in 1u32..12,
+        limit in 3.0f64..9.0,
+        median_us in 100u64..3000,
+        sigma in 0.0f64..1.5,
+        seed in 1u64..1000,
+    ) {
+        let lat = format!("{{ dist='lognormal', median='{median_us}us', sigma={sigma} }}");
+        let checks = sim_row("backoff='global'", n, limit, &lat, seed);
+        for (name, (pass, detail)) in &checks {
+            // With sigma near 1.5 a reply can take 100+ ms: the worker sleeps `slot - now` from
+            // the reply, so its arrival is late by that much and bunches with the next one: the
+            // destination really does feel a burst of 3 (relative wait is skew-immune, not
+            // jitter-immune). The arrival ceiling is not what this property is about.
+            if name == "ceiling" {
+                continue;
+            }
+            prop_assert!(*pass, "{name}: {detail}");
+        }
+    }
+}

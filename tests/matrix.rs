@@ -1,0 +1,116 @@
+//! The defect matrix: every scenario in `sims/` with every backend it compares, against every
+//! property, must equal `sims/expected-matrix.toml` (written from the design records'
+//! reasoning). And flipping a backend to its defective behaviour must turn it red.
+
+use pacesim::matrix::{self, Outcome};
+use pacesim::scenario::{Fallback, Placement, Scenario};
+use std::path::{Path, PathBuf};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn scenarios() -> Vec<Scenario> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("sims"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with("expected"))
+        .collect();
+    files.sort();
+    files.iter().map(|p| Scenario::load(p).unwrap()).collect()
+}
+
+fn expected() -> matrix::Expected {
+    matrix::load_expected(&root().join("sims/expected-matrix.toml")).unwrap()
+}
+
+fn load(name: &str) -> Scenario {
+    Scenario::load(&root().join("sims").join(name)).unwrap()
+}
+
+#[test]
+fn the_matrix_equals_the_expected_matrix() {
+    let m = matrix::run(&scenarios(), 1).unwrap();
+    let diffs = matrix::compare(&m, &expected());
+    assert!(
+        diffs.is_empty(),
+        "the defect matrix differs from sims/expected-matrix.toml:\n{}",
+        diffs.join("\n")
+    );
+}
+
+#[test]
+fn flipping_a_backend_to_its_defect_turns_the_matrix_red() {
+    // outage-divided with the fallback flipped to fail_open: N x rate during the outage
+    let mut sc = load("outage-divided.toml");
+    sc.pacer.fallback = Some(Fallback::FailOpen);
+    sc.pacer.compare = vec!["row".into()];
+    let m = matrix::run(&[sc], 1).unwrap();
+    let diffs = matrix::compare(&m, &expected());
+    println!("{}", diffs.join("\n"));
+    assert!(
+        diffs
+            .iter()
+            .any(|d| d.starts_with("outage-divided/row: degradation must pass but FAILED")),
+        "{diffs:?}"
+    );
+
+    // backoff-global with the multiplier flipped to per-process
+    let mut sc = load("backoff-global.toml");
+    sc.pacer.backoff = Some(Placement::PerProcess);
+    let m = matrix::run(&[sc], 1).unwrap();
+    let diffs = matrix::compare(&m, &expected());
+    println!("{}", diffs.join("\n"));
+    assert!(
+        diffs
+            .iter()
+            .any(|d| d.starts_with("backoff-global/row: backoff_coherence must pass but FAILED")),
+        "{diffs:?}"
+    );
+}
+
+#[test]
+fn compare_reports_rows_without_expectations_and_vacuous_cells() {
+    let mut sc = load("four-limiters.toml");
+    sc.name = "not-in-the-file".into();
+    sc.pacer.compare = vec!["local".into()];
+    let m = matrix::run(&[sc], 2).unwrap();
+    assert_eq!(m.rows.len(), 1);
+    assert_eq!(m.rows[0].cells["ceiling"].outcome, Outcome::Fail);
+    assert_eq!(m.rows[0].cells["self_heal"].outcome, Outcome::NotApplicable);
+    let diffs = matrix::compare(&m, &expected());
+    assert_eq!(diffs.len(), 1, "{diffs:?}");
+    assert!(
+        diffs[0].contains("not in the expected matrix (it fails [ceiling, slot_ceiling])"),
+        "{diffs:?}"
+    );
+
+    // an expectation naming a property that must apply, on a run where it cannot
+    let mut e = expected();
+    let row = e.get_mut("four-limiters").unwrap().get_mut("row").unwrap();
+    row.apply.insert("self_heal".into());
+    let mut sc = load("four-limiters.toml");
+    sc.pacer.compare = vec!["row".into()];
+    let m = matrix::run(&[sc], 1).unwrap();
+    let diffs = matrix::compare(&m, &e);
+    assert!(
+        diffs[0].contains("four-limiters/row: self_heal must apply"),
+        "{diffs:?}"
+    );
+}
+
+#[test]
+fn the_cli_prints_the_matrix_as_json() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
+        .args(["matrix", "sims/four-limiters.toml", "--json"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), 5);
+    assert_eq!(v["rows"][4]["backend"], "local");
+    assert_eq!(v["rows"][4]["cells"]["ceiling"]["outcome"], "fail");
+    assert!(v["mismatches"].as_array().unwrap().is_empty());
+}
