@@ -550,7 +550,7 @@ impl<'a> Sim<'a> {
                     },
                 );
                 self.engine.after_in(LOCK, service + served.hold, Ev::StoreFree);
-                if self.current(pid, inc) && matches!(op, Op::Reserve { .. }) {
+                if self.current(pid, inc) && matches!(op, Op::Reserve { .. } | Op::Gcra { .. }) {
                     self.take_kill(pid, KillPoint::MidReservation);
                 }
                 if served.hold.0 > 0 && self.current(pid, inc) {

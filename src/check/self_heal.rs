@@ -13,13 +13,16 @@
 //!    before the kill) x multiplier`: the pace backends' interval, or the lock backends'
 //!    observed throughput.
 //! 2. **Stall**: the largest gap between consecutive fetch starts (each measured from when
-//!    demand resumed, if no process was waiting for a while), from the last start before the
-//!    kill until the pace is past the slot it had granted the victim (a reservation killed
+//!    demand resumed, if no process was waiting for a while, and the first from no earlier
+//!    than one normal spacing before the kill: an older silence is not the kill's doing), from
+//!    the last start before the kill until the pace is past the slot it had granted the victim (a reservation killed
 //!    mid-flight leaves a hole at that slot, up to N intervals after the kill). It must be at most
 //!    `normal + interval x multiplier + slack` (plus 10 % of normal for jitter). `slack` is
 //!    the backend's own release mechanism for a dead holder: `backend_detail.detect_dead`
 //!    (advisory: the store notices the dead session) or `ttl` (redis_lock: the key expires),
 //!    0 for pace backends.
+//!    Kills whose holes overlap (a second kill before the pace passed the first victim's slot)
+//!    are judged together, each allowed one interval x multiplier.
 //! 3. **Wedge**: no fetch starts after the kill at all, for longer than `10 x interval x
 //!    multiplier + slack`, while live processes are waiting: fail, the witness names the kill
 //!    and the silence.
@@ -29,9 +32,13 @@
 //!    come back to within 1.5 x the median gap before it. This catches a slot claimed
 //!    forever when other slots still run (throughput drops for good without stopping).
 //!
+//! A kill while the store is out (a `store_outage`, `partition` or `store_restart` window) or
+//! while some process paces through its fallback is not judged (the shared pace is not what
+//! paces the fleet then; `degradation` judges that time): the detail lists it.
+//!
 //! The detail reports the largest stall after any kill.
 
-use crate::check::common::{Demand, Opts, base_interval, pid_list, secs};
+use crate::check::common::{Demand, Opts, base_interval, is_outage, pid_list, secs};
 use crate::check::{Checker, Verdict};
 use crate::trace::{Event, Header, Sink};
 use std::collections::{BTreeMap, VecDeque};
@@ -68,6 +75,11 @@ struct Kill {
     until: u64,
     // the multiplier of the victim's unused grant: the hole is spaced by it
     victim_m: f64,
+    // kills merged into this one (a second kill before the first hole was passed): each may
+    // cost one interval
+    holes: u32,
+    // the other victims merged in, as `pid N killed at T (point)`
+    others: Vec<String>,
     // the last fetch start seen (before the kill, then since)
     last: Start,
     // median gap before the kill, per unit of multiplier
@@ -79,7 +91,12 @@ struct Kill {
 
 impl Kill {
     fn name(&self) -> String {
-        format!("pid {} killed at {} ({})", self.pid, secs(self.t), self.point)
+        let mut n = format!("pid {} killed at {} ({})", self.pid, secs(self.t), self.point);
+        for o in &self.others {
+            n.push_str(" and ");
+            n.push_str(o);
+        }
+        n
     }
 }
 
@@ -104,9 +121,17 @@ pub struct SelfHeal {
     starts: VecDeque<Start>,
     // pid -> (reference time, multiplier) of a granted slot it has not used yet
     pending_slot: BTreeMap<u32, (u64, f64)>,
+    // the trace has grants: a pace, whose normal spacing is at least the interval
+    paced_backend: bool,
     open: Vec<Kill>,
     recovering: Option<Recovery>,
     kills: u64,
+    // kills not judged because the store was out or processes were in fallback then
+    unjudged: Vec<String>,
+    // open store_outage / partition / store_restart windows
+    outages: std::collections::BTreeSet<u32>,
+    // processes pacing through their fallback pacer
+    in_fallback: std::collections::BTreeSet<u32>,
     largest: Option<(Gap, String)>,
     // the most severe violation (wedge 3, capacity lost 2, slow heal 1), first among equals
     failure: Option<(u8, String)>,
@@ -144,9 +169,13 @@ impl SelfHeal {
             global_m: 1.0,
             starts: VecDeque::new(),
             pending_slot: BTreeMap::new(),
+            paced_backend: false,
             open: Vec::new(),
             recovering: None,
             kills: 0,
+            unjudged: Vec::new(),
+            outages: Default::default(),
+            in_fallback: Default::default(),
             largest: None,
             failure: None,
             failures: 0,
@@ -181,10 +210,11 @@ impl SelfHeal {
         }
     }
 
-    /// Normal spacing and the allowed stall for a gap under multiplier `m`.
-    fn allowance(&self, pre_norm: Option<f64>, m: f64) -> (u64, u64) {
+    /// Normal spacing and the allowed stall for a gap under multiplier `m`, after `holes`
+    /// kills (each may cost one interval).
+    fn allowance(&self, pre_norm: Option<f64>, m: f64, holes: u32) -> (u64, u64) {
         let m = m.max(1.0);
-        let paced = (self.base as f64 * m) as u64;
+        let paced = (self.base as f64 * m) as u64 * holes.max(1) as u64;
         let normal = (self.base as f64).max(pre_norm.unwrap_or(0.0)) * m;
         let normal = normal as u64;
         // jitter: a quarter of the normal spacing plus 2 ms (a retry after a GCRA deny adds a
@@ -203,7 +233,7 @@ impl SelfHeal {
         let k = &self.open[i];
         let from = k.last.t.max(since).min(s.t);
         let m = k.last.m.max(s.m).max(k.victim_m);
-        let (normal, allowed) = self.allowance(k.pre_norm, m);
+        let (normal, allowed) = self.allowance(k.pre_norm, m, k.holes);
         let gap = Gap {
             len: s.t - from,
             from,
@@ -287,8 +317,13 @@ impl SelfHeal {
             return;
         };
         // A paced fleet's normal spacing is never below the interval (a start-up burst before
-        // the kill would otherwise make any paced recovery look slow).
-        let pre = pre.max(self.base as f64);
+        // the kill would otherwise make any paced recovery look slow). A lock backend has no
+        // interval: its normal spacing is what it did before the kill.
+        let pre = if self.paced_backend {
+            pre.max(self.base as f64)
+        } else {
+            pre
+        };
         let span = t.saturating_sub(r.from);
         let busy = self.demand.busy_until(t).saturating_sub(r.busy_at_from);
         if !k.pre_busy || span == 0 || (busy as f64) < 0.9 * span as f64 {
@@ -318,30 +353,53 @@ impl Sink for SelfHeal {
         let t = ev.t();
         self.end = self.end.max(t);
         match ev {
+            Event::Crash { pid, point, .. } if !self.outages.is_empty() || !self.in_fallback.is_empty() => {
+                // the shared pace is not what paces the fleet now: degradation judges this time
+                self.kills += 1;
+                self.in_fallback.remove(pid);
+                self.pending_slot.remove(pid);
+                self.unjudged.push(format!("pid {pid} killed at {} ({point})", secs(t)));
+            }
             Event::Crash { pid, point, .. } => {
                 self.kills += 1;
-                // a kill during the previous kill's recovery window: judge it on what it has
-                self.finish_recovery(t);
                 let victim = self.pending_slot.remove(pid);
                 let until = victim.map_or(t, |p| p.0).max(t);
-                let last = self.starts.back().copied().unwrap_or(Start {
-                    t,
-                    busy: 0,
-                    m: self.global_m,
-                });
-                let k = Kill {
-                    t,
-                    pid: *pid,
-                    point: point.clone(),
-                    until,
-                    victim_m: victim.map_or(1.0, |p| p.1),
-                    last,
-                    pre_norm: self.pre_norm(),
-                    pre_busy: self.pre_busy(t),
-                    largest: None,
-                    worst: None,
-                };
-                self.open.push(k);
+                let victim_m = victim.map_or(1.0, |p| p.1);
+                if let Some(k) = self.open.last_mut() {
+                    // a second kill before the first hole was passed: one window, two holes
+                    k.holes += 1;
+                    k.until = k.until.max(until);
+                    k.victim_m = k.victim_m.max(victim_m);
+                    k.others.push(format!("pid {pid} killed at {} ({point})", secs(t)));
+                } else {
+                    // a kill during the previous kill's recovery window: judge it on what it has
+                    self.finish_recovery(t);
+                    let mut last = self.starts.back().copied().unwrap_or(Start {
+                        t,
+                        busy: 0,
+                        m: self.global_m,
+                    });
+                    // a silence that began more than one normal spacing before the kill is not
+                    // the kill's doing (an outage, a stalled pace): measure from then
+                    let pre_norm = self.pre_norm();
+                    let (normal, _) = self.allowance(pre_norm, last.m.max(self.global_m), 1);
+                    last.t = last.t.max(t.saturating_sub(normal));
+                    let k = Kill {
+                        t,
+                        pid: *pid,
+                        point: point.clone(),
+                        until,
+                        victim_m,
+                        holes: 1,
+                        others: Vec::new(),
+                        last,
+                        pre_norm,
+                        pre_busy: self.pre_busy(t),
+                        largest: None,
+                        worst: None,
+                    };
+                    self.open.push(k);
+                }
             }
             Event::FetchStart { pid, .. } => {
                 let m = self.pending_slot.remove(pid).map_or(self.global_m, |p| p.1);
@@ -372,10 +430,28 @@ impl Sink for SelfHeal {
                 now,
                 ..
             } => {
+                self.paced_backend = true;
                 let at = (t as i128 + *slot as i128 - *now as i128).clamp(0, u64::MAX as i128) as u64;
                 self.pending_slot.insert(*pid, (at, *multiplier));
             }
             Event::Multiplier { pid: None, to, .. } => self.global_m = *to,
+            Event::Fault { id, kind, start, .. } if is_outage(kind) => {
+                if *start {
+                    self.outages.insert(*id);
+                } else {
+                    self.outages.remove(id);
+                }
+            }
+            Event::Fallback { pid, enter, .. } => {
+                if *enter {
+                    self.in_fallback.insert(*pid);
+                } else {
+                    self.in_fallback.remove(pid);
+                }
+            }
+            Event::Restart { pid, .. } => {
+                self.in_fallback.remove(pid);
+            }
             _ => {}
         }
         self.demand.event(ev);
@@ -395,7 +471,7 @@ impl Checker for SelfHeal {
                 continue;
             }
             let m = k.last.m.max(self.global_m);
-            let (normal, allowed) = self.allowance(k.pre_norm, m);
+            let (normal, allowed) = self.allowance(k.pre_norm, m, k.holes);
             let from = k.last.t.max(self.demand.since().unwrap_or(end));
             let silence = end.saturating_sub(from);
             if self.demand.waiting() == 0 || silence <= allowed {
@@ -431,6 +507,14 @@ impl Checker for SelfHeal {
                 secs(g.allowed)
             ),
             None => "no fetch after any kill (no demand)".to_string(),
+        };
+        let largest = if self.unjudged.is_empty() {
+            largest
+        } else {
+            format!(
+                "{largest}; not judged (store out or fallback in force): {}",
+                self.unjudged.join(", ")
+            )
         };
         let v = match &self.failure {
             None => Verdict {
