@@ -80,6 +80,23 @@ fn harness_case(file: &str, hash: bool) {
     done(s.fetches, t);
 }
 
+/// The simulator alone, its events dropped: what the model costs before any consumer.
+fn sim_only_case(file: &str) {
+    struct Count(u64);
+    impl pacesim::trace::Sink for Count {
+        fn event(&mut self, ev: &pacesim::trace::Event) {
+            self.0 += u64::from(matches!(ev, pacesim::trace::Event::FetchStart { .. }));
+        }
+    }
+    let sc = scenario(file);
+    let (n, t) = best_of(reps(), || {
+        let mut c = Count(0);
+        pacesim::sim::run(&sc, &mut c);
+        c.0
+    });
+    done(n, t);
+}
+
 fn bare_case(file: &str) {
     let r1 = bare::R1::from(&scenario(file));
     let (fetches, t) = best_of(reps(), || bare::run(&r1));
@@ -140,6 +157,7 @@ fn child(case: &str) {
         "r1-large" => harness_case("sims/r1-large.toml", true),
         "r1-large-nohash" => harness_case("sims/r1-large.toml", false),
         "bare-large" => bare_case("sims/r1-large.toml"),
+        "sim-large" => sim_only_case("sims/r1-large.toml"),
         "props" => props_case(500),
         other => panic!("unknown bench case {other}"),
     }
@@ -159,6 +177,7 @@ fn main() {
         ("bare-small", "R1-small bare loop", "fetches"),
         ("r1-large", "R1-large harness", "fetches"),
         ("r1-large-nohash", "R1-large harness, no hash", "fetches"),
+        ("sim-large", "R1-large simulator only", "fetches"),
         ("bare-large", "R1-large bare loop", "fetches"),
         ("props", "property suite", "scenarios"),
     ];
