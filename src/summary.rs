@@ -79,7 +79,7 @@ pub struct Summary {
     pub store_errors: u64,
     /// Reference time the run ended, seconds.
     pub end_s: f64,
-    /// FNV-1a 64 of the canonical trace.
+    /// The trace hash ([`crate::trace::TraceHash`]): 16 hex digits.
     pub trace_hash: String,
     /// Verdicts by checker name.
     pub checks: BTreeMap<String, CheckOut>,
@@ -309,7 +309,12 @@ fn stream(sc: &Scenario, writer: Option<&mut Writer>, extra: Option<&mut dyn Sin
         if let Some(e) = extra {
             tee.push(e);
         }
-        sim::run(sc, &mut tee);
+        // the simulator on a second core, the consumers on this one (same events, same order)
+        if crate::trace::pipe::worth_it() {
+            crate::trace::pipe::pipelined(|out| sim::run(sc, out), &mut tee);
+        } else {
+            sim::run(sc, &mut tee);
+        }
     }
     (figures, suite)
 }

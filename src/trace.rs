@@ -5,9 +5,13 @@
 //! [`Header`] line, then one [`Event`] per line in non-decreasing `t` (nanoseconds on the
 //! reference timeline: virtual time, or in live mode the destination's clock).
 //!
-//! The trace hash is FNV-1a (64-bit) over the canonical encoding, the exact bytes of the JSON
-//! lines (header included) that `--trace` writes; two runs with the same hash produced the
-//! same trace.
+//! The trace hash ([`hash::TraceHash`]) fingerprints the header and every field of every
+//! event; two runs with the same hash produced the same trace, and since the encoding is a
+//! pure function of the events, the same `--trace` bytes.
+
+mod hash;
+pub mod pipe;
+pub use hash::TraceHash;
 
 use serde::{Deserialize, Serialize};
 use std::io::{self, BufRead, Write};
@@ -314,9 +318,6 @@ impl Sink for Collect {
     }
 }
 
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
-
 /// Canonical encoding of one trace line (compact JSON, newline-terminated).
 pub fn encode_line<T: Serialize>(v: &T, buf: &mut Vec<u8>) {
     serde_json::to_writer(&mut *buf, v).expect("trace events always serialise");
@@ -338,8 +339,8 @@ impl OpKind {
 
 /// The canonical encoding of one event, appended to `buf`: byte for byte what
 /// [`encode_line`] (serde_json) writes, but written by hand for the frequent events, since the
-/// trace hash covers every byte of every event and serde's generic path is most of a run's
-/// cost. Rare events go through serde_json. The tests compare the two on every variant.
+/// file holds every event and serde's generic path is most of a run's
+/// cost when a trace file is written. Rare events go through serde_json. The tests compare the two on every variant.
 pub fn encode_event(ev: &Event, buf: &mut Vec<u8>) {
     let mut j = Json(buf);
     match *ev {
@@ -498,10 +499,10 @@ impl Json<'_> {
     }
 }
 
-/// Streams the trace hash (FNV-1a 64 over the canonical encoding), and optionally writes the
-/// same bytes to a JSON Lines file.
+/// Streams the trace hash ([`TraceHash`]), and optionally writes the trace to a JSON Lines
+/// file (encoding each event only then).
 pub struct Writer {
-    hash: u64,
+    hash: TraceHash,
     buf: Vec<u8>,
     out: Option<Box<dyn Write>>,
     error: Option<io::Error>,
@@ -517,7 +518,7 @@ impl Writer {
     /// Hash only.
     pub fn hash_only() -> Writer {
         Writer {
-            hash: FNV_OFFSET,
+            hash: TraceHash::new(),
             buf: Vec::with_capacity(256),
             out: None,
             error: None,
@@ -530,9 +531,8 @@ impl Writer {
             ..Writer::hash_only()
         }
     }
-    /// Hash (and write) the line now in `buf`.
+    /// Write the line now in `buf`.
     fn emit(&mut self) {
-        self.hash = fnv1a(self.hash, &self.buf);
         if let Some(o) = &mut self.out
             && self.error.is_none()
             && let Err(e) = o.write_all(&self.buf)
@@ -542,7 +542,7 @@ impl Writer {
     }
     /// The hash so far, as 16 hex digits.
     pub fn hash_hex(&self) -> String {
-        format!("{:016x}", self.hash)
+        self.hash.hex()
     }
     /// Flush the file, reporting the first write error.
     pub fn finish(&mut self) -> io::Result<()> {
@@ -558,23 +558,21 @@ impl Writer {
 
 impl Sink for Writer {
     fn header(&mut self, h: &Header) {
-        self.buf.clear();
-        encode_line(h, &mut self.buf);
-        self.emit();
+        self.hash.header(h);
+        if self.out.is_some() {
+            self.buf.clear();
+            encode_line(h, &mut self.buf);
+            self.emit();
+        }
     }
     fn event(&mut self, ev: &Event) {
-        self.buf.clear();
-        encode_event(ev, &mut self.buf);
-        self.emit();
+        self.hash.event(ev);
+        if self.out.is_some() {
+            self.buf.clear();
+            encode_event(ev, &mut self.buf);
+            self.emit();
+        }
     }
-}
-
-/// FNV-1a (64-bit) of `bytes`, continuing from `hash`.
-fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        hash = (hash ^ b as u64).wrapping_mul(FNV_PRIME);
-    }
-    hash
 }
 
 /// Errors reading a trace file.
@@ -815,19 +813,37 @@ mod tests {
     }
 
     #[test]
-    fn writer_hash_is_fnv1a_of_the_serde_json_lines() {
+    fn writer_hashes_the_same_with_or_without_a_file_and_writes_the_serde_json_lines() {
         let evs = random_events(5_000);
-        let mut w = Writer::hash_only();
+        let mut plain = Writer::hash_only();
+        let file = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut filed = Writer::to(Box::new(Shared(file.clone())));
         let mut bytes = Vec::new();
+        let mut direct = TraceHash::new();
         for e in &evs {
-            w.event(e);
+            plain.event(e);
+            filed.event(e);
+            direct.event(e);
             encode_line(e, &mut bytes);
         }
-        let mut h = FNV_OFFSET;
-        for b in bytes {
-            h = (h ^ b as u64).wrapping_mul(FNV_PRIME);
-        }
-        assert_eq!(w.hash_hex(), format!("{h:016x}"));
+        filed.finish().unwrap();
+        assert_eq!(plain.hash_hex(), filed.hash_hex());
+        assert_eq!(plain.hash_hex(), direct.hex());
+        assert_eq!(
+            *file.lock().unwrap(),
+            bytes,
+            "the file holds exactly the serde_json lines"
+        );
     }
 
     #[test]

@@ -35,7 +35,7 @@
 //! `multiplier` event must be explained by applying pending responses ending with one that
 //! makes exactly that change. The property fails when no reference state remains.
 
-use crate::check::common::{Opts, base_interval, mult, secs};
+use crate::check::common::{Opts, PidMap, PidSet, base_interval, mult, secs};
 use crate::check::{Checker, Verdict};
 use crate::pacer::{Backoff, BackoffConfig, Status};
 use crate::trace::{Event, Header, OpKind, Sink};
@@ -49,6 +49,12 @@ const MAX_STATES: usize = 4096;
 const FLOATING_HORIZON_NS: u64 = 10_000_000_000;
 /// Rounding slack for slot spacing and interval arithmetic, nanoseconds.
 const SLACK_NS: u64 = 1_000;
+
+/// The rested reference state: streak 0, no pending response applied early.
+const REST: State = State {
+    streak: 0,
+    applied: Vec::new(),
+};
 
 /// One reference state: the clean streak and which pending responses it already applied
 /// (the multiplier is the same in every state: every change is observed).
@@ -90,20 +96,27 @@ pub struct BackoffCoherence {
     states: BTreeSet<State>,
     pending: BTreeMap<u64, Response>,
     next_id: u64,
-    fresh: BTreeMap<u32, u64>,
-    inflight: BTreeMap<u32, u64>,
+    fresh: PidMap<u64>,
+    // invariant: the same entries as `fresh`, keyed by response id (ids grow with time, so the
+    // first entries are the oldest fresh responses).
+    fresh_by_id: BTreeMap<u64, u32>,
+    // invariant: no floating pending response is older than this (a lower bound; `None` when
+    // none floats), so most events skip the scan for old floating responses.
+    floating_since: Option<u64>,
+    inflight: PidMap<u64>,
     approximate: bool,
     // ---- spacing ----
-    outstanding: BTreeSet<u32>,
+    outstanding: PidSet,
     shared_tat: Option<u64>,
-    local_tat: BTreeMap<u32, u64>,
+    local_tat: PidMap<u64>,
     // ---- figures ----
     seen: bool,
     responses: u64,
     changes: u64,
     grants: u64,
     max_m: f64,
-    recent: VecDeque<String>,
+    // the last few responses (pid, code, t), formatted only into a failure's witness
+    recent: VecDeque<(u32, u16, u64)>,
     failure: Option<String>,
     failures: u64,
 }
@@ -146,12 +159,14 @@ impl BackoffCoherence {
             }]),
             pending: BTreeMap::new(),
             next_id: 0,
-            fresh: BTreeMap::new(),
-            inflight: BTreeMap::new(),
+            fresh: PidMap::new(),
+            fresh_by_id: BTreeMap::new(),
+            floating_since: None,
+            inflight: PidMap::new(),
             approximate: false,
-            outstanding: BTreeSet::new(),
+            outstanding: PidSet::new(),
             shared_tat: None,
-            local_tat: BTreeMap::new(),
+            local_tat: PidMap::new(),
             seen: false,
             responses: 0,
             changes: 0,
@@ -174,16 +189,17 @@ impl BackoffCoherence {
         if self.recent.len() == 4 {
             self.recent.pop_front();
         }
-        self.recent
-            .push_back(format!("pid {} {} at {}", r.pid, r.code, secs(r.t)));
+        self.recent.push_back((r.pid, r.code, r.t));
     }
 
     // ---- range ----------------------------------------------------------------------------
 
-    fn in_range(&mut self, m: f64, t: u64, what: &str) {
+    /// Checks `m` lies in `[1, cap]`; `what` names it, and is only called on a failure.
+    fn in_range(&mut self, m: f64, t: u64, what: impl FnOnce() -> String) {
         self.max_m = self.max_m.max(m);
         let tol = 1e-9 * self.cap.max(1.0);
         if !(m >= 1.0 - tol && m <= self.cap + tol) {
+            let what = what();
             self.fail(format!(
                 "multiplier {} outside [1, {}] at {} ({what})",
                 mult(m),
@@ -290,6 +306,13 @@ impl BackoffCoherence {
             return;
         };
         let status = Status::from_http(code);
+        if self.m <= 1.0 && !status.is_rate_pressure() && self.states.len() == 1 && self.states.first() == Some(&REST) {
+            // At rest (multiplier 1, one canonical state that applied nothing) a response that
+            // is not rate pressure changes nothing and leaves the state at rest: the general
+            // path below would explore its silent closure only to collapse back to `REST`.
+            self.pending.remove(&id);
+            return;
+        }
         let mut next = BTreeSet::new();
         let mut would: Option<(f64, f64, u32)> = None;
         for s in std::mem::take(&mut self.states) {
@@ -352,10 +375,21 @@ impl BackoffCoherence {
     fn float(&mut self, id: u64) {
         if let Some(r) = self.pending.get_mut(&id) {
             r.fate = Fate::Floating;
+            self.floating_since = Some(self.floating_since.map_or(r.t, |f| f.min(r.t)));
         }
     }
 
     fn forget_old_floating(&mut self, t: u64) {
+        match self.floating_since {
+            Some(f) if f + FLOATING_HORIZON_NS < t => {}
+            _ => return,
+        }
+        self.floating_since = self
+            .pending
+            .values()
+            .filter(|r| r.fate == Fate::Floating && r.t + FLOATING_HORIZON_NS >= t)
+            .map(|r| r.t)
+            .min();
         let old: Vec<u64> = self
             .pending
             .iter()
@@ -455,7 +489,11 @@ impl BackoffCoherence {
             } else {
                 "no pending 429/503 response explains it".to_string()
             };
-            let recent: Vec<String> = self.recent.iter().cloned().collect();
+            let recent: Vec<String> = self
+                .recent
+                .iter()
+                .map(|(pid, code, t)| format!("pid {pid} {code} at {}", secs(*t)))
+                .collect();
             self.fail(format!(
                 "at {}: {whose} multiplier {}→{} ({cause}) does not match the reference machine ({}): {why}; \
                  pending responses [{}]; last responses [{}]",
@@ -481,27 +519,41 @@ impl BackoffCoherence {
         }]);
     }
 
+    /// Forces every fresh response older than `t`, in process order.
     fn force_fresh_before(&mut self, t: u64) {
-        let due: Vec<(u32, u64)> = self
-            .fresh
-            .iter()
-            .filter(|(_, id)| self.pending.get(id).is_some_and(|r| r.t < t))
-            .map(|(p, id)| (*p, *id))
-            .collect();
+        let mut due: Vec<(u32, u64)> = Vec::new();
+        for (&id, &pid) in &self.fresh_by_id {
+            match self.pending.get(&id) {
+                Some(r) if r.t < t => due.push((pid, id)),
+                Some(_) => break, // this one and every later id end at or after `t`
+                None => {}
+            }
+        }
+        if due.is_empty() {
+            return;
+        }
+        due.sort_unstable();
         for (pid, id) in due {
-            self.fresh.remove(&pid);
+            self.take_fresh(pid);
             self.force(id, t);
         }
     }
 
+    /// Removes and returns `pid`'s fresh response.
+    fn take_fresh(&mut self, pid: u32) -> Option<u64> {
+        let id = self.fresh.remove(&pid)?;
+        self.fresh_by_id.remove(&id);
+        Some(id)
+    }
+
     fn force_fresh_of(&mut self, pid: u32, t: u64) {
-        if let Some(id) = self.fresh.remove(&pid) {
+        if let Some(id) = self.take_fresh(pid) {
             self.force(id, t);
         }
     }
 
     fn abandon(&mut self, pid: u32) {
-        if let Some(id) = self.fresh.remove(&pid) {
+        if let Some(id) = self.take_fresh(pid) {
             self.float(id);
         }
         if let Some(id) = self.inflight.remove(&pid) {
@@ -513,7 +565,7 @@ impl BackoffCoherence {
 
     fn grant(&mut self, t: u64, pid: u32, slot: i64, now: i64, interval: u64, m: f64) {
         self.grants += 1;
-        self.in_range(m, t, &format!("grant to pid {pid}"));
+        self.in_range(m, t, || format!("grant to pid {pid}"));
         let eq = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
         let at = (t as i128 + slot as i128 - now as i128).clamp(0, u64::MAX as i128) as u64;
         let shared = self.outstanding.contains(&pid);
@@ -606,6 +658,7 @@ impl Sink for BackoffCoherence {
                 self.next_id += 1;
                 self.pending.insert(id, r);
                 self.fresh.insert(pid, id);
+                self.fresh_by_id.insert(id, pid);
             }
             Event::OpSent { pid, op, .. } => {
                 let pid = *pid;
@@ -614,7 +667,7 @@ impl Sink for BackoffCoherence {
                         if let Some(id) = self.inflight.remove(&pid) {
                             self.float(id);
                         }
-                        if let Some(id) = self.fresh.remove(&pid) {
+                        if let Some(id) = self.take_fresh(pid) {
                             if let Some(r) = self.pending.get_mut(&id) {
                                 r.fate = Fate::InFlight;
                             }
@@ -627,7 +680,7 @@ impl Sink for BackoffCoherence {
                             self.float(id);
                         }
                         if matches!(other, OpKind::Reserve | OpKind::Gcra) {
-                            self.outstanding.insert(pid);
+                            self.outstanding.add(pid);
                         }
                     }
                 }
@@ -662,9 +715,9 @@ impl Sink for BackoffCoherence {
                 pid, from, to, cause, ..
             } => {
                 self.seen = true;
-                let whose = pid.map_or("shared multiplier".to_string(), |p| format!("pid {p}'s multiplier"));
-                self.in_range(*from, t, &whose);
-                self.in_range(*to, t, &whose);
+                let whose = || pid.map_or("shared multiplier".to_string(), |p| format!("pid {p}'s multiplier"));
+                self.in_range(*from, t, whose);
+                self.in_range(*to, t, whose);
                 self.observe_change(t, *pid, *from, *to, cause);
             }
             Event::Grant {
@@ -695,6 +748,7 @@ impl Checker for BackoffCoherence {
     fn verdicts(&mut self) -> Vec<Verdict> {
         let fresh: Vec<u64> = self.fresh.values().copied().collect();
         self.fresh.clear();
+        self.fresh_by_id.clear();
         for id in fresh {
             self.force(id, u64::MAX);
         }

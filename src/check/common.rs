@@ -173,3 +173,197 @@ pub fn pid_list(pids: &[u32]) -> String {
     }
     s.join(", ")
 }
+
+/// Process ids below this are kept densely, by index; larger ones (a hand-written or foreign
+/// trace may use any `u32`) spill into an ordered map.
+const DENSE_PIDS: u32 = 1 << 22;
+
+/// A map keyed by process id with `BTreeMap`'s iteration order (ascending pid) and array
+/// speed for the dense ids a simulation uses: checkers look a process up on almost every
+/// event, and an ordered tree there dominated their cost.
+#[derive(Clone, Debug)]
+pub struct PidMap<V> {
+    // invariant: dense[i] is the entry of pid i (< DENSE_PIDS); spill holds pids >= DENSE_PIDS.
+    dense: Vec<Option<V>>,
+    spill: std::collections::BTreeMap<u32, V>,
+    // invariant: the number of `Some` in `dense` plus `spill.len()`.
+    len: usize,
+}
+
+impl<V> Default for PidMap<V> {
+    fn default() -> Self {
+        PidMap {
+            dense: Vec::new(),
+            spill: std::collections::BTreeMap::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<V> PidMap<V> {
+    /// An empty map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the map is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// `pid`'s entry.
+    pub fn get(&self, pid: &u32) -> Option<&V> {
+        if *pid < DENSE_PIDS {
+            self.dense.get(*pid as usize)?.as_ref()
+        } else {
+            self.spill.get(pid)
+        }
+    }
+    /// `pid`'s entry, mutably.
+    pub fn get_mut(&mut self, pid: &u32) -> Option<&mut V> {
+        if *pid < DENSE_PIDS {
+            self.dense.get_mut(*pid as usize)?.as_mut()
+        } else {
+            self.spill.get_mut(pid)
+        }
+    }
+    /// Whether `pid` has an entry.
+    pub fn contains_key(&self, pid: &u32) -> bool {
+        self.get(pid).is_some()
+    }
+    /// Sets `pid`'s entry; returns the previous one.
+    pub fn insert(&mut self, pid: u32, v: V) -> Option<V> {
+        let old = if pid < DENSE_PIDS {
+            let i = pid as usize;
+            if i >= self.dense.len() {
+                self.dense.resize_with(i + 1, || None);
+            }
+            self.dense[i].replace(v)
+        } else {
+            self.spill.insert(pid, v)
+        };
+        if old.is_none() {
+            self.len += 1;
+        }
+        old
+    }
+    /// `pid`'s entry, inserting `f()` first if it has none.
+    pub fn get_or_insert_with(&mut self, pid: u32, f: impl FnOnce() -> V) -> &mut V {
+        if !self.contains_key(&pid) {
+            self.insert(pid, f());
+        }
+        self.get_mut(&pid).expect("inserted above")
+    }
+    /// Removes and returns `pid`'s entry.
+    pub fn remove(&mut self, pid: &u32) -> Option<V> {
+        let old = if *pid < DENSE_PIDS {
+            self.dense.get_mut(*pid as usize)?.take()
+        } else {
+            self.spill.remove(pid)
+        };
+        if old.is_some() {
+            self.len -= 1;
+        }
+        old
+    }
+    /// Removes every entry.
+    pub fn clear(&mut self) {
+        self.dense.clear();
+        self.spill.clear();
+        self.len = 0;
+    }
+    /// The entries in ascending pid order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &V)> {
+        let dense = if self.len == 0 {
+            &self.dense[..0]
+        } else {
+            &self.dense[..]
+        };
+        dense
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.as_ref().map(|v| (i as u32, v)))
+            .chain(self.spill.iter().map(|(p, v)| (*p, v)))
+    }
+    /// The entries in ascending pid order, mutably.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut V)> {
+        let dense = if self.len == 0 {
+            &mut self.dense[..0]
+        } else {
+            &mut self.dense[..]
+        };
+        dense
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, v)| v.as_mut().map(|v| (i as u32, v)))
+            .chain(self.spill.iter_mut().map(|(p, v)| (*p, v)))
+    }
+    /// The values in ascending pid order.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.iter().map(|(_, v)| v)
+    }
+    /// The values in ascending pid order, mutably.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.iter_mut().map(|(_, v)| v)
+    }
+    /// The pids in ascending order.
+    pub fn keys(&self) -> impl Iterator<Item = u32> + '_ {
+        self.iter().map(|(p, _)| p)
+    }
+}
+
+/// A set of process ids: a [`PidMap`] of nothing.
+pub type PidSet = PidMap<()>;
+
+impl PidMap<()> {
+    /// Adds `pid`; whether it was new.
+    pub fn add(&mut self, pid: u32) -> bool {
+        self.insert(pid, ()).is_none()
+    }
+    /// Whether `pid` is in the set.
+    pub fn contains(&self, pid: &u32) -> bool {
+        self.contains_key(pid)
+    }
+}
+
+#[cfg(test)]
+mod pid_map_tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Random operations applied to a `PidMap` and a `BTreeMap` keep them identical,
+    /// including iteration order across the dense/spill boundary.
+    #[test]
+    fn behaves_like_a_btreemap() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(3);
+        let mut a: PidMap<u64> = PidMap::new();
+        let mut b: BTreeMap<u32, u64> = BTreeMap::new();
+        for step in 0..20_000u64 {
+            let pid = match rng.random_range(0..10u32) {
+                0 => DENSE_PIDS + rng.random_range(0..5u32),
+                1 => u32::MAX - rng.random_range(0..3u32),
+                _ => rng.random_range(0..300u32),
+            };
+            match rng.random_range(0..4u32) {
+                0 | 1 => assert_eq!(a.insert(pid, step), b.insert(pid, step)),
+                2 => assert_eq!(a.remove(&pid), b.remove(&pid)),
+                _ => {
+                    *a.get_or_insert_with(pid, || 7) += 1;
+                    *b.entry(pid).or_insert(7) += 1;
+                }
+            }
+            assert_eq!(a.len(), b.len());
+            assert_eq!(a.get(&pid), b.get(&pid));
+            if step % 1000 == 0 {
+                let x: Vec<(u32, u64)> = a.iter().map(|(p, v)| (p, *v)).collect();
+                let y: Vec<(u32, u64)> = b.iter().map(|(p, v)| (*p, *v)).collect();
+                assert_eq!(x, y);
+            }
+        }
+        a.clear();
+        assert!(a.is_empty() && a.iter().next().is_none());
+    }
+}

@@ -24,7 +24,7 @@
 //!
 //! The mode is the `mode` of the trace's `fallback` events, else `backend_detail.fallback`.
 
-use crate::check::common::{Opts, base_interval, secs};
+use crate::check::common::{Opts, PidMap, base_interval, secs};
 use crate::check::{Checker, Verdict};
 use crate::pacer::BurstMeter;
 use crate::trace::{Event, Header, OpKind, Sink};
@@ -53,9 +53,9 @@ pub struct Degradation {
     tolerance: u64,
     detail_mode: Option<String>,
     trace_mode: Option<String>,
-    multiplier: BTreeMap<u32, f64>,
-    sent: BTreeMap<u32, u64>,
-    in_fallback: BTreeMap<u32, (u64, String)>,
+    multiplier: PidMap<f64>,
+    sent: PidMap<u64>,
+    in_fallback: PidMap<(u64, String)>,
     open: BTreeMap<u32, Window>,
     // closed windows, with their end, judged at the end of the trace
     closed: Vec<(Window, u64)>,
@@ -79,9 +79,9 @@ impl Degradation {
             tolerance: h.burst.max(divisor + 1),
             detail_mode: o.str("fallback").map(str::to_string),
             trace_mode: None,
-            multiplier: BTreeMap::new(),
-            sent: BTreeMap::new(),
-            in_fallback: BTreeMap::new(),
+            multiplier: PidMap::new(),
+            sent: PidMap::new(),
+            in_fallback: PidMap::new(),
             open: BTreeMap::new(),
             closed: Vec::new(),
             windows: 0,
@@ -214,7 +214,7 @@ impl Sink for Degradation {
             Event::Fallback { pid, enter, mode, .. } => {
                 self.trace_mode.get_or_insert_with(|| mode.clone());
                 if *enter {
-                    self.in_fallback.entry(*pid).or_insert((t, mode.clone()));
+                    self.in_fallback.get_or_insert_with(*pid, || (t, mode.clone()));
                 } else {
                     self.in_fallback.remove(pid);
                 }

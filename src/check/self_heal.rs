@@ -38,10 +38,10 @@
 //!
 //! The detail reports the largest stall after any kill.
 
-use crate::check::common::{Demand, Opts, base_interval, is_outage, pid_list, secs};
+use crate::check::common::{Demand, Opts, PidMap, PidSet, base_interval, is_outage, pid_list, secs};
 use crate::check::{Checker, Verdict};
 use crate::trace::{Event, Header, Sink};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Gaps kept for the median before and after a kill.
 const GAPS: usize = 16;
@@ -120,7 +120,7 @@ pub struct SelfHeal {
     global_m: f64,
     starts: VecDeque<Start>,
     // pid -> (reference time, multiplier) of a granted slot it has not used yet
-    pending_slot: BTreeMap<u32, (u64, f64)>,
+    pending_slot: PidMap<(u64, f64)>,
     // the trace has grants: a pace, whose normal spacing is at least the interval
     paced_backend: bool,
     open: Vec<Kill>,
@@ -131,7 +131,7 @@ pub struct SelfHeal {
     // open store_outage / partition / store_restart windows
     outages: std::collections::BTreeSet<u32>,
     // processes pacing through their fallback pacer
-    in_fallback: std::collections::BTreeSet<u32>,
+    in_fallback: PidSet,
     largest: Option<(Gap, String)>,
     // the most severe violation (wedge 3, capacity lost 2, slow heal 1), first among equals
     failure: Option<(u8, String)>,
@@ -168,7 +168,7 @@ impl SelfHeal {
             demand: Demand::new(h.processes),
             global_m: 1.0,
             starts: VecDeque::new(),
-            pending_slot: BTreeMap::new(),
+            pending_slot: PidMap::new(),
             paced_backend: false,
             open: Vec::new(),
             recovering: None,
@@ -444,7 +444,7 @@ impl Sink for SelfHeal {
             }
             Event::Fallback { pid, enter, .. } => {
                 if *enter {
-                    self.in_fallback.insert(*pid);
+                    self.in_fallback.add(*pid);
                 } else {
                     self.in_fallback.remove(pid);
                 }

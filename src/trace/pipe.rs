@@ -1,0 +1,150 @@
+//! A producer and its consumers on two threads: the trace, in order, between them.
+//!
+//! Producers make traces and consumers read them, so the trace is a natural place to split a
+//! run across two cores: the simulator fills batches of events on one thread while the
+//! checkers, figures and hash drain them on the caller's. Events arrive in exactly the order
+//! they were produced, so the consumers see the same trace as a single-threaded run and every
+//! figure, verdict and hash is identical. Batches are recycled, so memory stays a few batches
+//! whatever the run's length.
+
+use super::{Event, Header, Sink};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+
+/// Events per batch: large enough to amortise the hand-off, small enough to stay in cache.
+const BATCH: usize = 2048;
+/// Batches in flight at once (the producer blocks beyond this: bounded memory).
+const IN_FLIGHT: usize = 4;
+
+enum Msg {
+    Header(Box<Header>),
+    Events(Vec<Event>),
+}
+
+/// The producer's side: a sink that batches events and sends them on.
+struct Batcher {
+    tx: SyncSender<Msg>,
+    spare: Receiver<Vec<Event>>,
+    batch: Vec<Event>,
+    // invariant: true once the consumer has gone; later events are dropped.
+    closed: bool,
+}
+
+impl Batcher {
+    fn flush(&mut self) {
+        if self.batch.is_empty() || self.closed {
+            return;
+        }
+        let next = self.spare.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
+        let full = std::mem::replace(&mut self.batch, next);
+        self.closed = self.tx.send(Msg::Events(full)).is_err();
+    }
+}
+
+impl Sink for Batcher {
+    fn header(&mut self, h: &Header) {
+        self.flush();
+        if !self.closed {
+            self.closed = self.tx.send(Msg::Header(Box::new(h.clone()))).is_err();
+        }
+    }
+    fn event(&mut self, ev: &Event) {
+        self.batch.push(ev.clone());
+        if self.batch.len() >= BATCH {
+            self.flush();
+        }
+    }
+}
+
+/// Whether this machine has a second core to give a pipeline (asked once).
+pub fn worth_it() -> bool {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get())) > 1
+}
+
+/// Runs `produce` on a new thread with a sink whose events reach `consume` on this thread, in
+/// order; returns what `produce` returns. A panic in `produce` propagates.
+pub fn pipelined<R: Send>(produce: impl FnOnce(&mut dyn Sink) -> R + Send, consume: &mut dyn Sink) -> R {
+    let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
+    let (spare_tx, spare_rx) = sync_channel::<Vec<Event>>(IN_FLIGHT + 1);
+    std::thread::scope(|s| {
+        let producer = s.spawn(move || {
+            let mut b = Batcher {
+                tx,
+                spare: spare_rx,
+                batch: Vec::with_capacity(BATCH),
+                closed: false,
+            };
+            let r = produce(&mut b);
+            b.flush();
+            r
+        });
+        for msg in rx {
+            match msg {
+                Msg::Header(h) => consume.header(&h),
+                Msg::Events(mut evs) => {
+                    for e in &evs {
+                        consume.event(e);
+                    }
+                    evs.clear();
+                    let _ = spare_tx.try_send(evs); // recycled unless the pool is full
+                }
+            }
+        }
+        match producer.join() {
+            Ok(r) => r,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::Collect;
+
+    fn events(n: u64) -> Vec<Event> {
+        (0..n)
+            .map(|t| match t % 3 {
+                0 => Event::FetchStart { t, pid: t as u32 },
+                1 => Event::Crash {
+                    t,
+                    pid: 1,
+                    point: format!("p{t}"),
+                },
+                _ => Event::End { t },
+            })
+            .collect()
+    }
+
+    /// The consumer sees the producer's header and events in order, across many batches.
+    #[test]
+    fn delivers_everything_in_order() {
+        let evs = events(3 * BATCH as u64 + 17);
+        let mut c = Collect::default();
+        let n = pipelined(
+            |out| {
+                for e in &evs {
+                    out.event(e);
+                }
+                evs.len()
+            },
+            &mut c,
+        );
+        assert_eq!(n, evs.len());
+        assert_eq!(c.events, evs);
+    }
+
+    /// A panic in the producer reaches the caller.
+    #[test]
+    #[should_panic(expected = "producer failed")]
+    fn producer_panics_propagate() {
+        let mut c = Collect::default();
+        pipelined(
+            |out| {
+                out.event(&Event::End { t: 0 });
+                panic!("producer failed")
+            },
+            &mut c,
+        );
+    }
+}
