@@ -3,7 +3,8 @@
 //! It enforces its own true limit (GCRA at `destination.limit` per second with
 //! `limit_burst`), answering 429 above it, and answers 503 with probability `p503`. Its
 //! arrivals, not the pacer's grants, are what the destination feels, so they are what the
-//! ceiling check counts first.
+//! ceiling check counts first. During a `destination_throttle` fault window it answers every
+//! arrival with the fault's status instead.
 
 use crate::pacer::Gcra;
 use crate::rng::Rng;
@@ -29,6 +30,8 @@ pub struct Destination {
     tat: Option<u64>,
     p503: f64,
     rng: Rng,
+    // `(start ns, end ns, status)`: windows in which every arrival gets `status`.
+    throttles: Vec<(u64, u64, u16)>,
     /// Arrivals so far.
     pub arrivals: u64,
 }
@@ -44,13 +47,24 @@ impl Destination {
             tat: None,
             p503: cfg.p503,
             rng,
+            throttles: Vec::new(),
             arrivals: 0,
         }
+    }
+
+    /// Adds throttle windows `[start, end)` in which every arrival is answered with the
+    /// window's status (see [`crate::fault::throttles`]).
+    pub fn with_throttles(mut self, throttles: Vec<(u64, u64, u16)>) -> Destination {
+        self.throttles = throttles;
+        self
     }
 
     /// A request arrives at `t`: the status it gets.
     pub fn arrive(&mut self, t: Instant) -> u16 {
         self.arrivals += 1;
+        if let Some(&(_, _, code)) = self.throttles.iter().find(|&&(a, b, _)| (a..b).contains(&t.0)) {
+            return code;
+        }
         if let Some(g) = &self.limit {
             let d = g.decide(self.tat, t.0);
             if !d.is_allowed() {
@@ -80,5 +94,17 @@ mod tests {
         assert_eq!(d.arrive(Instant(0)), status::OK);
         assert_eq!(d.arrive(Instant(100_000_000)), status::TOO_MANY);
         assert_eq!(d.arrive(Instant(125_000_000)), status::OK);
+    }
+
+    #[test]
+    fn throttle_window_answers_every_arrival_with_its_status() {
+        let cfg = DestinationCfg::default();
+        let mut d = Destination::new(&cfg, stream(1, Entity::Destination)).with_throttles(vec![(10, 20, 503)]);
+        let codes: Vec<u16> = [9, 10, 19, 20].iter().map(|&t| d.arrive(Instant(t))).collect();
+        assert_eq!(
+            codes,
+            [status::OK, status::UNAVAILABLE, status::UNAVAILABLE, status::OK]
+        );
+        assert_eq!(d.arrivals, 4);
     }
 }

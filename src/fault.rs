@@ -13,6 +13,12 @@
 //! at = "5s"                     #       long_transaction, clock
 //! duration = "10s"
 //! mode = "refuse"               # or "timeout"
+//!
+//! [[faults]]
+//! kind = "destination_throttle" # the destination answers every arrival with `status`
+//! at = "5s"
+//! duration = "3s"
+//! status = 429                  # or 503; default 429
 //! ```
 //!
 //! The simulator turns each spec into timed fault edges (start, end) on the engine and emits a
@@ -152,6 +158,20 @@ pub enum FaultSpec {
         /// How long it holds the lock.
         duration: Nanos,
     },
+    /// The destination answers every arrival in `[at, at + duration)` with `status`, whatever
+    /// its own limit says: the same rate-pressure burst for every backend and backoff placement.
+    /// Throttled arrivals still count as arrivals (the ceiling checks them) but do not use the
+    /// destination's own limit. No checker excuses the window: the store and the backend are
+    /// untouched, and the backoff it causes is what the checkers judge.
+    DestinationThrottle {
+        /// Start.
+        at: Nanos,
+        /// Length.
+        duration: Nanos,
+        /// The status every arrival gets: 429 (default) or 503.
+        #[serde(default = "throttle_status")]
+        status: u16,
+    },
     /// Clock disagreement.
     Clock {
         /// Processes affected. Default: all.
@@ -186,6 +206,7 @@ impl FaultSpec {
             FaultSpec::StoreRestart { .. } => "store_restart",
             FaultSpec::Partition { .. } => "partition",
             FaultSpec::LongTransaction { .. } => "long_transaction",
+            FaultSpec::DestinationThrottle { .. } => "destination_throttle",
             FaultSpec::Clock { .. } => "clock",
         }
     }
@@ -221,6 +242,14 @@ impl FaultSpec {
                 }
             }
             FaultSpec::StoreLatency { added, .. } => added.validate().map_err(|m| ("added".to_string(), m))?,
+            FaultSpec::DestinationThrottle { duration, status, .. } => {
+                if !matches!(status, 429 | 503) {
+                    return Err(("status".into(), format!("must be 429 or 503, got {status}")));
+                }
+                if duration.0 == 0 {
+                    return Err(("duration".into(), "must be above 0".into()));
+                }
+            }
             _ => {}
         }
         if let FaultSpec::Clock {
@@ -241,8 +270,24 @@ impl FaultSpec {
             | FaultSpec::StoreLatency { at, duration, .. }
             | FaultSpec::StoreRestart { at, duration }
             | FaultSpec::Partition { at, duration, .. }
-            | FaultSpec::LongTransaction { at, duration } => Some((at, at + duration)),
+            | FaultSpec::LongTransaction { at, duration }
+            | FaultSpec::DestinationThrottle { at, duration, .. } => Some((at, at + duration)),
             _ => None,
         }
     }
+}
+
+fn throttle_status() -> u16 {
+    429
+}
+
+/// The destination-throttle windows of a fault list: `(start ns, end ns, status)`.
+pub fn throttles(faults: &[FaultSpec]) -> Vec<(u64, u64, u16)> {
+    faults
+        .iter()
+        .filter_map(|f| match *f {
+            FaultSpec::DestinationThrottle { at, duration, status } => Some((at.0, at.0 + duration.0, status)),
+            _ => None,
+        })
+        .collect()
 }

@@ -382,13 +382,25 @@ impl Scenario {
     /// Parse and validate scenario text; `file` names it in errors.
     pub fn parse(file: &str, src: &str) -> Result<Scenario, ScenarioError> {
         let sc: Scenario = toml::from_str(src).map_err(|e| {
-            let line = e.span().map(|s| line_of_offset(src, s.start)).unwrap_or(0);
-            let field = if line > 0 {
+            let mut line = e.span().map(|s| line_of_offset(src, s.start)).unwrap_or(0);
+            let mut field = if line > 0 {
                 field_at_line(src, line)
             } else {
                 String::from("(document)")
             };
             let message = e.message().trim().replace('\n', " ");
+            // A tagged table (a fault) reports an unknown key at its header: point at the key.
+            if let Some(key) = message
+                .strip_prefix("unknown field `")
+                .and_then(|r| r.split('`').next())
+                .filter(|_| line > 0 && key_of(src.lines().nth(line - 1).unwrap_or("")).is_none())
+            {
+                let dotted = format!("{field}.{key}");
+                let l = line_of_field(src, &dotted);
+                if l != line {
+                    (line, field) = (l, dotted);
+                }
+            }
             ScenarioError::Invalid {
                 file: file.to_string(),
                 line,
@@ -616,5 +628,39 @@ requests = 10
         let e = err(&GOOD.replace("\"5s\"", "\"5 lightyears\""));
         assert!(e.starts_with("t.toml:3: duration:"), "{e}");
         assert!(!e.contains('\n'));
+    }
+
+    const THROTTLE: &str = "\n[[faults]]\nkind = \"destination_throttle\"\nat = \"5s\"\nduration = \"3s\"\n";
+
+    #[test]
+    fn parses_a_destination_throttle() {
+        let s = Scenario::parse("t.toml", &format!("{GOOD}{THROTTLE}")).unwrap();
+        let f = &s.faults[0];
+        assert_eq!(
+            *f,
+            FaultSpec::DestinationThrottle {
+                at: Nanos(5_000_000_000),
+                duration: Nanos(3_000_000_000),
+                status: 429
+            }
+        );
+        assert_eq!(f.kind(), "destination_throttle");
+        assert_eq!(f.window(), Some((Nanos(5_000_000_000), Nanos(8_000_000_000))));
+        let s = Scenario::parse("t.toml", &format!("{GOOD}{THROTTLE}status = 503\n")).unwrap();
+        assert_eq!(
+            crate::fault::throttles(&s.faults),
+            [(5_000_000_000, 8_000_000_000, 503)]
+        );
+    }
+
+    #[test]
+    fn a_bad_destination_throttle_names_file_line_and_field() {
+        // GOOD ends at line 10; THROTTLE's `duration` is line 14, a field appended is line 15.
+        let e = err(&format!("{GOOD}{THROTTLE}status = 500\n"));
+        assert_eq!(e, "t.toml:15: faults[0].status: must be 429 or 503, got 500");
+        let e = err(&format!("{GOOD}{THROTTLE}").replace("\"3s\"", "\"0s\""));
+        assert_eq!(e, "t.toml:14: faults[0].duration: must be above 0");
+        let e = err(&format!("{GOOD}{THROTTLE}probability = 1.0\n"));
+        assert!(e.starts_with("t.toml:15: faults[0].probability: unknown field"), "{e}");
     }
 }

@@ -204,7 +204,8 @@ impl<'a> Sim<'a> {
                 }
             }
         }
-        let dest = Destination::new(&sc.destination, rng::stream(sc.seed, Entity::Destination));
+        let dest = Destination::new(&sc.destination, rng::stream(sc.seed, Entity::Destination))
+            .with_throttles(crate::fault::throttles(&sc.faults));
         let mut sim = Sim {
             sc,
             out,
@@ -687,7 +688,8 @@ impl<'a> Sim<'a> {
                     self.store.outage_end();
                 }
             }
-            FaultSpec::Kill { .. } | FaultSpec::Clock { .. } => {}
+            // The destination applies its throttle windows itself, by arrival time.
+            FaultSpec::Kill { .. } | FaultSpec::Clock { .. } | FaultSpec::DestinationThrottle { .. } => {}
         }
     }
 

@@ -281,3 +281,243 @@ fn advisory_fake_rate_follows_hold_time_not_the_target() {
         s2.achieved_rate
     );
 }
+
+/// The `destination_throttle` window `(start, end)` of a burst scenario's trace.
+fn burst_window(evs: &[Event]) -> (u64, u64) {
+    let edges: Vec<u64> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Fault { t, kind, .. } if kind == "destination_throttle" => Some(*t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(edges.len(), 2, "one throttle window, start and end");
+    (edges[0], edges[1])
+}
+
+/// After `from`: the number of clean (200) fleet responses (`fetch_end`), and each decay as
+/// `(clean fleet responses so far, t, pid)`.
+fn decays_after(evs: &[Event], from: u64) -> (usize, Vec<(usize, u64, Option<u32>)>) {
+    let mut clean = 0;
+    let mut out = Vec::new();
+    for e in evs.iter().filter(|e| e.t() > from) {
+        match e {
+            Event::FetchEnd { status: 200, .. } => clean += 1,
+            Event::Multiplier { t, pid, cause, .. } if cause == "decay" => out.push((clean, *t, *pid)),
+            _ => {}
+        }
+    }
+    (clean, out)
+}
+
+/// The most decay steps whose clean-response indices fall within `n` consecutive responses.
+fn largest_cluster(decays: &[(usize, u64, Option<u32>)], n: usize) -> usize {
+    decays
+        .iter()
+        .map(|&(i, ..)| decays.iter().filter(|&&(j, ..)| j >= i && j < i + n).count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Each multiplier (`None`: the shared one) at `t`.
+fn multipliers_at(evs: &[Event], t: u64) -> std::collections::BTreeMap<Option<u32>, f64> {
+    let mut m = std::collections::BTreeMap::new();
+    for (tt, pid, _, to) in multipliers(evs) {
+        if tt <= t {
+            m.insert(pid, to);
+        }
+    }
+    m
+}
+
+/// The first time after `from` at which `pid`'s multiplier (`None`: the shared one) returns to 1.
+fn back_to_one(evs: &[Event], from: u64, pid: Option<u32>) -> u64 {
+    multipliers(evs)
+        .into_iter()
+        .find(|&(t, p, _, to)| t > from && p == pid && to == 1.0)
+        .expect("the multiplier recovered within the run")
+        .0
+}
+
+/// Story 3, after the same 429 burst (`destination_throttle`, identical in the three
+/// `backoff-burst-*` scenarios), with `K = decay_after`, `N` processes, factor `f`, cap `C`.
+///
+/// The record (global-pace-row, "N processes each counting their own would cross the decay
+/// threshold N times over and recover N x faster than intended") is half right in this model:
+///
+/// - **N times over: true.** With the streak per process over the shared multiplier, every
+///   process's streak restarts at the burst, so all N reach K together: the shared multiplier
+///   drops `min(N, steps to floor)` steps within N consecutive fleet responses, where the
+///   global schedule drops exactly one step per K (one per cluster).
+/// - **N x faster: false.** Each response is counted by exactly one streak, so the decays per
+///   clean fleet response are at most `1/K`, the same as global; the first cluster comes only
+///   after about `N x K` responses spent at the highest multiplier (in a round-robin fleet no
+///   process has K of its own before `(K-1) N + 1`), so the multiplier returns to 1 *later*
+///   than the global one and the fleet fetches less during recovery. With the multiplier per
+///   process too (`backoff = "per_process"`), each multiplier decays once per K of its own
+///   responses: `N x` *slower* per fleet response. (It also backed off less: each process saw
+///   only its own share of the burst's 429s.)
+/// - **Least backed-off sets the pace: false for a row.** Each reservation advances the row by
+///   the reserving process's own interval, so every slot gap equals the previous grantee's
+///   `base x own multiplier`, including while another process holds a smaller one: a round of
+///   N grants takes `base x sum(m)`, the pace is `rate / mean(m)`, not `rate / min(m)`.
+#[test]
+fn s3_same_429_burst_per_process_streak_clusters_but_does_not_recover_faster() {
+    let g_sc = load("backoff-burst-global.toml");
+    let s_sc = load("backoff-burst-per-process-streak.toml");
+    let p_sc = load("backoff-burst-per-process.toml");
+    for sc in [&s_sc, &p_sc] {
+        assert_eq!(sc.faults, g_sc.faults, "the same burst for every placement");
+        assert_eq!(
+            (sc.seed, sc.processes.count, sc.pacer.rate),
+            (g_sc.seed, g_sc.processes.count, g_sc.pacer.rate)
+        );
+    }
+    let n = g_sc.processes.count as usize;
+    let k = g_sc.backoff.decay_after as usize;
+    let (f, cap) = (g_sc.backoff.factor, g_sc.backoff.cap);
+    let steps_to_floor = cap.log(f).round() as usize;
+    let base = g_sc.interval().0;
+    let round_robin_kth = (k - 1) * n + 1; // no process has K own responses before this one
+
+    let global = trace(&g_sc);
+    let streak = trace(&s_sc);
+    let per = trace(&p_sc);
+    let (_, end) = burst_window(&global);
+    assert_eq!(burst_window(&streak).1, end);
+    assert_eq!(burst_window(&per).1, end);
+    for evs in [&global, &streak, &per] {
+        let (a, b) = burst_window(evs);
+        assert!(
+            evs.iter()
+                .all(|e| !matches!(e, Event::Arrival { t, status, .. } if (a..b).contains(t) && *status != 429)),
+            "every arrival in the window got 429"
+        );
+    }
+
+    // Global: the burst takes the shared multiplier to the cap, then exactly one step per K
+    // clean fleet responses, to the floor.
+    assert_eq!(multipliers_at(&global, end).get(&None), Some(&cap));
+    let (_, g_dec) = decays_after(&global, end);
+    let expect: Vec<usize> = (1..=steps_to_floor).map(|s| s * k).collect();
+    assert_eq!(
+        g_dec.iter().map(|d| d.0).collect::<Vec<_>>(),
+        expect,
+        "global: one decay per K"
+    );
+    assert_eq!(
+        largest_cluster(&g_dec, k),
+        1,
+        "global: never two steps within K responses"
+    );
+
+    // Per-process streak: the same shared multiplier at burst end, then a cluster of
+    // min(N, steps) decays within N consecutive responses, none before the round-robin K-th.
+    assert_eq!(multipliers_at(&streak, end).get(&None), Some(&cap));
+    let (_, s_dec) = decays_after(&streak, end);
+    assert!(s_dec.iter().all(|d| d.2.is_none()), "the multiplier is shared");
+    assert_eq!(
+        largest_cluster(&s_dec, n),
+        n.min(steps_to_floor),
+        "crosses the threshold N times over"
+    );
+    assert!(
+        s_dec[0].0 >= round_robin_kth,
+        "first decay after {} responses",
+        s_dec[0].0
+    );
+    let s_last = s_dec.last().unwrap().0;
+    assert!(
+        s_dec.len() * k <= s_last,
+        "at most 1/K decays per clean fleet response: {s_dec:?}"
+    );
+    // ...so it recovers later than the global schedule, not N times sooner, and fetches less.
+    let g_rec = back_to_one(&global, end, None) - end;
+    let s_rec = back_to_one(&streak, end, None) - end;
+    assert!(
+        s_rec > g_rec,
+        "per-process streak back to 1 after {} s, global after {} s (the record predicts {} s)",
+        secs(s_rec),
+        secs(g_rec),
+        secs(g_rec) / n as f64
+    );
+    let until = secs(end + g_rec);
+    assert!(
+        arrivals_between(&streak, secs(end), until) < arrivals_between(&global, secs(end), until),
+        "during the global recovery the per-process streak fetched less"
+    );
+
+    // Per-process multipliers: each decays once per K of its own responses, which in a
+    // round-robin fleet is no more often than once per (K-1) N + 1 fleet responses.
+    let (_, p_dec) = decays_after(&per, end);
+    assert!(
+        !p_dec.is_empty() && p_dec.iter().all(|d| d.2.is_some()),
+        "per-process multipliers"
+    );
+    for pid in 0..n as u32 {
+        let mine: Vec<usize> = p_dec.iter().filter(|d| d.2 == Some(pid)).map(|d| d.0).collect();
+        assert!(!mine.is_empty(), "pid {pid} decayed");
+        assert!(mine[0] >= round_robin_kth, "pid {pid}: first decay at {}", mine[0]);
+        assert!(
+            mine.windows(2).all(|w| w[1] - w[0] >= round_robin_kth),
+            "pid {pid}: one step per K own responses: {mine:?}"
+        );
+    }
+    // ...they diverge, and the row's pace is each grantee's own, not the least backed-off one's.
+    let mut current = vec![1.0f64; n];
+    let mut diverged = false;
+    let mut own_not_min = 0;
+    let grants: Vec<&Event> = per.iter().filter(|e| matches!(e, Event::Grant { .. })).collect();
+    let mut changes = multipliers(&per).into_iter().peekable();
+    for w in grants.windows(2) {
+        let (
+            Event::Grant {
+                t,
+                pid,
+                slot,
+                now,
+                interval,
+                multiplier,
+            },
+            Event::Grant {
+                t: t2,
+                slot: s2,
+                now: n2,
+                ..
+            },
+        ) = (w[0], w[1])
+        else {
+            unreachable!()
+        };
+        while let Some(&(tc, p, _, to)) = changes.peek()
+            && tc <= *t
+        {
+            current[p.unwrap() as usize] = to;
+            changes.next();
+        }
+        diverged |= current.iter().any(|&m| m != current[0]);
+        let gap = (*t2 as i64 + s2 - n2) - (*t as i64 + slot - now);
+        assert_eq!(
+            *interval,
+            (base as f64 * multiplier) as u64,
+            "grant at the grantee's own multiplier"
+        );
+        assert!(
+            (gap - *interval as i64).abs() < 1_000,
+            "slot gap {gap} is the previous grantee's interval"
+        );
+        assert_eq!(
+            *multiplier, current[*pid as usize],
+            "pid {pid} paces with its own multiplier"
+        );
+        let least = current.iter().copied().fold(f64::INFINITY, f64::min);
+        if *multiplier > least {
+            own_not_min += 1;
+        }
+    }
+    assert!(diverged, "per-process multipliers diverge");
+    assert!(
+        own_not_min > 0,
+        "grants paced by their own multiplier while another process held a smaller one"
+    );
+}

@@ -15,7 +15,8 @@
 //!   below the rate, the property does not apply.
 //! - **Excluded**: fault windows in which the store or its lock is out of the backend's hands
 //!   (`store_outage`, `store_restart`, `partition`, `long_transaction`, `store_latency`);
-//!   `degradation` judges those, and until every store operation sent during one is answered
+//!   not `destination_throttle`, which leaves the store and backend untouched (the multiplier
+//!   it raises already lowers the target); `degradation` judges those, and until every store operation sent during one is answered
 //!   (a client timeout outlives the outage). Also, after each kill, the time `self_heal` allows for
 //!   healing: interval x multiplier plus the backend's release delay for a dead holder
 //!   (`backend_detail.detect_dead` or `ttl`); a wedge lasts beyond it and is counted.

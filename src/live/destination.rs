@@ -51,6 +51,7 @@ struct Shared {
 /// once it is set (workers fetch only after the run's origin is fixed).
 pub async fn start(
     cfg: &DestinationCfg,
+    throttles: Vec<(u64, u64, u16)>,
     seed: u64,
     clock: Arc<OnceLock<RunClock>>,
     log: EventLog,
@@ -58,7 +59,7 @@ pub async fn start(
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
-        dest: Mutex::new(Destination::new(cfg, rng::stream(seed, Entity::Destination))),
+        dest: Mutex::new(Destination::new(cfg, rng::stream(seed, Entity::Destination)).with_throttles(throttles)),
         clock,
         log,
     });
@@ -226,7 +227,7 @@ mod tests {
             limit: Some(1.0),
             ..Default::default()
         };
-        let srv = start(&cfg, 1, clock, Arc::clone(&log)).await.unwrap();
+        let srv = start(&cfg, Vec::new(), 1, clock, Arc::clone(&log)).await.unwrap();
         let mut c = DestClient::new(&srv.addr.to_string());
         c.send(2, 0).await.unwrap();
         assert_eq!(c.status().await.unwrap(), 200);

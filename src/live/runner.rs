@@ -326,9 +326,15 @@ async fn run_inner(
     let setup = |what: &str, e: &dyn std::fmt::Display| LiveError::Setup(format!("{what}: {e}"));
 
     // 1. The destination.
-    let dest = destination::start(&sc.destination, sc.seed, Arc::clone(&clock_cell), Arc::clone(&log))
-        .await
-        .map_err(|e| setup("starting the destination", &e))?;
+    let dest = destination::start(
+        &sc.destination,
+        crate::fault::throttles(&sc.faults),
+        sc.seed,
+        Arc::clone(&clock_cell),
+        Arc::clone(&log),
+    )
+    .await
+    .map_err(|e| setup("starting the destination", &e))?;
 
     // 2. Fault proxies, when the scenario has store faults.
     let mut proxies: Vec<Proxy> = Vec::new();
@@ -924,6 +930,13 @@ async fn fault(
                     }
                 }
             });
+        }
+        FaultSpec::DestinationThrottle { at, duration, .. } => {
+            // The destination applies the window itself, by arrival time; only the edges here.
+            clock.sleep_until(at.0).await;
+            edge(true, clock.now());
+            clock.sleep_until(at.0 + duration.0).await;
+            edge(false, clock.now());
         }
         FaultSpec::LongTransaction { at, duration } => {
             clock.sleep_until(at.0).await;
