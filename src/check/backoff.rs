@@ -423,7 +423,7 @@ impl BackoffCoherence {
         if !eq(from, self.m) {
             self.fail(format!(
                 "at {}: {whose} multiplier changed {}→{} ({cause}) but the fleet's reference multiplier is {}: \
-                 multipliers diverge between processes (the least backed-off one sets the pace)",
+                 multipliers diverge between processes (each writes its own pace into the shared one)",
                 secs(t),
                 mult(from),
                 mult(to),
@@ -483,7 +483,7 @@ impl BackoffCoherence {
                     .count();
                 format!(
                     "the fleet's clean streak is {}/{k} with {clean} clean response(s) pending: decayed too early \
-                     (a streak counted per process decays N times too fast)",
+                     (a streak counted per process: N processes cross the threshold together)",
                     s.streak
                 )
             } else {
