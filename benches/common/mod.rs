@@ -21,6 +21,14 @@ pub fn peak_rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Whether `cargo test` (not `cargo bench`) started this binary: `cargo test --all-targets`
+/// runs bench targets too, without the `--bench` flag `cargo bench` passes. Then a bench only
+/// smoke-tests itself on a small case, so the test suite does not spend minutes measuring.
+pub fn under_cargo_test() -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    !args.iter().any(|a| a == "--bench" || a == "--case")
+}
+
 /// The value after `--case` on the command line, if this process is a child.
 pub fn case_arg() -> Option<String> {
     let args: Vec<String> = std::env::args().collect();

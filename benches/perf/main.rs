@@ -168,7 +168,11 @@ fn main() {
         child(&case);
         return;
     }
-    let quick: Vec<&str> = if reps() == 1 { vec!["--quick"] } else { vec![] };
+    let smoke = common::under_cargo_test();
+    if smoke {
+        println!("(run by cargo test: R1-small once as a smoke test; `just bench` measures)");
+    }
+    let quick: Vec<&str> = if reps() == 1 || smoke { vec!["--quick"] } else { vec![] };
     let rows: &[(&str, &str, &str)] = &[
         ("engine-1k", "engine, 1,024 pending", "events"),
         ("engine-128k", "engine, 131,072 pending", "events"),
@@ -184,7 +188,12 @@ fn main() {
     // `-- --only large` runs the cases whose name contains the text (a ratio needs its
     // harness, no-hash and bare rows)
     let args: Vec<String> = std::env::args().collect();
-    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1));
+    let small = "small".to_string();
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .or(smoke.then_some(&small));
     println!(
         "pacesim benchmarks: release build, each case in its own process, best of {}",
         reps()

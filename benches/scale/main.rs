@@ -37,6 +37,10 @@ fn main() {
     {
         sc.duration = pacesim::time::parse_duration(d).unwrap_or_else(|e| panic!("--duration: {e}"));
     }
+    if common::under_cargo_test() {
+        println!("(run by cargo test: a 2 s smoke run; `just bench-scale` measures the hour)");
+        sc.duration = pacesim::time::parse_duration("2s").expect("valid duration");
+    }
     println!(
         "scale: {} processes, {}/s, {} of virtual time (about {} fetches)",
         thousands(sc.processes.count as f64),
