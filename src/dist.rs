@@ -10,7 +10,7 @@
 use crate::rng::Rng;
 use crate::time::Nanos;
 use rand::RngExt;
-use rand_distr::{Distribution, Exp, LogNormal};
+use rand_distr::{Distribution, Exp};
 use serde::{Deserialize, Serialize};
 
 /// A distribution of non-negative durations.
@@ -101,8 +101,10 @@ impl Dist {
                 Nanos(e.sample(rng).round() as u64)
             }
             Dist::Lognormal { median, sigma } => {
-                let d = LogNormal::new((median.0 as f64).ln(), sigma).expect("validated lognormal");
-                let v = d.sample(rng);
+                // median x e^(sigma z), z standard normal: LogNormal(ln median, sigma) without
+                // a logarithm per draw (the same single normal draw)
+                let z: f64 = rand_distr::StandardNormal.sample(rng);
+                let v = median.0 as f64 * (sigma * z).exp();
                 Nanos(if v.is_finite() { v.min(1e18).round() as u64 } else { 0 })
             }
         }
