@@ -1,6 +1,6 @@
 //! `mutual_exclusion` (lock backends): at most K critical sections at once, except while a
 //! safety valve / broker error runs a job uncapped or the store is out, which is reported, not
-//! failed.
+//! failed; a lock the store drops under its live holder is not excused.
 //!
 //! A process is in its critical section from its `lock_acquired` until the section ends: a
 //! `lock_released` with reason `release` (the holder finished) or `holder_died`, or its
@@ -11,11 +11,14 @@
 //! lock, dies, or has made `backend_detail.walk` fetches.
 //!
 //! K is `backend_detail.locks` (default 1). An overlap (more than K sections) is excused when
-//! one of the sections is uncapped or lost its lock to a store restart, or a `store_outage`,
-//! `store_restart` or `partition` window is open; excused overlaps are counted and reported.
-//! Applies when the trace has lock events.
+//! one of the sections is uncapped (the design's declared way to run without the lock) or a
+//! `store_outage` or `partition` window is open (the fallback policy runs then, and the
+//! degradation check judges it); excused overlaps are counted and reported. A lock the store
+//! dropped under a live holder (`store_restart`, `ttl`, `session_gone`) excuses nothing: the
+//! holder still runs, nobody chose to run without the lock, and the second walk beside it is the
+//! failure. Applies when the trace has lock events.
 
-use crate::check::common::{Opts, is_outage, secs};
+use crate::check::common::{Opts, secs};
 use crate::check::{Checker, Verdict};
 use crate::trace::{Event, Header, OpKind, Sink};
 use std::collections::{BTreeMap, BTreeSet};
@@ -111,14 +114,6 @@ impl MutualExclusion {
     fn excuse(&self) -> Option<String> {
         if let Some((pid, u)) = self.uncapped.iter().next() {
             return Some(format!("pid {pid} uncapped ({})", u.reason));
-        }
-        if let Some((pid, s)) = self
-            .sections
-            .iter()
-            .find(|(_, s)| s.lost.as_ref().is_some_and(|(r, _)| r == "store_restart"))
-        {
-            let reason = s.lost.as_ref().map(|l| l.0.as_str()).unwrap_or("");
-            return Some(format!("pid {pid}'s lock lost to {reason}"));
         }
         if !self.outages.is_empty() {
             return Some("store outage in force".into());
@@ -245,7 +240,7 @@ impl Sink for MutualExclusion {
                 self.end_section(*pid);
                 self.uncapped.remove(pid);
             }
-            Event::Fault { id, kind, start, .. } if is_outage(kind) => {
+            Event::Fault { id, kind, start, .. } if kind == "store_outage" || kind == "partition" => {
                 if *start {
                     self.outages.insert(*id);
                 } else {
