@@ -223,15 +223,22 @@ mod tests {
     /// are reused.
     #[test]
     fn matches_a_sorted_reference_under_random_scheduling() {
+        // short delays (many ties) and long ones
+        for (max_delay, seed) in [(50, 3), (1 << 40, 4), (1_000_000, 5)] {
+            random_scheduling(max_delay, seed);
+        }
+    }
+
+    fn random_scheduling(max_delay: u64, seed: u64) {
         use rand::{RngExt, SeedableRng};
-        let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(3);
+        let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
         let mut e = Engine::new();
         let mut reference: Vec<(u64, u64)> = Vec::new(); // (at, seq) of pending events
         let (mut seq, mut most) = (0u64, 0);
         for _ in 0..20_000 {
             most = most.max(e.pending());
             if r.random_bool(0.55) || e.pending() == 0 {
-                let delay = Nanos(r.random_range(0..50));
+                let delay = Nanos(r.random_range(0..max_delay));
                 let at = (e.now() + delay).0;
                 if r.random_bool(0.4) {
                     e.after_in(Lane(r.random_range(0..3)), delay, seq);
@@ -240,6 +247,12 @@ mod tests {
                 }
                 reference.push((at, seq));
                 seq += 1;
+            } else if r.random_bool(0.2) {
+                // a look that must not pop: the earliest is due after the limit
+                let want = *reference.iter().min().expect("pending");
+                if want.0 > e.now().0 {
+                    assert!(e.pop_until(Instant(want.0 - 1)).is_none());
+                }
             } else {
                 let want = *reference.iter().min().expect("pending");
                 reference.retain(|x| *x != want);
