@@ -90,7 +90,7 @@ impl Placed {
             }
             (PerProcess, Global) => {
                 if status.is_rate_pressure()
-                    && let Some(c) = local.on_response(status)
+                    && let Some(c) = local.back_off(status)
                 {
                     emit(cx, Some(pid), c.from, c.to, status);
                 }
@@ -110,12 +110,9 @@ impl Placed {
                 }
             }
             Signal::Decay => {
-                let m = shared.multiplier();
-                let mut primed = Backoff::restore(cfg, m, cfg.decay_after() - 1).expect("valid state");
-                if let Some(c) = primed.on_response(Status::Ok) {
+                if let Some(c) = shared.decay() {
                     emit(cx, None, c.from, c.to, Status::Ok);
                 }
-                *shared = Backoff::restore(cfg, primed.multiplier(), 0).expect("valid state");
             }
             Signal::Streak(s) => {
                 let before = shared.clean_streak();
@@ -136,13 +133,9 @@ impl Placed {
     pub fn on_reply(&self, cx: &mut Cx, pid: u32, local: &mut Backoff, reply: Reply) {
         if let Reply::Backoff { decay: true, .. } = reply
             && self.multiplier == Placement::PerProcess
+            && let Some(c) = local.decay()
         {
-            let m = local.multiplier();
-            let mut primed = Backoff::restore(self.config, m, self.config.decay_after() - 1).expect("valid state");
-            if let Some(c) = primed.on_response(Status::Ok) {
-                emit(cx, Some(pid), c.from, c.to, Status::Ok);
-            }
-            *local = Backoff::restore(self.config, primed.multiplier(), 0).expect("valid state");
+            emit(cx, Some(pid), c.from, c.to, Status::Ok);
         }
     }
 }
