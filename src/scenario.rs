@@ -514,6 +514,21 @@ impl Scenario {
     }
 }
 
+/// The design record's key test in its smallest form, as scenario-file text: four processes,
+/// 10 requests each, through one `row` at 50/s, within 5 s; everything else defaulted. For
+/// tests that start from a valid scenario and change one thing. Its lines are fixed (parse
+/// errors name them): `name` on line 2, `rate` on line 6, `requests` on line 9.
+pub const FOUR_LIMITERS: &str = r#"
+name = "four-limiters"
+duration = "5s"
+[pacer]
+backend = "row"
+rate = 50.0
+[processes]
+count = 4
+requests = 10
+"#;
+
 fn line_of_offset(src: &str, offset: usize) -> usize {
     src[..offset.min(src.len())].bytes().filter(|&b| b == b'\n').count() + 1
 }
@@ -587,16 +602,7 @@ fn line_of_field(src: &str, field: &str) -> usize {
 mod tests {
     use super::*;
 
-    const GOOD: &str = r#"
-name = "t"
-duration = "5s"
-[pacer]
-backend = "row"
-rate = 50.0
-[processes]
-count = 4
-requests = 10
-"#;
+    const GOOD: &str = FOUR_LIMITERS;
 
     #[test]
     fn parses_minimal() {

@@ -8,7 +8,7 @@
 use pacesim::live::pg;
 use pacesim::live::settings::{PgSettings, RedisSettings};
 use pacesim::live::{LiveOptions, LiveRun, run_blocking};
-use pacesim::scenario::Scenario;
+use pacesim::scenario::{FOUR_LIMITERS, Scenario};
 use pacesim::trace::Event;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -121,17 +121,6 @@ fn nothing_left(r: &LiveRun, pg_settings: &PgSettings, rt: &tokio::runtime::Runt
     }
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 }
-
-const FOUR_LIMITERS: &str = r#"
-name = "four-limiters"
-duration = "5s"
-[pacer]
-backend = "row"
-rate = 50.0
-[processes]
-count = 4
-requests = 10
-"#;
 
 #[test]
 fn row_shares_one_budget_across_four_processes() {

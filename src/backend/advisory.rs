@@ -20,13 +20,11 @@
 //!   is gone (`detect_dead`, default 5 s), then it is released: self-healing, with a stall.
 //!   A store restart drops every lock while the holders still believe they hold them.
 
-use crate::backend::fallback::Fallbacks;
-use crate::backend::lockset::{Holder, LockTable, Protocol};
+use crate::backend::lockset::{Holders, LockTable};
 use crate::backend::{Backend, Cx, Op, ProcView, Reply, Served, Step};
 use crate::clock::Reading;
 use crate::scenario::{Fallback, Scenario};
 use crate::time::Nanos;
-use crate::trace::Event;
 
 /// The advisory-lock backend.
 #[derive(Debug)]
@@ -34,30 +32,22 @@ pub struct Advisory {
     // ---- in the store ----
     locks: LockTable,
     // ---- options ----
-    proto: Protocol,
     detect_dead: Nanos,
     connections: Option<u32>,
     // ---- each process ----
-    procs: Vec<Holder>,
-    fallbacks: Fallbacks,
+    procs: Holders,
 }
 
 impl Advisory {
     /// Build from a scenario.
     pub fn new(sc: &Scenario) -> Advisory {
-        let proto = Protocol::new(sc);
+        let procs = Holders::new(sc, "advisory", Fallback::FailClosed);
         Advisory {
-            locks: LockTable::new(proto.k),
-            proto,
+            locks: LockTable::new(procs.proto().k),
             detect_dead: sc.pacer.detect_dead.unwrap_or(Nanos(5_000_000_000)),
             connections: sc.pacer.connections,
-            procs: vec![Holder::default(); sc.processes.count as usize],
-            fallbacks: Fallbacks::with_default(sc, Fallback::FailClosed),
+            procs,
         }
-    }
-
-    fn session(&self, pid: u32) -> (u32, u32) {
-        (pid, self.procs[pid as usize].session)
     }
 }
 
@@ -67,32 +57,24 @@ impl Backend for Advisory {
     }
 
     fn detail(&self) -> serde_json::Value {
+        let proto = self.procs.proto();
         serde_json::json!({
-            "locks": self.proto.k,
-            "lock_use": self.proto.lock_use,
-            "hold_ns": self.proto.hold.0,
-            "poll_ns": self.proto.poll.0,
+            "locks": proto.k,
+            "lock_use": proto.lock_use,
+            "hold_ns": proto.hold.0,
+            "poll_ns": proto.poll.0,
             "detect_dead_ns": self.detect_dead.0,
             "connections": self.connections,
-            "fallback": self.fallbacks.mode_name(),
+            "fallback": self.procs.fallback_name(),
         })
     }
 
     fn acquire(&mut self, _cx: &mut Cx, p: &ProcView) -> Step {
-        let h = &mut self.procs[p.pid as usize];
-        match h.held {
-            Some(lock) if h.releasing => Step::Send(Op::Unlock { lock }),
-            _ => {
-                h.tried = 0;
-                Step::Send(Op::TryLock {
-                    lock: self.proto.first(p.pid),
-                })
-            }
-        }
+        self.procs.acquire(p.pid)
     }
 
     fn serve(&mut self, cx: &mut Cx, pid: u32, op: &Op, _now: Reading) -> Served {
-        let s = self.session(pid);
+        let s = self.procs.session(pid);
         match *op {
             Op::TryLock { lock } => {
                 if let Some(c) = self.connections
@@ -104,16 +86,7 @@ impl Backend for Advisory {
                 Served::now(self.locks.try_take(cx, lock, s))
             }
             Op::Unlock { lock } => {
-                // The holder's critical section ends here even if the store had already
-                // dropped its lock (a restart): report the holder's own end.
-                if !self.locks.release(cx, lock, s, "release") {
-                    cx.out.event(&Event::LockReleased {
-                        t: cx.t.0,
-                        pid,
-                        lock,
-                        reason: "release".into(),
-                    });
-                }
+                self.locks.end_section(cx, lock, s);
                 Served::now(Reply::Unlocked)
             }
             other => unreachable!("advisory never sends {other:?}"),
@@ -121,73 +94,33 @@ impl Backend for Advisory {
     }
 
     fn on_reply(&mut self, cx: &mut Cx, p: &ProcView, op: &Op, reply: Reply) -> Step {
-        self.fallbacks.on_success(cx, p.pid);
-        let h = &mut self.procs[p.pid as usize];
-        match (*op, reply) {
-            (Op::Unlock { .. }, _) => {
-                h.held = None;
-                h.releasing = false;
-                Step::Done
-            }
-            (Op::TryLock { lock }, r) => match self.proto.on_try_reply(h, cx.t, lock, r) {
-                Ok(step) => step,
-                Err(next) => Step::Send(Op::TryLock { lock: next }),
-            },
-            (other, _) => unreachable!("advisory never sends {other:?}"),
-        }
+        self.procs.on_reply(cx, p.pid, op, reply)
     }
 
     fn on_store_error(&mut self, cx: &mut Cx, p: &ProcView, op: &Op) -> Step {
-        match op {
+        match *op {
             // The session broke: the server drops its lock when it notices.
             Op::Unlock { lock } => {
-                let s = self.session(p.pid);
-                if !self.locks.release(cx, *lock, s, "release") {
-                    cx.out.event(&Event::LockReleased {
-                        t: cx.t.0,
-                        pid: p.pid,
-                        lock: *lock,
-                        reason: "release".into(),
-                    });
-                }
-                let h = &mut self.procs[p.pid as usize];
-                h.held = None;
-                h.releasing = false;
-                Step::Done
+                self.locks.end_section(cx, lock, self.procs.session(p.pid));
+                self.procs.released(p.pid)
             }
-            _ => self.fallbacks.on_error(cx, p, 1.0),
+            _ => self.procs.fall_back(cx, p),
         }
     }
 
     fn after_fetch(&mut self, cx: &mut Cx, p: &ProcView, _status: u16) -> Step {
-        let h = &mut self.procs[p.pid as usize];
-        match h.held {
-            None => Step::Done, // a fallback fetch
-            Some(lock) => match self.proto.release_at(h, cx.t) {
-                None => Step::Send(Op::Unlock { lock }),
-                Some(at) => Step::RetryAt(at),
-            },
-        }
+        // Unlocked now (`concurrency`) or after the hold (`fake_rate`); an unlock cut short
+        // is sent again by the next acquire.
+        self.procs.after_fetch(cx.t, p.pid)
     }
 
     fn on_restart(&mut self, pid: u32) {
-        let h = &mut self.procs[pid as usize];
-        *h = Holder {
-            session: h.session + 1,
-            ..Holder::default()
-        };
-        self.fallbacks.reset(pid);
+        self.procs.restart(pid);
     }
 
     fn on_crash(&mut self, cx: &mut Cx, pid: u32) {
-        let s = self.session(pid);
-        if let Some(lock) = self.locks.held_by(s) {
-            cx.out.event(&Event::LockReleased {
-                t: cx.t.0,
-                pid,
-                lock,
-                reason: "holder_died".into(),
-            });
+        let s = self.procs.session(pid);
+        if let Some(lock) = self.locks.holder_died(cx, s) {
             // The server notices the dead session after `detect_dead` and frees its lock.
             cx.timers.push((
                 cx.t + self.detect_dead,

@@ -14,9 +14,9 @@
 //! | per_process| global      | bumps its own multiplier; sends clean/other to the shared streak |
 //! | per_process| per_process | runs the whole schedule itself; the store never hears of it     |
 
-use crate::backend::{Cx, Reply};
+use crate::backend::{Cx, Op, Reply, Step};
 use crate::pacer::{Backoff, BackoffConfig, Status};
-use crate::scenario::{BackoffCfg, Placement};
+use crate::scenario::{BackoffCfg, Placement, Scenario};
 use crate::trace::Event;
 
 /// What a process tells the shared backoff state.
@@ -90,7 +90,7 @@ impl Placed {
             }
             (PerProcess, Global) => {
                 if status.is_rate_pressure()
-                    && let Some(c) = local.on_response(status)
+                    && let Some(c) = local.back_off(status)
                 {
                     emit(cx, Some(pid), c.from, c.to, status);
                 }
@@ -110,12 +110,9 @@ impl Placed {
                 }
             }
             Signal::Decay => {
-                let m = shared.multiplier();
-                let mut primed = Backoff::restore(cfg, m, cfg.decay_after() - 1).expect("valid state");
-                if let Some(c) = primed.on_response(Status::Ok) {
+                if let Some(c) = shared.decay() {
                     emit(cx, None, c.from, c.to, Status::Ok);
                 }
-                *shared = Backoff::restore(cfg, primed.multiplier(), 0).expect("valid state");
             }
             Signal::Streak(s) => {
                 let before = shared.clean_streak();
@@ -136,14 +133,80 @@ impl Placed {
     pub fn on_reply(&self, cx: &mut Cx, pid: u32, local: &mut Backoff, reply: Reply) {
         if let Reply::Backoff { decay: true, .. } = reply
             && self.multiplier == Placement::PerProcess
+            && let Some(c) = local.decay()
         {
-            let m = local.multiplier();
-            let mut primed = Backoff::restore(self.config, m, self.config.decay_after() - 1).expect("valid state");
-            if let Some(c) = primed.on_response(Status::Ok) {
-                emit(cx, Some(pid), c.from, c.to, Status::Ok);
-            }
-            *local = Backoff::restore(self.config, primed.multiplier(), 0).expect("valid state");
+            emit(cx, Some(pid), c.from, c.to, Status::Ok);
         }
+    }
+}
+
+/// A pace backend's backoff state, placed as [`Placed`] says: the shared columns in the store
+/// and each process's own machine, with the steps every pace backend takes on them the same way
+/// (its request carries the process's own multiplier; after the fetch it reports the response;
+/// the store's answer to a report ends the job).
+#[derive(Debug)]
+pub struct Backoffs {
+    /// Where the pieces live, and the schedule.
+    pub placed: Placed,
+    // ---- in the store: the multiplier and clean-streak columns (used as `placed` says) ----
+    shared: Backoff,
+    // ---- each process's memory ----
+    local: Vec<Backoff>,
+}
+
+impl Backoffs {
+    /// From the scenario (`[pacer] backoff`, `streak`, and `[backoff]`), everything rested.
+    pub fn new(sc: &Scenario) -> Backoffs {
+        let placed = Placed::new(sc.pacer.backoff, sc.pacer.streak, &sc.backoff);
+        Backoffs {
+            placed,
+            shared: placed.fresh(),
+            local: (0..sc.processes.count).map(|_| placed.fresh()).collect(),
+        }
+    }
+
+    /// Store side: the shared multiplier column.
+    pub fn shared_multiplier(&self) -> f64 {
+        self.shared.multiplier()
+    }
+
+    /// Process side: the multiplier `pid` sends with its request, when it keeps its own.
+    pub fn own_multiplier(&self, pid: u32) -> Option<f64> {
+        self.placed.own_multiplier(&self.local[pid as usize])
+    }
+
+    /// The multiplier in force for `pid`: its own if it keeps one, else the shared one (what
+    /// paces its fallback when the store fails it).
+    pub fn in_force(&self, pid: u32) -> f64 {
+        self.own_multiplier(pid).unwrap_or(self.shared.multiplier())
+    }
+
+    /// Store side, atomic: apply a report to the shared columns.
+    pub fn serve(&mut self, cx: &mut Cx, signal: Signal) -> Reply {
+        self.placed.serve(cx, &mut self.shared, signal)
+    }
+
+    /// Process side: the store answered `pid`'s report; its job is done.
+    pub fn on_reply(&mut self, cx: &mut Cx, pid: u32, reply: Reply) -> Step {
+        self.placed.on_reply(cx, pid, &mut self.local[pid as usize], reply);
+        Step::Done
+    }
+
+    /// Process side, after the fetch: update `pid`'s own state and report the response when
+    /// the store keeps a piece; otherwise the job is done.
+    pub fn after_fetch(&mut self, cx: &mut Cx, pid: u32, status: u16) -> Step {
+        match self
+            .placed
+            .after_response(cx, pid, &mut self.local[pid as usize], status)
+        {
+            Some(signal) => Step::Send(Op::Report(signal)),
+            None => Step::Done,
+        }
+    }
+
+    /// A fresh process starts with a rested machine.
+    pub fn reset(&mut self, pid: u32) {
+        self.local[pid as usize] = self.placed.fresh();
     }
 }
 

@@ -12,34 +12,27 @@
 //!   property that makes a row unsafe for a *claim* makes it correct for a *pace*, which holds
 //!   only a timestamp.)
 
-use crate::backend::fallback::Fallbacks;
-use crate::backend::lockset::{Holder, LockTable, Protocol};
+use crate::backend::lockset::{Holders, LockTable};
 use crate::backend::{Backend, Cx, Op, ProcView, Reply, Served, Step};
 use crate::clock::Reading;
 use crate::scenario::{Fallback, Scenario};
-use crate::trace::Event;
 
 /// The claimed-row backend.
 #[derive(Debug)]
 pub struct ClaimRow {
     // ---- in the store: the slot rows ----
     rows: LockTable,
-    // ---- options ----
-    proto: Protocol,
     // ---- each process ----
-    procs: Vec<Holder>,
-    fallbacks: Fallbacks,
+    procs: Holders,
 }
 
 impl ClaimRow {
     /// Build from a scenario.
     pub fn new(sc: &Scenario) -> ClaimRow {
-        let proto = Protocol::new(sc);
+        let procs = Holders::new(sc, "claim_row", Fallback::FailClosed);
         ClaimRow {
-            rows: LockTable::new(proto.k),
-            proto,
-            procs: vec![Holder::default(); sc.processes.count as usize],
-            fallbacks: Fallbacks::with_default(sc, Fallback::FailClosed),
+            rows: LockTable::new(procs.proto().k),
+            procs,
         }
     }
 }
@@ -50,29 +43,19 @@ impl Backend for ClaimRow {
     }
 
     fn detail(&self) -> serde_json::Value {
-        serde_json::json!({ "locks": self.proto.k, "lock_use": "concurrency", "poll_ns": self.proto.poll.0, "fallback": self.fallbacks.mode_name() })
+        serde_json::json!({ "locks": self.procs.proto().k, "lock_use": "concurrency", "poll_ns": self.procs.proto().poll.0, "fallback": self.procs.fallback_name() })
     }
 
     fn acquire(&mut self, _cx: &mut Cx, p: &ProcView) -> Step {
-        self.procs[p.pid as usize].tried = 0;
-        Step::Send(Op::TryLock {
-            lock: self.proto.first(p.pid),
-        })
+        self.procs.acquire(p.pid)
     }
 
     fn serve(&mut self, cx: &mut Cx, pid: u32, op: &Op, _now: Reading) -> Served {
-        let s = (pid, self.procs[pid as usize].session);
+        let s = self.procs.session(pid);
         match *op {
             Op::TryLock { lock } => Served::now(self.rows.try_take(cx, lock, s)),
             Op::Unlock { lock } => {
-                if !self.rows.release(cx, lock, s, "release") {
-                    cx.out.event(&Event::LockReleased {
-                        t: cx.t.0,
-                        pid,
-                        lock,
-                        reason: "release".into(),
-                    });
-                }
+                self.rows.end_section(cx, lock, s);
                 Served::now(Reply::Unlocked)
             }
             other => unreachable!("claim_row never sends {other:?}"),
@@ -80,58 +63,28 @@ impl Backend for ClaimRow {
     }
 
     fn on_reply(&mut self, cx: &mut Cx, p: &ProcView, op: &Op, reply: Reply) -> Step {
-        self.fallbacks.on_success(cx, p.pid);
-        let h = &mut self.procs[p.pid as usize];
-        match (*op, reply) {
-            (Op::Unlock { .. }, _) => {
-                h.held = None;
-                Step::Done
-            }
-            (Op::TryLock { lock }, r) => match self.proto.on_try_reply(h, cx.t, lock, r) {
-                Ok(step) => step,
-                Err(next) => Step::Send(Op::TryLock { lock: next }),
-            },
-            (other, _) => unreachable!("claim_row never sends {other:?}"),
-        }
+        self.procs.on_reply(cx, p.pid, op, reply)
     }
 
     fn on_store_error(&mut self, cx: &mut Cx, p: &ProcView, op: &Op) -> Step {
         match op {
             // A failed release leaves the claim in place (nothing retries it): part of the defect.
-            Op::Unlock { .. } => {
-                self.procs[p.pid as usize].held = None;
-                Step::Done
-            }
-            _ => self.fallbacks.on_error(cx, p, 1.0),
+            Op::Unlock { .. } => self.procs.released(p.pid),
+            _ => self.procs.fall_back(cx, p),
         }
     }
 
     fn after_fetch(&mut self, _cx: &mut Cx, p: &ProcView, _status: u16) -> Step {
-        match self.procs[p.pid as usize].held {
-            Some(lock) => Step::Send(Op::Unlock { lock }),
-            None => Step::Done,
-        }
+        // Released at once (a claim is only ever a concurrency slot), and only once.
+        self.procs.unlock_once(p.pid)
     }
 
     fn on_restart(&mut self, pid: u32) {
-        let h = &mut self.procs[pid as usize];
-        *h = Holder {
-            session: h.session + 1,
-            ..Holder::default()
-        };
-        self.fallbacks.reset(pid);
+        self.procs.restart(pid);
     }
 
     fn on_crash(&mut self, cx: &mut Cx, pid: u32) {
-        let s = (pid, self.procs[pid as usize].session);
-        if let Some(lock) = self.rows.held_by(s) {
-            // The holder's work ends; its claim does not.
-            cx.out.event(&Event::LockReleased {
-                t: cx.t.0,
-                pid,
-                lock,
-                reason: "holder_died".into(),
-            });
-        }
+        // The holder's work ends; its claim does not.
+        self.rows.holder_died(cx, self.procs.session(pid));
     }
 }

@@ -1,6 +1,7 @@
 //! The protocol shared by the lock-slot backends ([`super::advisory`], [`super::claim_row`]):
 //! a process takes one of K locks without blocking, trying each in turn, and polls again
-//! after `poll` when all are taken. What a lock *is* in the store, and what a crash does to
+//! after `poll` when all are taken. The store side is [`LockTable`], the process side
+//! [`Holders`]. What a lock *is* in the store, and what a crash or a failed release does to
 //! it, is each backend's own file.
 //!
 //! Trace convention (the mutual-exclusion checker reads it): `lock_acquired` when the store
@@ -10,8 +11,9 @@
 //! may enter: the overlap the checker must see is not hidden, because the store's release is
 //! reported with the *store's* reason and the holder's own end is reported again).
 
-use crate::backend::{Cx, Reply, Step};
-use crate::scenario::{LockUse, Scenario};
+use crate::backend::fallback::Fallbacks;
+use crate::backend::{Cx, Op, ProcView, Reply, Step};
+use crate::scenario::{Fallback, LockUse, Scenario};
 use crate::time::{Instant, Nanos};
 use crate::trace::Event;
 
@@ -74,6 +76,32 @@ impl LockTable {
         } else {
             false
         }
+    }
+    /// The holder's critical section on lock `k` ends (an unlock served, or its session
+    /// broken): release the lock if `s` still holds it; if the store had already dropped it
+    /// (a restart), report the holder's own end all the same.
+    pub fn end_section(&mut self, cx: &mut Cx, k: u32, s: Session) {
+        if !self.release(cx, k, s, "release") {
+            cx.out.event(&Event::LockReleased {
+                t: cx.t.0,
+                pid: s.0,
+                lock: k,
+                reason: "release".into(),
+            });
+        }
+    }
+    /// `s` was killed: report its critical section's end if it holds a lock, and return that
+    /// lock. The lock itself stays taken; whether and when the store frees it is the
+    /// backend's semantics.
+    pub fn holder_died(&self, cx: &mut Cx, s: Session) -> Option<u32> {
+        let lock = self.held_by(s)?;
+        cx.out.event(&Event::LockReleased {
+            t: cx.t.0,
+            pid: s.0,
+            lock,
+            reason: "holder_died".into(),
+        });
+        Some(lock)
     }
     /// The lock `s` holds, if any.
     pub fn held_by(&self, s: Session) -> Option<u32> {
@@ -170,5 +198,122 @@ impl Protocol {
                 (at > t).then_some(at)
             }
         }
+    }
+}
+
+/// The process side of the protocol for every process: each one's [`Holder`], the options, and
+/// the fallback a process takes when the store fails a try.
+#[derive(Debug)]
+pub struct Holders {
+    name: &'static str,
+    proto: Protocol,
+    holders: Vec<Holder>,
+    fallbacks: Fallbacks,
+}
+
+impl Holders {
+    /// One rested holder per process, for backend `name`; `fallback` is the backend's default
+    /// mode (`[pacer] fallback` overrides it).
+    pub fn new(sc: &Scenario, name: &'static str, fallback: Fallback) -> Holders {
+        Holders {
+            name,
+            proto: Protocol::new(sc),
+            holders: vec![Holder::default(); sc.processes.count as usize],
+            fallbacks: Fallbacks::with_default(sc, fallback),
+        }
+    }
+
+    /// The options.
+    pub fn proto(&self) -> &Protocol {
+        &self.proto
+    }
+
+    /// The fallback mode's name.
+    pub fn fallback_name(&self) -> &'static str {
+        self.fallbacks.mode_name()
+    }
+
+    /// `pid`'s current session.
+    pub fn session(&self, pid: u32) -> Session {
+        (pid, self.holders[pid as usize].session)
+    }
+
+    /// The process wants a lock: a fresh round of tries from its first lock, unless it is still
+    /// releasing the last one (woken after a fake-rate hold, or a job that began while an
+    /// unlock was cut short), which it unlocks first.
+    pub fn acquire(&mut self, pid: u32) -> Step {
+        let h = &mut self.holders[pid as usize];
+        match h.held {
+            Some(lock) if h.releasing => Step::Send(Op::Unlock { lock }),
+            _ => {
+                h.tried = 0;
+                Step::Send(Op::TryLock {
+                    lock: self.proto.first(pid),
+                })
+            }
+        }
+    }
+
+    /// The store answered `op`: an unlock ends the job; a try either got a lock (fetch now),
+    /// moves on to the next lock, or polls again after a full round.
+    pub fn on_reply(&mut self, cx: &mut Cx, pid: u32, op: &Op, reply: Reply) -> Step {
+        self.fallbacks.on_success(cx, pid);
+        match *op {
+            Op::Unlock { .. } => self.released(pid),
+            Op::TryLock { lock } => match self
+                .proto
+                .on_try_reply(&mut self.holders[pid as usize], cx.t, lock, reply)
+            {
+                Ok(step) => step,
+                Err(next) => Step::Send(Op::TryLock { lock: next }),
+            },
+            other => unreachable!("{} never sends {other:?}", self.name),
+        }
+    }
+
+    /// The process is done with its lock (its unlock answered or failed): the job ends.
+    pub fn released(&mut self, pid: u32) -> Step {
+        let h = &mut self.holders[pid as usize];
+        h.held = None;
+        h.releasing = false;
+        Step::Done
+    }
+
+    /// The store failed a try: the fallback decides.
+    pub fn fall_back(&mut self, cx: &mut Cx, p: &ProcView) -> Step {
+        self.fallbacks.on_error(cx, p, 1.0)
+    }
+
+    /// After the fetch, with the lock marked as being released: unlock now, or (a fake rate)
+    /// sleep holding it until its hold is over. A fallback fetch held no lock: the job ends.
+    pub fn after_fetch(&mut self, t: Instant, pid: u32) -> Step {
+        let h = &mut self.holders[pid as usize];
+        match h.held {
+            None => Step::Done,
+            Some(lock) => match self.proto.release_at(h, t) {
+                None => Step::Send(Op::Unlock { lock }),
+                Some(at) => Step::RetryAt(at),
+            },
+        }
+    }
+
+    /// After the fetch: unlock at once, without marking the lock as being released, so that
+    /// a job beginning before the unlock is answered tries for a lock again instead of
+    /// resending it. A fallback fetch held no lock: the job ends.
+    pub fn unlock_once(&self, pid: u32) -> Step {
+        match self.holders[pid as usize].held {
+            Some(lock) => Step::Send(Op::Unlock { lock }),
+            None => Step::Done,
+        }
+    }
+
+    /// A fresh process took `pid`'s place: a new session, holding nothing, out of fallback.
+    pub fn restart(&mut self, pid: u32) {
+        let h = &mut self.holders[pid as usize];
+        *h = Holder {
+            session: h.session + 1,
+            ..Holder::default()
+        };
+        self.fallbacks.reset(pid);
     }
 }

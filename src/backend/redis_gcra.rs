@@ -12,11 +12,11 @@
 //!
 //! The decision rule is [`crate::pacer::Gcra`], differentially tested against `governor`.
 
-use crate::backend::backoff::Placed;
+use crate::backend::backoff::Backoffs;
 use crate::backend::fallback::Fallbacks;
 use crate::backend::{Backend, Cx, Op, ProcView, Reply, Served, Step};
 use crate::clock::Reading;
-use crate::pacer::{Backoff, Gcra};
+use crate::pacer::Gcra;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
 use crate::trace::Event;
@@ -27,25 +27,21 @@ pub struct RedisGcra {
     // ---- in Redis ----
     // invariant: only ever advanced by an allowed request, to max(tat, now) + T.
     tat: Option<u64>,
-    shared_backoff: Backoff,
+    // the multiplier and clean streak in the hash beside it, and each process's own machine
+    backoff: Backoffs,
     // ---- options ----
     gcra: Gcra,
-    placed: Placed,
     // ---- each process's memory ----
-    local_backoff: Vec<Backoff>,
     fallbacks: Fallbacks,
 }
 
 impl RedisGcra {
     /// Build from a scenario (`[pacer] burst`, default 1).
     pub fn new(sc: &Scenario) -> RedisGcra {
-        let placed = Placed::new(sc.pacer.backoff, sc.pacer.streak, &sc.backoff);
         RedisGcra {
             tat: None,
-            shared_backoff: placed.fresh(),
+            backoff: Backoffs::new(sc),
             gcra: Gcra::new(sc.interval().0, sc.pacer.burst.unwrap_or(1).max(1)),
-            placed,
-            local_backoff: (0..sc.processes.count).map(|_| placed.fresh()).collect(),
             fallbacks: Fallbacks::new(sc),
         }
     }
@@ -61,21 +57,21 @@ impl Backend for RedisGcra {
             "interval_ns": self.gcra.interval(),
             "burst": self.gcra.burst(),
             "fallback": self.fallbacks.mode_name(),
-            "backoff": self.placed.multiplier,
-            "streak": self.placed.streak,
+            "backoff": self.backoff.placed.multiplier,
+            "streak": self.backoff.placed.streak,
         })
     }
 
     fn acquire(&mut self, _cx: &mut Cx, p: &ProcView) -> Step {
         Step::Send(Op::Gcra {
-            multiplier: self.placed.own_multiplier(&self.local_backoff[p.pid as usize]),
+            multiplier: self.backoff.own_multiplier(p.pid),
         })
     }
 
     fn serve(&mut self, cx: &mut Cx, pid: u32, op: &Op, now: Reading) -> Served {
         match *op {
             Op::Gcra { multiplier } => {
-                let m = multiplier.unwrap_or(self.shared_backoff.multiplier());
+                let m = multiplier.unwrap_or(self.backoff.shared_multiplier());
                 let g = self.gcra.scaled(m);
                 let now_ns = now.max(0) as u64;
                 let d = g.decide(self.tat, now_ns);
@@ -100,7 +96,7 @@ impl Backend for RedisGcra {
                     }
                 }
             }
-            Op::Report(signal) => Served::now(self.placed.serve(cx, &mut self.shared_backoff, signal)),
+            Op::Report(signal) => Served::now(self.backoff.serve(cx, signal)),
             other => unreachable!("redis_gcra never sends {other:?}"),
         }
     }
@@ -113,11 +109,7 @@ impl Backend for RedisGcra {
                 Step::FetchAt(cx.t)
             }
             Reply::Denied { retry_after } => Step::RetryAt(cx.t + p.mono.ref_duration(retry_after)),
-            Reply::Backoff { .. } => {
-                self.placed
-                    .on_reply(cx, p.pid, &mut self.local_backoff[p.pid as usize], reply);
-                Step::Done
-            }
+            Reply::Backoff { .. } => self.backoff.on_reply(cx, p.pid, reply),
             other => unreachable!("redis_gcra never gets {other:?}"),
         }
     }
@@ -125,29 +117,16 @@ impl Backend for RedisGcra {
     fn on_store_error(&mut self, cx: &mut Cx, p: &ProcView, op: &Op) -> Step {
         match op {
             Op::Report(_) => Step::Done,
-            _ => {
-                let local = &self.local_backoff[p.pid as usize];
-                let m = self
-                    .placed
-                    .own_multiplier(local)
-                    .unwrap_or(self.shared_backoff.multiplier());
-                self.fallbacks.on_error(cx, p, m)
-            }
+            _ => self.fallbacks.on_error(cx, p, self.backoff.in_force(p.pid)),
         }
     }
 
     fn after_fetch(&mut self, cx: &mut Cx, p: &ProcView, status: u16) -> Step {
-        match self
-            .placed
-            .after_response(cx, p.pid, &mut self.local_backoff[p.pid as usize], status)
-        {
-            Some(signal) => Step::Send(Op::Report(signal)),
-            None => Step::Done,
-        }
+        self.backoff.after_fetch(cx, p.pid, status)
     }
 
     fn on_restart(&mut self, pid: u32) {
-        self.local_backoff[pid as usize] = self.placed.fresh();
+        self.backoff.reset(pid);
         self.fallbacks.reset(pid);
     }
 }

@@ -24,12 +24,11 @@
 //!   ahead, and self-heals within one interval. No claim, nothing to reconcile. (Killed inside
 //!   an open transaction, the update is rolled back when the store notices the session died.)
 
-use crate::backend::backoff::Placed;
+use crate::backend::backoff::Backoffs;
 use crate::backend::fallback::Fallbacks;
 use crate::backend::{Backend, Cx, Op, ProcView, Reply, Served, Step};
 use crate::clock::Reading;
 use crate::dist::Dist;
-use crate::pacer::Backoff;
 use crate::scenario::{ClockSource, Scenario, WaitMode};
 use crate::time::{Instant, Nanos};
 use crate::trace::Event;
@@ -42,8 +41,8 @@ pub struct Row {
     // invariant: every slot granted is >= the previous slot + its interval, so slots strictly
     // increase (store clock); `None` until the first reservation creates the row.
     next_allowed_at: Option<Reading>,
-    // the backoff_multiplier and clean_streak columns (used as `Placed` says).
-    shared_backoff: Backoff,
+    // the backoff_multiplier and clean_streak columns, and each process's own machine
+    backoff: Backoffs,
     // ---- options ----
     interval: Nanos,
     clock: ClockSource,
@@ -53,9 +52,7 @@ pub struct Row {
     // its update, when it commits). A holder killed before the commit is rolled back.
     open_tx: Option<(u32, Option<Reading>, Instant)>,
     stale_after: Nanos,
-    placed: Placed,
     // ---- each process's memory ----
-    local_backoff: Vec<Backoff>,
     fallbacks: Fallbacks,
 }
 
@@ -63,19 +60,16 @@ impl Row {
     /// Build from a scenario.
     pub fn new(sc: &Scenario) -> Row {
         let p = &sc.pacer;
-        let placed = Placed::new(p.backoff, p.streak, &sc.backoff);
         Row {
             name: "row",
             next_allowed_at: None,
             open_tx: None,
-            shared_backoff: placed.fresh(),
+            backoff: Backoffs::new(sc),
             interval: sc.interval(),
             clock: p.clock.unwrap_or(ClockSource::Store),
             wait: p.wait.unwrap_or(WaitMode::Relative),
             in_transaction: p.in_transaction.as_ref().map(|t| t.hold.clone()),
             stale_after: p.stale_after.unwrap_or(Nanos(10_000_000_000)),
-            placed,
-            local_backoff: (0..sc.processes.count).map(|_| placed.fresh()).collect(),
             fallbacks: Fallbacks::new(sc),
         }
     }
@@ -117,16 +111,15 @@ impl Backend for Row {
             "wait": self.wait,
             "in_transaction": self.in_transaction,
             "fallback": self.fallbacks.mode_name(),
-            "backoff": self.placed.multiplier,
-            "streak": self.placed.streak,
+            "backoff": self.backoff.placed.multiplier,
+            "streak": self.backoff.placed.streak,
         })
     }
 
     fn acquire(&mut self, cx: &mut Cx, p: &ProcView) -> Step {
-        let multiplier = self.placed.own_multiplier(&self.local_backoff[p.pid as usize]);
         Step::Send(Op::Reserve {
             proc_now: p.mono.read(cx.t),
-            multiplier,
+            multiplier: self.backoff.own_multiplier(p.pid),
         })
     }
 
@@ -137,7 +130,7 @@ impl Backend for Row {
                     ClockSource::Store => now,
                     ClockSource::ProcessMonotonic => proc_now,
                 };
-                let m = multiplier.unwrap_or(self.shared_backoff.multiplier());
+                let m = multiplier.unwrap_or(self.backoff.shared_multiplier());
                 let before = self.next_allowed_at;
                 let (slot, interval) = self.reserve(now, m);
                 cx.out.event(&Event::Grant {
@@ -158,7 +151,7 @@ impl Backend for Row {
                     hold,
                 }
             }
-            Op::Report(signal) => Served::now(self.placed.serve(cx, &mut self.shared_backoff, signal)),
+            Op::Report(signal) => Served::now(self.backoff.serve(cx, signal)),
             other => unreachable!("{} never sends {other:?}", self.name),
         }
     }
@@ -180,41 +173,25 @@ impl Backend for Row {
                 self.fallbacks.note_slot(p, wake);
                 Step::FetchAt(wake)
             }
-            Reply::Backoff { .. } => {
-                self.placed
-                    .on_reply(cx, p.pid, &mut self.local_backoff[p.pid as usize], reply);
-                Step::Done
-            }
+            Reply::Backoff { .. } => self.backoff.on_reply(cx, p.pid, reply),
             other => unreachable!("{} never gets {other:?}", self.name),
         }
     }
 
     fn on_store_error(&mut self, cx: &mut Cx, p: &ProcView, op: &Op) -> Step {
         match op {
-            Op::Reserve { .. } => {
-                let m = self
-                    .placed
-                    .own_multiplier(&self.local_backoff[p.pid as usize])
-                    .unwrap_or(self.shared_backoff.multiplier());
-                self.fallbacks.on_error(cx, p, m)
-            }
+            Op::Reserve { .. } => self.fallbacks.on_error(cx, p, self.backoff.in_force(p.pid)),
             // A lost report: the response is forgotten, as a failed UPDATE would be.
             _ => Step::Done,
         }
     }
 
     fn after_fetch(&mut self, cx: &mut Cx, p: &ProcView, status: u16) -> Step {
-        match self
-            .placed
-            .after_response(cx, p.pid, &mut self.local_backoff[p.pid as usize], status)
-        {
-            Some(signal) => Step::Send(Op::Report(signal)),
-            None => Step::Done,
-        }
+        self.backoff.after_fetch(cx, p.pid, status)
     }
 
     fn on_restart(&mut self, pid: u32) {
-        self.local_backoff[pid as usize] = self.placed.fresh();
+        self.backoff.reset(pid);
         self.fallbacks.reset(pid);
     }
 

@@ -154,7 +154,8 @@ impl Default for BackoffConfig {
     }
 }
 
-/// A change of the backoff multiplier, reported by [`Backoff::on_response`].
+/// A change of the backoff multiplier, reported by [`Backoff::on_response`], [`Backoff::back_off`]
+/// and [`Backoff::decay`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Change {
     /// The multiplier before the response.
@@ -259,33 +260,63 @@ impl Backoff {
 
     /// Applies one response; returns the multiplier change it caused, if any.
     ///
-    /// 1. 429 or 503: `multiplier = min(cap, multiplier * factor)`, streak reset to 0.
-    /// 2. Clean: streak + 1; on reaching `decay_after`,
+    /// 1. 429 or 503: [`back_off`](Self::back_off): `multiplier = min(cap, multiplier * factor)`,
+    ///    streak reset to 0.
+    /// 2. Clean: streak + 1; on reaching `decay_after`, [`decay`](Self::decay):
     ///    `multiplier = max(1.0, multiplier / factor)` and streak reset to 0.
     /// 3. Other error: streak reset to 0, multiplier unchanged.
     ///
     /// A step that leaves the multiplier equal (a 429 at the cap, a decay at 1.0) returns
     /// `None`; the streak still changes as above.
     pub fn on_response(&mut self, status: Status) -> Option<Change> {
-        let from = self.multiplier;
         match status {
-            Status::TooManyRequests | Status::Unavailable => {
-                self.clean_streak = 0;
-                self.multiplier = (from * self.config.factor).min(self.config.cap);
-            }
+            Status::TooManyRequests | Status::Unavailable => self.back_off(status),
             Status::Ok => {
                 self.clean_streak += 1;
                 if self.clean_streak >= self.config.decay_after {
-                    self.clean_streak = 0;
-                    self.multiplier = (from / self.config.factor).max(1.0);
+                    self.decay()
+                } else {
+                    None
                 }
             }
-            Status::Error => self.clean_streak = 0,
+            Status::Error => {
+                self.clean_streak = 0;
+                None
+            }
         }
+    }
+
+    /// One backoff step, as a 429 or 503 takes it: `multiplier = min(cap, multiplier * factor)`
+    /// and the streak reset to 0. `cause` is the rate-pressure response
+    /// ([`Status::TooManyRequests`] or [`Status::Unavailable`]) reported in the [`Change`].
+    ///
+    /// For a holder that applies only the multiplier half of the schedule (the streak is
+    /// counted elsewhere). Returns `None` at the cap.
+    pub fn back_off(&mut self, cause: Status) -> Option<Change> {
+        debug_assert!(cause.is_rate_pressure(), "back_off caused by {cause:?}");
+        let from = self.multiplier;
+        self.clean_streak = 0;
+        self.multiplier = (from * self.config.factor).min(self.config.cap);
+        self.changed(from, cause)
+    }
+
+    /// One decay step, as the `decay_after`-th consecutive clean response takes it:
+    /// `multiplier = max(1.0, multiplier / factor)` and the streak reset to 0, whatever it was.
+    ///
+    /// For a holder told that a streak counted elsewhere reached `decay_after`. Returns `None`
+    /// at 1.0; a returned [`Change`] has cause [`Status::Ok`].
+    pub fn decay(&mut self) -> Option<Change> {
+        let from = self.multiplier;
+        self.clean_streak = 0;
+        self.multiplier = (from / self.config.factor).max(1.0);
+        self.changed(from, Status::Ok)
+    }
+
+    fn changed(&self, from: f64, cause: Status) -> Option<Change> {
         (self.multiplier != from).then_some(Change {
             from,
             to: self.multiplier,
-            cause: status,
+            cause,
         })
     }
 }
@@ -355,6 +386,45 @@ mod tests {
         let tos: Vec<_> = (0..4).map(|_| b.on_response(Status::Ok).map(|c| c.to)).collect();
         assert_eq!(tos, [Some(3.0), Some(1.5), Some(1.0), None]);
         assert_eq!(b.scale(10), 10);
+    }
+
+    #[test]
+    fn back_off_is_the_pressure_step_without_the_response() {
+        let mut b = Backoff::restore(cfg(2.0, 6.0, 3), 2.0, 2).unwrap();
+        let c = b.back_off(Status::Unavailable).unwrap();
+        assert_eq!((c.from, c.to, c.cause), (2.0, 4.0, Status::Unavailable));
+        assert_eq!(b.clean_streak(), 0);
+        assert_eq!(b.back_off(Status::TooManyRequests).map(|c| c.to), Some(6.0));
+        assert_eq!(b.back_off(Status::TooManyRequests), None, "held at the cap");
+        assert_eq!(b.multiplier(), 6.0);
+        // the same step as a 429 through on_response, streak and all
+        let (mut x, mut y) = (
+            Backoff::restore(cfg(2.0, 8.0, 3), 2.0, 1).unwrap(),
+            Backoff::restore(cfg(2.0, 8.0, 3), 2.0, 1).unwrap(),
+        );
+        assert_eq!(
+            x.back_off(Status::TooManyRequests),
+            y.on_response(Status::TooManyRequests)
+        );
+        assert_eq!(x, y);
+    }
+
+    #[test]
+    fn decay_is_the_streak_step_without_the_streak() {
+        // from any streak, not only decay_after - 1
+        let mut b = Backoff::restore(cfg(2.0, 6.0, 3), 6.0, 1).unwrap();
+        let c = b.decay().unwrap();
+        assert_eq!((c.from, c.to, c.cause), (6.0, 3.0, Status::Ok));
+        assert_eq!(b.clean_streak(), 0);
+        assert_eq!(b.decay().map(|c| c.to), Some(1.5));
+        assert_eq!(b.decay().map(|c| c.to), Some(1.0));
+        assert_eq!(b.decay(), None, "held at 1.0");
+        assert_eq!(b.multiplier(), 1.0);
+        // the same step as the decay_after-th clean response through on_response
+        let mut x = Backoff::restore(cfg(2.0, 8.0, 3), 8.0, 0).unwrap();
+        let mut y = Backoff::restore(cfg(2.0, 8.0, 3), 8.0, 2).unwrap();
+        assert_eq!(x.decay(), y.on_response(Status::Ok));
+        assert_eq!(x, y);
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //! the figure when no backend has any (or every one is instantaneous: a zero-latency store).
 
 use super::palette::colour;
-use super::{DrawResult, Figure, LABEL, LegendItem, Swatch, TITLE, decimate, draw_legend, num, split_legend, text};
+use super::{
+    AXIS, DrawResult, Figure, LABEL, LegendItem, Swatch, decimate, draw_legend, draw_stacked, main_chart, mesh, num,
+    split_legend, text,
+};
 use crate::report::timeline::Timeline;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -109,22 +112,10 @@ impl Figure for LatencyFigure {
             "{}: reservation round trip, sent to reply (seed {})",
             self.scenario, self.seed
         );
-        let mut chart = ChartBuilder::on(&main)
-            .caption(title, text(TITLE, BLACK))
-            .margin(12)
-            .margin_right(20)
-            .x_label_area_size(48)
-            .y_label_area_size(72)
-            .build_cartesian_2d((lo..hi).log_scale(), 0.0..100.0)?;
-        chart
-            .configure_mesh()
+        let mut chart = main_chart(&main, title).build_cartesian_2d((lo..hi).log_scale(), 0.0..100.0)?;
+        mesh(&mut chart, LABEL, AXIS)
             .x_desc("round trip (ms, log scale)")
             .y_desc("share of round trips at or below (%)")
-            .label_style(text(LABEL, BLACK))
-            .axis_desc_style(text(super::AXIS, BLACK))
-            .max_light_lines(1)
-            .light_line_style(RGBColor(243, 243, 243))
-            .bold_line_style(RGBColor(215, 215, 215))
             .x_label_formatter(&|v| ms_label(*v))
             .y_label_formatter(&|v| num(*v, 1))
             .draw()?;
@@ -142,12 +133,8 @@ impl Figure for LatencyFigure {
                 )),
             )))?;
         }
-        for (l, w) in self.lines.iter().zip(super::stacked_widths(self.lines.len())) {
-            chart.draw_series(LineSeries::new(
-                l.points.iter().copied(),
-                colour(&l.backend).stroke_width(w),
-            ))?;
-        }
+        let lines: Vec<_> = self.lines.iter().map(|l| (l.backend.as_str(), &l.points[..])).collect();
+        draw_stacked(&mut chart, &lines)?;
         let items: Vec<LegendItem> = self
             .lines
             .iter()

@@ -22,7 +22,10 @@ pub mod rate;
 pub mod seeds;
 
 use crate::report::timeline::FaultWindow;
+use plotters::chart::MeshStyle;
+use plotters::coord::CoordTranslate;
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -88,6 +91,40 @@ pub fn write<F: Figure>(fig: &F, dir: &Path, stem: &str) -> Result<(), PlotError
 /// Text style of `size` pixels in `colour`.
 pub fn text(size: u32, colour: RGBColor) -> TextStyle<'static> {
     (FAMILY, size).into_font().color(&colour)
+}
+
+/// A figure's main chart: `title` above it, the figures' margins, and room for the axis labels.
+pub fn main_chart<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, title: String) -> ChartBuilder<'_, 'static, DB> {
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(title, text(TITLE, BLACK))
+        .margin(12)
+        .margin_right(20)
+        .x_label_area_size(48)
+        .y_label_area_size(72);
+    builder
+}
+
+/// The grid every chart draws: tick labels of `label` pixels, axis descriptions of `axis`
+/// pixels, at most one light line between bold ones, both pale grey. The caller adds its axis
+/// descriptions and label formatters, then draws.
+pub fn mesh<'a, 'b, X, Y, DB>(
+    chart: &'b mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    label: u32,
+    axis: u32,
+) -> MeshStyle<'a, 'b, X, Y, DB>
+where
+    DB: DrawingBackend,
+    X: Ranged + ValueFormatter<X::ValueType>,
+    Y: Ranged + ValueFormatter<Y::ValueType>,
+{
+    let mut mesh = chart.configure_mesh();
+    mesh.label_style(text(label, BLACK))
+        .axis_desc_style(text(axis, BLACK))
+        .max_light_lines(1)
+        .light_line_style(RGBColor(243, 243, 243))
+        .bold_line_style(RGBColor(215, 215, 215));
+    mesh
 }
 
 /// How a legend entry is drawn.
@@ -198,6 +235,22 @@ pub fn wrap(s: &str, width: usize) -> Vec<String> {
 pub fn stacked_widths(n: usize) -> Vec<u32> {
     let step = if n <= 4 { 2 } else { 1 };
     (0..n).map(|i| 2 + step * (n - 1 - i) as u32).collect()
+}
+
+/// Draw one line per backend in its colour, in order, with [`stacked_widths`]: identical lines
+/// would hide each other, so earlier backends are drawn wider underneath.
+pub fn draw_stacked<DB, CT>(chart: &mut ChartContext<'_, DB, CT>, lines: &[(&str, &[(f64, f64)])]) -> DrawResult<DB>
+where
+    DB: DrawingBackend,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    for (&(backend, points), w) in lines.iter().zip(stacked_widths(lines.len())) {
+        chart.draw_series(LineSeries::new(
+            points.iter().copied(),
+            palette::colour(backend).stroke_width(w),
+        ))?;
+    }
+    Ok(())
 }
 
 /// For each item, the index of the first earlier item equal to it.

@@ -5,8 +5,8 @@
 
 use super::palette::colour;
 use super::{
-    DrawResult, Figure, LABEL, LegendItem, Swatch, TITLE, decimate, draw_faults, draw_legend, fault_bands, num,
-    split_legend, text,
+    AXIS, DrawResult, Figure, LABEL, LegendItem, Swatch, decimate, draw_faults, draw_legend, fault_bands, main_chart,
+    mesh, num, split_legend,
 };
 use crate::report::timeline::{Gauge, Grid, Timeline};
 use plotters::coord::Shift;
@@ -147,22 +147,10 @@ impl Figure for MultiplierFigure {
         let ymax = (self.cap * 1.1).ceil().max(2.0);
         let xmax = if self.end_s > 0.0 { self.end_s } else { 1.0 };
         let title = format!("{}: backoff multiplier over time (seed {})", self.scenario, self.seed);
-        let mut chart = ChartBuilder::on(&main)
-            .caption(title, text(TITLE, BLACK))
-            .margin(12)
-            .margin_right(20)
-            .x_label_area_size(48)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0.0..xmax, 0.0..ymax)?;
-        chart
-            .configure_mesh()
+        let mut chart = main_chart(&main, title).build_cartesian_2d(0.0..xmax, 0.0..ymax)?;
+        mesh(&mut chart, LABEL, AXIS)
             .x_desc("time (s)")
             .y_desc("multiplier (x base interval)")
-            .label_style(text(LABEL, BLACK))
-            .axis_desc_style(text(super::AXIS, BLACK))
-            .max_light_lines(1)
-            .light_line_style(RGBColor(243, 243, 243))
-            .bold_line_style(RGBColor(215, 215, 215))
             .x_label_formatter(&|v| num(*v, 3))
             .y_label_formatter(&|v| num(*v, 2))
             .draw()?;

@@ -6,7 +6,7 @@
 use super::palette::{colour, shade, tint};
 use super::rate::{window_for, window_label};
 use super::{
-    DrawResult, Figure, LABEL, LegendItem, Swatch, TITLE, draw_faults, draw_legend, fault_bands, nice_ceil, num,
+    DrawResult, Figure, LABEL, LegendItem, Swatch, TITLE, draw_faults, draw_legend, fault_bands, mesh, nice_ceil, num,
     split_legend, text,
 };
 use crate::report::timeline::{Grid, Timeline};
@@ -217,15 +217,9 @@ impl Figure for ProcessFigure {
                 .x_label_area_size(40)
                 .y_label_area_size(62)
                 .build_cartesian_2d(0.0..xmax, 0.0..ymax)?;
-            chart
-                .configure_mesh()
+            mesh(&mut chart, LABEL - 1, LABEL)
                 .x_desc("time (s)")
                 .y_desc("arrivals per second")
-                .label_style(text(LABEL - 1, BLACK))
-                .axis_desc_style(text(LABEL, BLACK))
-                .max_light_lines(1)
-                .light_line_style(RGBColor(243, 243, 243))
-                .bold_line_style(RGBColor(215, 215, 215))
                 .x_label_formatter(&|v| num(*v, 3))
                 .y_label_formatter(&|v| num(*v, 2))
                 .x_labels(8)

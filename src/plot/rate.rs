@@ -9,8 +9,8 @@
 
 use super::palette::colour;
 use super::{
-    DrawResult, Figure, LABEL, LegendItem, Swatch, TITLE, draw_faults, draw_legend, fault_bands, nice_ceil, num,
-    split_legend, text,
+    AXIS, DrawResult, Figure, LABEL, LegendItem, Swatch, draw_faults, draw_legend, draw_stacked, fault_bands,
+    main_chart, mesh, nice_ceil, num, split_legend, text,
 };
 use crate::report::timeline::{Grid, Timeline};
 use plotters::coord::Shift;
@@ -215,22 +215,10 @@ impl Figure for RateFigure {
             window_label(self.window_ns),
             self.seed
         );
-        let mut chart = ChartBuilder::on(&top)
-            .caption(title, text(TITLE, BLACK))
-            .margin(12)
-            .margin_right(20)
-            .x_label_area_size(48)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0.0..xmax, 0.0..ymax)?;
-        chart
-            .configure_mesh()
+        let mut chart = main_chart(&top, title).build_cartesian_2d(0.0..xmax, 0.0..ymax)?;
+        mesh(&mut chart, LABEL, AXIS)
             .x_desc("time (s)")
             .y_desc(format!("arrivals per second (last {})", window_label(self.window_ns)))
-            .label_style(text(LABEL, BLACK))
-            .axis_desc_style(text(super::AXIS, BLACK))
-            .max_light_lines(1)
-            .light_line_style(RGBColor(243, 243, 243))
-            .bold_line_style(RGBColor(215, 215, 215))
             .x_label_formatter(&|v| num(*v, 3))
             .y_label_formatter(&|v| num(*v, 2))
             .draw()?;
@@ -248,13 +236,8 @@ impl Figure for RateFigure {
                 colour(&l.backend).mix(0.18).filled(),
             )))?;
         }
-        // Identical lines would hide each other: earlier backends are drawn wider underneath.
-        for (l, w) in self.lines.iter().zip(super::stacked_widths(self.lines.len())) {
-            chart.draw_series(LineSeries::new(
-                l.points.iter().copied(),
-                colour(&l.backend).stroke_width(w),
-            ))?;
-        }
+        let lines: Vec<_> = self.lines.iter().map(|l| (l.backend.as_str(), &l.points[..])).collect();
+        draw_stacked(&mut chart, &lines)?;
         chart.draw_series(DashedLineSeries::new(
             vec![(0.0, self.ceiling), (xmax, self.ceiling)],
             14,

@@ -4,7 +4,9 @@
 //! confidence interval. Reference lines: the ceiling, a window ratio of 1, the tolerated burst.
 
 use super::palette::colour;
-use super::{DrawResult, Figure, LABEL, LegendItem, Swatch, TITLE, draw_legend, nice_ceil, num, split_legend, text};
+use super::{
+    DrawResult, Figure, LABEL, LegendItem, Swatch, TITLE, draw_legend, mesh, nice_ceil, num, split_legend, text,
+};
 use crate::report::{HEADLINES, ScenarioRuns, headline};
 use crate::stats::{self, MeanCi, Spread};
 use plotters::coord::Shift;
@@ -114,15 +116,9 @@ fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &SeedPanel, 
         .x_label_area_size(34)
         .y_label_area_size(64)
         .build_cartesian_2d(-0.5..(n as f64 - 0.5), lo..hi)?;
-    chart
-        .configure_mesh()
+    mesh(&mut chart, LABEL - 1, LABEL)
         .disable_x_mesh()
         .x_labels(0)
-        .label_style(text(LABEL - 1, BLACK))
-        .axis_desc_style(text(LABEL, BLACK))
-        .max_light_lines(1)
-        .light_line_style(RGBColor(243, 243, 243))
-        .bold_line_style(RGBColor(215, 215, 215))
         .y_desc(p.unit.clone())
         .y_label_formatter(&|v| num(*v, digits))
         .draw()?;
