@@ -135,6 +135,10 @@ pub struct RateFigure {
     pub lines: Vec<RateLine>,
     /// Fault bands `(kind, start s, end s)`.
     pub bands: Vec<(String, f64, f64)>,
+    /// Per backend whose multiplier left 1: the effective ceiling, `ceiling / multiplier`
+    /// (the shared multiplier, or the mean over processes), as steps `(time s, per second)`.
+    /// Entries are `(backend, which multiplier, steps)`.
+    pub effective: Vec<(String, &'static str, Vec<(f64, f64)>)>,
 }
 
 impl RateFigure {
@@ -170,6 +174,20 @@ impl RateFigure {
             l.same_as = s.map(|j| names[j].clone());
         }
         let bands = fault_bands(runs.iter().flat_map(|r| r.1.faults()), end_s);
+        let effective = runs
+            .iter()
+            .filter_map(|(b, tl, _)| {
+                let (g, which) = match tl.global_multiplier() {
+                    Some(g) => (g, "backoff multiplier"),
+                    None => (tl.per_process_multiplier()?.0, "mean per-process multiplier"),
+                };
+                let pts = super::multiplier::steps(g, tl.end());
+                pts.iter().any(|p| p.1 > 1.0).then(|| {
+                    let eff = pts.iter().map(|&(t, m)| (t, ceiling / m.max(1.0))).collect();
+                    (b.to_string(), which, eff)
+                })
+            })
+            .collect();
         RateFigure {
             scenario: scenario.to_string(),
             seed,
@@ -178,6 +196,7 @@ impl RateFigure {
             end_s,
             lines,
             bands,
+            effective,
         }
     }
 
@@ -246,6 +265,14 @@ impl Figure for RateFigure {
         ))?;
         let at = chart.backend_coord(&(xmax, self.ceiling));
         super::boxed_label(&top, at, &format!("ceiling {}/s", num(self.ceiling, 3)))?;
+        for (b, _, pts) in &self.effective {
+            chart.draw_series(DashedLineSeries::new(
+                pts.iter().copied(),
+                5,
+                4,
+                colour(b).stroke_width(2),
+            ))?;
+        }
 
         if !fb_rows.is_empty() {
             let n = fb_rows.len() as u32;
@@ -297,6 +324,17 @@ impl Figure for RateFigure {
             Swatch::Dashed(BLACK),
             format!("ceiling {}/s", num(self.ceiling, 3)),
         ));
+        for (b, which, _) in &self.effective {
+            let whose = if self.lines.len() == 1 {
+                String::new()
+            } else {
+                format!("{b}: ")
+            };
+            items.push(LegendItem::new(
+                Swatch::Dashed(colour(b)),
+                format!("{whose}effective ceiling = ceiling / {which} (the pace the backoff allows)"),
+            ));
+        }
         if self.lines.iter().any(|l| !l.band.is_empty()) {
             items.push(LegendItem::new(
                 Swatch::Band(RGBColor(90, 90, 90), 0.25),
