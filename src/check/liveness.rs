@@ -17,7 +17,9 @@
 //!   (`store_outage`, `store_restart`, `partition`, `long_transaction`, `store_latency`);
 //!   not `destination_throttle`, which leaves the store and backend untouched (the multiplier
 //!   it raises already lowers the target); `degradation` judges those, and until every store operation sent during one is answered
-//!   (a client timeout outlives the outage). Also, after each kill, the time `self_heal` allows for
+//!   (a client timeout outlives the outage), and after one ends, while a `divided` fallback
+//!   may still park a process on its local slot before it asks the store again: `(cap + 1)`
+//!   intervals x multiplier (`backend_detail.cap`, default processes - 1). Also, after each kill, the time `self_heal` allows for
 //!   healing: interval x multiplier plus the backend's release delay for a dead holder
 //!   (`backend_detail.detect_dead` or `ttl`); a wedge lasts beyond it and is counted.
 //! - **Verdict**: fetch starts outside excluded windows `>= (1 - epsilon) x expected - 1`.
@@ -63,6 +65,8 @@ pub struct Liveness {
     total_ns: u64,
     starts: u64,
     grants: bool,
+    // the longest a divided fallback parks a process on a local slot, at multiplier 1 (ns)
+    fallback_park: u64,
 }
 
 impl Liveness {
@@ -97,6 +101,13 @@ impl Liveness {
             lock_use,
             offered,
             demand: Demand::new(h.processes),
+            fallback_park: match o.str("fallback") {
+                Some("divided") | None => {
+                    let cap = o.u64("cap").unwrap_or(u64::from(h.processes).saturating_sub(1));
+                    base_interval(h).saturating_mul(cap + 1)
+                }
+                Some(_) => 0,
+            },
             m: 1.0,
             slots: BinaryHeap::new(),
             excluded: BTreeSet::new(),
@@ -207,6 +218,10 @@ impl Sink for Liveness {
                     self.excluded.insert(*id);
                 } else {
                     self.excluded.remove(id);
+                    // processes that fell back (a refusal, or a timeout behind the slow store or
+                    // the held lock) may sit out a local slot before they ask the store again
+                    let park = (self.fallback_park as f64 * self.m.max(1.0)) as u64;
+                    self.heal_until = self.heal_until.max(t + park);
                 }
             }
             _ => {}

@@ -137,8 +137,18 @@ pub struct RateFigure {
     pub bands: Vec<(String, f64, f64)>,
     /// Per backend whose multiplier left 1: the effective ceiling, `ceiling / multiplier`
     /// (the shared multiplier, or the mean over processes), as steps `(time s, per second)`.
-    /// Entries are `(backend, which multiplier, steps)`.
-    pub effective: Vec<(String, &'static str, Vec<(f64, f64)>)>,
+    pub effective: Vec<EffectiveCeiling>,
+}
+
+/// One backend's effective ceiling over time.
+#[derive(Clone, Debug)]
+pub struct EffectiveCeiling {
+    /// Backend.
+    pub backend: String,
+    /// Which multiplier divides the ceiling: the shared one, or the mean per-process one.
+    pub which: &'static str,
+    /// Steps `(time s, per second)`.
+    pub points: Vec<(f64, f64)>,
 }
 
 impl RateFigure {
@@ -182,9 +192,10 @@ impl RateFigure {
                     None => (tl.per_process_multiplier()?.0, "mean per-process multiplier"),
                 };
                 let pts = super::multiplier::steps(g, tl.end());
-                pts.iter().any(|p| p.1 > 1.0).then(|| {
-                    let eff = pts.iter().map(|&(t, m)| (t, ceiling / m.max(1.0))).collect();
-                    (b.to_string(), which, eff)
+                pts.iter().any(|p| p.1 > 1.0).then(|| EffectiveCeiling {
+                    backend: b.to_string(),
+                    which,
+                    points: pts.iter().map(|&(t, m)| (t, ceiling / m.max(1.0))).collect(),
                 })
             })
             .collect();
@@ -265,12 +276,12 @@ impl Figure for RateFigure {
         ))?;
         let at = chart.backend_coord(&(xmax, self.ceiling));
         super::boxed_label(&top, at, &format!("ceiling {}/s", num(self.ceiling, 3)))?;
-        for (b, _, pts) in &self.effective {
+        for e in &self.effective {
             chart.draw_series(DashedLineSeries::new(
-                pts.iter().copied(),
+                e.points.iter().copied(),
                 5,
                 4,
-                colour(b).stroke_width(2),
+                colour(&e.backend).stroke_width(2),
             ))?;
         }
 
@@ -324,15 +335,18 @@ impl Figure for RateFigure {
             Swatch::Dashed(BLACK),
             format!("ceiling {}/s", num(self.ceiling, 3)),
         ));
-        for (b, which, _) in &self.effective {
+        for e in &self.effective {
             let whose = if self.lines.len() == 1 {
                 String::new()
             } else {
-                format!("{b}: ")
+                format!("{}: ", e.backend)
             };
             items.push(LegendItem::new(
-                Swatch::Dashed(colour(b)),
-                format!("{whose}effective ceiling = ceiling / {which} (the pace the backoff allows)"),
+                Swatch::Dashed(colour(&e.backend)),
+                format!(
+                    "{whose}effective ceiling = ceiling / {} (the pace the backoff allows)",
+                    e.which
+                ),
             ));
         }
         if self.lines.iter().any(|l| !l.band.is_empty()) {
