@@ -246,7 +246,7 @@ fn run(file: &Path, seed: Option<u64>, backend: Option<&str>, trace: Option<&Pat
         Ok(s) => s,
         Err(e) => return bad(e),
     };
-    let out: Option<Box<dyn Write>> = match trace {
+    let out: Option<Box<dyn Write + Send>> = match trace {
         Some(p) => match std::fs::File::create(p) {
             Ok(f) => Some(Box::new(std::io::BufWriter::new(f))),
             Err(e) => return bad(format!("{}: {e}", p.display())),

@@ -273,7 +273,7 @@ impl Figures {
 /// feed the events to extra consumers (plots, reports).
 pub fn simulate(
     sc: &Scenario,
-    trace: Option<Box<dyn Write>>,
+    trace: Option<Box<dyn Write + Send>>,
     extra: Option<&mut dyn Sink>,
 ) -> std::io::Result<Summary> {
     let mut writer = match trace {
@@ -299,7 +299,29 @@ pub fn simulate_unhashed(sc: &Scenario) -> Summary {
 fn stream(sc: &Scenario, writer: Option<&mut Writer>, extra: Option<&mut dyn Sink>) -> (Figures, Suite) {
     let mut figures = Figures::default();
     let mut suite = Suite::new();
-    {
+    if crate::trace::pipe::worth_it() {
+        // two cores: the simulator with the writer and the figures on one, the checkers and
+        // the extra consumer on the other (the checkers are the larger half); each sees every
+        // event in order, so everything is as single-threaded
+        let mut consumers = Tee::new();
+        consumers.push(&mut suite);
+        if let Some(e) = extra {
+            consumers.push(e);
+        }
+        let figures = &mut figures;
+        crate::trace::pipe::pipelined(
+            move |out| {
+                let mut tee = Tee::new();
+                if let Some(w) = writer {
+                    tee.push(w);
+                }
+                tee.push(figures);
+                tee.push(out);
+                sim::run(sc, &mut tee)
+            },
+            &mut consumers,
+        );
+    } else {
         let mut tee = Tee::new();
         if let Some(w) = writer {
             tee.push(w);
@@ -309,12 +331,7 @@ fn stream(sc: &Scenario, writer: Option<&mut Writer>, extra: Option<&mut dyn Sin
         if let Some(e) = extra {
             tee.push(e);
         }
-        // the simulator on a second core, the consumers on this one (same events, same order)
-        if crate::trace::pipe::worth_it() {
-            crate::trace::pipe::pipelined(|out| sim::run(sc, out), &mut tee);
-        } else {
-            sim::run(sc, &mut tee);
-        }
+        sim::run(sc, &mut tee);
     }
     (figures, suite)
 }

@@ -504,7 +504,7 @@ impl Json<'_> {
 pub struct Writer {
     hash: TraceHash,
     buf: Vec<u8>,
-    out: Option<Box<dyn Write>>,
+    out: Option<Box<dyn Write + Send>>,
     error: Option<io::Error>,
 }
 
@@ -525,7 +525,7 @@ impl Writer {
         }
     }
     /// Hash and write to `out`.
-    pub fn to(out: Box<dyn Write>) -> Writer {
+    pub fn to(out: Box<dyn Write + Send>) -> Writer {
         Writer {
             out: Some(out),
             ..Writer::hash_only()
