@@ -3,8 +3,10 @@
 //!
 //! The schedule itself is [`crate::pacer::Backoff`] (429/503 multiply, K clean responses
 //! divide, clamped to `[1, cap]`). The records name a defect for each piece kept per process:
-//! diverging multipliers write conflicting paces into one row (the least backed-off process
-//! sets the pace), and per-process streaks decay N times too fast. So the two are placed
+//! diverging multipliers write conflicting paces into one row (each reservation advances it by
+//! its own process's interval x multiplier), and per-process streaks cross the decay threshold
+//! together (the records say "N times too fast"; `tests/stories.rs` story 3 measures clustered
+//! steps at the same average rate). So the two are placed
 //! independently:
 //!
 //! | multiplier | streak      | after a response the process...                                 |
