@@ -299,39 +299,28 @@ pub fn simulate_unhashed(sc: &Scenario) -> Summary {
 fn stream(sc: &Scenario, writer: Option<&mut Writer>, extra: Option<&mut dyn Sink>) -> (Figures, Suite) {
     let mut figures = Figures::default();
     let mut suite = Suite::new();
-    if crate::trace::pipe::worth_it() {
-        // two cores: the simulator with the writer and the figures on one, the checkers and
-        // the extra consumer on the other (the checkers are the larger half); each sees every
-        // event in order, so everything is as single-threaded
-        let mut consumers = Tee::new();
-        consumers.push(&mut suite);
-        if let Some(e) = extra {
-            consumers.push(e);
-        }
-        let figures = &mut figures;
-        crate::trace::pipe::pipelined(
-            move |out| {
-                let mut tee = Tee::new();
-                if let Some(w) = writer {
-                    tee.push(w);
-                }
-                tee.push(figures);
-                tee.push(out);
-                sim::run(sc, &mut tee)
-            },
-            &mut consumers,
-        );
-    } else {
+    // the checkers and the extra consumer (the larger half of the work)...
+    let mut far = Tee::new();
+    far.push(&mut suite);
+    if let Some(e) = extra {
+        far.push(e);
+    }
+    // ...after the simulator, the writer and the figures
+    let figures_ref = &mut figures;
+    let near = move |out: &mut dyn Sink| {
         let mut tee = Tee::new();
         if let Some(w) = writer {
             tee.push(w);
         }
-        tee.push(&mut figures);
-        tee.push(&mut suite);
-        if let Some(e) = extra {
-            tee.push(e);
-        }
-        sim::run(sc, &mut tee);
+        tee.push(figures_ref);
+        tee.push(out);
+        sim::run(sc, &mut tee)
+    };
+    // two cores: the two halves on one each, events in order, so all is as single-threaded
+    if crate::trace::pipe::worth_it() {
+        crate::trace::pipe::pipelined(near, &mut far);
+    } else {
+        near(&mut far);
     }
     (figures, suite)
 }

@@ -6,7 +6,8 @@ use pacesim::summary::{Summary, simulate};
 use pacesim::trace::{Collect, Event};
 use proptest::prelude::*;
 use std::path::Path;
-use std::process::Command;
+mod common;
+use common::pacesim;
 
 fn load(name: &str) -> Scenario {
     Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
@@ -157,19 +158,6 @@ proptest! {
         let s = run(&scenario("local", n, rate, requests, &lat));
         prop_assert!(!s.checks["ceiling"].pass, "local passed: {}", s.checks["ceiling"].detail);
     }
-}
-
-fn pacesim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pacesim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
 }
 
 #[test]

@@ -3,7 +3,8 @@
 
 use pacesim::sweep::{self, Axis, Plan, Shard};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+use common::pacesim;
 
 const SCENARIO: &str = r#"
 name = "sweep-test"
@@ -28,19 +29,6 @@ fn tmp(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-fn pacesim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pacesim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
 }
 
 const GRID: [&str; 4] = ["--grid", "processes=2,4", "--grid", "backend=row,local"];

@@ -13,10 +13,15 @@ use std::time::Instant;
 
 /// Peak resident set size of this process so far, in bytes (`VmHWM`; 0 if unavailable).
 pub fn peak_rss_bytes() -> u64 {
+    status_bytes("VmHWM")
+}
+
+/// A size field of `/proc/self/status` (`VmHWM`, `VmRSS`, ...) in bytes (0 if unavailable).
+pub fn status_bytes(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
 }

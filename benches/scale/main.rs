@@ -10,22 +10,13 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-use common::{cpu_seconds, mib, peak_rss_bytes, scenario, thousands};
+use common::{cpu_seconds, mib, peak_rss_bytes, scenario, status_bytes, thousands};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Peak memory the issue allows the scale run.
 const LIMIT_BYTES: u64 = 500 * 1000 * 1000;
-
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
 
 fn main() {
     let mut sc = scenario("benches/scale-100k.toml");
@@ -57,7 +48,7 @@ fn main() {
         let (samples, done) = (samples.clone(), done.clone());
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
-                let s = (start.elapsed().as_secs_f64(), rss_bytes());
+                let s = (start.elapsed().as_secs_f64(), status_bytes("VmRSS"));
                 samples.lock().expect("sampler lock").push(s);
                 std::thread::sleep(Duration::from_millis(1000));
             }

@@ -26,6 +26,14 @@ pub fn base_interval(h: &Header) -> u64 {
     }
 }
 
+/// The divided fallback's `cap`: it paces each process at `rate / (cap + 1)`
+/// (`backend_detail.cap`, default processes - 1).
+pub fn fallback_cap(h: &Header) -> u64 {
+    Opts::of(h)
+        .u64("cap")
+        .unwrap_or(u64::from(h.processes).saturating_sub(1))
+}
+
 /// Read access to `Header.backend_detail` (the backend's options in force, plus the scenario
 /// settings the simulator adds: `backoff_factor`, `decay_after`, `epsilon`, ...).
 #[derive(Clone, Debug)]

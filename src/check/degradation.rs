@@ -24,7 +24,7 @@
 //!
 //! The mode is the `mode` of the trace's `fallback` events, else `backend_detail.fallback`.
 
-use crate::check::common::{Opts, PidMap, base_interval, secs};
+use crate::check::common::{Opts, PidMap, base_interval, fallback_cap, secs};
 use crate::check::{Checker, Verdict};
 use crate::pacer::BurstMeter;
 use crate::trace::{Event, Header, OpKind, Sink};
@@ -69,8 +69,7 @@ impl Degradation {
     /// A checker for the trace this header introduces.
     pub fn new(h: &Header) -> Degradation {
         let o = Opts::of(h);
-        let cap = o.u64("cap").unwrap_or((h.processes as u64).saturating_sub(1));
-        let divisor = cap + 1;
+        let divisor = fallback_cap(h) + 1;
         Degradation {
             base: base_interval(h),
             rate: h.rate,

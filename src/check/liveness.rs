@@ -30,7 +30,7 @@
 //! session), and a wedged pace. Applies to pace backends (the trace has grants) and to lock
 //! backends that state a lock use; a walk lock has no throughput target.
 
-use crate::check::common::{Demand, Opts, base_interval, secs};
+use crate::check::common::{Demand, Opts, base_interval, fallback_cap, secs};
 use crate::check::{Checker, Verdict};
 use crate::trace::{Event, Header, Sink};
 use std::cmp::Reverse;
@@ -102,10 +102,7 @@ impl Liveness {
             offered,
             demand: Demand::new(h.processes),
             fallback_park: match o.str("fallback") {
-                Some("divided") | None => {
-                    let cap = o.u64("cap").unwrap_or(u64::from(h.processes).saturating_sub(1));
-                    base_interval(h).saturating_mul(cap + 1)
-                }
+                Some("divided") | None => base_interval(h).saturating_mul(fallback_cap(h) + 1),
                 Some(_) => 0,
             },
             m: 1.0,

@@ -240,6 +240,16 @@ impl Executed {
         self.served.push(s);
         self
     }
+    /// The reply to an unlock: the release is a store-side event only if the lock was ours
+    /// (`at` in microseconds, store clock).
+    fn unlocked(mine: bool, lock: u32, at: i64) -> Executed {
+        let e = Executed::reply(Reply::Unlocked);
+        if mine {
+            e.with(Served::LockReleased { lock, at: at * 1000 })
+        } else {
+            e
+        }
+    }
 }
 
 /// A multiplier change as a store-side event, if it changed.
@@ -473,12 +483,7 @@ impl Link {
                 let (mine, at) = pg::advisory_unlock(&rc.client, &schema, lock)
                     .await
                     .map_err(pg_failure)?;
-                let e = Executed::reply(Reply::Unlocked);
-                Ok(if mine {
-                    e.with(Served::LockReleased { lock, at: at * 1000 })
-                } else {
-                    e
-                })
+                Ok(Executed::unlocked(mine, lock, at))
             }
             ("claim_row", Op::TryLock { lock }) => {
                 let rc = self.row_client().await?;
@@ -500,12 +505,7 @@ impl Link {
                 let (mine, at) = pg::release(&rc.client, &schema, lock as i32, holder)
                     .await
                     .map_err(pg_failure)?;
-                let e = Executed::reply(Reply::Unlocked);
-                Ok(if mine {
-                    e.with(Served::LockReleased { lock, at: at * 1000 })
-                } else {
-                    e
-                })
+                Ok(Executed::unlocked(mine, lock, at))
             }
             // ---- Redis ----
             ("redis_gcra", Op::Gcra { multiplier }) => {
@@ -562,7 +562,7 @@ impl Link {
                 let con = self.redis()?;
                 let (_, at) = lredis::lock_release(con, &key, &token).map_err(redis_failure)?;
                 // The walk (the critical section) is over, whether or not the key was ours.
-                Ok(Executed::reply(Reply::Unlocked).with(Served::LockReleased { lock, at: at * 1000 }))
+                Ok(Executed::unlocked(true, lock, at))
             }
             (b, op) => {
                 let message = format!("backend `{b}`: operation {op:?} is not supported in live mode");
