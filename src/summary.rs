@@ -276,11 +276,12 @@ pub fn simulate(
     trace: Option<Box<dyn Write + Send>>,
     extra: Option<&mut dyn Sink>,
 ) -> std::io::Result<Summary> {
-    let mut writer = match trace {
+    let writer = match trace {
         Some(w) => Writer::to(w),
         None => Writer::hash_only(),
     };
-    let (figures, mut suite) = stream(sc, Some(&mut writer), extra);
+    let (figures, mut suite, writer) = stream(sc, Some(writer), extra);
+    let mut writer = writer.expect("the writer comes back");
     writer.finish()?;
     Ok(figures.summary(&mut suite, writer.hash_hex()))
 }
@@ -290,39 +291,52 @@ pub fn simulate(
 /// fixed cost per event. For benchmarks and scale runs only; never where determinism is
 /// being checked.
 pub fn simulate_unhashed(sc: &Scenario) -> Summary {
-    let (figures, mut suite) = stream(sc, None, None);
+    let (figures, mut suite, _) = stream(sc, None, None);
     figures.summary(&mut suite, "-".into())
 }
 
 /// Run the simulator once, streaming its events to the figures, the checkers, and the
 /// optional trace writer and extra consumer.
-fn stream(sc: &Scenario, writer: Option<&mut Writer>, extra: Option<&mut dyn Sink>) -> (Figures, Suite) {
+///
+/// On two cores the run is a pipeline ([`crate::trace::pipe`]): the simulator on one thread,
+/// the consumers on this one. A writer that writes a trace file encodes every event, as much
+/// work as the checkers, so it rides with the simulator; the figures and a hash-only writer
+/// are light and read with the checkers. (Each side's state lives on its own thread's stack:
+/// state written by both threads within one cache line would stall them both.)
+fn stream(sc: &Scenario, writer: Option<Writer>, extra: Option<&mut dyn Sink>) -> (Figures, Suite, Option<Writer>) {
+    let (mut near_writer, mut far_writer) = match writer {
+        Some(w) if w.writes() => (Some(w), None),
+        w => (None, w),
+    };
     let mut figures = Figures::default();
     let mut suite = Suite::new();
-    // the checkers and the extra consumer (the larger half of the work)...
     let mut far = Tee::new();
+    if let Some(w) = &mut far_writer {
+        far.push(w);
+    }
+    far.push(&mut figures);
     far.push(&mut suite);
     if let Some(e) = extra {
         far.push(e);
     }
-    // ...after the simulator, the writer and the figures
-    let figures_ref = &mut figures;
     let near = move |out: &mut dyn Sink| {
         let mut tee = Tee::new();
-        if let Some(w) = writer {
+        if let Some(w) = &mut near_writer {
             tee.push(w);
         }
-        tee.push(figures_ref);
         tee.push(out);
-        sim::run(sc, &mut tee)
+        sim::run(sc, &mut tee);
+        drop(tee);
+        near_writer
     };
-    // two cores: the two halves on one each, events in order, so all is as single-threaded
-    if crate::trace::pipe::worth_it() {
-        crate::trace::pipe::pipelined(near, &mut far);
+    // the two halves on one core each, events in order, so all is as single-threaded
+    let near_writer = if crate::trace::pipe::worth_it() {
+        crate::trace::pipe::pipelined(near, &mut far)
     } else {
-        near(&mut far);
-    }
-    (figures, suite)
+        near(&mut far)
+    };
+    drop(far);
+    (figures, suite, near_writer.or(far_writer))
 }
 
 /// Summarise an existing trace (from a file, or a live run): the same figures and checks.

@@ -524,6 +524,10 @@ impl Writer {
             error: None,
         }
     }
+    /// True when this writer writes a trace, not only hashes one.
+    pub fn writes(&self) -> bool {
+        self.out.is_some()
+    }
     /// Hash and write to `out`.
     pub fn to(out: Box<dyn Write + Send>) -> Writer {
         Writer {

@@ -11,7 +11,7 @@ use super::{Event, Header, Sink};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 /// Events per batch: large enough to amortise the hand-off, small enough to stay in cache.
-const BATCH: usize = 2048;
+const BATCH: usize = 8192;
 /// Batches in flight at once (the producer blocks beyond this: bounded memory).
 const IN_FLIGHT: usize = 4;
 
@@ -67,7 +67,8 @@ pub fn pipelined<R: Send>(produce: impl FnOnce(&mut dyn Sink) -> R + Send, consu
     let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
     let (spare_tx, spare_rx) = sync_channel::<Vec<Event>>(IN_FLIGHT + 1);
     std::thread::scope(|s| {
-        let producer = s.spawn(move || {
+        let producer = std::thread::Builder::new().name("pacesim-producer".into());
+        let producer = producer.spawn_scoped(s, move || {
             let mut b = Batcher {
                 tx,
                 spare: spare_rx,
@@ -78,6 +79,7 @@ pub fn pipelined<R: Send>(produce: impl FnOnce(&mut dyn Sink) -> R + Send, consu
             b.flush();
             r
         });
+        let producer = producer.expect("a thread for the producer");
         for msg in rx {
             match msg {
                 Msg::Header(h) => consume.header(&h),

@@ -8,18 +8,20 @@
 //! Pending events wait in one of two kinds of queue, and [`Engine::pop_until`] takes the
 //! earliest head of them all, so the firing order is exactly `(time, sequence)` whichever
 //! queue an event waits in:
-//! - a binary heap of small keys `(time, sequence, slot)`, the event itself parked in a slab
-//!   `slot`: sifting moves 24-byte keys, not whole events, which keeps a heap of 100,000
-//!   events inside the cache;
+//! - a 4-ary min-heap ([`heap::QuadHeap`]) of small keys `(time, sequence, slot)`, the event
+//!   itself parked in a slab `slot`: sifting moves 24-byte keys, not whole events, which keeps
+//!   a heap of 100,000 events inside the cache;
 //! - [`Lane`]s: FIFOs for events the caller schedules in time order anyway, because they come
 //!   a fixed delay after something that happens in time order (a client timeout, a constant
 //!   service time, a zero-latency hop). In and out in O(1), and they keep the heap small. An
 //!   event due before its lane's last one goes to the heap instead, so a lane is only ever a
 //!   speed-up, never a change of order.
 
+pub mod heap;
+
 use crate::time::{Instant, Nanos};
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use heap::QuadHeap;
+use std::collections::VecDeque;
 
 /// Where a heap event waits: due `at`, scheduled as the `seq`-th event of the run, parked in
 /// `slab[slot]`.
@@ -30,16 +32,22 @@ struct Key {
     slot: u32,
 }
 
+impl Key {
+    /// `(at, seq)` as one number, so comparing two keys is one wide comparison.
+    fn order(&self) -> u128 {
+        (u128::from(self.at.0) << 64) | u128::from(self.seq)
+    }
+}
+
 impl PartialOrd for Key {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(o))
     }
 }
 impl Ord for Key {
-    // Reversed: BinaryHeap is a max-heap and we want the earliest (time, seq) first. `seq` is
-    // unique, so `slot` never decides.
-    fn cmp(&self, o: &Self) -> Ordering {
-        (o.at, o.seq).cmp(&(self.at, self.seq))
+    // earliest `(at, seq)` first; `seq` is unique, so `slot` never decides
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.order().cmp(&o.order())
     }
 }
 
@@ -55,7 +63,7 @@ pub struct Engine<E> {
     // invariant: strictly increasing; one number per scheduled event.
     seq: u64,
     // invariant: one key per occupied slab slot, and `slab[k.slot]` is `Some` for every key.
-    heap: BinaryHeap<Key>,
+    heap: QuadHeap<Key>,
     slab: Vec<Option<E>>,
     // invariant: exactly the unoccupied slab slots.
     free: Vec<u32>,
@@ -76,7 +84,7 @@ impl<E> Engine<E> {
         Engine {
             now: Instant::ZERO,
             seq: 0,
-            heap: BinaryHeap::new(),
+            heap: QuadHeap::default(),
             slab: Vec::new(),
             free: Vec::new(),
             lanes: Vec::new(),
