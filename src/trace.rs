@@ -339,8 +339,8 @@ impl OpKind {
 
 /// The canonical encoding of one event, appended to `buf`: byte for byte what
 /// [`encode_line`] (serde_json) writes, but written by hand for the frequent events, since the
-/// file holds every event and serde's generic path is most of a run's
-/// cost when a trace file is written. Rare events go through serde_json. The tests compare the two on every variant.
+/// file holds every event and serde's generic path is most of a run's cost when a trace file
+/// is written. Rare events go through serde_json. The tests compare the two on every variant.
 pub fn encode_event(ev: &Event, buf: &mut Vec<u8>) {
     let mut j = Json(buf);
     match *ev {

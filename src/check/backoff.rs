@@ -31,9 +31,10 @@
 //! consistent with the trace, linearizability-style: a response may be applied at any moment
 //! between its `fetch_end` and the reply to its report (a response whose process sends no
 //! report is applied at its `fetch_end`; one whose report the store refused never was; one
-//! whose report timed out or whose process died may or may not have been, for up to 10 s). Responses that change nothing are applied silently; a
-//! `multiplier` event must be explained by applying pending responses ending with one that
-//! makes exactly that change. The property fails when no reference state remains.
+//! whose report timed out or whose process died may or may not have been, for up to 10 s).
+//! Responses that change nothing are applied silently; a `multiplier` event must be explained
+//! by applying pending responses ending with one that makes exactly that change. The property
+//! fails when no reference state remains.
 
 use crate::check::common::{Opts, PidMap, PidSet, base_interval, mult, secs};
 use crate::check::{Checker, Verdict};

@@ -13,15 +13,20 @@
 //!   over exactly those times. When the header's options give the offered load
 //!   (`arrival_rate` per process, or closed-loop `think_mean_ns + fetch_mean_ns`) and it is
 //!   below the rate, the property does not apply.
-//! - **Excluded**: fault windows in which the store or its lock is out of the backend's hands
-//!   (`store_outage`, `store_restart`, `partition`, `long_transaction`, `store_latency`);
-//!   not `destination_throttle`, which leaves the store and backend untouched (the multiplier
-//!   it raises already lowers the target); `degradation` judges those, and until every store operation sent during one is answered
-//!   (a client timeout outlives the outage), and after one ends, while a `divided` fallback
-//!   may still park a process on its local slot before it asks the store again: `(cap + 1)`
-//!   intervals x multiplier (`backend_detail.cap`, default processes - 1). Also, after each kill, the time `self_heal` allows for
-//!   healing: interval x multiplier plus the backend's release delay for a dead holder
-//!   (`backend_detail.detect_dead` or `ttl`); a wedge lasts beyond it and is counted.
+//! - **Excluded**:
+//!   - fault windows in which the store or its lock is out of the backend's hands
+//!     (`store_outage`, `store_restart`, `partition`, `long_transaction`, `store_latency`;
+//!     `degradation` judges those), until every store operation sent during one is answered
+//!     (a client timeout outlives the outage);
+//!   - after such a window ends, while a `divided` fallback may still park a process on its
+//!     local slot before it asks the store again: `(cap + 1)` intervals x multiplier
+//!     (`backend_detail.cap`, default processes - 1);
+//!   - after each kill, the time `self_heal` allows for healing: interval x multiplier plus
+//!     the backend's release delay for a dead holder (`backend_detail.detect_dead` or `ttl`);
+//!     a wedge lasts beyond it and is counted.
+//!
+//!   Not excluded: `destination_throttle`, which leaves the store and backend untouched (the
+//!   multiplier it raises already lowers the target).
 //! - **Verdict**: fetch starts outside excluded windows `>= (1 - epsilon) x expected - 1`.
 //!   `epsilon` is `backend_detail.epsilon` (the scenario's `checks.epsilon`), default 0.2.
 //!

@@ -15,8 +15,9 @@
 //! 2. **Stall**: the largest gap between consecutive fetch starts (each measured from when
 //!    demand resumed, if no process was waiting for a while, and the first from no earlier
 //!    than one normal spacing before the kill: an older silence is not the kill's doing), from
-//!    the last start before the kill until the pace is past the slot it had granted the victim (a reservation killed
-//!    mid-flight leaves a hole at that slot, up to N intervals after the kill). It must be at most
+//!    the last start before the kill until the pace is past the slot it had granted the
+//!    victim (a reservation killed mid-flight leaves a hole at that slot, up to N intervals
+//!    after the kill). It must be at most
 //!    `normal + interval x multiplier + slack` (plus 10 % of normal for jitter). `slack` is
 //!    the backend's own release mechanism for a dead holder: `backend_detail.detect_dead`
 //!    (advisory: the store notices the dead session) or `ttl` (redis_lock: the key expires),
