@@ -386,11 +386,9 @@ fn self_heal_wedge_after_kill_fails() {
     passes(&v, "mutual_exclusion");
 }
 
-#[test]
-fn self_heal_capacity_lost_for_good_fails() {
-    // Two slots, fetches of 200 ms: a start every 100 ms. After the kill one slot stays claimed
-    // and starts come every 200 ms: the pace resumes at once but never returns to normal.
-    let h = header("claim_row", 4, 7.0, json!({"locks": 2, "lock_use": "concurrency"}));
+/// Two slots, fetches of 200 ms: a start every 100 ms, every 200 ms from 10 s on; pid 3 is
+/// killed holding a slot just before.
+fn halved_after_kill() -> Vec<Event> {
     let mut ev = Vec::new();
     let mut t = 0;
     let mut k = 0u32;
@@ -422,9 +420,31 @@ fn self_heal_capacity_lost_for_good_fails() {
         point: "holding_lock".into(),
     });
     ev.push(end(20 * S));
-    let d = fails(&check(&h, &ev), "self_heal");
+    ev
+}
+
+#[test]
+fn self_heal_capacity_lost_for_good_fails() {
+    // The pace resumes at once after the kill but never returns to normal: one slot stays
+    // claimed by the dead process.
+    let h = header("claim_row", 4, 7.0, json!({"locks": 2, "lock_use": "concurrency"}));
+    let d = fails(&check(&h, &halved_after_kill()), "self_heal");
     assert!(d.contains("did not return to normal"), "{d}");
     assert!(d.contains("2.0x further apart"), "{d}");
+}
+
+#[test]
+fn self_heal_does_not_blame_a_kill_for_an_outage_that_follows_it() {
+    // The same slowdown, but the store goes out 50 ms after the kill: from then on the
+    // fallback paces the fleet (degradation's business), so the recovery is not measured.
+    let h = header("claim_row", 4, 7.0, json!({"locks": 2, "lock_use": "concurrency"}));
+    let mut ev = halved_after_kill();
+    ev.extend(outage(10 * S + 50 * MS, 19 * S, "store_outage"));
+    let d = passes(&check(&h, &ev), "self_heal");
+    assert!(
+        d.contains("pid 3 killed at 9.999s (holding_lock) (cut short: store_outage at 10.050s)"),
+        "{d}"
+    );
 }
 
 // ---- degradation ------------------------------------------------------------------------------

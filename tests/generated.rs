@@ -125,22 +125,26 @@ fn scenario_strategy(backends: &'static [&'static str]) -> impl Strategy<Value =
                 Just(sc),
                 // At most one kill per scenario: two kills within one interval lose two slots,
                 // which the self_heal checker's one-interval allowance does not count yet.
-                prop::collection::vec(survivable_fault(n), 0..3).prop_filter("one kill at most", |f| {
-                    f.iter().filter(|x| matches!(x, FaultSpec::Kill { .. })).count() <= 1
-                }),
+                prop::collection::vec(survivable_fault(n), 0..3),
                 Just(seed % 1000),
             )
         })
         .prop_map(|(mut sc, faults, seed)| {
             sc.seed = seed;
-            if faults.iter().any(|f| matches!(f, FaultSpec::StoreOutage { .. })) {
+            let outages = faults
+                .iter()
+                .filter(|f| matches!(f, FaultSpec::StoreOutage { .. }))
+                .count() as u64;
+            if outages > 0 {
                 // The divided fallback keeps the rate while everyone is in it, but the switch back is
                 // a transient: the first process back finds the row's pace stale and is granted
                 // "now" at the full rate while the others still hold one fallback slot each. For
-                // about one divided interval the fleet can run at up to twice the rate, so the
-                // tolerance is two rounds of cap + 1 slots plus one (the figure a design review
-                // should know; sims/outage-divided.toml shows it).
-                sc.checks.burst = 2 * (sc.cap() as u64 + 1) + 1;
+                // about one divided interval the fleet can run at up to twice the rate: two rounds
+                // of cap + 1 slots (the figure a design review should know;
+                // sims/outage-divided.toml shows it). The shared pace never pays that excess back
+                // (under full demand it then runs at exactly the rate), so each outage adds its
+                // own two rounds.
+                sc.checks.burst = outages * 2 * (sc.cap() as u64 + 1) + 1;
             }
             sc.faults = faults;
             sc

@@ -35,7 +35,10 @@
 //!
 //! A kill while the store is out (a `store_outage`, `partition` or `store_restart` window) or
 //! while some process paces through its fallback is not judged (the shared pace is not what
-//! paces the fleet then; `degradation` judges that time): the detail lists it.
+//! paces the fleet then; `degradation` judges that time): the detail lists it. When the store
+//! goes out or a process falls back while a kill is still being measured, the measurement
+//! stops there: stalls and recovery gaps seen before are judged, nothing after, and the detail
+//! lists the kill as cut short.
 //!
 //! The detail reports the largest stall after any kill.
 
@@ -293,6 +296,28 @@ impl SelfHeal {
         });
     }
 
+    /// The shared pace stops pacing the fleet (the store goes out, or a process falls back):
+    /// what is being measured after a kill is judged on what was seen until now, and nothing
+    /// after (the fallback's pace is not the shared one: `degradation` judges that time).
+    fn interrupt(&mut self, t: u64, why: &str) {
+        if let Some(r) = &self.recovering
+            && r.gaps.len() < MIN_GAPS
+        {
+            let note = format!("the recovery after {} (cut short: {why} at {})", r.kill.name(), secs(t));
+            self.unjudged.push(note);
+        }
+        self.finish_recovery(t);
+        for k in std::mem::take(&mut self.open) {
+            let note = format!("{} (cut short: {why} at {})", k.name(), secs(t));
+            if k.largest.is_some() {
+                // the stall so far is judged; the recovery that would follow is not measured
+                self.judge(k);
+                self.recovering = None;
+            }
+            self.unjudged.push(note);
+        }
+    }
+
     fn recovery_start(&mut self, s: Start) {
         let Some(r) = &mut self.recovering else { return };
         if s.t < r.from {
@@ -438,6 +463,7 @@ impl Sink for SelfHeal {
             Event::Multiplier { pid: None, to, .. } => self.global_m = *to,
             Event::Fault { id, kind, start, .. } if is_outage(kind) => {
                 if *start {
+                    self.interrupt(t, kind);
                     self.outages.insert(*id);
                 } else {
                     self.outages.remove(id);
@@ -445,6 +471,9 @@ impl Sink for SelfHeal {
             }
             Event::Fallback { pid, enter, .. } => {
                 if *enter {
+                    if self.in_fallback.is_empty() {
+                        self.interrupt(t, "fallback");
+                    }
                     self.in_fallback.add(*pid);
                 } else {
                     self.in_fallback.remove(pid);
