@@ -238,6 +238,26 @@ fn cli_exit_status_and_json_fields() {
     assert_eq!(code, 1);
 }
 
+/// `pacesim ... | head` ends quietly when the reader goes: no panic, no backtrace.
+#[test]
+#[cfg(unix)]
+fn a_closed_stdout_ends_the_cli_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pacesim"))
+        .args(["simulate", "sims/four-limiters.toml", "sims/outage-divided.toml"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes before the first line
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?} {err}", out.status);
+}
+
 #[test]
 fn check_reads_a_trace_and_agrees_with_run() {
     let dir = std::env::temp_dir().join(format!("pacesim-trace-{}", std::process::id()));
