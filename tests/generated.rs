@@ -2,7 +2,9 @@
 //! every defective variant is found failing. A failing case shrinks to a minimal scenario,
 //! printed as a ready-to-run TOML file (also written under `target/proptest-failures/`):
 //! `pacesim run that.toml` reproduces it exactly. Regressions persist in
-//! `proptest-regressions/` (committed). `PROPTEST_CASES` sets the depth (default 48).
+//! `proptest-regressions/` (committed). The depth is 48 cases per property, 480 for
+//! `correct_backends_pass_everything` (cheap, and its false alarms need many cases to show);
+//! `PROPTEST_CASES` sets every property's depth.
 
 use pacesim::dist::Dist;
 use pacesim::fault::{FaultSpec, KillPoint, OutageMode};
@@ -20,8 +22,15 @@ fn cases() -> u32 {
 }
 
 fn config() -> ProptestConfig {
+    config_times(1)
+}
+
+/// `factor` times the default depth, for cheap properties whose false alarms need many cases to
+/// show (every correct-backend false alarm fixed so far needed thousands). `PROPTEST_CASES`, when
+/// set, overrides it (proptest applies the variable over any configuration).
+fn config_times(factor: u32) -> ProptestConfig {
     ProptestConfig {
-        cases: cases(),
+        cases: cases().saturating_mul(factor),
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
             "proptest-regressions/generated.txt",
         ))),
@@ -181,7 +190,7 @@ fn run_explained(sc: &Scenario) -> (Summary, String) {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(config_times(10))]
 
     /// Correct backends pass every applicable checker, with kills, outages and store latency.
     #[test]
@@ -189,6 +198,10 @@ proptest! {
         let (s, msg) = run_explained(&sc);
         prop_assert!(s.all_pass(), "{}", msg);
     }
+}
+
+proptest! {
+    #![proptest_config(config())]
 
     /// Per-process pacing at the full rate is caught whenever two or more processes have
     /// more demand than the rate.

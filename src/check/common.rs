@@ -76,12 +76,16 @@ impl Opts {
 ///
 /// A process waits from the moment it asks for permission (an `op_sent` of a reservation, a
 /// GCRA check or a lock try, or a `grant` from an in-process pacer) until its fetch starts; a
-/// crash ends its wait. Between jobs (thinking, idle in an open loop, finished) it does not
-/// wait. While at least one live process waits, demand exceeds what the pacer is giving.
+/// crash ends its wait, and a dead process does not wait until it restarts (the store may still
+/// grant the reservation it sent before it died). Between jobs (thinking, idle in an open
+/// loop, finished) it does not wait. While at least one live process waits, demand exceeds
+/// what the pacer is giving.
 #[derive(Clone, Debug, Default)]
 pub struct Demand {
     // invariant: waiting[pid] = Some(since) iff pid asked and has not yet started its fetch.
     waiting: Vec<Option<u64>>,
+    // invariant: dead[pid] iff pid crashed and has not restarted; then waiting[pid] is None.
+    dead: Vec<bool>,
     count: usize,
     // invariant: Some(t) iff count > 0, t = when count last rose from 0.
     since: Option<u64>,
@@ -108,6 +112,9 @@ impl Demand {
     }
 
     fn start(&mut self, pid: u32, t: u64) {
+        if self.dead.get(pid as usize).copied().unwrap_or(false) {
+            return;
+        }
         if self.slot(pid).is_none() {
             *self.slot(pid) = Some(t);
             self.count += 1;
@@ -140,7 +147,15 @@ impl Demand {
                 t,
             }
             | Event::Grant { pid, t, .. } => self.start(pid, t),
-            Event::FetchStart { pid, .. } | Event::Crash { pid, .. } | Event::Restart { pid, .. } => self.stop(pid),
+            Event::FetchStart { pid, .. } => self.stop(pid),
+            Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
+                self.stop(pid);
+                let i = pid as usize;
+                if i >= self.dead.len() {
+                    self.dead.resize(i + 1, false);
+                }
+                self.dead[i] = matches!(ev, Event::Crash { .. });
+            }
             _ => {}
         }
     }
@@ -373,5 +388,46 @@ mod pid_map_tests {
         }
         a.clear();
         assert!(a.is_empty() && a.iter().next().is_none());
+    }
+}
+
+#[cfg(test)]
+mod demand_tests {
+    use super::*;
+
+    /// A process waits from its request to its fetch; a dead one does not wait, even when the
+    /// store grants the reservation it sent before it died, until it restarts and asks again.
+    #[test]
+    fn a_dead_process_does_not_wait() {
+        let mut d = Demand::new(1);
+        let reserve = |t| Event::OpSent {
+            t,
+            pid: 0,
+            op: OpKind::Reserve,
+        };
+        let grant = |t| Event::Grant {
+            t,
+            pid: 0,
+            slot: t as i64,
+            now: t as i64,
+            interval: 10,
+            multiplier: 1.0,
+        };
+        d.event(&reserve(0));
+        d.event(&Event::FetchStart { t: 10, pid: 0 });
+        assert_eq!(d.busy_until(10), 10);
+        d.event(&reserve(20));
+        d.event(&Event::Crash {
+            t: 25,
+            pid: 0,
+            point: "immediate".into(),
+        });
+        d.event(&grant(26)); // the store serves what the dead process sent
+        assert_eq!(d.waiting(), 0);
+        assert_eq!(d.busy_until(1_000), 15);
+        d.event(&Event::Restart { t: 1_000, pid: 0 });
+        d.event(&reserve(1_000));
+        d.event(&Event::FetchStart { t: 1_005, pid: 0 });
+        assert_eq!(d.busy_until(1_005), 20);
     }
 }
