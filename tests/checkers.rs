@@ -447,6 +447,44 @@ fn self_heal_does_not_blame_a_kill_for_an_outage_that_follows_it() {
     );
 }
 
+#[test]
+fn self_heal_does_not_judge_a_kill_while_an_operation_from_an_outage_hangs() {
+    // A fifth process sent its request while the store hung (2 s - 3 s) and is still waiting
+    // for its client timeout when pid 3 is killed: it waits on the store, not on the pace, so
+    // the kill is not judged. Once that operation is answered, the same kill fails as above.
+    let h = header("claim_row", 5, 7.0, json!({"locks": 2, "lock_use": "concurrency"}));
+    let mut ev = halved_after_kill();
+    // the others' requests during the outage fail at once
+    let refused: Vec<Event> = ev
+        .iter()
+        .filter_map(|e| match *e {
+            Event::OpSent { t, pid, .. } if (2 * S..=3 * S).contains(&t) => Some(Event::StoreError {
+                t,
+                pid,
+                error: "refused".into(),
+            }),
+            _ => None,
+        })
+        .collect();
+    ev.extend(refused);
+    ev.extend(outage(2 * S, 3 * S, "store_outage"));
+    ev.push(Event::OpSent {
+        t: 2 * S + 500 * MS,
+        pid: 4,
+        op: OpKind::TryLock,
+    });
+    let d = passes(&check(&h, &ev), "self_heal");
+    assert!(d.contains("not judged"), "{d}");
+    assert!(d.contains("pid 3 killed at 9.999s (holding_lock)"), "{d}");
+    ev.push(Event::StoreError {
+        t: 7 * S + 500 * MS,
+        pid: 4,
+        error: "timeout".into(),
+    });
+    let d = fails(&check(&h, &ev), "self_heal");
+    assert!(d.contains("did not return to normal"), "{d}");
+}
+
 // ---- degradation ------------------------------------------------------------------------------
 
 fn outage(t0: u64, t1: u64, kind: &str) -> Vec<Event> {
@@ -566,6 +604,37 @@ fn degradation_drop_to_zero_fails() {
     ev.push(end(21 * S));
     let d = fails(&check(&h, &ev), "degradation");
     assert!(d.contains("arrivals dropped to zero for the whole 10.000s"), "{d}");
+}
+
+#[test]
+fn degradation_excuses_zero_while_a_hung_operation_is_still_unanswered() {
+    // the store hangs (no refusal): every process's reservation is still waiting for its
+    // client timeout when the trace ends, so none could have detected the outage and fallen back
+    let h = header("row", 4, 7.0, json!({"fallback": "divided"}));
+    let mut ev = outage(10 * S, 13 * S, "store_outage");
+    for k in 0..70 {
+        ev.extend(fetch(k * I, (k % 4) as u32, 200));
+    }
+    for pid in 0..4 {
+        ev.push(Event::OpSent {
+            t: 10 * S + u64::from(pid) * MS,
+            pid,
+            op: OpKind::Reserve,
+        });
+    }
+    ev.push(end(14 * S));
+    let d = passes(&check(&h, &ev), "degradation");
+    assert!(d.contains("(zero excused: no process detected the outage"), "{d}");
+    // the same, but the operations fail at once: zero arrivals are now a failure
+    for pid in 0..4 {
+        ev.push(Event::StoreError {
+            t: 10 * S + u64::from(pid) * MS + MS,
+            pid,
+            error: "refused".into(),
+        });
+    }
+    let d = fails(&check(&h, &ev), "degradation");
+    assert!(d.contains("arrivals dropped to zero for the whole 3.000s"), "{d}");
 }
 
 #[test]

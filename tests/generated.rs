@@ -85,11 +85,16 @@ fn survivable_fault(n: u32) -> impl Strategy<Value = FaultSpec> {
             point,
             restart_after: Some(ms(r)),
         }),
-        (500u64..3000, 300u64..3000).prop_map(|(at, d)| FaultSpec::StoreOutage {
-            at: ms(at),
-            duration: ms(d),
-            mode: OutageMode::Refuse
-        }),
+        (
+            500u64..3000,
+            300u64..3000,
+            prop_oneof![Just(OutageMode::Refuse), Just(OutageMode::Timeout)]
+        )
+            .prop_map(|(at, d, mode)| FaultSpec::StoreOutage {
+                at: ms(at),
+                duration: ms(d),
+                mode
+            }),
         (500u64..3000, 300u64..2000).prop_map(|(at, d)| FaultSpec::StoreLatency {
             at: ms(at),
             duration: ms(d),

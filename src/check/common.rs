@@ -183,6 +183,53 @@ impl Demand {
     }
 }
 
+/// Processes stranded by a store window: an operation sent during one, or still unanswered when
+/// one began (its request or reply may cross into the window and be lost), that has not been
+/// answered yet. A client timeout can outlive the window: until the answer comes, such a
+/// process waits on the store, not on the pacer.
+#[derive(Clone, Debug, Default)]
+pub struct Stranded {
+    // invariant: the processes whose last operation has had no reply or error yet
+    awaiting: PidSet,
+    // invariant: a subset of `awaiting`
+    stranded: PidSet,
+}
+
+impl Stranded {
+    /// Feed one event; `window_open`: a store window is open as it happens.
+    pub fn event(&mut self, ev: &Event, window_open: bool) {
+        match *ev {
+            Event::OpSent { pid, .. } => {
+                self.awaiting.add(pid);
+                if window_open {
+                    self.stranded.add(pid);
+                }
+            }
+            Event::Reply { pid, .. }
+            | Event::StoreError { pid, .. }
+            | Event::Crash { pid, .. }
+            | Event::Restart { pid, .. } => {
+                self.awaiting.remove(&pid);
+                self.stranded.remove(&pid);
+            }
+            _ => {}
+        }
+    }
+
+    /// A store window begins: every operation in flight may be lost in it.
+    pub fn window_began(&mut self) {
+        let in_flight: Vec<u32> = self.awaiting.keys().collect();
+        for pid in in_flight {
+            self.stranded.add(pid);
+        }
+    }
+
+    /// No process is stranded.
+    pub fn is_empty(&self) -> bool {
+        self.stranded.is_empty()
+    }
+}
+
 /// Fault kinds during which the store is (partly) unreachable.
 pub fn is_outage(kind: &str) -> bool {
     matches!(kind, "store_outage" | "partition" | "store_restart")
@@ -429,5 +476,59 @@ mod demand_tests {
         d.event(&reserve(1_000));
         d.event(&Event::FetchStart { t: 1_005, pid: 0 });
         assert_eq!(d.busy_until(1_005), 20);
+    }
+}
+
+#[cfg(test)]
+mod stranded_tests {
+    use super::*;
+
+    fn sent(t: u64, pid: u32) -> Event {
+        Event::OpSent {
+            t,
+            pid,
+            op: OpKind::Reserve,
+        }
+    }
+
+    /// Sent during a window, or in flight when it began: stranded until answered. Answered
+    /// before the window: not stranded.
+    #[test]
+    fn in_flight_and_during_a_window_until_answered() {
+        let mut s = Stranded::default();
+        s.event(&sent(0, 0), false);
+        s.event(&sent(0, 1), false);
+        s.event(
+            &Event::Reply {
+                t: 1,
+                pid: 1,
+                op: OpKind::Reserve,
+                wait: 0,
+            },
+            false,
+        );
+        assert!(s.is_empty());
+        s.window_began(); // pid 0's operation is still in flight
+        assert!(!s.is_empty());
+        s.event(
+            &Event::StoreError {
+                t: 5,
+                pid: 0,
+                error: "timeout".into(),
+            },
+            true,
+        );
+        assert!(s.is_empty());
+        s.event(&sent(6, 2), true); // sent during the window
+        assert!(!s.is_empty());
+        s.event(
+            &Event::Crash {
+                t: 7,
+                pid: 2,
+                point: "immediate".into(),
+            },
+            false,
+        );
+        assert!(s.is_empty());
     }
 }

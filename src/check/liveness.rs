@@ -35,7 +35,7 @@
 //! session), and a wedged pace. Applies to pace backends (the trace has grants) and to lock
 //! backends that state a lock use; a walk lock has no throughput target.
 
-use crate::check::common::{Demand, Opts, base_interval, fallback_cap, secs};
+use crate::check::common::{Demand, Opts, Stranded, base_interval, fallback_cap, secs};
 use crate::check::{Checker, Verdict};
 use crate::trace::{Event, Header, Sink};
 use std::cmp::Reverse;
@@ -56,9 +56,9 @@ pub struct Liveness {
     // invariant: granted slots (reference time, multiplier bits) not yet reached.
     slots: BinaryHeap<Reverse<(u64, u64)>>,
     excluded: BTreeSet<u32>,
-    // processes whose store operation was sent while the store was out and is not yet
-    // answered (a client timeout outlives the outage)
-    stranded: BTreeSet<u32>,
+    // processes whose store operation was sent while the store was out, or was in flight when
+    // it went out, and is not yet answered (a client timeout outlives the outage)
+    stranded: Stranded,
     // after a kill, the backend's allowance to heal (interval x multiplier + its release
     // mechanism's delay) is judged by self_heal, not here
     heal_slack: u64,
@@ -113,7 +113,7 @@ impl Liveness {
             m: 1.0,
             slots: BinaryHeap::new(),
             excluded: BTreeSet::new(),
-            stranded: BTreeSet::new(),
+            stranded: Stranded::default(),
             heal_slack: ["detect_dead", "ttl"]
                 .iter()
                 .filter_map(|k| o.duration_ns(k))
@@ -178,16 +178,9 @@ impl Sink for Liveness {
     fn event(&mut self, ev: &Event) {
         let t = ev.t();
         self.advance(t);
+        self.stranded.event(ev, !self.excluded.is_empty());
         match ev {
-            Event::OpSent { pid, .. } => {
-                self.started = true;
-                if !self.excluded.is_empty() {
-                    self.stranded.insert(*pid);
-                }
-            }
-            Event::Reply { pid, .. } | Event::StoreError { pid, .. } | Event::Restart { pid, .. } => {
-                self.stranded.remove(pid);
-            }
+            Event::OpSent { .. } => self.started = true,
             Event::Grant {
                 multiplier, slot, now, ..
             } => {
@@ -199,8 +192,7 @@ impl Sink for Liveness {
                 self.slots.push(Reverse((at.max(t), multiplier.to_bits())));
             }
             Event::Multiplier { to, .. } if !self.grants => self.m = *to,
-            Event::Crash { pid, .. } => {
-                self.stranded.remove(pid);
+            Event::Crash { .. } => {
                 let paced = (self.base as f64 * self.m.max(1.0)) as u64;
                 self.heal_until = self.heal_until.max(t + paced + self.heal_slack);
             }
@@ -218,6 +210,7 @@ impl Sink for Liveness {
             {
                 if *start {
                     self.excluded.insert(*id);
+                    self.stranded.window_began();
                 } else {
                     self.excluded.remove(id);
                     // processes that fell back (a refusal, or a timeout behind the slow store or

@@ -33,16 +33,18 @@
 //!    come back to within 1.5 x the median gap before it. This catches a slot claimed
 //!    forever when other slots still run (throughput drops for good without stopping).
 //!
-//! A kill while the store is out (a `store_outage`, `partition` or `store_restart` window) or
-//! while some process paces through its fallback is not judged (the shared pace is not what
-//! paces the fleet then; `degradation` judges that time): the detail lists it. When the store
+//! A kill while the store is out (a `store_outage`, `partition` or `store_restart` window),
+//! while some process paces through its fallback, or while an operation sent during an outage
+//! is still unanswered (a client timeout outlives the outage: that process waits on the store,
+//! not the pace) is not judged (the shared pace is not what paces the fleet then;
+//! `degradation` judges that time): the detail lists it. When the store
 //! goes out or a process falls back while a kill is still being measured, the measurement
 //! stops there: stalls and recovery gaps seen before are judged, nothing after, and the detail
 //! lists the kill as cut short.
 //!
 //! The detail reports the largest stall after any kill.
 
-use crate::check::common::{Demand, Opts, PidMap, PidSet, base_interval, is_outage, pid_list, secs};
+use crate::check::common::{Demand, Opts, PidMap, PidSet, Stranded, base_interval, is_outage, pid_list, secs};
 use crate::check::{Checker, Verdict};
 use crate::trace::{Event, Header, Sink};
 use std::collections::VecDeque;
@@ -136,6 +138,9 @@ pub struct SelfHeal {
     outages: std::collections::BTreeSet<u32>,
     // processes pacing through their fallback pacer
     in_fallback: PidSet,
+    // processes waiting on an operation the store's outage may have lost: they wait on the
+    // store, not on the pace
+    stranded: Stranded,
     largest: Option<(Gap, String)>,
     // the most severe violation (wedge 3, capacity lost 2, slow heal 1), first among equals
     failure: Option<(u8, String)>,
@@ -180,6 +185,7 @@ impl SelfHeal {
             unjudged: Vec::new(),
             outages: Default::default(),
             in_fallback: Default::default(),
+            stranded: Default::default(),
             largest: None,
             failure: None,
             failures: 0,
@@ -379,7 +385,9 @@ impl Sink for SelfHeal {
         let t = ev.t();
         self.end = self.end.max(t);
         match ev {
-            Event::Crash { pid, point, .. } if !self.outages.is_empty() || !self.in_fallback.is_empty() => {
+            Event::Crash { pid, point, .. }
+                if !self.outages.is_empty() || !self.in_fallback.is_empty() || !self.stranded.is_empty() =>
+            {
                 // the shared pace is not what paces the fleet now: degradation judges this time
                 self.kills += 1;
                 self.in_fallback.remove(pid);
@@ -465,6 +473,7 @@ impl Sink for SelfHeal {
                 if *start {
                     self.interrupt(t, kind);
                     self.outages.insert(*id);
+                    self.stranded.window_began();
                 } else {
                     self.outages.remove(id);
                 }
@@ -484,6 +493,7 @@ impl Sink for SelfHeal {
             }
             _ => {}
         }
+        self.stranded.event(ev, !self.outages.is_empty());
         self.demand.event(ev);
     }
 }
@@ -536,13 +546,19 @@ impl Checker for SelfHeal {
                 secs(g.normal),
                 secs(g.allowed)
             ),
+            None if !self.unjudged.is_empty() => "no stall measured".to_string(),
             None => "no fetch after any kill (no demand)".to_string(),
+        };
+        let healed = match &self.largest {
+            Some(_) => format!("; healed within interval x multiplier{}", self.slack_note),
+            None => String::new(),
         };
         let largest = if self.unjudged.is_empty() {
             largest
         } else {
             format!(
-                "{largest}; not judged (store out or fallback in force): {}",
+                "{largest}; not judged (store out, fallback in force, or a store operation sent during an outage \
+                 still unanswered): {}",
                 self.unjudged.join(", ")
             )
         };
@@ -550,10 +566,7 @@ impl Checker for SelfHeal {
             None => Verdict {
                 name: "self_heal",
                 pass: true,
-                detail: format!(
-                    "{} kill(s): {largest}; healed within interval x multiplier{}",
-                    self.kills, self.slack_note
-                ),
+                detail: format!("{} kill(s): {largest}{healed}", self.kills),
             },
             Some((_, f)) => Verdict {
                 name: "self_heal",
