@@ -17,11 +17,12 @@
 //!    than one normal spacing before the kill: an older silence is not the kill's doing), from
 //!    the last start before the kill until the pace is past the slot it had granted the
 //!    victim (a reservation killed mid-flight leaves a hole at that slot, up to N intervals
-//!    after the kill). It must be at most
-//!    `normal + interval x multiplier + slack` (plus 10 % of normal for jitter). `slack` is
-//!    the backend's own release mechanism for a dead holder: `backend_detail.detect_dead`
-//!    (advisory: the store notices the dead session) or `ttl` (redis_lock: the key expires),
-//!    0 for pace backends.
+//!    after the kill). It must be at most `normal + interval x multiplier + slack`, plus a
+//!    quarter of normal for jitter and one store round trip for a retry after a GCRA deny (the
+//!    slowest of the last 16 observed, at least 2 ms: a slow store makes the retry slow too).
+//!    `slack` is the backend's own release mechanism for a dead holder:
+//!    `backend_detail.detect_dead` (advisory: the store notices the dead session) or `ttl`
+//!    (redis_lock: the key expires), 0 for pace backends.
 //!    Kills whose holes overlap (a second kill before the pace passed the first victim's slot)
 //!    are judged together, each allowed one interval x multiplier.
 //! 3. **Wedge**: no fetch starts after the kill at all, for longer than `10 x interval x
@@ -46,13 +47,15 @@
 
 use crate::check::common::{Demand, Opts, PidMap, PidSet, Stranded, base_interval, is_outage, pid_list, secs};
 use crate::check::{Checker, Verdict};
-use crate::trace::{Event, Header, Sink};
+use crate::trace::{Event, Header, OpKind, Sink};
 use std::collections::VecDeque;
 
 /// Gaps kept for the median before and after a kill.
 const GAPS: usize = 16;
 /// Fewest gaps for the throughput comparison.
 const MIN_GAPS: usize = 8;
+/// Store round trips kept for the retry allowance.
+const ROUND_TRIPS: usize = 16;
 
 /// A fetch start: when, the cumulative demand time then, and the multiplier in force for it.
 #[derive(Copy, Clone, Debug)]
@@ -141,6 +144,9 @@ pub struct SelfHeal {
     // processes waiting on an operation the store's outage may have lost: they wait on the
     // store, not on the pace
     stranded: Stranded,
+    // when each process sent the permission request it awaits, and the last few round trips
+    asked: PidMap<u64>,
+    round_trips: VecDeque<u64>,
     largest: Option<(Gap, String)>,
     // the most severe violation (wedge 3, capacity lost 2, slow heal 1), first among equals
     failure: Option<(u8, String)>,
@@ -186,6 +192,8 @@ impl SelfHeal {
             outages: Default::default(),
             in_fallback: Default::default(),
             stranded: Default::default(),
+            asked: PidMap::new(),
+            round_trips: VecDeque::new(),
             largest: None,
             failure: None,
             failures: 0,
@@ -227,9 +235,11 @@ impl SelfHeal {
         let paced = (self.base as f64 * m) as u64 * holes.max(1) as u64;
         let normal = (self.base as f64).max(pre_norm.unwrap_or(0.0)) * m;
         let normal = normal as u64;
-        // jitter: a quarter of the normal spacing plus 2 ms (a retry after a GCRA deny adds a
-        // round trip on top of the lost interval)
-        (normal, normal + paced + self.slack + normal / 4 + 2_000_000)
+        // jitter: a quarter of the normal spacing plus a store round trip (a retry after a GCRA
+        // deny adds one on top of the lost interval): the slowest of the last few observed, and
+        // at least 2 ms
+        let round_trip = self.round_trips.iter().copied().max().unwrap_or(0).max(2_000_000);
+        (normal, normal + paced + self.slack + normal / 4 + round_trip)
     }
 
     /// Is a stall of `len` under multiplier `m` a wedge rather than a slow heal?
@@ -392,10 +402,12 @@ impl Sink for SelfHeal {
                 self.kills += 1;
                 self.in_fallback.remove(pid);
                 self.pending_slot.remove(pid);
+                self.asked.remove(pid);
                 self.unjudged.push(format!("pid {pid} killed at {} ({point})", secs(t)));
             }
             Event::Crash { pid, point, .. } => {
                 self.kills += 1;
+                self.asked.remove(pid);
                 let victim = self.pending_slot.remove(pid);
                 let until = victim.map_or(t, |p| p.0).max(t);
                 let victim_m = victim.map_or(1.0, |p| p.1);
@@ -490,6 +502,24 @@ impl Sink for SelfHeal {
             }
             Event::Restart { pid, .. } => {
                 self.in_fallback.remove(pid);
+            }
+            Event::OpSent {
+                pid,
+                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
+                ..
+            } => {
+                self.asked.insert(*pid, t);
+            }
+            Event::Reply { pid, .. } => {
+                if let Some(sent) = self.asked.remove(pid) {
+                    if self.round_trips.len() == ROUND_TRIPS {
+                        self.round_trips.pop_front();
+                    }
+                    self.round_trips.push_back(t - sent);
+                }
+            }
+            Event::StoreError { pid, .. } => {
+                self.asked.remove(pid);
             }
             _ => {}
         }
