@@ -320,6 +320,44 @@ fn self_heal_row_kill_mid_reservation_passes() {
     assert!(d.contains("normal spacing 0.143s"), "{d}");
 }
 
+/// The fetch after a mid-reservation kill comes 40 ms late (a retry after a deny costs a round
+/// trip): within the allowance when the store's round trips take 30 ms, not when they are
+/// instant.
+#[test]
+fn self_heal_allows_a_retry_one_observed_round_trip_long() {
+    let h = header("row", 4, 7.0, json!({}));
+    let run = |round_trip: u64| {
+        let mut ev = Vec::new();
+        for k in 0..100u64 {
+            let pid = (k % 4) as u32;
+            let slot = k * I;
+            let asked = slot.saturating_sub(3 * I);
+            let mut r = reserve(asked, pid, slot, 1.0);
+            if let Some(Event::Reply { t, .. }) = r.last_mut() {
+                *t += round_trip;
+            }
+            ev.extend(r);
+            if k == 40 {
+                ev.push(Event::Crash {
+                    t: asked + MS,
+                    pid,
+                    point: "mid_reservation".into(),
+                });
+                ev.push(Event::Restart { t: asked + 2 * S, pid });
+                continue;
+            }
+            let late = if k == 41 { 40 * MS } else { 0 };
+            ev.extend(fetch(slot + late, pid, 200));
+        }
+        ev.push(end(100 * I));
+        check(&h, &ev)
+    };
+    let d = passes(&run(30 * MS), "self_heal");
+    assert!(d.contains("largest stall 0.326s"), "{d}");
+    let d = fails(&run(0), "self_heal");
+    assert!(d.starts_with("slow heal"), "{d}");
+}
+
 #[test]
 fn self_heal_wedge_after_kill_fails() {
     // claim_row with K = 1: pid 0 is killed holding the only slot at 5 s; the others poll every
