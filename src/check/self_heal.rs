@@ -36,12 +36,12 @@
 //!
 //! A kill while the store is out (a `store_outage`, `partition` or `store_restart` window),
 //! while some process paces through its fallback, or while an operation sent during an outage
-//! is still unanswered (a client timeout outlives the outage: that process waits on the store,
-//! not the pace) is not judged (the shared pace is not what paces the fleet then;
-//! `degradation` judges that time): the detail lists it. When the store
-//! goes out or a process falls back while a kill is still being measured, the measurement
-//! stops there: stalls and recovery gaps seen before are judged, nothing after, and the detail
-//! lists the kill as cut short.
+//! (or in flight when it began) is still unanswered (a client timeout outlives the outage: that
+//! process waits on the store, not the pace; [`crate::check::common::Stranded`]) is not judged
+//! (the shared pace is not what paces the fleet then; `degradation` judges that time): the
+//! detail lists it. When the store goes out or a process falls back while a kill is still
+//! being measured, the measurement stops there: stalls and recovery gaps seen before are
+//! judged, nothing after, and the detail lists the kill as cut short.
 //!
 //! The detail reports the largest stall after any kill.
 

@@ -1,7 +1,7 @@
 //! Plots, each written as SVG and PNG from the same drawing code.
 //!
 //! Every figure is a [`Figure`]: data prepared from [`crate::report::timeline::Timeline`]s
-//! and summaries, drawn onto any plotters backend. [`write`] draws it twice, into
+//! and summaries, drawn onto any plotters backend. [`write()`] draws it twice, into
 //! `<stem>.svg` and `<stem>.png`. Conventions every figure follows:
 //!
 //! - one colour per backend everywhere ([`palette::colour`]);

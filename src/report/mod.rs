@@ -7,7 +7,7 @@
 //!    figures and checkers plus a [`timeline::Timeline`] (the plots' bins); results come back in
 //!    plan order, so output never depends on scheduling.
 //! 3. [`table`] formats the figures (the same cells go to the terminal and to `index.md`).
-//! 4. [`write`] draws the plots ([`crate::plot`]), writes `<scenario>/summary.json` and
+//! 4. [`write()`] draws the plots ([`crate::plot`]), writes `<scenario>/summary.json` and
 //!    `index.md` ([`index`]).
 //!
 //! Everything written is deterministic: the same scenarios and seeds give byte-identical files
@@ -316,7 +316,7 @@ pub struct ScenarioJson<'a> {
     pub across_seeds: Vec<SeedStats>,
 }
 
-/// What [`write`] wrote for one scenario (paths relative to the output directory).
+/// What [`write()`] wrote for one scenario (paths relative to the output directory).
 #[derive(Debug, Clone, Default)]
 pub struct Written {
     /// Directory, relative.
