@@ -15,10 +15,11 @@ simulate *ARGS:
 test:
     cargo test --release --all-targets
 
-# What CI runs: formatting, lints with warnings denied, then the tests.
+# What CI runs: formatting, lints and docs with warnings denied, then the tests.
 ci:
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
+    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
     just test
 
 # Deeper property testing (2,000 cases per property).
