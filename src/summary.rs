@@ -1,7 +1,7 @@
 //! The summary of one run: the headline figures `pacesim run --json` prints, computed in one
 //! streaming pass over the trace (so a live trace gives the same figures).
 
-use crate::check::{Suite, Verdict, ceiling::MaxWindow};
+use crate::check::{Suite, Verdict, ceiling::MaxWindow, common::Awaiting};
 use crate::scenario::Scenario;
 use crate::sim;
 use crate::trace::{Event, Header, OpKind, Sink, Tee, Writer};
@@ -101,7 +101,7 @@ pub struct Figures {
     last_start: u64,
     s429: u64,
     s503: u64,
-    sent: Vec<Option<u64>>,
+    awaiting: Awaiting,
     hist: Histogram<u64>,
     in_fallback: Vec<Option<u64>>,
     fallback_ns: u64,
@@ -119,7 +119,7 @@ impl Default for Figures {
             last_start: 0,
             s429: 0,
             s503: 0,
-            sent: Vec::new(),
+            awaiting: Awaiting::default(),
             hist: Histogram::new_with_bounds(1, 10_000_000_000_000, 3).expect("valid histogram bounds"),
             in_fallback: Vec::new(),
             fallback_ns: 0,
@@ -132,12 +132,12 @@ impl Default for Figures {
 
 impl Sink for Figures {
     fn header(&mut self, h: &Header) {
-        self.sent = vec![None; h.processes as usize];
         self.in_fallback = vec![None; h.processes as usize];
         self.header = Some(h.clone());
     }
     fn event(&mut self, ev: &Event) {
         self.end = self.end.max(ev.t());
+        let answered = self.awaiting.event(ev);
         match *ev {
             Event::FetchStart { t, .. } => {
                 self.first_start.get_or_insert(t);
@@ -151,36 +151,18 @@ impl Sink for Figures {
                     _ => {}
                 }
             }
-            Event::OpSent {
-                t,
-                pid,
-                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
-            } => {
-                if let Some(s) = self.sent.get_mut(pid as usize) {
-                    *s = Some(t);
-                }
-            }
             Event::Reply {
                 t,
-                pid,
                 op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
                 ..
             } => {
-                if let Some(Some(s)) = self.sent.get_mut(pid as usize).map(|s| s.take()) {
-                    self.hist.saturating_record((t - s).max(1));
+                if let Some(sent) = answered {
+                    self.hist.saturating_record((t - sent).max(1));
                 }
             }
-            Event::StoreError { pid, .. } => {
-                self.store_errors += 1;
-                if let Some(s) = self.sent.get_mut(pid as usize) {
-                    *s = None;
-                }
-            }
+            Event::StoreError { .. } => self.store_errors += 1,
             Event::Crash { pid, t, .. } => {
                 self.crashes += 1;
-                if let Some(s) = self.sent.get_mut(pid as usize) {
-                    *s = None;
-                }
                 if let Some(Some(since)) = self.in_fallback.get_mut(pid as usize).map(|s| s.take()) {
                     self.fallback_ns += t - since;
                 }

@@ -183,42 +183,69 @@ impl Demand {
     }
 }
 
+/// When each process sent the store operation it still awaits: from its `op_sent` until the
+/// reply or the error that answers it; a crash or a restart forgets it.
+#[derive(Clone, Debug, Default)]
+pub struct Awaiting(PidMap<u64>);
+
+impl Awaiting {
+    /// Feed one event; when it answers an awaited operation (a reply or an error), when that
+    /// operation was sent.
+    pub fn event(&mut self, ev: &Event) -> Option<u64> {
+        match *ev {
+            Event::OpSent { t, pid, .. } => {
+                self.0.insert(pid, t);
+                None
+            }
+            Event::Reply { pid, .. } | Event::StoreError { pid, .. } => self.0.remove(&pid),
+            Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
+                self.0.remove(&pid);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// The processes awaiting an answer, ascending, with when they sent.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.0.iter().map(|(p, &t)| (p, t))
+    }
+}
+
 /// Processes stranded by a store window: an operation sent during one, or still unanswered when
 /// one began (its request or reply may cross into the window and be lost), that has not been
 /// answered yet. A client timeout can outlive the window: until the answer comes, such a
 /// process waits on the store, not on the pacer.
 #[derive(Clone, Debug, Default)]
 pub struct Stranded {
-    // invariant: the processes whose last operation has had no reply or error yet
-    awaiting: PidSet,
-    // invariant: a subset of `awaiting`
+    awaiting: Awaiting,
+    // invariant: a subset of the processes in `awaiting`
     stranded: PidSet,
 }
 
 impl Stranded {
-    /// Feed one event; `window_open`: a store window is open as it happens.
-    pub fn event(&mut self, ev: &Event, window_open: bool) {
+    /// Feed one event; `window_open`: a store window is open as it happens. Returns what
+    /// [`Awaiting::event`] returns.
+    pub fn event(&mut self, ev: &Event, window_open: bool) -> Option<u64> {
+        let answered = self.awaiting.event(ev);
         match *ev {
-            Event::OpSent { pid, .. } => {
-                self.awaiting.add(pid);
-                if window_open {
-                    self.stranded.add(pid);
-                }
+            Event::OpSent { pid, .. } if window_open => {
+                self.stranded.add(pid);
             }
             Event::Reply { pid, .. }
             | Event::StoreError { pid, .. }
             | Event::Crash { pid, .. }
             | Event::Restart { pid, .. } => {
-                self.awaiting.remove(&pid);
                 self.stranded.remove(&pid);
             }
             _ => {}
         }
+        answered
     }
 
     /// A store window begins: every operation in flight may be lost in it.
     pub fn window_began(&mut self) {
-        let in_flight: Vec<u32> = self.awaiting.keys().collect();
+        let in_flight: Vec<u32> = self.awaiting.iter().map(|(p, _)| p).collect();
         for pid in in_flight {
             self.stranded.add(pid);
         }

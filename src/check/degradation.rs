@@ -28,7 +28,7 @@
 //!
 //! The mode is the `mode` of the trace's `fallback` events, else `backend_detail.fallback`.
 
-use crate::check::common::{Opts, PidMap, base_interval, fallback_cap, secs};
+use crate::check::common::{Awaiting, Opts, PidMap, base_interval, fallback_cap, secs};
 use crate::check::{Checker, Verdict};
 use crate::pacer::BurstMeter;
 use crate::trace::{Event, Header, OpKind, Sink};
@@ -61,8 +61,7 @@ pub struct Degradation {
     detail_mode: Option<String>,
     trace_mode: Option<String>,
     multiplier: PidMap<f64>,
-    // invariant: pid -> when it sent the store operation it still awaits (no reply, no error)
-    sent: PidMap<u64>,
+    awaiting: Awaiting,
     end: u64,
     in_fallback: PidMap<(u64, String)>,
     open: BTreeMap<u32, Window>,
@@ -88,7 +87,7 @@ impl Degradation {
             detail_mode: o.str("fallback").map(str::to_string),
             trace_mode: None,
             multiplier: PidMap::new(),
-            sent: PidMap::new(),
+            awaiting: Awaiting::default(),
             end: 0,
             in_fallback: PidMap::new(),
             open: BTreeMap::new(),
@@ -203,6 +202,7 @@ impl Sink for Degradation {
     fn event(&mut self, ev: &Event) {
         let t = ev.t();
         self.end = self.end.max(t);
+        let answered = self.awaiting.event(ev);
         match ev {
             Event::Fault { id, kind, start, .. } if kind == "store_outage" || kind == "partition" => {
                 if *start {
@@ -237,24 +237,20 @@ impl Sink for Degradation {
                     *m = *to;
                 }
             }
-            Event::OpSent { pid, op, .. } => {
+            Event::OpSent { op, .. } => {
                 if matches!(op, OpKind::Reserve | OpKind::Gcra | OpKind::TryLock) {
                     for w in self.open.values_mut() {
                         w.demand = true;
                     }
                 }
-                self.sent.insert(*pid, t);
             }
-            Event::StoreError { pid, .. } => {
-                if let Some(sent) = self.sent.remove(pid) {
+            Event::StoreError { .. } => {
+                if let Some(sent) = answered {
                     for w in self.open.values_mut() {
                         w.demand = true;
                     }
                     self.detected(sent, t, true);
                 }
-            }
-            Event::Reply { pid, .. } => {
-                self.sent.remove(pid);
             }
             Event::Fallback { pid, enter, mode, .. } => {
                 self.trace_mode.get_or_insert_with(|| mode.clone());
@@ -266,7 +262,6 @@ impl Sink for Degradation {
             }
             Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
                 self.in_fallback.remove(pid);
-                self.sent.remove(pid);
             }
             Event::FetchStart { pid, .. } => {
                 if let Some((since, mode)) = self.in_fallback.get(pid)
@@ -311,7 +306,7 @@ impl Checker for Degradation {
         }
         // an operation still unanswered at the end (a client timeout longer than what is left
         // of the trace) has not detected its window by then
-        let outstanding: Vec<u64> = self.sent.values().copied().collect();
+        let outstanding: Vec<u64> = self.awaiting.iter().map(|(_, sent)| sent).collect();
         for sent in outstanding {
             self.detected(sent, self.end, false);
         }

@@ -144,8 +144,7 @@ pub struct SelfHeal {
     // processes waiting on an operation the store's outage may have lost: they wait on the
     // store, not on the pace
     stranded: Stranded,
-    // when each process sent the permission request it awaits, and the last few round trips
-    asked: PidMap<u64>,
+    // the last few permission round trips (request to reply)
     round_trips: VecDeque<u64>,
     largest: Option<(Gap, String)>,
     // the most severe violation (wedge 3, capacity lost 2, slow heal 1), first among equals
@@ -192,7 +191,6 @@ impl SelfHeal {
             outages: Default::default(),
             in_fallback: Default::default(),
             stranded: Default::default(),
-            asked: PidMap::new(),
             round_trips: VecDeque::new(),
             largest: None,
             failure: None,
@@ -402,12 +400,10 @@ impl Sink for SelfHeal {
                 self.kills += 1;
                 self.in_fallback.remove(pid);
                 self.pending_slot.remove(pid);
-                self.asked.remove(pid);
                 self.unjudged.push(format!("pid {pid} killed at {} ({point})", secs(t)));
             }
             Event::Crash { pid, point, .. } => {
                 self.kills += 1;
-                self.asked.remove(pid);
                 let victim = self.pending_slot.remove(pid);
                 let until = victim.map_or(t, |p| p.0).max(t);
                 let victim_m = victim.map_or(1.0, |p| p.1);
@@ -503,27 +499,22 @@ impl Sink for SelfHeal {
             Event::Restart { pid, .. } => {
                 self.in_fallback.remove(pid);
             }
-            Event::OpSent {
-                pid,
-                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
-                ..
-            } => {
-                self.asked.insert(*pid, t);
-            }
-            Event::Reply { pid, .. } => {
-                if let Some(sent) = self.asked.remove(pid) {
-                    if self.round_trips.len() == ROUND_TRIPS {
-                        self.round_trips.pop_front();
-                    }
-                    self.round_trips.push_back(t - sent);
-                }
-            }
-            Event::StoreError { pid, .. } => {
-                self.asked.remove(pid);
-            }
             _ => {}
         }
-        self.stranded.event(ev, !self.outages.is_empty());
+        let answered = self.stranded.event(ev, !self.outages.is_empty());
+        if let (
+            Some(sent),
+            Event::Reply {
+                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
+                ..
+            },
+        ) = (answered, ev)
+        {
+            if self.round_trips.len() == ROUND_TRIPS {
+                self.round_trips.pop_front();
+            }
+            self.round_trips.push_back(t - sent);
+        }
         self.demand.event(ev);
     }
 }
