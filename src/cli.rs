@@ -190,7 +190,7 @@ pub fn main_with(cli: Cli) -> i32 {
             json,
         } => crate::matrix::main(files, cases, expected.as_deref(), json),
         Command::Backends => {
-            for b in crate::backend::BACKENDS {
+            for b in crate::backend::REGISTRY {
                 let tag = if b.defective { " (defective)" } else { "" };
                 println!("{:<16} {}{tag}", b.name, b.summary);
             }

@@ -24,6 +24,7 @@
 //! The simulator turns each spec into timed fault edges (start, end) on the engine and emits a
 //! `fault` trace event at each edge, so plots can shade the windows.
 
+use crate::clock::Clock;
 use crate::dist::Dist;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
@@ -275,6 +276,45 @@ impl FaultSpec {
             _ => None,
         }
     }
+}
+
+/// The clocks of process `pid`, `incarnation`, shaped by the scenario's clock faults: its
+/// monotonic clock (epoch 0, unless an `epoch_spread` draws one from the process's own clock
+/// stream) and its host's wall clock (`base_wall`, the store's clock frame, unless offset,
+/// drifted or stepped). The simulator and a live worker both call this, so one seed gives one
+/// set of clocks in both modes.
+pub fn clocks(sc: &Scenario, pid: u32, incarnation: u32, base_wall: &Clock) -> (Clock, Clock) {
+    use rand::RngExt;
+    let mut mono = Clock::reference();
+    let mut wall = base_wall.clone();
+    let mut rng = crate::rng::stream(sc.seed, crate::rng::Entity::Clock { pid, incarnation });
+    for f in &sc.faults {
+        if let FaultSpec::Clock {
+            processes,
+            epoch_spread,
+            drift_ppm,
+            step,
+            step_at,
+            wall_offset,
+        } = f
+        {
+            if !processes.is_empty() && !processes.contains(&pid) {
+                continue;
+            }
+            if let Some(s) = epoch_spread {
+                mono.offset = if s.0 == 0 { 0 } else { rng.random_range(0..s.0) as i64 };
+            }
+            mono.drift_ppm = *drift_ppm;
+            wall.drift_ppm = *drift_ppm;
+            if let Some(o) = wall_offset {
+                wall.offset = base_wall.offset + o.0;
+            }
+            if let (Some(by), Some(at)) = (step, step_at) {
+                wall.add_step(crate::time::Instant(at.0), by.0);
+            }
+        }
+    }
+    (mono, wall)
 }
 
 fn throttle_status() -> u16 {

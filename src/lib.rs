@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod builder;
 pub mod check;
 pub mod cli;
 pub mod clock;

@@ -27,6 +27,14 @@ pub enum Entity {
     Faults,
     /// Open-loop arrivals for process `pid`.
     Arrivals(u32),
+    /// The monotonic clock epoch of process `pid`, `incarnation` (drawn the same way by the
+    /// simulator and by a live worker).
+    Clock {
+        /// Process id.
+        pid: u32,
+        /// 0 for the first start, incremented on every restart.
+        incarnation: u32,
+    },
 }
 
 /// SplitMix64 finaliser: a bijective 64-bit mixer (Steele, Lea, Flood 2014).
@@ -45,6 +53,7 @@ impl Entity {
             Entity::Destination => 3 << 60,
             Entity::Faults => 4 << 60,
             Entity::Arrivals(pid) => (5 << 60) | pid as u64,
+            Entity::Clock { pid, incarnation } => (6 << 60) | ((incarnation as u64) << 32) | pid as u64,
         }
     }
 }

@@ -93,9 +93,10 @@ fn one() -> u64 {
     1
 }
 
-/// `[pacer]`: the backend and its options. Options a backend does not use are rejected.
+/// `[pacer]`: the backend and its options. Each backend reads its own options (its options
+/// struct in `src/backend/<name>.rs` documents them and their defaults); an option the backend
+/// does not use is rejected.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct PacerCfg {
     /// Backend name (`pacesim backends` lists them).
     pub backend: String,
@@ -104,122 +105,19 @@ pub struct PacerCfg {
     pub compare: Vec<String>,
     /// The global ceiling, requests per second.
     pub rate: f64,
-    /// Whose clock the reservation reads: `store` (default) or `process_monotonic` (defect).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clock: Option<ClockSource>,
-    /// How the worker waits for its slot: `relative` (default) or `absolute`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait: Option<WaitMode>,
-    /// Run the reservation inside the caller's transaction, held open for `hold` (defect).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub in_transaction: Option<InTransaction>,
-    /// What a process does when the store is unreachable. Default `divided`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<Fallback>,
-    /// Maximum concurrent dispatches; the divided pace is `rate / (cap + 1)`.
-    /// Default: `processes.count - 1`, so the divided pace is `rate / count`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cap: Option<u32>,
-    /// Where the backoff multiplier lives: `global` (default, in the store) or `per_process`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backoff: Option<Placement>,
-    /// Where the clean streak lives. Default: wherever the multiplier lives.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub streak: Option<Placement>,
-    /// For `process_monotonic`: a stored pace further ahead than this is taken for a stale row
-    /// and overwritten (the recovery code such a design needs). Default 10s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stale_after: Option<Nanos>,
-    /// GCRA burst (`redis_gcra`). Default 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub burst: Option<u32>,
-    /// Number of locks K (`advisory`, `claim_row`). Default 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub locks: Option<u32>,
-    /// Lock use (`advisory`): `concurrency` (held for the fetch) or `fake_rate` (held for `hold`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lock_use: Option<LockUse>,
-    /// Fixed lock hold time h for `lock_use = "fake_rate"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hold: Option<Nanos>,
-    /// How long a process waits before trying a busy lock again. Default 100ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub poll: Option<Nanos>,
-    /// `redis_lock`: the lock's TTL (`PX`). Default 1560s (just past a 1500s hard kill).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl: Option<Nanos>,
-    /// `redis_lock`: total re-enqueue wait after which a job runs uncapped. Default 15m.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_wait: Option<Nanos>,
-    /// `redis_lock`: fetches one walk makes while holding the lock. Default 10.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub walk: Option<u32>,
-    /// How long the store takes to notice a killed session (advisory locks). Default 5s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detect_dead: Option<Nanos>,
-    /// Maximum simultaneous store sessions (advisory holders occupy one each). Default none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connections: Option<u32>,
+    /// The backend's own options, as written (every other key of `[pacer]`).
+    #[serde(flatten)]
+    pub options: toml::Table,
 }
 
-/// Whose clock a reservation reads.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ClockSource {
-    /// The store's `clock_timestamp()`: one clock for everyone (correct).
-    Store,
-    /// Each process's own monotonic reading, whose epoch is per process (defect).
-    ProcessMonotonic,
-}
-
-/// How a worker sleeps to its slot.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WaitMode {
-    /// Sleep `slot - store_now` from when the reply arrives (skew-immune).
-    Relative,
-    /// Sleep until the host's wall clock reads `slot` (host/store skew matters).
-    Absolute,
-}
-
-/// The in-transaction defect's options.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InTransaction {
-    /// How long the caller's transaction stays open after the reservation.
-    pub hold: Dist,
-}
-
-/// Behaviour when the store is unreachable.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Fallback {
-    /// Pace locally at the full rate (restores N x rate during an outage).
-    FailOpen,
-    /// Pace locally at `rate / (cap + 1)`.
-    Divided,
-    /// Stop fetching until the store answers.
-    FailClosed,
-}
-
-/// Where a piece of backoff state lives.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Placement {
-    /// In the shared store, one value for every process.
-    Global,
-    /// In each process's memory.
-    PerProcess,
-}
-
-/// What an advisory lock is used for.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LockUse {
-    /// At most K fetches at once: the lock is held for the fetch.
-    Concurrency,
-    /// The rejected "fake rate": each lock is held for a fixed time `hold`.
-    FakeRate,
+impl PacerCfg {
+    /// Set backend option `key` to `value` (a TOML value, e.g. `"\"fail_open\""` or `3`).
+    pub fn set(&mut self, key: &str, value: &str) {
+        let v: toml::Value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .map(|mut t| t.remove("v").expect("the key just written"))
+            .unwrap_or_else(|e| panic!("`{value}` is not a TOML value: {e}"));
+        self.options.insert(key.to_string(), v);
+    }
 }
 
 /// `[processes]`.
@@ -319,6 +217,14 @@ fn ten() -> u32 {
     10
 }
 
+impl BackoffCfg {
+    /// The schedule as [`crate::pacer::BackoffConfig`], through its one validator: `factor`
+    /// above 1, `cap` at least 1, `decay_after` at least 1.
+    pub fn config(&self) -> Result<crate::pacer::BackoffConfig, crate::pacer::BackoffConfigError> {
+        crate::pacer::BackoffConfig::new(self.factor, self.cap, self.decay_after)
+    }
+}
+
 impl Default for BackoffCfg {
     fn default() -> Self {
         BackoffCfg {
@@ -364,9 +270,9 @@ impl Scenario {
         Nanos::interval_of_rate(self.pacer.rate)
     }
 
-    /// The divided fallback's cap (`processes.count - 1` unless configured).
-    pub fn cap(&self) -> u32 {
-        self.pacer.cap.unwrap_or(self.processes.count.saturating_sub(1))
+    /// The `[backoff]` schedule as the pacer's own config (validated by [`Scenario::parse`]).
+    pub fn backoff_config(&self) -> crate::pacer::BackoffConfig {
+        self.backoff.config().expect("a validated [backoff]")
     }
 
     /// Load a scenario file.
@@ -466,15 +372,16 @@ impl Scenario {
         {
             return err("destination.limit", format!("must be above 0, got {l}"));
         }
-        if !(self.backoff.factor.is_finite() && self.backoff.factor >= 1.0) {
-            return err(
-                "backoff.factor",
-                format!("must be at least 1, got {}", self.backoff.factor),
-            );
-        }
-        if !(self.backoff.cap.is_finite() && self.backoff.cap >= 1.0) {
-            return err("backoff.cap", format!("must be at least 1, got {}", self.backoff.cap));
-        }
+        self.backoff.config().map_err(|e| {
+            use crate::pacer::BackoffConfigError as E;
+            let f = match e {
+                E::Factor(_) => "backoff.factor",
+                E::Cap(_) => "backoff.cap",
+                E::DecayAfter => "backoff.decay_after",
+                _ => "backoff",
+            };
+            (f.to_string(), e.to_string())
+        })?;
         if self.checks.burst == 0 {
             return err("checks.burst", "must be at least 1".into());
         }
@@ -488,7 +395,7 @@ impl Scenario {
                 return err(f, format!("unknown backend `{b}` (known: {})", known.join(", ")));
             }
         }
-        crate::backend::validate_options(self).map_err(|(f, m)| (format!("pacer.{f}"), m))?;
+        crate::backend::registry::validate_options(self).map_err(|e| (format!("pacer.{}", e.field), e.message))?;
         for (i, f) in self.faults.iter().enumerate() {
             f.validate(self)
                 .map_err(|(field, m)| (format!("faults[{i}].{field}"), m))?;

@@ -1,22 +1,25 @@
-//! The simulator: builds the world from a scenario and runs it under virtual time, emitting the
-//! trace.
+//! The simulator: builds the world from a scenario and a backend and runs it under virtual
+//! time, emitting the trace.
 //!
-//! [`Sim`] owns the world (workers, store, destination, backend, fault state) and one
-//! [`Engine`]. Each engine event is handled by one method below; each method states the
-//! protocol step it models. No wall clock is read anywhere here, no hash map is iterated, and
-//! every random draw comes from the stream of the entity that makes it ([`crate::rng`]).
+//! [`Sim`] owns the world (workers, store, destination, the backend's store side, fault state)
+//! and one [`Engine`]. Each engine event is handled by one method below; each method states
+//! the protocol step it models and hands the worker loop's own steps to [`crate::worker`]. No
+//! wall clock is read anywhere here, no hash map is iterated, and every random draw comes from
+//! the stream of the entity that makes it ([`crate::rng`]).
+//!
+//! Most callers go through [`crate::builder::SimBuilder`] (any backend value) or [`run`] (the
+//! backend the scenario names).
 
-use crate::backend::{self, Backend, Cx, Op, ProcView, Reply, Step};
-use crate::clock::Clock;
+use crate::backend::{Backend, Session, StoreCx, StoreSide};
 use crate::destination::Destination;
 use crate::engine::{Engine, Lane};
-use crate::fault::{FaultSpec, KillPoint, OutageMode};
+use crate::fault::{FaultSpec, OutageMode};
 use crate::rng::{self, Entity, Rng};
 use crate::scenario::Scenario;
 use crate::store::{Store, Waiter};
 use crate::time::{Instant, Nanos};
 use crate::trace::{Event, Header, Sink, TRACE_VERSION};
-use crate::worker::{Phase, Worker};
+use crate::worker::{Action, Armed, NextJob, Phase, Sections, Tracked, Worker};
 use rand::RngExt;
 use rand_distr::{Distribution, Exp};
 
@@ -30,7 +33,7 @@ const TO_DESTINATION: Lane = Lane(2);
 
 /// What happens next, on the engine's queue.
 #[derive(Copy, Clone, Debug)]
-enum Ev {
+enum Ev<Op, Reply> {
     /// Process `pid` starts.
     Start { pid: u32 },
     /// A process timer fires; what it means depends on the process's phase.
@@ -65,16 +68,8 @@ enum Ev {
     Restart { pid: u32 },
     /// A job's soft or hard time limit.
     Limit { pid: u32, inc: u32, job: u64, hard: bool },
-    /// A timer the backend asked for.
-    BackendTimer { token: u64 },
-}
-
-/// A kill waiting for its target to reach a protocol point.
-#[derive(Clone, Debug)]
-struct ArmedKill {
-    pid: u32,
-    point: KillPoint,
-    restart_after: Option<Nanos>,
+    /// A timer the store side asked for.
+    StoreTimer { token: u64 },
 }
 
 /// Figures about the run itself (not about the pacer: those come from the trace).
@@ -88,27 +83,34 @@ pub struct Outcome {
     pub store_ops: u64,
 }
 
-/// The trace header for a scenario run by the simulator.
-pub fn header(sc: &Scenario, source: &str) -> Header {
+/// The trace header for scenario `sc` run with a backend whose options in force are `detail`
+/// (`source`: `sim` or `live`).
+pub fn header_with(sc: &Scenario, backend: &str, detail: serde_json::Value, source: &str) -> Header {
     Header {
         ev: "header".into(),
         version: TRACE_VERSION,
         source: source.into(),
         scenario: sc.name.clone(),
-        backend: sc.pacer.backend.clone(),
+        backend: backend.into(),
         seed: sc.seed,
         processes: sc.processes.count,
         rate: sc.pacer.rate,
         burst: sc.checks.burst,
         multiplier_cap: sc.backoff.cap,
-        backend_detail: detail(sc),
+        backend_detail: with_settings(sc, detail),
     }
+}
+
+/// The trace header for a scenario run with the backend it names.
+pub fn header(sc: &Scenario, source: &str) -> Header {
+    let spec = crate::backend::spec(&sc.pacer.backend).expect("a validated backend");
+    let detail = spec.detail(sc).expect("validated options");
+    header_with(sc, &sc.pacer.backend, detail, source)
 }
 
 /// The backend's options in force, plus the scenario settings checkers need
 /// (`backoff_factor`, `decay_after`, `epsilon`, `closed_loop`).
-fn detail(sc: &Scenario) -> serde_json::Value {
-    let mut d = backend::build(sc).detail();
+fn with_settings(sc: &Scenario, mut d: serde_json::Value) -> serde_json::Value {
     if let Some(o) = d.as_object_mut() {
         o.insert("backoff_factor".into(), sc.backoff.factor.into());
         o.insert("decay_after".into(), sc.backoff.decay_after.into());
@@ -123,33 +125,34 @@ fn detail(sc: &Scenario) -> serde_json::Value {
     d
 }
 
-/// Run a scenario, streaming its trace (header first) into `out`.
+/// Run a scenario with the backend it names, streaming its trace (header first) into `out`.
+/// The scenario must be valid ([`Scenario::parse`] checks it).
 pub fn run(sc: &Scenario, out: &mut dyn Sink) -> Outcome {
-    out.header(&header(sc, "sim"));
-    let mut sim = Sim::new(sc, out);
-    sim.run()
+    let spec = crate::backend::spec(&sc.pacer.backend).expect("a validated backend");
+    spec.simulate(sc, out).expect("validated options")
 }
 
-/// The world and its engine.
-pub struct Sim<'a> {
+/// The world and its engine, for backend `B`.
+pub struct Sim<'a, B: Backend> {
     sc: &'a Scenario,
     out: &'a mut dyn Sink,
-    engine: Engine<Ev>,
-    workers: Vec<Worker>,
-    store: Store,
+    backend: B,
+    engine: Engine<Ev<B::Op, B::Reply>>,
+    workers: Vec<Worker<B::Process>>,
+    store: Store<B::Op>,
+    store_side: B::Store,
     dest: Destination,
-    backend: Box<dyn Backend>,
     fault_rng: Rng,
-    armed: Vec<ArmedKill>,
+    // invariant: the critical sections each process is in, as its events show them.
+    sections: Sections,
     // invariant: number of workers that are neither finished nor dead-for-good; the run ends
     // when it reaches zero (closed loop) or at the duration.
     active: u32,
-    epoch_spread: Vec<Option<Nanos>>,
     arrivals: Vec<Rng>,
     timers: Vec<(Instant, u64)>,
 }
 
-impl std::fmt::Debug for Sim<'_> {
+impl<B: Backend> std::fmt::Debug for Sim<'_, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sim")
             .field("now", &self.engine.now())
@@ -158,66 +161,34 @@ impl std::fmt::Debug for Sim<'_> {
     }
 }
 
-impl<'a> Sim<'a> {
-    /// Build the world: workers, clocks, store, destination, backend, fault schedule.
-    pub fn new(sc: &'a Scenario, out: &'a mut dyn Sink) -> Sim<'a> {
+impl<'a, B: Backend> Sim<'a, B> {
+    /// Build the world: workers, clocks, store, destination, the backend's halves, fault
+    /// schedule. The header is the caller's to write.
+    pub fn new(sc: &'a Scenario, backend: B, out: &'a mut dyn Sink) -> Sim<'a, B> {
         let n = sc.processes.count;
-        let mut fault_rng = rng::stream(sc.seed, Entity::Faults);
+        let fault_rng = rng::stream(sc.seed, Entity::Faults);
         let store = Store::new(&sc.store, rng::stream(sc.seed, Entity::Store));
-        let mut epoch_spread = vec![None; n as usize];
-        let mut workers: Vec<Worker> = (0..n)
+        let workers: Vec<Worker<B::Process>> = (0..n)
             .map(|pid| {
                 let r = rng::stream(sc.seed, Entity::Process { pid, incarnation: 0 });
-                Worker::new(pid, 0, Clock::reference(), store.clock.clone(), r)
+                let (mono, wall) = crate::fault::clocks(sc, pid, 0, &store.clock);
+                Worker::new(pid, 0, mono, wall, r, backend.process(pid))
             })
             .collect();
-        // Clock faults shape the clocks before anything runs.
-        for f in &sc.faults {
-            if let FaultSpec::Clock {
-                processes,
-                epoch_spread: spread,
-                drift_ppm,
-                step,
-                step_at,
-                wall_offset,
-            } = f
-            {
-                let targets: Vec<u32> = if processes.is_empty() {
-                    (0..n).collect()
-                } else {
-                    processes.clone()
-                };
-                for pid in targets {
-                    let w = &mut workers[pid as usize];
-                    if let Some(s) = spread {
-                        epoch_spread[pid as usize] = Some(*s);
-                        w.mono.offset = draw_epoch(&mut fault_rng, *s);
-                    }
-                    w.mono.drift_ppm = *drift_ppm;
-                    w.wall.drift_ppm = *drift_ppm;
-                    if let Some(o) = wall_offset {
-                        w.wall.offset = store.clock.offset + o.0;
-                    }
-                    if let (Some(by), Some(at)) = (step, step_at) {
-                        w.wall.add_step(Instant(at.0), by.0);
-                    }
-                }
-            }
-        }
         let dest = Destination::new(&sc.destination, rng::stream(sc.seed, Entity::Destination))
             .with_throttles(crate::fault::throttles(&sc.faults));
         let mut sim = Sim {
             sc,
             out,
+            store_side: backend.store(),
+            backend,
             engine: Engine::new(),
             workers,
             store,
             dest,
-            backend: backend::build(sc),
             fault_rng,
-            armed: Vec::new(),
+            sections: Sections::new(n),
             active: n,
-            epoch_spread,
             arrivals: (0..n).map(|pid| rng::stream(sc.seed, Entity::Arrivals(pid))).collect(),
             timers: Vec::new(),
         };
@@ -288,7 +259,7 @@ impl<'a> Sim<'a> {
         self.engine.now().0
     }
 
-    fn handle(&mut self, ev: Ev) {
+    fn handle(&mut self, ev: Ev<B::Op, B::Reply>) {
         match ev {
             Ev::Start { pid } => {
                 self.workers[pid as usize].phase = Phase::Idle;
@@ -300,7 +271,11 @@ impl<'a> Sim<'a> {
                 }
                 match self.workers[pid as usize].phase {
                     Phase::Idle => self.start_job(pid),
-                    Phase::Retrying => self.acquire(pid),
+                    Phase::Retrying => {
+                        let (t, w) = (self.engine.now(), &mut self.workers[pid as usize]);
+                        let a = w.retry(t, &mut Tracked::new(self.out, &mut self.sections));
+                        self.act(pid, a);
+                    }
                     Phase::SleepingToSlot => self.fetch_start(pid),
                     _ => {}
                 }
@@ -327,19 +302,13 @@ impl<'a> Sim<'a> {
             Ev::Kill { id } => self.kill_fires(id),
             Ev::Restart { pid } => self.restart(pid),
             Ev::Limit { pid, inc, job, hard } => self.limit(pid, inc, job, hard),
-            Ev::BackendTimer { token } => {
+            Ev::StoreTimer { token } => {
                 let now = self.engine.now();
-                let mut cx = Cx {
-                    t: now,
-                    out: &mut *self.out,
-                    store_rng: &mut self.store.rng,
-                    timers: &mut self.timers,
-                };
-                self.backend.on_timer(&mut cx, token);
+                self.with_store(now, |s, cx| s.on_timer(cx, token));
             }
         }
         for (at, token) in self.timers.drain(..) {
-            self.engine.at(at, Ev::BackendTimer { token });
+            self.engine.at(at, Ev::StoreTimer { token });
         }
     }
 
@@ -349,23 +318,16 @@ impl<'a> Sim<'a> {
         w.incarnation == inc && w.phase != Phase::Dead
     }
 
-    /// Call into the backend with a process's view. A macro so the borrows of the backend,
-    /// the worker, the trace and the store's stream stay disjoint.
-    fn with_backend<R>(&mut self, pid: u32, f: impl FnOnce(&mut dyn Backend, &mut Cx, &ProcView) -> R) -> R {
-        let t = self.engine.now();
-        let w = &self.workers[pid as usize];
-        let view = ProcView {
-            pid,
-            mono: &w.mono,
-            wall: &w.wall,
-        };
-        let mut cx = Cx {
+    /// Call the store side with its context (the trace followed for critical sections).
+    fn with_store<R>(&mut self, t: Instant, f: impl FnOnce(&mut B::Store, &mut StoreCx) -> R) -> R {
+        let mut out = Tracked::new(self.out, &mut self.sections);
+        let mut cx = StoreCx {
             t,
-            out: &mut *self.out,
-            store_rng: &mut self.store.rng,
+            out: &mut out,
+            rng: &mut self.store.rng,
             timers: &mut self.timers,
         };
-        f(self.backend.as_mut(), &mut cx, &view)
+        f(&mut self.store_side, &mut cx)
     }
 
     // ---- the worker's loop -------------------------------------------------------------
@@ -374,31 +336,19 @@ impl<'a> Sim<'a> {
     fn next_job(&mut self, pid: u32, first: bool) {
         let sc = self.sc;
         let w = &mut self.workers[pid as usize];
-        if let Some(n) = sc.processes.requests
-            && w.fetches >= n
-        {
-            w.phase = Phase::Finished;
-            self.active -= 1;
-            return;
-        }
-        w.phase = Phase::Idle;
-        if sc.processes.arrival_rate.is_some() {
-            if w.queued > 0 {
-                w.queued -= 1;
-                self.start_job(pid);
+        match w.next_job(
+            sc.processes.requests,
+            sc.processes.arrival_rate.is_some(),
+            &sc.processes.think,
+            first,
+        ) {
+            NextJob::Finished => self.active -= 1,
+            NextJob::WaitForJob => {}
+            NextJob::StartNow => self.start_job(pid),
+            NextJob::ThinkFor(d) => {
+                let inc = w.incarnation;
+                self.engine.after(d, Ev::Wake { pid, inc });
             }
-            return;
-        }
-        let think = if first {
-            Nanos::ZERO
-        } else {
-            sc.processes.think.sample(&mut w.rng)
-        };
-        if think.0 == 0 {
-            self.start_job(pid);
-        } else {
-            let inc = w.incarnation;
-            self.engine.after(think, Ev::Wake { pid, inc });
         }
     }
 
@@ -418,77 +368,43 @@ impl<'a> Sim<'a> {
         let now = self.engine.now();
         let sc = self.sc;
         let w = &mut self.workers[pid as usize];
-        w.job_seq += 1;
-        w.job_start = now;
-        let (inc, job) = (w.incarnation, w.job_seq);
-        if let Some(s) = sc.processes.soft_limit {
-            self.engine.after(
-                s,
-                Ev::Limit {
-                    pid,
-                    inc,
-                    job,
-                    hard: false,
-                },
-            );
+        // The job's number is the next one; its limits are armed before its first step runs.
+        let (inc, job) = (w.incarnation, w.job_seq + 1);
+        for (limit, hard) in [(sc.processes.soft_limit, false), (sc.processes.hard_limit, true)] {
+            if let Some(d) = limit {
+                self.engine.after(d, Ev::Limit { pid, inc, job, hard });
+            }
         }
-        if let Some(h) = sc.processes.hard_limit {
-            self.engine.after(
-                h,
-                Ev::Limit {
-                    pid,
-                    inc,
-                    job,
-                    hard: true,
-                },
-            );
-        }
-        self.acquire(pid);
+        let a = w.start_job(now, &mut Tracked::new(self.out, &mut self.sections));
+        self.act(pid, a);
     }
 
-    fn acquire(&mut self, pid: u32) {
-        let step = self.with_backend(pid, |b, cx, v| b.acquire(cx, v));
-        self.apply(pid, step);
-    }
-
-    /// Carry out what the backend decided.
-    fn apply(&mut self, pid: u32, step: Step) {
+    /// Carry out what the worker loop decided.
+    fn act(&mut self, pid: u32, a: Action<B::Op>) {
         let now = self.engine.now();
-        match step {
-            Step::Send(op) => self.send(pid, op),
-            Step::FetchAt(wake) => {
-                let w = &mut self.workers[pid as usize];
-                w.phase = Phase::SleepingToSlot;
-                let inc = w.incarnation;
-                if self.take_kill(pid, KillPoint::SleepingToSlot) {
-                    return;
-                }
+        match a {
+            Action::Send { op, seq } => self.send(pid, seq, op),
+            Action::FetchAt(wake) => {
                 if wake <= now {
                     self.fetch_start(pid);
                 } else {
+                    let inc = self.workers[pid as usize].incarnation;
                     self.engine.at(wake, Ev::Wake { pid, inc });
                 }
             }
-            Step::RetryAt(at) => {
-                let w = &mut self.workers[pid as usize];
-                w.phase = Phase::Retrying;
-                let inc = w.incarnation;
-                self.engine.at(at.max(now), Ev::Wake { pid, inc });
+            Action::RetryAt(at) => {
+                let inc = self.workers[pid as usize].incarnation;
+                self.engine.at(at, Ev::Wake { pid, inc });
             }
-            Step::Done => self.next_job(pid, false),
+            Action::JobDone => self.next_job(pid, false),
+            Action::Die(k) => self.kill(pid, k.point.name(), k.restart_after),
         }
     }
 
-    /// A process sends `op` to the store.
-    fn send(&mut self, pid: u32, op: Op) {
-        let now = self.engine.now();
-        let t = now.0;
+    /// A process sends `op` (already traced) to the store.
+    fn send(&mut self, pid: u32, seq: u64, op: B::Op) {
         let w = &mut self.workers[pid as usize];
-        w.op_seq += 1;
-        w.op_sent = now;
-        w.phase = Phase::Awaiting(op);
-        let (inc, seq) = (w.incarnation, w.op_seq);
-        self.out.event(&Event::OpSent { t, pid, op: op.kind() });
+        let inc = w.incarnation;
         let there = self.store.one_way(&mut w.rng);
         self.engine.after(there, Ev::StoreRecv { pid, inc, seq, op });
         self.engine
@@ -496,7 +412,7 @@ impl<'a> Sim<'a> {
     }
 
     /// An operation reaches the store: refused, ignored, or queued for the lock.
-    fn store_recv(&mut self, pid: u32, inc: u32, seq: u64, op: Op) {
+    fn store_recv(&mut self, pid: u32, inc: u32, seq: u64, op: B::Op) {
         match self.store.reachable(pid) {
             Err(OutageMode::Refuse) => {
                 let back = self.store.one_way(&mut self.workers[pid as usize].rng);
@@ -517,100 +433,77 @@ impl<'a> Sim<'a> {
     }
 
     /// The store serves one waiter under its lock: the backend's atomic operation.
-    fn serve(&mut self, waiter: Waiter) {
+    fn serve(&mut self, waiter: Waiter<B::Op>) {
         let now = self.engine.now();
-        match waiter {
-            Waiter::Foreign { hold } => self.engine.after_in(LOCK, hold, Ev::StoreFree),
+        let (pid, inc, seq, op) = match waiter {
+            Waiter::Foreign { hold } => return self.engine.after_in(LOCK, hold, Ev::StoreFree),
             Waiter::Op {
                 pid,
-                incarnation: inc,
+                incarnation,
                 seq,
                 op,
-            } => {
-                let store_now = self.store.now(now);
-                let served = {
-                    let mut cx = Cx {
-                        t: now,
-                        out: &mut *self.out,
-                        store_rng: &mut self.store.rng,
-                        timers: &mut self.timers,
-                    };
-                    self.backend.serve(&mut cx, pid, &op, store_now)
-                };
-                self.store.served += 1;
-                let service = self.store.service_time();
-                let back = self.store.one_way(&mut self.workers[pid as usize].rng);
-                self.engine.after(
-                    service + back,
-                    Ev::Reply {
-                        pid,
-                        inc,
-                        seq,
-                        op,
-                        reply: served.reply,
-                    },
-                );
-                self.engine.after_in(LOCK, service + served.hold, Ev::StoreFree);
-                if self.current(pid, inc) && matches!(op, Op::Reserve { .. } | Op::Gcra { .. }) {
-                    self.take_kill(pid, KillPoint::MidReservation);
-                }
-                if served.hold.0 > 0 && self.current(pid, inc) {
-                    self.take_kill(pid, KillPoint::InTransaction);
-                }
-            }
+            } => (pid, incarnation, seq, op),
+        };
+        let store_now = self.store.now(now);
+        let from = Session { pid, incarnation: inc };
+        let served = self.with_store(now, |s, cx| s.serve(cx, from, &op, store_now));
+        self.store.served += 1;
+        let service = self.store.service_time();
+        let back = self.store.one_way(&mut self.workers[pid as usize].rng);
+        self.engine.after(
+            service + back,
+            Ev::Reply {
+                pid,
+                inc,
+                seq,
+                op,
+                reply: served.reply,
+            },
+        );
+        self.engine.after_in(LOCK, service + served.hold, Ev::StoreFree);
+        if self.current(pid, inc)
+            && let Some(k) = self.workers[pid as usize].served(&op, served.hold.0 > 0)
+        {
+            self.kill(pid, k.point.name(), k.restart_after);
         }
     }
 
-    fn reply(&mut self, pid: u32, inc: u32, seq: u64, op: Op, reply: Reply) {
+    fn reply(&mut self, pid: u32, inc: u32, seq: u64, op: B::Op, reply: B::Reply) {
         if !self.awaiting(pid, inc, seq) {
             return;
         }
-        let step = self.with_backend(pid, |b, cx, v| b.on_reply(cx, v, &op, reply));
         let now = self.engine.now();
-        let wait = match step {
-            Step::FetchAt(w) => w.since(now).0,
-            _ => 0,
-        };
-        self.out.event(&Event::Reply {
-            t: now.0,
-            pid,
-            op: op.kind(),
-            wait,
-        });
-        if matches!(reply, Reply::Locked { .. }) && self.take_kill(pid, KillPoint::HoldingLock) {
-            return;
-        }
-        self.apply(pid, step);
+        let w = &mut self.workers[pid as usize];
+        let a = w.reply(now, &op, reply, &mut Tracked::new(self.out, &mut self.sections));
+        self.act(pid, a);
     }
 
     fn awaiting(&self, pid: u32, inc: u32, seq: u64) -> bool {
-        let w = &self.workers[pid as usize];
-        self.current(pid, inc) && w.op_seq == seq && matches!(w.phase, Phase::Awaiting(_))
+        self.current(pid, inc) && self.workers[pid as usize].awaiting(seq)
     }
 
-    fn store_error(&mut self, pid: u32, inc: u32, seq: u64, op: Op, error: &str) {
+    fn store_error(&mut self, pid: u32, inc: u32, seq: u64, op: B::Op, error: &str) {
         if !self.awaiting(pid, inc, seq) {
             return;
         }
-        let t = self.t();
-        self.out.event(&Event::StoreError {
-            t,
-            pid,
-            error: error.into(),
-        });
-        let step = self.with_backend(pid, |b, cx, v| b.on_store_error(cx, v, &op));
-        self.apply(pid, step);
+        let now = self.engine.now();
+        self.workers[pid as usize].store_error_event(now, error, self.out);
+        self.with_store(now, |s, cx| s.on_error(cx, Session { pid, incarnation: inc }, &op));
+        let w = &mut self.workers[pid as usize];
+        let a = w.store_error(now, &op, &mut Tracked::new(self.out, &mut self.sections));
+        self.act(pid, a);
     }
 
     fn fetch_start(&mut self, pid: u32) {
-        let t = self.t();
+        let now = self.engine.now();
         let w = &mut self.workers[pid as usize];
-        w.phase = Phase::Fetching;
+        w.fetch_start(now, self.out);
         let inc = w.incarnation;
         let there = self.sc.destination.latency.sample(&mut w.rng);
-        self.out.event(&Event::FetchStart { t, pid });
         self.engine.after_in(TO_DESTINATION, there, Ev::DestRecv { pid, inc });
-        self.take_kill(pid, KillPoint::MidFetch);
+        if let Some(k) = self.workers[pid as usize].fetch_sent() {
+            self.kill(pid, k.point.name(), k.restart_after);
+        }
     }
 
     /// The request reaches the destination: the witness records it, whoever sent it.
@@ -628,11 +521,10 @@ impl<'a> Sim<'a> {
         if !self.current(pid, inc) || self.workers[pid as usize].phase != Phase::Fetching {
             return;
         }
-        let t = self.t();
-        self.out.event(&Event::FetchEnd { t, pid, status });
-        self.workers[pid as usize].fetches += 1;
-        let step = self.with_backend(pid, |b, cx, v| b.after_fetch(cx, v, status));
-        self.apply(pid, step);
+        let now = self.engine.now();
+        let w = &mut self.workers[pid as usize];
+        let a = w.fetch_end(now, status, &mut Tracked::new(self.out, &mut self.sections));
+        self.act(pid, a);
     }
 
     // ---- faults --------------------------------------------------------------------------
@@ -677,13 +569,7 @@ impl<'a> Sim<'a> {
                 if start {
                     self.store.outage_start(OutageMode::Refuse);
                     let now = self.engine.now();
-                    let mut cx = Cx {
-                        t: now,
-                        out: &mut *self.out,
-                        store_rng: &mut self.store.rng,
-                        timers: &mut self.timers,
-                    };
-                    self.backend.on_store_restart(&mut cx);
+                    self.with_store(now, |s, cx| s.on_store_restart(cx));
                 } else {
                     self.store.outage_end();
                 }
@@ -716,46 +602,28 @@ impl<'a> Sim<'a> {
                     self.kill(pid, "immediate", restart_after);
                 }
             }
-            Some(point) => self.armed.push(ArmedKill {
-                pid,
-                point,
-                restart_after,
-            }),
+            Some(point) => self.workers[pid as usize].armed.push(Armed { point, restart_after }),
         }
     }
 
-    /// If a kill is armed for `pid` at `point`, carry it out. Returns true if it died.
-    fn take_kill(&mut self, pid: u32, point: KillPoint) -> bool {
-        let Some(i) = self.armed.iter().position(|k| k.pid == pid && k.point == point) else {
-            return false;
-        };
-        let k = self.armed.remove(i);
-        self.kill(pid, point.name(), k.restart_after);
-        true
-    }
-
-    /// SIGKILL: the process stops at once; nothing it would have done next happens. What it
-    /// leaves in the store is the backend's business.
+    /// SIGKILL: the process stops at once; nothing it would have done next happens. Its
+    /// critical sections end; what it leaves in the store is the store side's business.
     fn kill(&mut self, pid: u32, point: &str, restart_after: Option<Nanos>) {
-        let t = self.t();
+        let now = self.engine.now();
         let w = &mut self.workers[pid as usize];
         let was_active = w.is_active();
         w.phase = Phase::Dead;
+        let s = Session {
+            pid,
+            incarnation: w.incarnation,
+        };
         self.out.event(&Event::Crash {
-            t,
+            t: now.0,
             pid,
             point: point.into(),
         });
-        let now = self.engine.now();
-        {
-            let mut cx = Cx {
-                t: now,
-                out: &mut *self.out,
-                store_rng: &mut self.store.rng,
-                timers: &mut self.timers,
-            };
-            self.backend.on_crash(&mut cx, pid);
-        }
+        self.sections.died(pid, now.0, self.out);
+        self.with_store(now, |st, cx| st.on_crash(cx, s));
         match restart_after {
             Some(d) => self.engine.after(d, Ev::Restart { pid }),
             None => {
@@ -769,18 +637,12 @@ impl<'a> Sim<'a> {
     /// A fresh process (new state, new random stream, new clock epoch) takes `pid`'s place.
     fn restart(&mut self, pid: u32) {
         let t = self.t();
-        let old = &self.workers[pid as usize];
+        let old = &mut self.workers[pid as usize];
         let inc = old.incarnation + 1;
-        let mut mono = old.mono.clone();
-        if let Some(s) = self.epoch_spread[pid as usize] {
-            mono.offset = draw_epoch(&mut self.fault_rng, s);
-        }
+        let (mono, _) = crate::fault::clocks(self.sc, pid, inc, &self.store.clock);
         let r = rng::stream(self.sc.seed, Entity::Process { pid, incarnation: inc });
-        let mut w = Worker::new(pid, inc, mono, old.wall.clone(), r);
-        w.fetches = old.fetches;
-        w.queued = old.queued;
+        let w = old.restarted(mono, r, self.backend.process(pid));
         self.workers[pid as usize] = w;
-        self.backend.on_restart(pid);
         self.out.event(&Event::Restart { t, pid });
         self.workers[pid as usize].phase = Phase::Idle;
         self.next_job(pid, true);
@@ -795,11 +657,10 @@ impl<'a> Sim<'a> {
             // Past the hard limit the job is killed; the pool starts a fresh worker.
             self.kill(pid, "hard_limit", Some(Nanos::ZERO));
         } else {
-            let step = self.with_backend(pid, |b, cx, v| b.on_soft_limit(cx, v));
+            let now = self.engine.now();
             let w = &mut self.workers[pid as usize];
-            w.op_seq += 1; // any reply in flight is now stale
-            w.phase = Phase::Idle;
-            self.apply(pid, step);
+            let a = w.soft_limit(now, &mut Tracked::new(self.out, &mut self.sections));
+            self.act(pid, a);
         }
     }
 }
@@ -807,12 +668,4 @@ impl<'a> Sim<'a> {
 fn exp_gap(r: &mut Rng, rate: f64) -> Nanos {
     let e = Exp::new(rate).expect("validated rate");
     Nanos::from_secs_f64(e.sample(r))
-}
-
-fn draw_epoch(r: &mut Rng, spread: Nanos) -> i64 {
-    if spread.0 == 0 {
-        0
-    } else {
-        r.random_range(0..spread.0) as i64
-    }
 }

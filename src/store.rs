@@ -8,7 +8,6 @@
 //! ignore operations; a partition cuts some processes off; a long transaction occupies the
 //! lock.
 
-use crate::backend::Op;
 use crate::clock::Clock;
 use crate::dist::Dist;
 use crate::fault::OutageMode;
@@ -17,9 +16,10 @@ use crate::scenario::StoreCfg;
 use crate::time::{Instant, Nanos};
 use std::collections::VecDeque;
 
-/// Something waiting for the store's lock.
+/// Something waiting for the store's lock: a process's operation (of the backend's own type
+/// `Op`), or a foreign transaction.
 #[derive(Copy, Clone, Debug)]
-pub enum Waiter {
+pub enum Waiter<Op> {
     /// A process's operation.
     Op {
         /// Sender.
@@ -38,9 +38,9 @@ pub enum Waiter {
     },
 }
 
-/// The store.
+/// The store; `Op` is the backend's operation type.
 #[derive(Debug)]
-pub struct Store {
+pub struct Store<Op> {
     /// The store's clock (`clock_timestamp()`).
     pub clock: Clock,
     latency: Dist,
@@ -52,7 +52,7 @@ pub struct Store {
     // invariant: `busy` is true exactly while one waiter is being served or the lock is held
     // by an open transaction; `queue` holds the rest in arrival order.
     busy: bool,
-    queue: VecDeque<Waiter>,
+    queue: VecDeque<Waiter<Op>>,
     // Fault state, each a count so overlapping windows compose.
     outages: Vec<OutageMode>,
     added_latency: Vec<Dist>,
@@ -61,9 +61,9 @@ pub struct Store {
     pub served: u64,
 }
 
-impl Store {
+impl<Op> Store<Op> {
     /// A store from its configuration.
-    pub fn new(cfg: &StoreCfg, rng: Rng) -> Store {
+    pub fn new(cfg: &StoreCfg, rng: Rng) -> Store<Op> {
         let offset = cfg.clock_offset.map(|d| d.0 as i64).unwrap_or(0);
         Store {
             clock: Clock::new(offset, 0.0),
@@ -107,7 +107,7 @@ impl Store {
     }
 
     /// A waiter reaches the lock. Returns it back if the lock is free (serve it now).
-    pub fn admit(&mut self, w: Waiter) -> Option<Waiter> {
+    pub fn admit(&mut self, w: Waiter<Op>) -> Option<Waiter<Op>> {
         if self.busy {
             self.queue.push_back(w);
             None
@@ -118,7 +118,7 @@ impl Store {
     }
 
     /// The lock frees; returns the next waiter to serve, if any (the lock stays held for it).
-    pub fn release(&mut self) -> Option<Waiter> {
+    pub fn release(&mut self) -> Option<Waiter<Op>> {
         debug_assert!(self.busy);
         let next = self.queue.pop_front();
         self.busy = next.is_some();

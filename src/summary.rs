@@ -258,11 +258,27 @@ pub fn simulate(
     trace: Option<Box<dyn Write + Send>>,
     extra: Option<&mut dyn Sink>,
 ) -> std::io::Result<Summary> {
+    simulate_with(
+        |out: &mut dyn Sink| {
+            sim::run(sc, out);
+        },
+        trace,
+        extra,
+    )
+}
+
+/// [`simulate`] with any producer of `sc`'s trace (header first): the simulator driving a
+/// backend value ([`crate::builder::SimBuilder`]), for example.
+pub fn simulate_with(
+    produce: impl FnOnce(&mut dyn Sink) + Send,
+    trace: Option<Box<dyn Write + Send>>,
+    extra: Option<&mut dyn Sink>,
+) -> std::io::Result<Summary> {
     let writer = match trace {
         Some(w) => Writer::to(w),
         None => Writer::hash_only(),
     };
-    let (figures, mut suite, writer) = stream(sc, Some(writer), extra);
+    let (figures, mut suite, writer) = stream(produce, Some(writer), extra);
     let mut writer = writer.expect("the writer comes back");
     writer.finish()?;
     Ok(figures.summary(&mut suite, writer.hash_hex()))
@@ -273,7 +289,13 @@ pub fn simulate(
 /// fixed cost per event. For benchmarks and scale runs only; never where determinism is
 /// being checked.
 pub fn simulate_unhashed(sc: &Scenario) -> Summary {
-    let (figures, mut suite, _) = stream(sc, None, None);
+    let (figures, mut suite, _) = stream(
+        |out: &mut dyn Sink| {
+            sim::run(sc, out);
+        },
+        None,
+        None,
+    );
     figures.summary(&mut suite, "-".into())
 }
 
@@ -285,7 +307,11 @@ pub fn simulate_unhashed(sc: &Scenario) -> Summary {
 /// work as the checkers, so it rides with the simulator; the figures and a hash-only writer
 /// are light and read with the checkers. (Each side's state lives on its own thread's stack:
 /// state written by both threads within one cache line would stall them both.)
-fn stream(sc: &Scenario, writer: Option<Writer>, extra: Option<&mut dyn Sink>) -> (Figures, Suite, Option<Writer>) {
+fn stream(
+    produce: impl FnOnce(&mut dyn Sink) + Send,
+    writer: Option<Writer>,
+    extra: Option<&mut dyn Sink>,
+) -> (Figures, Suite, Option<Writer>) {
     let (mut near_writer, mut far_writer) = match writer {
         Some(w) if w.writes() => (Some(w), None),
         w => (None, w),
@@ -307,7 +333,7 @@ fn stream(sc: &Scenario, writer: Option<Writer>, extra: Option<&mut dyn Sink>) -
             tee.push(w);
         }
         tee.push(out);
-        sim::run(sc, &mut tee);
+        produce(&mut tee);
         drop(tee);
         near_writer
     };

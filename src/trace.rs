@@ -61,6 +61,9 @@ pub enum OpKind {
     TryLock,
     /// Release a lock.
     Unlock,
+    /// Any other request for permission: a backend's own operation (a user-defined backend
+    /// maps its requests to it).
+    Acquire,
 }
 
 /// One event. `t` is nanoseconds on the reference timeline.
@@ -333,6 +336,7 @@ impl OpKind {
             OpKind::Gcra => "gcra",
             OpKind::TryLock => "try_lock",
             OpKind::Unlock => "unlock",
+            OpKind::Acquire => "acquire",
         }
     }
 }
@@ -661,6 +665,7 @@ mod tests {
             OpKind::Gcra,
             OpKind::TryLock,
             OpKind::Unlock,
+            OpKind::Acquire,
         ];
         let floats = [
             0.0,

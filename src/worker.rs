@@ -1,18 +1,24 @@
-//! The worker process model: an explicit state machine, so a fault can kill it in any state.
+//! The worker process model: the one worker loop, as a sans-IO state machine that both the
+//! simulator ([`crate::sim`]) and the live worker ([`crate::live`]) drive.
 //!
-//! A worker loops: (think or wait for a job) -> acquire permission from the backend (possibly
-//! several store round trips) -> sleep until its slot -> fetch -> after-fetch bookkeeping
-//! (report a response, release a lock) -> repeat. Its transitions are driven by
-//! [`crate::sim`]; this file holds the state and the rules about which state admits which
-//! event.
+//! A worker loops: (think or wait for a job) -> acquire permission from its backend's process
+//! side (possibly several store round trips) -> sleep until its slot -> fetch -> after-fetch
+//! bookkeeping (report a response, release a lock) -> repeat. [`Worker`] holds the state and
+//! writes the loop's own trace events (`op_sent`, `reply`, `store_error`, `fetch_start`,
+//! `fetch_end`); it decides which protocol points an armed kill fires at. A driver does only the
+//! I/O: the simulator schedules engine events, the live worker sleeps, talks to PostgreSQL or
+//! Redis and calls the destination. Each method below is one step of the loop; both drivers
+//! call them in the same order, so the two modes cannot drift apart.
 
-use crate::backend::Op;
+use crate::backend::{ProcCx, ProcessSide, Step, StoreOp, StoreReply};
 use crate::clock::Clock;
+use crate::fault::KillPoint;
 use crate::rng::Rng;
-use crate::time::Instant;
+use crate::time::{Instant, Nanos};
+use crate::trace::{Event, OpKind, Sink};
 
 /// Where a worker is in its loop.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// Not started yet.
     NotStarted,
@@ -21,7 +27,7 @@ pub enum Phase {
     /// Waiting for the backend to be asked again (a retry timer).
     Retrying,
     /// An operation is in flight to or queued at the store.
-    Awaiting(Op),
+    Awaiting,
     /// Permission granted; sleeping until the slot.
     SleepingToSlot,
     /// The fetch request left; waiting for the response.
@@ -32,9 +38,65 @@ pub enum Phase {
     Dead,
 }
 
-/// One worker process.
+/// A kill armed for a process: it fires when the process reaches `point`.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Armed {
+    /// The protocol point.
+    pub point: KillPoint,
+    /// Start a fresh process this long after the kill; `None`: stays dead.
+    pub restart_after: Option<Nanos>,
+}
+
+/// What the driver does after a step of the process side.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Action<Op> {
+    /// Send `op` to the store (already traced as `op_sent`); `seq` tells its reply from stale
+    /// ones.
+    Send {
+        /// The operation.
+        op: Op,
+        /// Its sequence number.
+        seq: u64,
+    },
+    /// Sleep until the slot, then fetch ([`Worker::fetch_start`]).
+    FetchAt(Instant),
+    /// Sleep, then ask again ([`Worker::retry`]).
+    RetryAt(Instant),
+    /// The job is over ([`Worker::next_job`]).
+    JobDone,
+    /// An armed kill fired here: the process dies (the driver carries out the SIGKILL).
+    Die(Armed),
+}
+
+/// What [`Worker::next_job`] decided.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum NextJob {
+    /// Every request is done: the process finishes.
+    Finished,
+    /// Open loop, nothing queued: wait for a job to arrive.
+    WaitForJob,
+    /// Start the next job now ([`Worker::start_job`]).
+    StartNow,
+    /// Think this long, then start the next job.
+    ThinkFor(Nanos),
+}
+
+/// The kill points a process passes once the store has applied `op` (the simulator checks
+/// them at the instant the store serves it, a live worker when the reply is back: the same
+/// point of the protocol, seen from each side): `mid_reservation` after any operation that
+/// grants or refuses permission by a store-side decision (a reservation, a GCRA check, a
+/// backend's own request), `in_transaction` when the caller's transaction stays open.
+pub fn points_after_served(kind: OpKind, in_transaction: bool) -> [Option<KillPoint>; 2] {
+    let reserves = matches!(kind, OpKind::Reserve | OpKind::Gcra | OpKind::Acquire);
+    [
+        reserves.then_some(KillPoint::MidReservation),
+        in_transaction.then_some(KillPoint::InTransaction),
+    ]
+}
+
+/// One worker process: the loop's state and the backend's process side.
 #[derive(Debug)]
-pub struct Worker {
+pub struct Worker<P> {
     /// Process id (stable across restarts).
     pub pid: u32,
     /// 0 for the first process with this id; +1 on each restart. Events addressed to an older
@@ -52,8 +114,8 @@ pub struct Worker {
     pub fetches: u64,
     /// Open loop: jobs waiting to be served.
     pub queued: u64,
-    // invariant: increases on every store operation sent; a reply or timeout carrying an older
-    // number is stale and ignored.
+    // invariant: increases on every store operation sent (and at a soft limit); a reply or
+    // timeout carrying an older number is stale and ignored.
     /// Sequence number of the store operation in flight.
     pub op_seq: u64,
     /// When the operation in flight was sent.
@@ -62,11 +124,15 @@ pub struct Worker {
     pub job_seq: u64,
     /// When the current job began.
     pub job_start: Instant,
+    /// Kills armed for this process, in arming order (they outlive an incarnation).
+    pub armed: Vec<Armed>,
+    /// The backend's process side (a restart builds a fresh one).
+    pub process: P,
 }
 
-impl Worker {
+impl<P: ProcessSide> Worker<P> {
     /// A process that has not started.
-    pub fn new(pid: u32, incarnation: u32, mono: Clock, wall: Clock, rng: Rng) -> Worker {
+    pub fn new(pid: u32, incarnation: u32, mono: Clock, wall: Clock, rng: Rng, process: P) -> Worker<P> {
         Worker {
             pid,
             incarnation,
@@ -80,11 +146,281 @@ impl Worker {
             op_sent: Instant::ZERO,
             job_seq: 0,
             job_start: Instant::ZERO,
+            armed: Vec::new(),
+            process,
         }
+    }
+
+    /// A fresh process (new state, new random stream, new clocks) in this one's place: the
+    /// fetch count, the job queue and the armed kills carry over.
+    pub fn restarted(&mut self, mono: Clock, rng: Rng, process: P) -> Worker<P> {
+        let mut w = Worker::new(self.pid, self.incarnation + 1, mono, self.wall.clone(), rng, process);
+        w.fetches = self.fetches;
+        w.queued = self.queued;
+        w.armed = std::mem::take(&mut self.armed);
+        w
     }
 
     /// True while the process is alive and has not finished.
     pub fn is_active(&self) -> bool {
         !matches!(self.phase, Phase::Finished | Phase::Dead)
+    }
+
+    /// Call the process side with this process's view.
+    fn call<R>(&mut self, t: Instant, out: &mut dyn Sink, f: impl FnOnce(&mut P, &mut ProcCx) -> R) -> R {
+        let mut cx = ProcCx {
+            t,
+            pid: self.pid,
+            mono: &self.mono,
+            wall: &self.wall,
+            out,
+        };
+        f(&mut self.process, &mut cx)
+    }
+
+    /// If a kill is armed at `point`, take it: the process dies there.
+    pub fn take_kill(&mut self, point: KillPoint) -> Option<Armed> {
+        let i = self.armed.iter().position(|k| k.point == point)?;
+        Some(self.armed.remove(i))
+    }
+
+    // ---- the loop ------------------------------------------------------------------------
+
+    /// 1. Between jobs: finish, wait for a job, or think, then start the next one. `first`:
+    ///    no think time before the first job of an incarnation.
+    pub fn next_job(
+        &mut self,
+        requests: Option<u64>,
+        open_loop: bool,
+        think: &crate::dist::Dist,
+        first: bool,
+    ) -> NextJob {
+        if let Some(n) = requests
+            && self.fetches >= n
+        {
+            self.phase = Phase::Finished;
+            return NextJob::Finished;
+        }
+        self.phase = Phase::Idle;
+        if open_loop {
+            if self.queued > 0 {
+                self.queued -= 1;
+                return NextJob::StartNow;
+            }
+            return NextJob::WaitForJob;
+        }
+        let d = if first {
+            Nanos::ZERO
+        } else {
+            think.sample(&mut self.rng)
+        };
+        if d.0 == 0 {
+            NextJob::StartNow
+        } else {
+            NextJob::ThinkFor(d)
+        }
+    }
+
+    /// 2. A job begins (the driver arms its time limits): ask for permission.
+    pub fn start_job(&mut self, t: Instant, out: &mut dyn Sink) -> Action<P::Op> {
+        self.job_seq += 1;
+        self.job_start = t;
+        self.retry(t, out)
+    }
+
+    /// Ask the process side for permission again (a retry timer fired).
+    pub fn retry(&mut self, t: Instant, out: &mut dyn Sink) -> Action<P::Op> {
+        let step = self.call(t, out, |p, cx| p.acquire(cx));
+        self.apply(t, step, out)
+    }
+
+    /// 3. Carry out what the process side decided.
+    pub fn apply(&mut self, t: Instant, step: Step<P::Op>, out: &mut dyn Sink) -> Action<P::Op> {
+        match step {
+            Step::Send(op) => {
+                self.op_seq += 1;
+                self.op_sent = t;
+                self.phase = Phase::Awaiting;
+                out.event(&Event::OpSent {
+                    t: t.0,
+                    pid: self.pid,
+                    op: op.kind(),
+                });
+                Action::Send { op, seq: self.op_seq }
+            }
+            Step::FetchAt(wake) => {
+                self.phase = Phase::SleepingToSlot;
+                match self.take_kill(KillPoint::SleepingToSlot) {
+                    Some(k) => Action::Die(k),
+                    None => Action::FetchAt(wake),
+                }
+            }
+            Step::RetryAt(at) => {
+                self.phase = Phase::Retrying;
+                Action::RetryAt(at.max(t))
+            }
+            Step::Done => Action::JobDone,
+        }
+    }
+
+    /// Is a reply or an error for operation `seq` still awaited?
+    pub fn awaiting(&self, seq: u64) -> bool {
+        self.op_seq == seq && self.phase == Phase::Awaiting
+    }
+
+    /// 4a. The store applied `op` (see [`points_after_served`]): an armed kill may fire.
+    pub fn served(&mut self, op: &P::Op, in_transaction: bool) -> Option<Armed> {
+        points_after_served(op.kind(), in_transaction)
+            .into_iter()
+            .flatten()
+            .find_map(|p| self.take_kill(p))
+    }
+
+    /// 4b. The reply to `op` arrived: the process side decides; the `reply` event says how long
+    ///     it will sleep. A reply that hands it a lock passes the `holding_lock` point.
+    pub fn reply(&mut self, t: Instant, op: &P::Op, reply: P::Reply, out: &mut dyn Sink) -> Action<P::Op> {
+        let step = self.call(t, out, |p, cx| p.on_reply(cx, op, reply));
+        let wait = match step {
+            Step::FetchAt(w) => w.since(t).0,
+            _ => 0,
+        };
+        out.event(&Event::Reply {
+            t: t.0,
+            pid: self.pid,
+            op: op.kind(),
+            wait,
+        });
+        if reply.took_lock()
+            && let Some(k) = self.take_kill(KillPoint::HoldingLock)
+        {
+            return Action::Die(k);
+        }
+        self.apply(t, step, out)
+    }
+
+    /// 4c. `op` failed (`error` is `refused` or `timeout`): traced first; the driver then lets
+    ///     the store side react ([`crate::backend::StoreSide::on_error`]) and calls
+    ///     [`Worker::store_error`].
+    pub fn store_error_event(&mut self, t: Instant, error: &str, out: &mut dyn Sink) {
+        out.event(&Event::StoreError {
+            t: t.0,
+            pid: self.pid,
+            error: error.into(),
+        });
+    }
+
+    /// 4d. The process side decides what a failed `op` means.
+    pub fn store_error(&mut self, t: Instant, op: &P::Op, out: &mut dyn Sink) -> Action<P::Op> {
+        let step = self.call(t, out, |p, cx| p.on_store_error(cx, op));
+        self.apply(t, step, out)
+    }
+
+    /// 5. The fetch starts (the driver sends it; then [`Worker::fetch_sent`]).
+    pub fn fetch_start(&mut self, t: Instant, out: &mut dyn Sink) {
+        self.phase = Phase::Fetching;
+        out.event(&Event::FetchStart { t: t.0, pid: self.pid });
+    }
+
+    /// The request has left for the destination: the `mid_fetch` point.
+    pub fn fetch_sent(&mut self) -> Option<Armed> {
+        self.take_kill(KillPoint::MidFetch)
+    }
+
+    /// 6. The response arrived with `status`: after-fetch bookkeeping.
+    pub fn fetch_end(&mut self, t: Instant, status: u16, out: &mut dyn Sink) -> Action<P::Op> {
+        out.event(&Event::FetchEnd {
+            t: t.0,
+            pid: self.pid,
+            status,
+        });
+        self.fetches += 1;
+        let step = self.call(t, out, |p, cx| p.after_fetch(cx, status));
+        self.apply(t, step, out)
+    }
+
+    /// The job passed its soft time limit: it finalises as the process side says; any reply
+    /// in flight is now stale.
+    pub fn soft_limit(&mut self, t: Instant, out: &mut dyn Sink) -> Action<P::Op> {
+        let step = self.call(t, out, |p, cx| p.on_soft_limit(cx));
+        self.op_seq += 1;
+        self.phase = Phase::Idle;
+        self.apply(t, step, out)
+    }
+}
+
+/// The critical sections each process is in, read off the trace (`lock_acquired` /
+/// `lock_released` events, whoever wrote them): a SIGKILL ends every one of them
+/// (`holder_died`). Both drivers keep one, so a crash ends sections the same way in both.
+#[derive(Clone, Debug, Default)]
+pub struct Sections {
+    // invariant: held[pid] lists the locks pid's events show it holding, in acquisition order.
+    held: Vec<Vec<u32>>,
+}
+
+impl Sections {
+    /// Nobody holds anything.
+    pub fn new(processes: u32) -> Sections {
+        Sections {
+            held: vec![Vec::new(); processes as usize],
+        }
+    }
+
+    /// Follow one event.
+    pub fn observe(&mut self, ev: &Event) {
+        match *ev {
+            Event::LockAcquired { pid, lock, .. } => {
+                if let Some(h) = self.held.get_mut(pid as usize) {
+                    h.push(lock);
+                }
+            }
+            Event::LockReleased { pid, lock, .. } => {
+                if let Some(h) = self.held.get_mut(pid as usize) {
+                    h.retain(|&l| l != lock);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `pid` died at `t`: its sections end (`holder_died`), written to `out`.
+    pub fn died(&mut self, pid: u32, t: u64, out: &mut dyn Sink) {
+        if let Some(h) = self.held.get_mut(pid as usize) {
+            for lock in h.drain(..) {
+                out.event(&Event::LockReleased {
+                    t,
+                    pid,
+                    lock,
+                    reason: "holder_died".into(),
+                });
+            }
+        }
+    }
+}
+
+/// A sink that follows the critical sections of the events passing through it.
+pub struct Tracked<'a> {
+    /// Where events go.
+    pub out: &'a mut dyn Sink,
+    /// What they tell of critical sections.
+    pub sections: &'a mut Sections,
+}
+
+impl<'a> Tracked<'a> {
+    /// Follow `sections` in what passes to `out`.
+    pub fn new(out: &'a mut dyn Sink, sections: &'a mut Sections) -> Tracked<'a> {
+        Tracked { out, sections }
+    }
+}
+
+impl std::fmt::Debug for Tracked<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracked").finish()
+    }
+}
+
+impl Sink for Tracked<'_> {
+    fn event(&mut self, ev: &Event) {
+        self.sections.observe(ev);
+        self.out.event(ev);
     }
 }

@@ -8,7 +8,7 @@
 
 use pacesim::dist::Dist;
 use pacesim::fault::{FaultSpec, KillPoint, OutageMode};
-use pacesim::scenario::{ClockSource, InTransaction, Placement, Scenario};
+use pacesim::scenario::Scenario;
 use pacesim::summary::{Summary, simulate};
 use pacesim::time::Nanos;
 use proptest::prelude::*;
@@ -158,7 +158,7 @@ fn scenario_strategy(backends: &'static [&'static str]) -> impl Strategy<Value =
                 // sims/outage-divided.toml shows it). The shared pace never pays that excess back
                 // (under full demand it then runs at exactly the rate), so each outage adds its
                 // own two rounds.
-                sc.checks.burst = outages * 2 * (sc.cap() as u64 + 1) + 1;
+                sc.checks.burst = outages * 2 * (sc.processes.count.saturating_sub(1) as u64 + 1) + 1;
             }
             sc.faults = faults;
             sc
@@ -228,7 +228,7 @@ proptest! {
     fn process_clock_is_caught(sc in scenario_strategy(&["row"]).prop_filter("needs N >= 2", |s| s.processes.count >= 2)) {
         let mut sc = sc;
         sc.faults = vec![FaultSpec::Clock { processes: vec![], epoch_spread: Some(Nanos(3_600_000_000_000)), drift_ppm: 0.0, step: None, step_at: None, wall_offset: None }];
-        sc.pacer.clock = Some(ClockSource::ProcessMonotonic);
+        sc.pacer.set("clock", "'process_monotonic'");
         sc.checks.burst = 2;
         let (s, msg) = run_explained(&sc);
         prop_assert!(!s.all_pass(), "process clocks escaped every check{}", msg);
@@ -246,7 +246,7 @@ proptest! {
         let mut sc = sc;
         sc.faults.clear();
         sc.checks.burst = 2;
-        sc.pacer.in_transaction = Some(InTransaction { hold: Dist::Constant { value: ms(300) } });
+        sc.pacer.set("in_transaction", "{ hold = { dist = 'constant', value = '300ms' } }");
         let (s, msg) = run_explained(&sc);
         prop_assert!(!s.checks["liveness"].pass || !s.checks["ceiling"].pass, "in-transaction serialisation escaped{}", msg);
     }
@@ -259,7 +259,7 @@ proptest! {
         sc.checks.burst = 2;
         sc.duration = Nanos(20_000_000_000);
         sc.destination.limit = Some(sc.pacer.rate * 0.6);
-        sc.pacer.backoff = Some(Placement::PerProcess);
+        sc.pacer.set("backoff", "'per_process'");
         let (s, msg) = run_explained(&sc);
         prop_assert!(!s.checks["backoff_coherence"].pass, "per-process backoff escaped coherence{}", msg);
     }

@@ -3,7 +3,7 @@
 //! reasoning). And flipping a backend to its defective behaviour must turn it red.
 
 use pacesim::matrix::{self, Outcome};
-use pacesim::scenario::{Fallback, Placement, Scenario};
+use pacesim::scenario::Scenario;
 use std::path::{Path, PathBuf};
 
 fn root() -> &'static Path {
@@ -44,7 +44,7 @@ fn the_matrix_equals_the_expected_matrix() {
 fn flipping_a_backend_to_its_defect_turns_the_matrix_red() {
     // outage-divided with the fallback flipped to fail_open: N x rate during the outage
     let mut sc = load("outage-divided.toml");
-    sc.pacer.fallback = Some(Fallback::FailOpen);
+    sc.pacer.set("fallback", "'fail_open'");
     sc.pacer.compare = vec!["row".into()];
     let m = matrix::run(&[sc], 1).unwrap();
     let diffs = matrix::compare(&m, &expected());
@@ -58,7 +58,7 @@ fn flipping_a_backend_to_its_defect_turns_the_matrix_red() {
 
     // backoff-global with the multiplier flipped to per-process
     let mut sc = load("backoff-global.toml");
-    sc.pacer.backoff = Some(Placement::PerProcess);
+    sc.pacer.set("backoff", "'per_process'");
     let m = matrix::run(&[sc], 1).unwrap();
     let diffs = matrix::compare(&m, &expected());
     println!("{}", diffs.join("\n"));

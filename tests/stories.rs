@@ -197,7 +197,7 @@ fn s5_process_monotonic_clocks_break_the_ceiling() {
     assert!(s.achieved_rate > 2.0 * sc.pacer.rate, "achieved {}", s.achieved_rate);
     // the same scenario with the store's clock holds
     let mut fixed = sc.clone();
-    fixed.pacer.clock = None;
+    fixed.pacer.options.remove("clock");
     let s = summary(&fixed);
     assert!(s.checks["ceiling"].pass, "{}", s.checks["ceiling"].detail);
 }
@@ -237,14 +237,19 @@ fn s6_claim_row_wedges_advisory_recovers_redis_lock_waits_for_ttl() {
         .collect();
     let held_since = *acquired.iter().rev().find(|&&a| a < crash).unwrap();
     let next = *acquired.iter().find(|&&a| a > crash).unwrap();
-    let ttl = sc.pacer.ttl.unwrap().0;
+    let dur = |k: &str| {
+        pacesim::time::parse_duration(sc.pacer.options[k].as_str().unwrap())
+            .unwrap()
+            .0
+    };
+    let ttl = dur("ttl");
     assert!(
         next >= held_since + ttl,
         "next walk at {} s, before the TTL expired",
         secs(next)
     );
     assert!(
-        next < held_since + ttl + sc.pacer.poll.unwrap().0 + 100_000_000,
+        next < held_since + ttl + dur("poll") + 100_000_000,
         "next walk waited past expiry + one poll"
     );
     assert!(summary(&sc).checks["mutual_exclusion"].pass);
@@ -285,7 +290,7 @@ fn advisory_fake_rate_follows_hold_time_not_the_target() {
         s.achieved_rate
     );
     let mut longer = sc.clone();
-    longer.pacer.hold = Some(pacesim::time::Nanos::from_millis(400));
+    longer.pacer.set("hold", "'400ms'");
     let s2 = summary(&longer);
     assert!(
         s2.achieved_rate < 5.1,

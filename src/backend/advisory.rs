@@ -15,49 +15,94 @@
 //!   (it polls again).
 //! - **Clock:** none in the store; the holder times `hold` with its own monotonic clock.
 //! - **Store failure:** `fail_closed` by default (the record's concurrency module: an
-//!   unavailable cap must not let unbounded work pile on); `fallback` overrides it.
+//!   unavailable cap must not let unbounded work pile on); `fallback` overrides it. An unlock
+//!   that fails broke the session: the server drops its lock.
 //! - **SIGKILL leaves:** a lock held by a dead session until the server notices the session
 //!   is gone (`detect_dead`, default 5 s), then it is released: self-healing, with a stall.
 //!   A store restart drops every lock while the holders still believe they hold them.
 
-use crate::backend::lockset::{Holders, LockTable};
-use crate::backend::{Backend, Cx, Op, ProcView, Reply, Served, Step};
+use crate::backend::fallback::FallbackCfg;
+use crate::backend::lockset::{LockOp, LockProcess, LockReply, LockTable, LockUse, Protocol, Release};
+use crate::backend::options::{self, Fallback, OptionError};
+use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreSide};
 use crate::clock::Reading;
-use crate::scenario::{Fallback, Scenario};
+use crate::scenario::Scenario;
 use crate::time::Nanos;
+use serde::{Deserialize, Serialize};
+
+/// `[pacer]` options of `advisory`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdvisoryOptions {
+    /// Number of locks K. Default 1.
+    pub locks: Option<u32>,
+    /// `concurrency` (default; the record's module) or `fake_rate` (the record's rejected
+    /// alternative).
+    pub lock_use: Option<LockUse>,
+    /// `fake_rate`: how long each lock is held. Default one interval, `1 / rate` (the
+    /// record: "holding each of N locks for exactly 1/R seconds").
+    pub hold: Option<Nanos>,
+    /// Wait before trying again when every lock is taken. Default 100ms (pacesim's choice).
+    pub poll: Option<Nanos>,
+    /// How long the server takes to notice a killed session. Default 5s (pacesim's choice;
+    /// a live server on loopback notices at once).
+    pub detect_dead: Option<Nanos>,
+    /// Maximum simultaneous store sessions held by holders. Default: no limit.
+    pub connections: Option<u32>,
+    /// What a process does when the store is unreachable. Default `fail_closed` (the record's
+    /// concurrency module).
+    pub fallback: Option<Fallback>,
+    /// The divided fallback's cap. Default `processes.count - 1`.
+    pub cap: Option<u32>,
+}
 
 /// The advisory-lock backend.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Advisory {
-    // ---- in the store ----
-    locks: LockTable,
-    // ---- options ----
+    proto: Protocol,
     detect_dead: Nanos,
     connections: Option<u32>,
-    // ---- each process ----
-    procs: Holders,
+    fallback: FallbackCfg,
 }
 
 impl Advisory {
-    /// Build from a scenario.
-    pub fn new(sc: &Scenario) -> Advisory {
-        let procs = Holders::new(sc, "advisory", Fallback::FailClosed);
-        Advisory {
-            locks: LockTable::new(procs.proto().k),
-            detect_dead: sc.pacer.detect_dead.unwrap_or(Nanos(5_000_000_000)),
-            connections: sc.pacer.connections,
-            procs,
-        }
+    /// From the scenario and the options.
+    pub fn new(sc: &Scenario, o: AdvisoryOptions) -> Result<Advisory, OptionError> {
+        options::at_least_one("locks", o.locks)?;
+        options::at_least_one("connections", o.connections)?;
+        options::positive("poll", o.poll)?;
+        options::positive("hold", o.hold)?;
+        Ok(Advisory {
+            proto: Protocol {
+                k: o.locks.unwrap_or(1),
+                lock_use: o.lock_use.unwrap_or(LockUse::Concurrency),
+                hold: o.hold.unwrap_or(sc.interval()),
+                poll: o.poll.unwrap_or(Nanos::from_millis(100)),
+            },
+            detect_dead: o.detect_dead.unwrap_or(Nanos(5_000_000_000)),
+            connections: o.connections,
+            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::FailClosed), o.cap)?,
+        })
+    }
+
+    /// The protocol options in force.
+    pub fn protocol(&self) -> &Protocol {
+        &self.proto
     }
 }
 
 impl Backend for Advisory {
-    fn name(&self) -> &'static str {
+    type Op = LockOp;
+    type Reply = LockReply;
+    type Process = AdvisoryProcess;
+    type Store = AdvisoryStore;
+
+    fn name(&self) -> &str {
         "advisory"
     }
 
     fn detail(&self) -> serde_json::Value {
-        let proto = self.procs.proto();
+        let proto = &self.proto;
         serde_json::json!({
             "locks": proto.k,
             "lock_use": proto.lock_use,
@@ -65,80 +110,113 @@ impl Backend for Advisory {
             "poll_ns": proto.poll.0,
             "detect_dead_ns": self.detect_dead.0,
             "connections": self.connections,
-            "fallback": self.procs.fallback_name(),
+            "fallback": self.fallback.mode_name(),
         })
     }
 
-    fn acquire(&mut self, _cx: &mut Cx, p: &ProcView) -> Step {
-        self.procs.acquire(p.pid)
+    fn process(&self, pid: u32) -> AdvisoryProcess {
+        AdvisoryProcess {
+            pid,
+            lock: LockProcess::new(self.proto, Release::Marked, &self.fallback),
+        }
     }
 
-    fn serve(&mut self, cx: &mut Cx, pid: u32, op: &Op, _now: Reading) -> Served {
-        let s = self.procs.session(pid);
+    fn store(&self) -> AdvisoryStore {
+        AdvisoryStore {
+            locks: LockTable::new(self.proto.k),
+            detect_dead: self.detect_dead,
+            connections: self.connections,
+        }
+    }
+}
+
+/// The server's lock manager.
+#[derive(Debug)]
+pub struct AdvisoryStore {
+    locks: LockTable,
+    detect_dead: Nanos,
+    connections: Option<u32>,
+}
+
+impl StoreSide for AdvisoryStore {
+    type Op = LockOp;
+    type Reply = LockReply;
+
+    fn serve(&mut self, cx: &mut StoreCx, s: Session, op: &LockOp, _now: Reading) -> Served<LockReply> {
         match *op {
-            Op::TryLock { lock } => {
+            LockOp::TryLock { lock } => {
                 if let Some(c) = self.connections
                     && self.locks.held() >= c
                     && self.locks.held_by(s).is_none()
                 {
-                    return Served::now(Reply::Busy); // too many connections
+                    return Served::now(LockReply::Busy); // too many connections
                 }
                 Served::now(self.locks.try_take(cx, lock, s))
             }
-            Op::Unlock { lock } => {
+            LockOp::Unlock { lock } => {
                 self.locks.end_section(cx, lock, s);
-                Served::now(Reply::Unlocked)
+                Served::now(LockReply::Unlocked)
             }
-            other => unreachable!("advisory never sends {other:?}"),
         }
     }
 
-    fn on_reply(&mut self, cx: &mut Cx, p: &ProcView, op: &Op, reply: Reply) -> Step {
-        self.procs.on_reply(cx, p.pid, op, reply)
-    }
-
-    fn on_store_error(&mut self, cx: &mut Cx, p: &ProcView, op: &Op) -> Step {
-        match *op {
-            // The session broke: the server drops its lock when it notices.
-            Op::Unlock { lock } => {
-                self.locks.end_section(cx, lock, self.procs.session(p.pid));
-                self.procs.released(p.pid)
-            }
-            _ => self.procs.fall_back(cx, p),
+    fn on_error(&mut self, cx: &mut StoreCx, s: Session, op: &LockOp) {
+        // The session broke during the unlock: the server drops its lock when it notices.
+        if let LockOp::Unlock { lock } = *op {
+            self.locks.end_section(cx, lock, s);
         }
     }
 
-    fn after_fetch(&mut self, cx: &mut Cx, p: &ProcView, _status: u16) -> Step {
-        // Unlocked now (`concurrency`) or after the hold (`fake_rate`); an unlock cut short
-        // is sent again by the next acquire.
-        self.procs.after_fetch(cx.t, p.pid)
-    }
-
-    fn on_restart(&mut self, pid: u32) {
-        self.procs.restart(pid);
-    }
-
-    fn on_crash(&mut self, cx: &mut Cx, pid: u32) {
-        let s = self.procs.session(pid);
-        if let Some(lock) = self.locks.holder_died(cx, s) {
+    fn on_crash(&mut self, cx: &mut StoreCx, s: Session) {
+        if let Some(lock) = self.locks.held_by(s) {
             // The server notices the dead session after `detect_dead` and frees its lock.
             cx.timers.push((
                 cx.t + self.detect_dead,
-                ((s.1 as u64) << 40) | ((pid as u64) << 8) | lock as u64,
+                ((s.incarnation as u64) << 40) | ((s.pid as u64) << 8) | lock as u64,
             ));
         }
     }
 
-    fn on_timer(&mut self, cx: &mut Cx, token: u64) {
-        let (session, pid, lock) = (
-            (token >> 40) as u32,
-            ((token >> 8) & 0xFFFF_FFFF) as u32,
-            (token & 0xFF) as u32,
-        );
-        self.locks.release(cx, lock, (pid, session), "session_gone");
+    fn on_timer(&mut self, cx: &mut StoreCx, token: u64) {
+        let s = Session {
+            incarnation: (token >> 40) as u32,
+            pid: ((token >> 8) & 0xFFFF_FFFF) as u32,
+        };
+        self.locks.release(cx, (token & 0xFF) as u32, s, "session_gone");
     }
 
-    fn on_store_restart(&mut self, cx: &mut Cx) {
+    fn on_store_restart(&mut self, cx: &mut StoreCx) {
         self.locks.clear(cx, "store_restart");
+    }
+}
+
+/// One process's side: the lock protocol, releasing after the fetch (or after a fake-rate
+/// hold).
+#[derive(Debug)]
+pub struct AdvisoryProcess {
+    pid: u32,
+    lock: LockProcess,
+}
+
+impl ProcessSide for AdvisoryProcess {
+    type Op = LockOp;
+    type Reply = LockReply;
+
+    fn acquire(&mut self, _cx: &mut ProcCx) -> Step<LockOp> {
+        self.lock.acquire(self.pid)
+    }
+
+    fn on_reply(&mut self, cx: &mut ProcCx, op: &LockOp, reply: LockReply) -> Step<LockOp> {
+        self.lock.on_reply(cx, op, reply)
+    }
+
+    fn on_store_error(&mut self, cx: &mut ProcCx, op: &LockOp) -> Step<LockOp> {
+        self.lock.on_store_error(cx, op)
+    }
+
+    fn after_fetch(&mut self, cx: &mut ProcCx, _status: u16) -> Step<LockOp> {
+        // Unlocked now (`concurrency`) or after the hold (`fake_rate`); an unlock cut short
+        // is sent again by the next acquire.
+        self.lock.after_fetch(cx.t)
     }
 }

@@ -7,84 +7,139 @@
 //!   each under the slot row's lock.
 //! - **Clock:** none.
 //! - **Store failure:** `fail_closed` by default, like the concurrency module it stands in for.
+//!   A failed release leaves the claim in place (nothing retries it): part of the defect.
 //! - **SIGKILL leaves:** the claim. Nothing ever clears a dead holder's row, so its slot stays
 //!   claimed forever and throughput drops for good: a wedge. (The record's point: the same
 //!   property that makes a row unsafe for a *claim* makes it correct for a *pace*, which holds
 //!   only a timestamp.)
 
-use crate::backend::lockset::{Holders, LockTable};
-use crate::backend::{Backend, Cx, Op, ProcView, Reply, Served, Step};
+use crate::backend::fallback::FallbackCfg;
+use crate::backend::lockset::{LockOp, LockProcess, LockReply, LockTable, LockUse, Protocol, Release};
+use crate::backend::options::{self, Fallback, OptionError};
+use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreSide};
 use crate::clock::Reading;
-use crate::scenario::{Fallback, Scenario};
+use crate::scenario::Scenario;
+use crate::time::Nanos;
+use serde::{Deserialize, Serialize};
+
+/// `[pacer]` options of `claim_row`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRowOptions {
+    /// Number of slot rows K. Default 1.
+    pub locks: Option<u32>,
+    /// Wait before trying again when every slot is claimed. Default 100ms (pacesim's choice).
+    pub poll: Option<Nanos>,
+    /// What a process does when the store is unreachable. Default `fail_closed`.
+    pub fallback: Option<Fallback>,
+    /// The divided fallback's cap. Default `processes.count - 1`.
+    pub cap: Option<u32>,
+}
 
 /// The claimed-row backend.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ClaimRow {
-    // ---- in the store: the slot rows ----
-    rows: LockTable,
-    // ---- each process ----
-    procs: Holders,
+    proto: Protocol,
+    fallback: FallbackCfg,
 }
 
 impl ClaimRow {
-    /// Build from a scenario.
-    pub fn new(sc: &Scenario) -> ClaimRow {
-        let procs = Holders::new(sc, "claim_row", Fallback::FailClosed);
-        ClaimRow {
-            rows: LockTable::new(procs.proto().k),
-            procs,
-        }
+    /// From the scenario and the options.
+    pub fn new(sc: &Scenario, o: ClaimRowOptions) -> Result<ClaimRow, OptionError> {
+        options::at_least_one("locks", o.locks)?;
+        options::positive("poll", o.poll)?;
+        Ok(ClaimRow {
+            proto: Protocol {
+                k: o.locks.unwrap_or(1),
+                lock_use: LockUse::Concurrency,
+                hold: sc.interval(),
+                poll: o.poll.unwrap_or(Nanos::from_millis(100)),
+            },
+            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::FailClosed), o.cap)?,
+        })
+    }
+
+    /// The protocol options in force.
+    pub fn protocol(&self) -> &Protocol {
+        &self.proto
     }
 }
 
 impl Backend for ClaimRow {
-    fn name(&self) -> &'static str {
+    type Op = LockOp;
+    type Reply = LockReply;
+    type Process = ClaimRowProcess;
+    type Store = ClaimRowStore;
+
+    fn name(&self) -> &str {
         "claim_row"
     }
 
     fn detail(&self) -> serde_json::Value {
-        serde_json::json!({ "locks": self.procs.proto().k, "lock_use": "concurrency", "poll_ns": self.procs.proto().poll.0, "fallback": self.procs.fallback_name() })
+        serde_json::json!({ "locks": self.proto.k, "lock_use": "concurrency", "poll_ns": self.proto.poll.0, "fallback": self.fallback.mode_name() })
     }
 
-    fn acquire(&mut self, _cx: &mut Cx, p: &ProcView) -> Step {
-        self.procs.acquire(p.pid)
+    fn process(&self, pid: u32) -> ClaimRowProcess {
+        ClaimRowProcess {
+            pid,
+            lock: LockProcess::new(self.proto, Release::Once, &self.fallback),
+        }
     }
 
-    fn serve(&mut self, cx: &mut Cx, pid: u32, op: &Op, _now: Reading) -> Served {
-        let s = self.procs.session(pid);
+    fn store(&self) -> ClaimRowStore {
+        ClaimRowStore {
+            rows: LockTable::new(self.proto.k),
+        }
+    }
+}
+
+/// The slot rows.
+#[derive(Debug)]
+pub struct ClaimRowStore {
+    rows: LockTable,
+}
+
+impl StoreSide for ClaimRowStore {
+    type Op = LockOp;
+    type Reply = LockReply;
+
+    fn serve(&mut self, cx: &mut StoreCx, s: Session, op: &LockOp, _now: Reading) -> Served<LockReply> {
         match *op {
-            Op::TryLock { lock } => Served::now(self.rows.try_take(cx, lock, s)),
-            Op::Unlock { lock } => {
+            LockOp::TryLock { lock } => Served::now(self.rows.try_take(cx, lock, s)),
+            LockOp::Unlock { lock } => {
                 self.rows.end_section(cx, lock, s);
-                Served::now(Reply::Unlocked)
+                Served::now(LockReply::Unlocked)
             }
-            other => unreachable!("claim_row never sends {other:?}"),
         }
     }
+    // A crash leaves the claim: no hook. The holder's work ends; its claim does not.
+}
 
-    fn on_reply(&mut self, cx: &mut Cx, p: &ProcView, op: &Op, reply: Reply) -> Step {
-        self.procs.on_reply(cx, p.pid, op, reply)
+/// One process's side: claim, fetch, release once.
+#[derive(Debug)]
+pub struct ClaimRowProcess {
+    pid: u32,
+    lock: LockProcess,
+}
+
+impl ProcessSide for ClaimRowProcess {
+    type Op = LockOp;
+    type Reply = LockReply;
+
+    fn acquire(&mut self, _cx: &mut ProcCx) -> Step<LockOp> {
+        self.lock.acquire(self.pid)
     }
 
-    fn on_store_error(&mut self, cx: &mut Cx, p: &ProcView, op: &Op) -> Step {
-        match op {
-            // A failed release leaves the claim in place (nothing retries it): part of the defect.
-            Op::Unlock { .. } => self.procs.released(p.pid),
-            _ => self.procs.fall_back(cx, p),
-        }
+    fn on_reply(&mut self, cx: &mut ProcCx, op: &LockOp, reply: LockReply) -> Step<LockOp> {
+        self.lock.on_reply(cx, op, reply)
     }
 
-    fn after_fetch(&mut self, _cx: &mut Cx, p: &ProcView, _status: u16) -> Step {
+    fn on_store_error(&mut self, cx: &mut ProcCx, op: &LockOp) -> Step<LockOp> {
+        self.lock.on_store_error(cx, op)
+    }
+
+    fn after_fetch(&mut self, cx: &mut ProcCx, _status: u16) -> Step<LockOp> {
         // Released at once (a claim is only ever a concurrency slot), and only once.
-        self.procs.unlock_once(p.pid)
-    }
-
-    fn on_restart(&mut self, pid: u32) {
-        self.procs.restart(pid);
-    }
-
-    fn on_crash(&mut self, cx: &mut Cx, pid: u32) {
-        // The holder's work ends; its claim does not.
-        self.rows.holder_died(cx, self.procs.session(pid));
+        self.lock.after_fetch(cx.t)
     }
 }

@@ -10,46 +10,55 @@
 //!
 //! N processes therefore fetch at N x rate: correct for one process, wrong for a fleet.
 
-use crate::backend::backoff::Placed;
-use crate::backend::{Backend, Cx, Op, ProcView, Reply, Served, Step};
-use crate::clock::Reading;
-use crate::pacer::{Backoff, LocalPacer};
-use crate::scenario::{Placement, Scenario};
+use crate::backend::backoff::{LocalBackoff, Placed};
+use crate::backend::options::{OptionError, Placement};
+use crate::backend::{Backend, NoOp, NoStore, ProcCx, ProcessSide, Step};
+use crate::pacer::LocalPacer;
+use crate::scenario::Scenario;
 use crate::time::Nanos;
 use crate::trace::Event;
+use serde::{Deserialize, Serialize};
 
-/// The per-process pacer backend.
-#[derive(Debug)]
+/// `local` takes no options.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalOptions {}
+
+/// The per-process pacer backend: every process paces at `interval`.
+#[derive(Clone, Debug)]
 pub struct Local {
     name: &'static str,
     interval: Nanos,
     placed: Placed,
-    pacers: Vec<LocalPacer>,
-    backoff: Vec<Backoff>,
 }
 
 impl Local {
-    /// Build from a scenario: every process paces at the full rate.
-    pub fn new(sc: &Scenario) -> Local {
-        Local::with_interval(sc, "local", sc.interval())
+    /// Every process paces at the full rate.
+    pub fn new(sc: &Scenario, _o: LocalOptions) -> Result<Local, OptionError> {
+        Ok(Local::with_interval(sc, "local", sc.interval()))
     }
 
-    /// Every process paces at `interval` (see also `local_divided`).
+    /// Every process paces at `interval` (see also `local_divided`); backoff per process.
     pub fn with_interval(sc: &Scenario, name: &'static str, interval: Nanos) -> Local {
-        let placed = Placed::new(Some(Placement::PerProcess), Some(Placement::PerProcess), &sc.backoff);
-        let n = sc.processes.count as usize;
         Local {
             name,
             interval,
-            placed,
-            pacers: (0..n).map(|_| LocalPacer::new(interval.0)).collect(),
-            backoff: (0..n).map(|_| placed.fresh()).collect(),
+            placed: Placed::new(
+                Some(Placement::PerProcess),
+                Some(Placement::PerProcess),
+                sc.backoff_config(),
+            ),
         }
     }
 }
 
 impl Backend for Local {
-    fn name(&self) -> &'static str {
+    type Op = NoOp;
+    type Reply = NoOp;
+    type Process = LocalProcess;
+    type Store = NoStore;
+
+    fn name(&self) -> &str {
         self.name
     }
 
@@ -57,42 +66,57 @@ impl Backend for Local {
         serde_json::json!({ "interval_ns": self.interval.0, "backoff": "per_process" })
     }
 
-    fn acquire(&mut self, cx: &mut Cx, p: &ProcView) -> Step {
-        let now = p.mono_ns(cx.t);
-        let m = self.backoff[p.pid as usize].multiplier();
-        let slot = self.pacers[p.pid as usize].reserve_scaled(now, m);
+    fn process(&self, _pid: u32) -> LocalProcess {
+        LocalProcess {
+            interval: self.interval,
+            pacer: LocalPacer::new(self.interval.0),
+            backoff: self.placed.local(),
+        }
+    }
+
+    fn store(&self) -> NoStore {
+        NoStore
+    }
+}
+
+/// One process's own pacer and backoff machine.
+#[derive(Debug)]
+pub struct LocalProcess {
+    interval: Nanos,
+    pacer: LocalPacer,
+    backoff: LocalBackoff,
+}
+
+impl ProcessSide for LocalProcess {
+    type Op = NoOp;
+    type Reply = NoOp;
+
+    fn acquire(&mut self, cx: &mut ProcCx) -> Step<NoOp> {
+        let now = cx.mono_ns();
+        let m = self.backoff.multiplier();
+        let slot = self.pacer.reserve_scaled(now, m);
         let interval = self.interval.scale(m).0;
         cx.out.event(&Event::Grant {
             t: cx.t.0,
-            pid: p.pid,
+            pid: cx.pid,
             slot: slot as i64,
             now: now as i64,
             interval,
             multiplier: m,
         });
-        Step::FetchAt(cx.t + p.mono.ref_duration(Nanos(slot - now)))
+        Step::FetchAt(cx.after_mono(Nanos(slot - now)))
     }
 
-    fn serve(&mut self, _cx: &mut Cx, _pid: u32, op: &Op, _now: Reading) -> Served {
-        unreachable!("local never sends {op:?} to a store")
+    fn on_reply(&mut self, _cx: &mut ProcCx, op: &NoOp, _reply: NoOp) -> Step<NoOp> {
+        match *op {}
     }
 
-    fn on_reply(&mut self, _cx: &mut Cx, _p: &ProcView, _op: &Op, _reply: Reply) -> Step {
+    fn on_store_error(&mut self, _cx: &mut ProcCx, op: &NoOp) -> Step<NoOp> {
+        match *op {}
+    }
+
+    fn after_fetch(&mut self, cx: &mut ProcCx, status: u16) -> Step<NoOp> {
+        self.backoff.after_response(cx, status);
         Step::Done
-    }
-
-    fn on_store_error(&mut self, _cx: &mut Cx, _p: &ProcView, _op: &Op) -> Step {
-        Step::Done
-    }
-
-    fn after_fetch(&mut self, cx: &mut Cx, p: &ProcView, status: u16) -> Step {
-        self.placed
-            .after_response(cx, p.pid, &mut self.backoff[p.pid as usize], status);
-        Step::Done
-    }
-
-    fn on_restart(&mut self, pid: u32) {
-        self.pacers[pid as usize] = LocalPacer::new(self.interval.0);
-        self.backoff[pid as usize] = self.placed.fresh();
     }
 }

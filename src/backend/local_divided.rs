@@ -1,6 +1,6 @@
 //! `local_divided`: each process paces locally at `rate / (cap + 1)`, where `cap` is the
-//! configured maximum number of concurrent dispatches (design record: the fallback that keeps
-//! the ceiling).
+//! configured maximum number of concurrent dispatches (design record #649: the fallback that
+//! keeps the ceiling).
 //!
 //! - **In the store:** nothing; each process holds its own pacer.
 //! - **Atomic operation:** a compare-and-swap on the process's own `next_allowed`.
@@ -14,23 +14,27 @@
 //! when the others are idle.
 
 use crate::backend::local::Local;
+use crate::backend::options::OptionError;
 use crate::pacer::divided_interval;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
+use serde::{Deserialize, Serialize};
 
-/// The divided local pacer: a [`Local`] at the divided interval.
-pub struct LocalDivided;
-
-impl LocalDivided {
-    /// Build from a scenario (`[pacer] cap`, default `processes.count - 1`).
-    #[allow(clippy::new_ret_no_self)]
-    pub fn new(sc: &Scenario) -> Local {
-        Local::with_interval(sc, "local_divided", Nanos(divided_interval(sc.pacer.rate, sc.cap())))
-    }
+/// `[pacer]` options of `local_divided`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalDividedOptions {
+    /// Maximum concurrent dispatches. Default `processes.count - 1` (pacesim's choice: the
+    /// divided pace is then `rate / count`).
+    pub cap: Option<u32>,
 }
 
-impl std::fmt::Debug for LocalDivided {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("LocalDivided")
-    }
+/// The divided local pacer: a [`Local`] at the divided interval.
+pub fn new(sc: &Scenario, o: LocalDividedOptions) -> Result<Local, OptionError> {
+    let cap = o.cap.unwrap_or(sc.processes.count.saturating_sub(1));
+    Ok(Local::with_interval(
+        sc,
+        "local_divided",
+        Nanos(divided_interval(sc.pacer.rate, cap)),
+    ))
 }

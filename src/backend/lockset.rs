@@ -1,24 +1,76 @@
 //! The protocol shared by the lock-slot backends ([`super::advisory`], [`super::claim_row`]):
 //! a process takes one of K locks without blocking, trying each in turn, and polls again
 //! after `poll` when all are taken. The store side is [`LockTable`], the process side
-//! [`Holders`]. What a lock *is* in the store, and what a crash or a failed release does to
+//! [`LockProcess`]. What a lock *is* in the store, and what a crash or a failed release does to
 //! it, is each backend's own file.
 //!
 //! Trace convention (the mutual-exclusion checker reads it): `lock_acquired` when the store
 //! grants a lock; `lock_released` when its holder's critical section ends: the holder
-//! released it (`release`), died (`holder_died`), or the store dropped it under a live holder
-//! (`store_restart`: the holder does not know, so its section goes on while another holder
-//! may enter: the overlap the checker must see is not hidden, because the store's release is
-//! reported with the *store's* reason and the holder's own end is reported again).
+//! released it (`release`), died (`holder_died`, written by the worker loop for every lock its
+//! events show it holding), or the store dropped it under a live holder (`store_restart`: the
+//! holder does not know, so its section goes on while another holder may enter: the overlap
+//! the checker must see is not hidden, because the store's release is reported with the
+//! *store's* reason and the holder's own end is reported again).
 
-use crate::backend::fallback::Fallbacks;
-use crate::backend::{Cx, Op, ProcView, Reply, Step};
-use crate::scenario::{Fallback, LockUse, Scenario};
+use crate::backend::fallback::{FallbackCfg, ProcFallback};
+use crate::backend::{ProcCx, Session, Step, StoreCx, StoreOp, StoreReply};
 use crate::time::{Instant, Nanos};
-use crate::trace::Event;
+use crate::trace::{Event, OpKind};
+use serde::{Deserialize, Serialize};
 
-/// Who holds a lock: a process id and its session (a restarted process has a new session).
-pub type Session = (u32, u32);
+/// What an advisory lock is used for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockUse {
+    /// At most K fetches at once: the lock is held for the fetch.
+    Concurrency,
+    /// The rejected "fake rate": each lock is held for a fixed time `hold`.
+    FakeRate,
+}
+
+/// An operation of the lock backends.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LockOp {
+    /// Try to take lock number `lock`, without blocking.
+    TryLock {
+        /// Lock number.
+        lock: u32,
+    },
+    /// Release lock number `lock` (only if still ours).
+    Unlock {
+        /// Lock number.
+        lock: u32,
+    },
+}
+
+impl StoreOp for LockOp {
+    fn kind(&self) -> OpKind {
+        match self {
+            LockOp::TryLock { .. } => OpKind::TryLock,
+            LockOp::Unlock { .. } => OpKind::Unlock,
+        }
+    }
+}
+
+/// The store's answer to a [`LockOp`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LockReply {
+    /// The lock is ours.
+    Locked {
+        /// Lock number.
+        lock: u32,
+    },
+    /// The lock is held by someone else (or no session was free).
+    Busy,
+    /// The lock was released (or was no longer ours).
+    Unlocked,
+}
+
+impl StoreReply for LockReply {
+    fn took_lock(&self) -> bool {
+        matches!(self, LockReply::Locked { .. })
+    }
+}
 
 /// The locks in the store.
 #[derive(Debug)]
@@ -47,28 +99,28 @@ impl LockTable {
         self.holders.iter().filter(|h| h.is_some()).count() as u32
     }
     /// Try to take lock `k` for `s`: the atomic operation.
-    pub fn try_take(&mut self, cx: &mut Cx, k: u32, s: Session) -> Reply {
+    pub fn try_take(&mut self, cx: &mut StoreCx, k: u32, s: Session) -> LockReply {
         match self.holders[k as usize] {
             None => {
                 self.holders[k as usize] = Some(s);
                 cx.out.event(&Event::LockAcquired {
                     t: cx.t.0,
-                    pid: s.0,
+                    pid: s.pid,
                     lock: k,
                 });
-                Reply::Locked { lock: k }
+                LockReply::Locked { lock: k }
             }
-            Some(h) if h == s => Reply::Locked { lock: k },
-            Some(_) => Reply::Busy,
+            Some(h) if h == s => LockReply::Locked { lock: k },
+            Some(_) => LockReply::Busy,
         }
     }
     /// Release lock `k` if `s` holds it (compare-and-delete).
-    pub fn release(&mut self, cx: &mut Cx, k: u32, s: Session, reason: &str) -> bool {
+    pub fn release(&mut self, cx: &mut StoreCx, k: u32, s: Session, reason: &str) -> bool {
         if self.holders[k as usize] == Some(s) {
             self.holders[k as usize] = None;
             cx.out.event(&Event::LockReleased {
                 t: cx.t.0,
-                pid: s.0,
+                pid: s.pid,
                 lock: k,
                 reason: reason.into(),
             });
@@ -80,61 +132,33 @@ impl LockTable {
     /// The holder's critical section on lock `k` ends (an unlock served, or its session
     /// broken): release the lock if `s` still holds it; if the store had already dropped it
     /// (a restart), report the holder's own end all the same.
-    pub fn end_section(&mut self, cx: &mut Cx, k: u32, s: Session) {
+    pub fn end_section(&mut self, cx: &mut StoreCx, k: u32, s: Session) {
         if !self.release(cx, k, s, "release") {
             cx.out.event(&Event::LockReleased {
                 t: cx.t.0,
-                pid: s.0,
+                pid: s.pid,
                 lock: k,
                 reason: "release".into(),
             });
         }
-    }
-    /// `s` was killed: report its critical section's end if it holds a lock, and return that
-    /// lock. The lock itself stays taken; whether and when the store frees it is the
-    /// backend's semantics.
-    pub fn holder_died(&self, cx: &mut Cx, s: Session) -> Option<u32> {
-        let lock = self.held_by(s)?;
-        cx.out.event(&Event::LockReleased {
-            t: cx.t.0,
-            pid: s.0,
-            lock,
-            reason: "holder_died".into(),
-        });
-        Some(lock)
     }
     /// The lock `s` holds, if any.
     pub fn held_by(&self, s: Session) -> Option<u32> {
         self.holders.iter().position(|h| *h == Some(s)).map(|k| k as u32)
     }
     /// Drop every lock (a store restart loses session state), reporting each.
-    pub fn clear(&mut self, cx: &mut Cx, reason: &str) {
+    pub fn clear(&mut self, cx: &mut StoreCx, reason: &str) {
         for (k, h) in self.holders.iter_mut().enumerate() {
             if let Some(s) = h.take() {
                 cx.out.event(&Event::LockReleased {
                     t: cx.t.0,
-                    pid: s.0,
+                    pid: s.pid,
                     lock: k as u32,
                     reason: reason.into(),
                 });
             }
         }
     }
-}
-
-/// A process's side of the protocol.
-#[derive(Clone, Debug, Default)]
-pub struct Holder {
-    /// The session id of the current incarnation.
-    pub session: u32,
-    /// Locks tried in the current round.
-    pub tried: u32,
-    /// The lock this process believes it holds.
-    pub held: Option<u32>,
-    /// When it got it.
-    pub since: Instant,
-    /// True once the fetch is done and the process is releasing.
-    pub releasing: bool,
 }
 
 /// Options of the lock-slot protocol.
@@ -151,103 +175,62 @@ pub struct Protocol {
 }
 
 impl Protocol {
-    /// From `[pacer]` options.
-    pub fn new(sc: &Scenario) -> Protocol {
-        Protocol {
-            k: sc.pacer.locks.unwrap_or(1).max(1),
-            lock_use: sc.pacer.lock_use.unwrap_or(LockUse::Concurrency),
-            hold: sc.pacer.hold.unwrap_or(sc.interval()),
-            poll: sc.pacer.poll.unwrap_or(Nanos::from_millis(100)),
-        }
-    }
-
     /// The first lock a process tries (spread processes over the locks).
     pub fn first(&self, pid: u32) -> u32 {
         pid % self.k
     }
-
-    /// The store answered a try for lock `k`.
-    pub fn on_try_reply(&self, h: &mut Holder, t: Instant, k: u32, reply: Reply) -> Result<Step, u32> {
-        match reply {
-            Reply::Locked { lock } => {
-                h.held = Some(lock);
-                h.since = t;
-                h.releasing = false;
-                Ok(Step::FetchAt(t))
-            }
-            _ => {
-                h.tried += 1;
-                if h.tried < self.k {
-                    Err((k + 1) % self.k)
-                } else {
-                    h.tried = 0;
-                    Ok(Step::RetryAt(t + self.poll))
-                }
-            }
-        }
-    }
-
-    /// After the fetch: when to release. `Ok(None)` = release now; `Ok(Some(at))` = sleep
-    /// (holding the lock) until `at`, then release (the fake rate).
-    pub fn release_at(&self, h: &mut Holder, t: Instant) -> Option<Instant> {
-        h.releasing = true;
-        match self.lock_use {
-            LockUse::Concurrency => None,
-            LockUse::FakeRate => {
-                let at = h.since + self.hold;
-                (at > t).then_some(at)
-            }
-        }
-    }
 }
 
-/// The process side of the protocol for every process: each one's [`Holder`], the options, and
-/// the fallback a process takes when the store fails a try.
+/// How a process releases its lock after the fetch.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// Mark the lock as being released and unlock (or, a fake rate, sleep holding it until
+    /// its hold is over); a job that begins before the unlock is answered sends it again.
+    Marked,
+    /// Unlock once, without marking: a job beginning before the unlock is answered tries for
+    /// a lock again instead of resending it (`claim_row`: a failed release is never retried).
+    Once,
+}
+
+/// One process's side of the protocol: the lock it believes it holds, and its fallback.
 #[derive(Debug)]
-pub struct Holders {
-    name: &'static str,
+pub struct LockProcess {
     proto: Protocol,
-    holders: Vec<Holder>,
-    fallbacks: Fallbacks,
+    release: Release,
+    fallback: ProcFallback,
+    /// Locks tried in the current round.
+    tried: u32,
+    /// The lock this process believes it holds.
+    held: Option<u32>,
+    /// When it got it.
+    since: Instant,
+    /// True once the fetch is done and the process is releasing.
+    releasing: bool,
 }
 
-impl Holders {
-    /// One rested holder per process, for backend `name`; `fallback` is the backend's default
-    /// mode (`[pacer] fallback` overrides it).
-    pub fn new(sc: &Scenario, name: &'static str, fallback: Fallback) -> Holders {
-        Holders {
-            name,
-            proto: Protocol::new(sc),
-            holders: vec![Holder::default(); sc.processes.count as usize],
-            fallbacks: Fallbacks::with_default(sc, fallback),
+impl LockProcess {
+    /// A process holding nothing, outside fallback.
+    pub fn new(proto: Protocol, release: Release, fallback: &FallbackCfg) -> LockProcess {
+        LockProcess {
+            proto,
+            release,
+            fallback: fallback.fresh(),
+            tried: 0,
+            held: None,
+            since: Instant::ZERO,
+            releasing: false,
         }
-    }
-
-    /// The options.
-    pub fn proto(&self) -> &Protocol {
-        &self.proto
-    }
-
-    /// The fallback mode's name.
-    pub fn fallback_name(&self) -> &'static str {
-        self.fallbacks.mode_name()
-    }
-
-    /// `pid`'s current session.
-    pub fn session(&self, pid: u32) -> Session {
-        (pid, self.holders[pid as usize].session)
     }
 
     /// The process wants a lock: a fresh round of tries from its first lock, unless it is still
     /// releasing the last one (woken after a fake-rate hold, or a job that began while an
     /// unlock was cut short), which it unlocks first.
-    pub fn acquire(&mut self, pid: u32) -> Step {
-        let h = &mut self.holders[pid as usize];
-        match h.held {
-            Some(lock) if h.releasing => Step::Send(Op::Unlock { lock }),
+    pub fn acquire(&mut self, pid: u32) -> Step<LockOp> {
+        match self.held {
+            Some(lock) if self.releasing => Step::Send(LockOp::Unlock { lock }),
             _ => {
-                h.tried = 0;
-                Step::Send(Op::TryLock {
+                self.tried = 0;
+                Step::Send(LockOp::TryLock {
                     lock: self.proto.first(pid),
                 })
             }
@@ -256,64 +239,68 @@ impl Holders {
 
     /// The store answered `op`: an unlock ends the job; a try either got a lock (fetch now),
     /// moves on to the next lock, or polls again after a full round.
-    pub fn on_reply(&mut self, cx: &mut Cx, pid: u32, op: &Op, reply: Reply) -> Step {
-        self.fallbacks.on_success(cx, pid);
+    pub fn on_reply(&mut self, cx: &mut ProcCx, op: &LockOp, reply: LockReply) -> Step<LockOp> {
+        self.fallback.on_success(cx);
         match *op {
-            Op::Unlock { .. } => self.released(pid),
-            Op::TryLock { lock } => match self
-                .proto
-                .on_try_reply(&mut self.holders[pid as usize], cx.t, lock, reply)
-            {
-                Ok(step) => step,
-                Err(next) => Step::Send(Op::TryLock { lock: next }),
+            LockOp::Unlock { .. } => self.released(),
+            LockOp::TryLock { lock: k } => match reply {
+                LockReply::Locked { lock } => {
+                    self.held = Some(lock);
+                    self.since = cx.t;
+                    self.releasing = false;
+                    Step::FetchAt(cx.t)
+                }
+                _ => {
+                    self.tried += 1;
+                    if self.tried < self.proto.k {
+                        Step::Send(LockOp::TryLock {
+                            lock: (k + 1) % self.proto.k,
+                        })
+                    } else {
+                        self.tried = 0;
+                        Step::RetryAt(cx.t + self.proto.poll)
+                    }
+                }
             },
-            other => unreachable!("{} never sends {other:?}", self.name),
         }
     }
 
     /// The process is done with its lock (its unlock answered or failed): the job ends.
-    pub fn released(&mut self, pid: u32) -> Step {
-        let h = &mut self.holders[pid as usize];
-        h.held = None;
-        h.releasing = false;
+    pub fn released(&mut self) -> Step<LockOp> {
+        self.held = None;
+        self.releasing = false;
         Step::Done
     }
 
-    /// The store failed a try: the fallback decides.
-    pub fn fall_back(&mut self, cx: &mut Cx, p: &ProcView) -> Step {
-        self.fallbacks.on_error(cx, p, 1.0)
-    }
-
-    /// After the fetch, with the lock marked as being released: unlock now, or (a fake rate)
-    /// sleep holding it until its hold is over. A fallback fetch held no lock: the job ends.
-    pub fn after_fetch(&mut self, t: Instant, pid: u32) -> Step {
-        let h = &mut self.holders[pid as usize];
-        match h.held {
-            None => Step::Done,
-            Some(lock) => match self.proto.release_at(h, t) {
-                None => Step::Send(Op::Unlock { lock }),
-                Some(at) => Step::RetryAt(at),
-            },
+    /// The store failed `op`: a failed unlock ends the job (what the store does with the
+    /// lock is its own side's business); a failed try falls back.
+    pub fn on_store_error(&mut self, cx: &mut ProcCx, op: &LockOp) -> Step<LockOp> {
+        match op {
+            LockOp::Unlock { .. } => self.released(),
+            LockOp::TryLock { .. } => self.fallback.on_error(cx, 1.0),
         }
     }
 
-    /// After the fetch: unlock at once, without marking the lock as being released, so that
-    /// a job beginning before the unlock is answered tries for a lock again instead of
-    /// resending it. A fallback fetch held no lock: the job ends.
-    pub fn unlock_once(&self, pid: u32) -> Step {
-        match self.holders[pid as usize].held {
-            Some(lock) => Step::Send(Op::Unlock { lock }),
-            None => Step::Done,
-        }
-    }
-
-    /// A fresh process took `pid`'s place: a new session, holding nothing, out of fallback.
-    pub fn restart(&mut self, pid: u32) {
-        let h = &mut self.holders[pid as usize];
-        *h = Holder {
-            session: h.session + 1,
-            ..Holder::default()
+    /// After the fetch: release as [`Release`] says. A fallback fetch held no lock: the job
+    /// ends.
+    pub fn after_fetch(&mut self, t: Instant) -> Step<LockOp> {
+        let Some(lock) = self.held else {
+            return Step::Done;
         };
-        self.fallbacks.reset(pid);
+        if self.release == Release::Once {
+            return Step::Send(LockOp::Unlock { lock });
+        }
+        self.releasing = true;
+        match self.proto.lock_use {
+            LockUse::Concurrency => Step::Send(LockOp::Unlock { lock }),
+            LockUse::FakeRate => {
+                let at = self.since + self.proto.hold;
+                if at > t {
+                    Step::RetryAt(at)
+                } else {
+                    Step::Send(LockOp::Unlock { lock })
+                }
+            }
+        }
     }
 }

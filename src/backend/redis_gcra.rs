@@ -12,43 +12,108 @@
 //!
 //! The decision rule is [`crate::pacer::Gcra`], differentially tested against `governor`.
 
-use crate::backend::backoff::Backoffs;
-use crate::backend::fallback::Fallbacks;
-use crate::backend::{Backend, Cx, Op, ProcView, Reply, Served, Step};
+use crate::backend::backoff::{BackoffReply, LocalBackoff, Placed, SharedBackoff, Signal};
+use crate::backend::fallback::{FallbackCfg, ProcFallback};
+use crate::backend::options::{self, Fallback, OptionError, Placement};
+use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide};
 use crate::clock::Reading;
 use crate::pacer::Gcra;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
-use crate::trace::Event;
+use crate::trace::{Event, OpKind};
+use serde::{Deserialize, Serialize};
 
-/// The Redis GCRA backend.
-#[derive(Debug)]
-pub struct RedisGcra {
-    // ---- in Redis ----
-    // invariant: only ever advanced by an allowed request, to max(tat, now) + T.
-    tat: Option<u64>,
-    // the multiplier and clean streak in the hash beside it, and each process's own machine
-    backoff: Backoffs,
-    // ---- options ----
-    gcra: Gcra,
-    // ---- each process's memory ----
-    fallbacks: Fallbacks,
+/// `[pacer]` options of `redis_gcra`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisGcraOptions {
+    /// What a process does when Redis is unreachable. Default `divided`.
+    pub fallback: Option<Fallback>,
+    /// The divided fallback's cap. Default `processes.count - 1`.
+    pub cap: Option<u32>,
+    /// Where the backoff multiplier lives. Default `global` (a hash beside the key).
+    pub backoff: Option<Placement>,
+    /// Where the clean streak lives. Default: wherever the multiplier lives.
+    pub streak: Option<Placement>,
+    /// GCRA burst: requests that may go back to back. Default 1 (pacesim's choice: a pure
+    /// pace, like the row).
+    pub burst: Option<u32>,
 }
 
-impl RedisGcra {
-    /// Build from a scenario (`[pacer] burst`, default 1).
-    pub fn new(sc: &Scenario) -> RedisGcra {
-        RedisGcra {
-            tat: None,
-            backoff: Backoffs::new(sc),
-            gcra: Gcra::new(sc.interval().0, sc.pacer.burst.unwrap_or(1).max(1)),
-            fallbacks: Fallbacks::new(sc),
+/// An operation of `redis_gcra`.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum GcraOp {
+    /// GCRA check-and-update, with the sender's own multiplier if it keeps one.
+    Gcra {
+        /// Per-process multiplier, when backoff state is per process.
+        multiplier: Option<f64>,
+    },
+    /// Tell shared backoff state about a response.
+    Report(Signal),
+}
+
+impl StoreOp for GcraOp {
+    fn kind(&self) -> OpKind {
+        match self {
+            GcraOp::Gcra { .. } => OpKind::Gcra,
+            GcraOp::Report(_) => OpKind::Report,
         }
     }
 }
 
+/// The script's answer.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum GcraReply {
+    /// Allowed, under the multiplier the script applied.
+    Allowed {
+        /// The multiplier applied.
+        multiplier: f64,
+    },
+    /// Denied; it would conform after `retry_after`.
+    Denied {
+        /// Wait before the next try.
+        retry_after: Nanos,
+        /// The multiplier applied.
+        multiplier: f64,
+    },
+    /// Shared backoff state after a report.
+    Backoff(BackoffReply),
+}
+
+impl StoreReply for GcraReply {}
+
+/// The Redis GCRA backend.
+#[derive(Clone, Debug)]
+pub struct RedisGcra {
+    gcra: Gcra,
+    fallback: FallbackCfg,
+    placed: Placed,
+}
+
+impl RedisGcra {
+    /// From the scenario and the options.
+    pub fn new(sc: &Scenario, o: RedisGcraOptions) -> Result<RedisGcra, OptionError> {
+        options::at_least_one("burst", o.burst)?;
+        Ok(RedisGcra {
+            gcra: Gcra::new(sc.interval().0, o.burst.unwrap_or(1)),
+            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::Divided), o.cap)?,
+            placed: Placed::new(o.backoff, o.streak, sc.backoff_config()),
+        })
+    }
+
+    /// The GCRA in force.
+    pub fn gcra(&self) -> &Gcra {
+        &self.gcra
+    }
+}
+
 impl Backend for RedisGcra {
-    fn name(&self) -> &'static str {
+    type Op = GcraOp;
+    type Reply = GcraReply;
+    type Process = GcraProcess;
+    type Store = GcraStore;
+
+    fn name(&self) -> &str {
         "redis_gcra"
     }
 
@@ -56,22 +121,47 @@ impl Backend for RedisGcra {
         serde_json::json!({
             "interval_ns": self.gcra.interval(),
             "burst": self.gcra.burst(),
-            "fallback": self.fallbacks.mode_name(),
-            "backoff": self.backoff.placed.multiplier,
-            "streak": self.backoff.placed.streak,
+            "fallback": self.fallback.mode_name(),
+            "backoff": self.placed.multiplier,
+            "streak": self.placed.streak,
         })
     }
 
-    fn acquire(&mut self, _cx: &mut Cx, p: &ProcView) -> Step {
-        Step::Send(Op::Gcra {
-            multiplier: self.backoff.own_multiplier(p.pid),
-        })
+    fn process(&self, _pid: u32) -> GcraProcess {
+        GcraProcess {
+            backoff: self.placed.local(),
+            fallback: self.fallback.fresh(),
+            shared_multiplier: 1.0,
+        }
     }
 
-    fn serve(&mut self, cx: &mut Cx, pid: u32, op: &Op, now: Reading) -> Served {
+    fn store(&self) -> GcraStore {
+        GcraStore {
+            tat: None,
+            backoff: self.placed.shared(),
+            gcra: self.gcra,
+        }
+    }
+}
+
+/// The keys in Redis.
+#[derive(Debug)]
+pub struct GcraStore {
+    // invariant: only ever advanced by an allowed request, to max(tat, now) + T.
+    tat: Option<u64>,
+    // the multiplier and clean streak in the hash beside it
+    backoff: SharedBackoff,
+    gcra: Gcra,
+}
+
+impl StoreSide for GcraStore {
+    type Op = GcraOp;
+    type Reply = GcraReply;
+
+    fn serve(&mut self, cx: &mut StoreCx, s: Session, op: &GcraOp, now: Reading) -> Served<GcraReply> {
         match *op {
-            Op::Gcra { multiplier } => {
-                let m = multiplier.unwrap_or(self.backoff.shared_multiplier());
+            GcraOp::Gcra { multiplier } => {
+                let m = multiplier.unwrap_or(self.backoff.multiplier());
                 let g = self.gcra.scaled(m);
                 let now_ns = now.max(0) as u64;
                 let d = g.decide(self.tat, now_ns);
@@ -80,54 +170,81 @@ impl Backend for RedisGcra {
                         self.tat = Some(d.tat());
                         cx.out.event(&Event::Grant {
                             t: cx.t.0,
-                            pid,
+                            pid: s.pid,
                             slot: now,
                             now,
                             interval: g.interval(),
                             multiplier: m,
                         });
-                        Served::now(Reply::Allowed)
+                        Served::now(GcraReply::Allowed { multiplier: m })
                     }
                     Some(at) => {
-                        cx.out.event(&Event::Deny { t: cx.t.0, pid });
-                        Served::now(Reply::Denied {
+                        cx.out.event(&Event::Deny { t: cx.t.0, pid: s.pid });
+                        Served::now(GcraReply::Denied {
                             retry_after: Nanos(at - now_ns),
+                            multiplier: m,
                         })
                     }
                 }
             }
-            Op::Report(signal) => Served::now(self.backoff.serve(cx, signal)),
-            other => unreachable!("redis_gcra never sends {other:?}"),
+            GcraOp::Report(signal) => Served::now(GcraReply::Backoff(self.backoff.serve(cx, signal))),
         }
     }
+}
 
-    fn on_reply(&mut self, cx: &mut Cx, p: &ProcView, _op: &Op, reply: Reply) -> Step {
-        self.fallbacks.on_success(cx, p.pid);
+/// One process's side: its backoff machine and fallback.
+#[derive(Debug)]
+pub struct GcraProcess {
+    backoff: LocalBackoff,
+    fallback: ProcFallback,
+    // The shared multiplier as the store last reported it.
+    shared_multiplier: f64,
+}
+
+impl ProcessSide for GcraProcess {
+    type Op = GcraOp;
+    type Reply = GcraReply;
+
+    fn acquire(&mut self, _cx: &mut ProcCx) -> Step<GcraOp> {
+        Step::Send(GcraOp::Gcra {
+            multiplier: self.backoff.own_multiplier(),
+        })
+    }
+
+    fn on_reply(&mut self, cx: &mut ProcCx, _op: &GcraOp, reply: GcraReply) -> Step<GcraOp> {
+        self.fallback.on_success(cx);
         match reply {
-            Reply::Allowed => {
-                self.fallbacks.note_slot(p, cx.t);
+            GcraReply::Allowed { multiplier } => {
+                self.shared_multiplier = multiplier;
+                self.fallback.note_slot(cx, cx.t);
                 Step::FetchAt(cx.t)
             }
-            Reply::Denied { retry_after } => Step::RetryAt(cx.t + p.mono.ref_duration(retry_after)),
-            Reply::Backoff { .. } => self.backoff.on_reply(cx, p.pid, reply),
-            other => unreachable!("redis_gcra never gets {other:?}"),
+            GcraReply::Denied {
+                retry_after,
+                multiplier,
+            } => {
+                self.shared_multiplier = multiplier;
+                Step::RetryAt(cx.after_mono(retry_after))
+            }
+            GcraReply::Backoff(r) => {
+                self.shared_multiplier = r.multiplier;
+                self.backoff.on_reply(cx, r)
+            }
         }
     }
 
-    fn on_store_error(&mut self, cx: &mut Cx, p: &ProcView, op: &Op) -> Step {
+    fn on_store_error(&mut self, cx: &mut ProcCx, op: &GcraOp) -> Step<GcraOp> {
         match op {
-            Op::Report(_) => Step::Done,
-            _ => self.fallbacks.on_error(cx, p, self.backoff.in_force(p.pid)),
+            GcraOp::Report(_) => Step::Done,
+            GcraOp::Gcra { .. } => {
+                let m = self.backoff.in_force(self.shared_multiplier);
+                self.fallback.on_error(cx, m)
+            }
         }
     }
 
-    fn after_fetch(&mut self, cx: &mut Cx, p: &ProcView, status: u16) -> Step {
-        self.backoff.after_fetch(cx, p.pid, status)
-    }
-
-    fn on_restart(&mut self, pid: u32) {
-        self.backoff.reset(pid);
-        self.fallbacks.reset(pid);
+    fn after_fetch(&mut self, cx: &mut ProcCx, status: u16) -> Step<GcraOp> {
+        self.backoff.after_fetch(cx, status, GcraOp::Report)
     }
 }
 
@@ -140,37 +257,40 @@ mod tests {
     fn matches_the_gcra_rule() {
         // allow iff now >= tat - tau; on allow tat = max(tat, now) + T; T = 100 ms, burst 3
         let src = "name='t'\nduration='1s'\n[pacer]\nbackend='redis_gcra'\nrate=10.0\nburst=3\n[processes]\ncount=1\n";
-        let mut g = RedisGcra::new(&Scenario::parse("t", src).unwrap());
+        let sc = Scenario::parse("t", src).unwrap();
+        let b = RedisGcra::new(&sc, options::parse("redis_gcra", &sc.pacer.options, true).unwrap()).unwrap();
+        let mut g = b.store();
         let mut sink = Collect::default();
         let mut rng = crate::rng::stream(1, crate::rng::Entity::Store);
         let mut timers = Vec::new();
-        let mut cx = Cx {
+        let mut cx = StoreCx {
             t: crate::time::Instant(0),
             out: &mut sink,
-            store_rng: &mut rng,
+            rng: &mut rng,
             timers: &mut timers,
         };
-        let op = Op::Gcra { multiplier: None };
+        let op = GcraOp::Gcra { multiplier: None };
+        let s = Session { pid: 0, incarnation: 0 };
         let t = 100_000_000i64;
         let mut replies = Vec::new();
         for now in [0, 0, 0, 0, t / 2, t, 3 * t] {
-            replies.push(g.serve(&mut cx, 0, &op, now).reply);
+            replies.push(g.serve(&mut cx, s, &op, now).reply);
         }
-        use Reply::*;
+        let allowed = GcraReply::Allowed { multiplier: 1.0 };
+        let denied = |d: i64| GcraReply::Denied {
+            retry_after: Nanos(d as u64),
+            multiplier: 1.0,
+        };
         assert_eq!(
             replies,
             vec![
-                Allowed, // tat 0 -> T
-                Allowed, // T -> 2T
-                Allowed, // 2T -> 3T (burst 3)
-                Denied {
-                    retry_after: Nanos(t as u64)
-                }, // tat - tau = 3T - 2T = T
-                Denied {
-                    retry_after: Nanos(t as u64 / 2)
-                },
-                Allowed, // now = T >= 3T - 2T
-                Allowed, // idle: tat = max(4T, 3T) + T
+                allowed,   // tat 0 -> T
+                allowed,   // T -> 2T
+                allowed,   // 2T -> 3T (burst 3)
+                denied(t), // tat - tau = 3T - 2T = T
+                denied(t / 2),
+                allowed, // now = T >= 3T - 2T
+                allowed, // idle: tat = max(4T, 3T) + T
             ]
         );
     }

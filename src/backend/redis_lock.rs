@@ -15,85 +15,71 @@
 //!   than a walk can legitimately run, the key expires under a live walker and a second walk
 //!   overlaps it (mutual exclusion fails).
 
-use crate::backend::{Backend, Cx, Op, ProcView, Reply, Served, Step};
+use crate::backend::lockset::{LockOp, LockReply};
+use crate::backend::options::{self, OptionError};
+use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreSide};
 use crate::clock::Reading;
 use crate::pacer::LocalPacer;
 use crate::scenario::Scenario;
 use crate::time::{Instant, Nanos};
 use crate::trace::Event;
+use serde::{Deserialize, Serialize};
 
-/// A process's walk.
-#[derive(Clone, Debug, Default)]
-struct Walk {
-    session: u32,
-    // Fetches left in the current walk (0 = no walk in progress).
-    left: u32,
-    // Holds the lock (false for an uncapped walk).
-    holding: bool,
-    // When the current job first asked for the lock.
-    first_try: Option<Instant>,
+/// `[pacer]` options of `redis_lock`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisLockOptions {
+    /// The lock's TTL (`PX`). Default 1560s: the record puts the TTL "just past the hard
+    /// kill" (1500 s); the 60 s margin is pacesim's choice.
+    pub ttl: Option<Nanos>,
+    /// Total re-enqueue wait after which a job runs uncapped. Default 15m (the record's
+    /// "bounded to ~15 min").
+    pub max_wait: Option<Nanos>,
+    /// The re-enqueue countdown on contention. Default 5s (pacesim's reading of the record's
+    /// "short countdown").
+    pub poll: Option<Nanos>,
+    /// Fetches one walk makes while holding the lock. Default 10 (pacesim's choice).
+    pub walk: Option<u32>,
 }
 
 /// The Redis walk-lock backend.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct RedisLock {
-    // ---- in Redis: the key ----
-    // invariant: Some((holder, session, expires_at)) while the key exists.
-    key: Option<(u32, u32, Instant)>,
-    // ---- options ----
     ttl: Nanos,
     max_wait: Nanos,
     poll: Nanos,
     walk: u32,
     interval: Nanos,
-    // ---- each process ----
-    walks: Vec<Walk>,
-    pacers: Vec<LocalPacer>,
 }
 
 impl RedisLock {
-    /// Build from a scenario.
-    pub fn new(sc: &Scenario) -> RedisLock {
-        let n = sc.processes.count as usize;
-        RedisLock {
-            key: None,
-            ttl: sc.pacer.ttl.unwrap_or(Nanos(1_560_000_000_000)),
-            max_wait: sc.pacer.max_wait.unwrap_or(Nanos(900_000_000_000)),
-            poll: sc.pacer.poll.unwrap_or(Nanos(5_000_000_000)),
-            walk: sc.pacer.walk.unwrap_or(10).max(1),
+    /// From the scenario and the options.
+    pub fn new(sc: &Scenario, o: RedisLockOptions) -> Result<RedisLock, OptionError> {
+        options::positive("ttl", o.ttl)?;
+        options::positive("poll", o.poll)?;
+        options::at_least_one("walk", o.walk)?;
+        Ok(RedisLock {
+            ttl: o.ttl.unwrap_or(Nanos(1_560_000_000_000)),
+            max_wait: o.max_wait.unwrap_or(Nanos(900_000_000_000)),
+            poll: o.poll.unwrap_or(Nanos(5_000_000_000)),
+            walk: o.walk.unwrap_or(10),
             interval: sc.interval(),
-            walks: vec![Walk::default(); n],
-            pacers: (0..n).map(|_| LocalPacer::new(sc.interval().0)).collect(),
-        }
+        })
     }
 
-    fn expire(&mut self, cx: &mut Cx) {
-        if let Some((pid, _, exp)) = self.key
-            && exp <= cx.t
-        {
-            self.key = None;
-            let _ = pid;
-        }
-    }
-
-    /// The next paced fetch of a walk in progress.
-    fn next_fetch(&mut self, cx: &mut Cx, p: &ProcView) -> Step {
-        let now = p.mono_ns(cx.t);
-        let slot = self.pacers[p.pid as usize].reserve(now);
-        Step::FetchAt(cx.t + p.mono.ref_duration(Nanos(slot - now)))
-    }
-
-    fn start_walk(&mut self, cx: &mut Cx, p: &ProcView, holding: bool) -> Step {
-        let w = &mut self.walks[p.pid as usize];
-        w.left = self.walk;
-        w.holding = holding;
-        w.first_try = None;
-        self.next_fetch(cx, p)
+    /// The TTL in force.
+    pub fn ttl(&self) -> Nanos {
+        self.ttl
     }
 }
 
 impl Backend for RedisLock {
-    fn name(&self) -> &'static str {
+    type Op = LockOp;
+    type Reply = LockReply;
+    type Process = Walker;
+    type Store = LockKey;
+
+    fn name(&self) -> &str {
         "redis_lock"
     }
 
@@ -109,147 +95,191 @@ impl Backend for RedisLock {
         })
     }
 
-    fn acquire(&mut self, cx: &mut Cx, p: &ProcView) -> Step {
-        let w = &mut self.walks[p.pid as usize];
-        w.first_try.get_or_insert(cx.t);
-        Step::Send(Op::TryLock { lock: 0 })
+    fn process(&self, _pid: u32) -> Walker {
+        Walker {
+            cfg: self.clone(),
+            left: 0,
+            holding: false,
+            first_try: None,
+            pacer: LocalPacer::new(self.interval.0),
+        }
     }
 
-    fn serve(&mut self, cx: &mut Cx, pid: u32, op: &Op, _now: Reading) -> Served {
-        self.expire(cx);
-        let session = self.walks[pid as usize].session;
+    fn store(&self) -> LockKey {
+        LockKey {
+            key: None,
+            ttl: self.ttl,
+        }
+    }
+}
+
+/// The key in Redis.
+#[derive(Debug)]
+pub struct LockKey {
+    // invariant: Some((holder, expires_at)) while the key exists.
+    key: Option<(Session, Instant)>,
+    ttl: Nanos,
+}
+
+impl StoreSide for LockKey {
+    type Op = LockOp;
+    type Reply = LockReply;
+
+    fn serve(&mut self, cx: &mut StoreCx, s: Session, op: &LockOp, _now: Reading) -> Served<LockReply> {
+        if let Some((_, exp)) = self.key
+            && exp <= cx.t
+        {
+            self.key = None;
+        }
         match *op {
-            Op::TryLock { .. } => match self.key {
+            LockOp::TryLock { .. } => match self.key {
                 None => {
                     let exp = cx.t + self.ttl;
-                    self.key = Some((pid, session, exp));
+                    self.key = Some((s, exp));
                     cx.out.event(&Event::LockAcquired {
                         t: cx.t.0,
-                        pid,
+                        pid: s.pid,
                         lock: 0,
                     });
-                    cx.timers.push((exp, ((session as u64) << 32) | pid as u64));
-                    Served::now(Reply::Locked { lock: 0 })
+                    cx.timers.push((exp, ((s.incarnation as u64) << 32) | s.pid as u64));
+                    Served::now(LockReply::Locked { lock: 0 })
                 }
-                Some(_) => Served::now(Reply::Busy),
+                Some(_) => Served::now(LockReply::Busy),
             },
-            Op::Unlock { .. } => {
-                if matches!(self.key, Some((h, s, _)) if h == pid && s == session) {
+            LockOp::Unlock { .. } => {
+                if matches!(self.key, Some((h, _)) if h == s) {
                     self.key = None;
                 }
                 // The walk (the critical section) is over, whether or not the key was ours.
                 cx.out.event(&Event::LockReleased {
                     t: cx.t.0,
-                    pid,
+                    pid: s.pid,
                     lock: 0,
                     reason: "release".into(),
                 });
-                Served::now(Reply::Unlocked)
-            }
-            other => unreachable!("redis_lock never sends {other:?}"),
-        }
-    }
-
-    fn on_reply(&mut self, cx: &mut Cx, p: &ProcView, op: &Op, reply: Reply) -> Step {
-        match (*op, reply) {
-            (Op::TryLock { .. }, Reply::Locked { .. }) => self.start_walk(cx, p, true),
-            (Op::TryLock { .. }, _) => {
-                let first = self.walks[p.pid as usize].first_try.unwrap_or(cx.t);
-                if cx.t.since(first) >= self.max_wait {
-                    cx.out.event(&Event::Uncapped {
-                        t: cx.t.0,
-                        pid: p.pid,
-                        reason: "safety_valve".into(),
-                    });
-                    self.start_walk(cx, p, false)
-                } else {
-                    Step::RetryAt(cx.t + self.poll) // re-enqueue with a countdown
-                }
-            }
-            (Op::Unlock { .. }, _) => {
-                self.walks[p.pid as usize].holding = false;
-                Step::Done
-            }
-            (other, _) => unreachable!("redis_lock never sends {other:?}"),
-        }
-    }
-
-    fn on_store_error(&mut self, cx: &mut Cx, p: &ProcView, op: &Op) -> Step {
-        match op {
-            Op::Unlock { .. } => {
-                // The key stays until its TTL; the walk itself is over.
-                cx.out.event(&Event::LockReleased {
-                    t: cx.t.0,
-                    pid: p.pid,
-                    lock: 0,
-                    reason: "release".into(),
-                });
-                self.walks[p.pid as usize].holding = false;
-                Step::Done
-            }
-            _ => {
-                cx.out.event(&Event::Uncapped {
-                    t: cx.t.0,
-                    pid: p.pid,
-                    reason: "broker_error".into(),
-                });
-                self.start_walk(cx, p, false)
+                Served::now(LockReply::Unlocked)
             }
         }
     }
 
-    fn after_fetch(&mut self, cx: &mut Cx, p: &ProcView, _status: u16) -> Step {
-        let w = &mut self.walks[p.pid as usize];
-        w.left = w.left.saturating_sub(1);
-        if w.left > 0 {
-            self.next_fetch(cx, p)
-        } else if w.holding {
-            Step::Send(Op::Unlock { lock: 0 })
-        } else {
-            Step::Done
-        }
-    }
-
-    fn on_soft_limit(&mut self, _cx: &mut Cx, p: &ProcView) -> Step {
-        // The chunk finalises: release the lock like a finished walk.
-        let w = &mut self.walks[p.pid as usize];
-        w.left = 0;
-        w.first_try = None;
-        if w.holding {
-            Step::Send(Op::Unlock { lock: 0 })
-        } else {
-            Step::Done
-        }
-    }
-
-    fn on_restart(&mut self, pid: u32) {
-        let w = &mut self.walks[pid as usize];
-        *w = Walk {
-            session: w.session + 1,
-            ..Walk::default()
+    fn on_timer(&mut self, cx: &mut StoreCx, token: u64) {
+        let s = Session {
+            incarnation: (token >> 32) as u32,
+            pid: (token & 0xFFFF_FFFF) as u32,
         };
-        self.pacers[pid as usize] = LocalPacer::new(self.interval.0);
-    }
-
-    fn on_crash(&mut self, cx: &mut Cx, pid: u32) {
-        if self.walks[pid as usize].holding {
-            cx.out.event(&Event::LockReleased {
-                t: cx.t.0,
-                pid,
-                lock: 0,
-                reason: "holder_died".into(),
-            });
-        }
-    }
-
-    fn on_timer(&mut self, cx: &mut Cx, token: u64) {
-        let (session, pid) = ((token >> 32) as u32, (token & 0xFFFF_FFFF) as u32);
-        if let Some((h, s, exp)) = self.key
-            && h == pid
-            && s == session
+        if let Some((h, exp)) = self.key
+            && h == s
             && exp <= cx.t
         {
             self.key = None;
+        }
+    }
+}
+
+/// One process's walk.
+#[derive(Debug)]
+pub struct Walker {
+    cfg: RedisLock,
+    // Fetches left in the current walk (0 = no walk in progress).
+    left: u32,
+    // Holds the lock (false for an uncapped walk).
+    holding: bool,
+    // When the current job first asked for the lock.
+    first_try: Option<Instant>,
+    pacer: LocalPacer,
+}
+
+impl Walker {
+    /// The next paced fetch of a walk in progress.
+    fn next_fetch(&mut self, cx: &mut ProcCx) -> Step<LockOp> {
+        let now = cx.mono_ns();
+        let slot = self.pacer.reserve(now);
+        Step::FetchAt(cx.after_mono(Nanos(slot - now)))
+    }
+
+    fn start_walk(&mut self, cx: &mut ProcCx, holding: bool) -> Step<LockOp> {
+        self.left = self.cfg.walk;
+        self.holding = holding;
+        self.first_try = None;
+        self.next_fetch(cx)
+    }
+
+    fn uncapped(cx: &mut ProcCx, reason: &str) {
+        cx.out.event(&Event::Uncapped {
+            t: cx.t.0,
+            pid: cx.pid,
+            reason: reason.into(),
+        });
+    }
+}
+
+impl ProcessSide for Walker {
+    type Op = LockOp;
+    type Reply = LockReply;
+
+    fn acquire(&mut self, cx: &mut ProcCx) -> Step<LockOp> {
+        self.first_try.get_or_insert(cx.t);
+        Step::Send(LockOp::TryLock { lock: 0 })
+    }
+
+    fn on_reply(&mut self, cx: &mut ProcCx, op: &LockOp, reply: LockReply) -> Step<LockOp> {
+        match (*op, reply) {
+            (LockOp::TryLock { .. }, LockReply::Locked { .. }) => self.start_walk(cx, true),
+            (LockOp::TryLock { .. }, _) => {
+                let first = self.first_try.unwrap_or(cx.t);
+                if cx.t.since(first) >= self.cfg.max_wait {
+                    Walker::uncapped(cx, "safety_valve");
+                    self.start_walk(cx, false)
+                } else {
+                    Step::RetryAt(cx.t + self.cfg.poll) // re-enqueue with a countdown
+                }
+            }
+            (LockOp::Unlock { .. }, _) => {
+                self.holding = false;
+                Step::Done
+            }
+        }
+    }
+
+    fn on_store_error(&mut self, cx: &mut ProcCx, op: &LockOp) -> Step<LockOp> {
+        match op {
+            LockOp::Unlock { .. } => {
+                // The key stays until its TTL; the walk itself is over.
+                cx.out.event(&Event::LockReleased {
+                    t: cx.t.0,
+                    pid: cx.pid,
+                    lock: 0,
+                    reason: "release".into(),
+                });
+                self.holding = false;
+                Step::Done
+            }
+            LockOp::TryLock { .. } => {
+                Walker::uncapped(cx, "broker_error");
+                self.start_walk(cx, false)
+            }
+        }
+    }
+
+    fn after_fetch(&mut self, cx: &mut ProcCx, _status: u16) -> Step<LockOp> {
+        self.left = self.left.saturating_sub(1);
+        if self.left > 0 {
+            self.next_fetch(cx)
+        } else if self.holding {
+            Step::Send(LockOp::Unlock { lock: 0 })
+        } else {
+            Step::Done
+        }
+    }
+
+    fn on_soft_limit(&mut self, _cx: &mut ProcCx) -> Step<LockOp> {
+        // The chunk finalises: release the lock like a finished walk.
+        self.left = 0;
+        self.first_try = None;
+        if self.holding {
+            Step::Send(LockOp::Unlock { lock: 0 })
+        } else {
+            Step::Done
         }
     }
 }
@@ -264,59 +294,83 @@ mod tests {
         let src = format!(
             "name='t'\nduration='1h'\n[pacer]\nbackend='redis_lock'\nrate=2.0\n{extra}\n[processes]\ncount=3\n"
         );
-        RedisLock::new(&Scenario::parse("t", &src).unwrap())
+        let sc = Scenario::parse("t", &src).unwrap();
+        RedisLock::new(&sc, options::parse("redis_lock", &sc.pacer.options, true).unwrap()).unwrap()
+    }
+
+    struct World {
+        b: RedisLock,
+        key: LockKey,
+        walkers: Vec<Walker>,
+        sink: Collect,
+        rng: crate::rng::Rng,
+        timers: Vec<(Instant, u64)>,
+        clock: Clock,
+    }
+
+    impl World {
+        fn serve(&mut self, t: u64, pid: u32, op: LockOp) -> LockReply {
+            let mut cx = StoreCx {
+                t: Instant(t),
+                out: &mut self.sink,
+                rng: &mut self.rng,
+                timers: &mut self.timers,
+            };
+            self.key.serve(&mut cx, Session { pid, incarnation: 0 }, &op, 0).reply
+        }
+        fn proc<R>(&mut self, t: u64, pid: u32, f: impl FnOnce(&mut Walker, &mut ProcCx) -> R) -> R {
+            let mut cx = ProcCx {
+                t: Instant(t),
+                pid,
+                mono: &self.clock,
+                wall: &self.clock,
+                out: &mut self.sink,
+            };
+            f(&mut self.walkers[pid as usize], &mut cx)
+        }
     }
 
     #[test]
     fn refuses_a_second_holder_until_release_or_ttl_then_valve() {
-        let mut l = lock("ttl='60s'\npoll='5s'\nmax_wait='12s'");
-        let mut sink = Collect::default();
-        let mut rng = crate::rng::stream(1, crate::rng::Entity::Store);
-        let mut timers = Vec::new();
-        let clock = Clock::reference();
-        let view = |pid| ProcView {
-            pid,
-            mono: &clock,
-            wall: &clock,
+        let b = lock("ttl='60s'\npoll='5s'\nmax_wait='12s'");
+        let mut w = World {
+            key: b.store(),
+            walkers: (0..3).map(|p| b.process(p)).collect(),
+            b,
+            sink: Collect::default(),
+            rng: crate::rng::stream(1, crate::rng::Entity::Store),
+            timers: Vec::new(),
+            clock: Clock::reference(),
         };
-        let mut cx = Cx {
-            t: Instant(0),
-            out: &mut sink,
-            store_rng: &mut rng,
-            timers: &mut timers,
-        };
-        let try_lock = Op::TryLock { lock: 0 };
-        assert_eq!(l.serve(&mut cx, 0, &try_lock, 0).reply, Reply::Locked { lock: 0 });
-        assert_eq!(l.serve(&mut cx, 1, &try_lock, 0).reply, Reply::Busy);
+        let _ = &w.b;
+        let try_lock = LockOp::TryLock { lock: 0 };
+        assert_eq!(w.serve(0, 0, try_lock), LockReply::Locked { lock: 0 });
+        assert_eq!(w.serve(0, 1, try_lock), LockReply::Busy);
         // the contended job re-enqueues itself with the countdown
-        assert_eq!(l.acquire(&mut cx, &view(1)), Step::Send(try_lock));
+        assert_eq!(w.proc(0, 1, |p, cx| p.acquire(cx)), Step::Send(try_lock));
         assert_eq!(
-            l.on_reply(&mut cx, &view(1), &try_lock, Reply::Busy),
+            w.proc(0, 1, |p, cx| p.on_reply(cx, &try_lock, LockReply::Busy)),
             Step::RetryAt(Instant(5_000_000_000))
         );
         // released by its holder: the next try succeeds
-        l.serve(&mut cx, 0, &Op::Unlock { lock: 0 }, 0);
-        assert_eq!(l.serve(&mut cx, 1, &try_lock, 0).reply, Reply::Locked { lock: 0 });
+        w.serve(0, 0, LockOp::Unlock { lock: 0 });
+        assert_eq!(w.serve(0, 1, try_lock), LockReply::Locked { lock: 0 });
         // a holder that never releases: refused until the TTL expires, not before
-        cx.t = Instant(59_999_999_999);
-        assert_eq!(l.serve(&mut cx, 2, &try_lock, 0).reply, Reply::Busy);
-        cx.t = Instant(60_000_000_000);
-        assert_eq!(l.serve(&mut cx, 2, &try_lock, 0).reply, Reply::Locked { lock: 0 });
+        assert_eq!(w.serve(59_999_999_999, 2, try_lock), LockReply::Busy);
+        assert_eq!(w.serve(60_000_000_000, 2, try_lock), LockReply::Locked { lock: 0 });
         // process 0 has been waiting since t = 61 s; past max_wait it runs uncapped
-        cx.t = Instant(61_000_000_000);
-        l.acquire(&mut cx, &view(0));
-        cx.t = Instant(72_000_000_000);
+        w.proc(61_000_000_000, 0, |p, cx| p.acquire(cx));
         assert!(matches!(
-            l.on_reply(&mut cx, &view(0), &try_lock, Reply::Busy),
+            w.proc(72_000_000_000, 0, |p, cx| p.on_reply(cx, &try_lock, LockReply::Busy)),
             Step::RetryAt(_)
         ));
-        cx.t = Instant(73_000_000_001);
         assert!(matches!(
-            l.on_reply(&mut cx, &view(0), &try_lock, Reply::Busy),
+            w.proc(73_000_000_001, 0, |p, cx| p.on_reply(cx, &try_lock, LockReply::Busy)),
             Step::FetchAt(_)
         ));
         assert!(
-            sink.events
+            w.sink
+                .events
                 .iter()
                 .any(|e| matches!(e, Event::Uncapped { reason, .. } if reason == "safety_valve"))
         );

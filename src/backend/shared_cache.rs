@@ -1,6 +1,6 @@
 //! `shared_cache`: the global pace kept under a reserved key of an existing key-value cache
-//! table (the alternative that needed no migration: the design record's winner reused the
-//! `shared_cache` table under a key prefix the framework's `make_key` can never emit).
+//! table (the alternative that needed no migration: the design record's winner, #649, reused
+//! the `shared_cache` table under a key prefix the framework's `make_key` can never emit).
 //!
 //! - **In the store:** one entry `(cache_key, value, expires)` whose value holds
 //!   `next_allowed_at` (and, with `backoff = "global"`, the multiplier and clean streak).
@@ -17,17 +17,33 @@
 //! lives, not how it moves), so it is the row's statement under another name; the simulator
 //! and the property suite treat it as a separate backend so a regression in either shows.
 
-use crate::backend::row::Row;
+use crate::backend::options::{Fallback, OptionError, Placement};
+use crate::backend::row::{Row, RowOptions};
 use crate::scenario::Scenario;
+use serde::{Deserialize, Serialize};
 
-/// The shared-cache pace.
-#[derive(Debug)]
-pub struct SharedCache;
+/// `[pacer]` options of `shared_cache` (each as [`RowOptions`] documents it).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedCacheOptions {
+    /// See [`RowOptions::fallback`] (default `divided`, #649 as written).
+    pub fallback: Option<Fallback>,
+    /// See [`RowOptions::cap`].
+    pub cap: Option<u32>,
+    /// See [`RowOptions::backoff`] (default `global`; #649 as written had none: #653).
+    pub backoff: Option<Placement>,
+    /// See [`RowOptions::streak`].
+    pub streak: Option<Placement>,
+}
 
-impl SharedCache {
-    /// Build from a scenario.
-    #[allow(clippy::new_ret_no_self)]
-    pub fn new(sc: &Scenario) -> Row {
-        Row::new(sc).renamed("shared_cache")
-    }
+/// The shared-cache pace: the row's statement under a cache key.
+pub fn new(sc: &Scenario, o: SharedCacheOptions) -> Result<Row, OptionError> {
+    let row = RowOptions {
+        fallback: o.fallback,
+        cap: o.cap,
+        backoff: o.backoff,
+        streak: o.streak,
+        ..RowOptions::default()
+    };
+    Ok(Row::new(sc, row)?.renamed("shared_cache"))
 }

@@ -29,10 +29,11 @@
 //!
 //! # Live and simulated, side by side
 //!
-//! A worker runs the simulator's own [`crate::backend::Backend`] for its process side (what to
-//! ask, what a reply means, fallback, backoff placement) and replaces only the store side
-//! ([`crate::backend::Backend::serve`]) with the real operation, so the two modes share one
-//! definition of each backend. Where they still differ, reality wins:
+//! A worker runs the backend's own process side ([`crate::backend::ProcessSide`]: what to ask,
+//! what a reply means, fallback, backoff placement) through the simulator's own worker loop
+//! ([`crate::worker`]) and replaces only the store side ([`crate::backend::StoreSide`]) with
+//! the real operation ([`adapter`]), so the two modes share one definition of each backend.
+//! Where they still differ, reality wins:
 //!
 //! - `store.latency` and `store.service` are the simulator's model; live runs have the real
 //!   ones (`conform --calibrate` fits the model to them). With PostgreSQL's default
@@ -49,6 +50,7 @@
 //!
 //! Only Linux is supported (the shared monotonic clock and `PR_SET_PDEATHSIG`).
 
+pub mod adapter;
 pub mod clock;
 pub mod conform;
 pub mod destination;
@@ -60,6 +62,7 @@ pub mod runner;
 pub mod settings;
 pub mod worker;
 
+pub use adapter::StoreUse;
 pub use runner::{LiveOptions, LiveRun, run, run_blocking};
 pub use settings::Missing;
 
@@ -68,27 +71,6 @@ use std::sync::{Arc, Mutex};
 
 /// Events collected in the parent (destination arrivals, fault edges, the workers' events).
 pub type EventLog = Arc<Mutex<Vec<Event>>>;
-
-/// Which store a backend's real operation runs against.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum StoreUse {
-    /// None: an in-process pacer.
-    None,
-    /// PostgreSQL.
-    Postgres,
-    /// Redis.
-    Redis,
-}
-
-/// The store `backend` needs live, or `None` for a backend live mode does not know.
-pub fn store_use(backend: &str) -> Option<StoreUse> {
-    match backend {
-        "local" | "local_divided" => Some(StoreUse::None),
-        "row" | "shared_cache" | "advisory" | "claim_row" => Some(StoreUse::Postgres),
-        "redis_lock" | "redis_gcra" => Some(StoreUse::Redis),
-        _ => None,
-    }
-}
 
 /// Why a live run did not produce a trace.
 #[derive(Debug, thiserror::Error)]

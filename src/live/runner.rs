@@ -13,16 +13,18 @@
 //! 7. always: kill what is left, drop the schema, delete the keys.
 
 use crate::fault::{FaultSpec, KillPoint};
+use crate::live::adapter::LiveSpec;
 use crate::live::clock::{RunClock, mono_ns};
 use crate::live::proto::{PgStore, RedisStore, SPEC_ENV, ToParent, ToWorker, WorkerSpec};
 use crate::live::proxy::Proxy;
 use crate::live::settings::{PgSettings, RedisSettings};
-use crate::live::{EventLog, LiveError, StoreUse, destination, pg, redis as lredis, store_use};
+use crate::live::{EventLog, LiveError, StoreUse, destination, pg, redis as lredis};
 use crate::rng::{self, Entity, Rng};
 use crate::scenario::Scenario;
 use crate::summary::{self, Summary};
 use crate::time::Nanos;
 use crate::trace::{self, Event};
+use crate::worker::Sections;
 use rand::RngExt;
 use rand_distr::{Distribution, Exp};
 use std::path::PathBuf;
@@ -136,7 +138,8 @@ struct Stores {
 }
 
 impl Stores {
-    async fn setup(sc: &Scenario, run_id: &str, used: StoreUse) -> Result<Stores, LiveError> {
+    async fn setup(sc: &Scenario, run_id: &str, live: &dyn LiveSpec) -> Result<Stores, LiveError> {
+        let used = live.store();
         let t = Duration::from_secs(3);
         let mut s = Stores { pg: None, redis: None };
         if used == StoreUse::Postgres {
@@ -148,14 +151,12 @@ impl Stores {
                 }
             }
             let schema = pg::schema_name(run_id);
-            pg::create_schema(&admin, &schema, sc.pacer.locks.unwrap_or(1))
-                .await
-                .map_err(|e| {
-                    LiveError::Setup(format!(
-                        "creating schema {schema}: {}",
-                        crate::live::settings::error_chain(&e)
-                    ))
-                })?;
+            pg::create_schema(&admin, &schema, live.slots(sc)).await.map_err(|e| {
+                LiveError::Setup(format!(
+                    "creating schema {schema}: {}",
+                    crate::live::settings::error_chain(&e)
+                ))
+            })?;
             s.pg = Some((settings, schema));
         }
         if used == StoreUse::Redis {
@@ -204,14 +205,22 @@ impl Stores {
 /// Run a scenario live. Cleanup (workers, schema, keys) happens whatever the outcome; `cancel`
 /// turning true stops the run (SIGINT/SIGTERM).
 pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool>) -> Result<LiveRun, LiveError> {
-    let used = store_use(&sc.pacer.backend).ok_or_else(|| {
-        LiveError::Unsupported(format!(
-            "backend `{}` has no live implementation (live mode knows: local, local_divided, row, shared_cache, advisory, claim_row, redis_lock, redis_gcra)",
-            sc.pacer.backend
-        ))
-    })?;
+    let live = crate::backend::spec(&sc.pacer.backend)
+        .and_then(|s| s.live)
+        .ok_or_else(|| {
+            let known: Vec<&str> = crate::backend::REGISTRY
+                .iter()
+                .filter(|s| s.live.is_some())
+                .map(|s| s.name)
+                .collect();
+            LiveError::Unsupported(format!(
+                "backend `{}` has no live adapter (live mode knows: {})",
+                sc.pacer.backend,
+                known.join(", ")
+            ))
+        })?;
     let run_id = new_run_id();
-    let stores = Stores::setup(sc, &run_id, used).await?;
+    let stores = Stores::setup(sc, &run_id, live).await?;
     if opts.verbose {
         eprintln!(
             "live: run {run_id}: {} worker processes, backend {}, schema {}, key prefix {}",
@@ -667,16 +676,14 @@ async fn supervise(
         let mut hard_deadline: Option<u64> = None;
         let mut stopping = false;
         let mut fatal: Option<String> = None;
-        // Locks this incarnation holds (from its own events): a SIGKILL ends its sections.
-        let mut held: Vec<u32> = Vec::new();
-        let died = |held: &mut Vec<u32>, t: u64| {
-            for lock in held.drain(..) {
-                ctx.push(Event::LockReleased {
-                    t,
-                    pid,
-                    lock,
-                    reason: "holder_died".into(),
-                });
+        // The sections this incarnation is in (from its own events): a SIGKILL ends them, as
+        // in the simulator.
+        let mut held = Sections::new(ctx.sc.processes.count);
+        let died = |held: &mut Sections, t: u64| {
+            let mut c = trace::Collect::default();
+            held.died(pid, t, &mut c);
+            for ev in c.events {
+                ctx.push(ev);
             }
         };
         loop {
@@ -721,16 +728,9 @@ async fn supervise(
                                     restart = Some(armed.take().flatten());
                                     Some(t)
                                 }
-                                Event::LockAcquired { lock, .. } => {
-                                    held.push(lock);
-                                    None
-                                }
-                                Event::LockReleased { lock, .. } => {
-                                    held.retain(|&l| l != lock);
-                                    None
-                                }
                                 _ => None,
                             };
+                            held.observe(&ev);
                             ctx.push(ev);
                             if let Some(t) = crashed {
                                 died(&mut held, t);

@@ -1,0 +1,64 @@
+//! `advisory` live: `pg_try_advisory_lock` / `pg_advisory_unlock` on the worker's own session,
+//! keyed per run ([`crate::live::pg::advisory_key`]).
+
+use super::{Executed, LiveStore, Open, PgLink, Served, StoreFailure, StoreUse, pg_failure};
+use crate::backend::advisory::Advisory;
+use crate::backend::lockset::{LockOp, LockReply};
+use crate::live::pg;
+use crate::live::proto::WorkerSpec;
+use crate::rng::Rng;
+use std::time::Duration;
+
+/// The server's advisory locks.
+#[derive(Debug)]
+pub struct AdvisorySql {
+    link: PgLink,
+}
+
+impl LiveStore for AdvisorySql {
+    type Op = LockOp;
+    type Reply = LockReply;
+
+    async fn execute(&mut self, op: &LockOp, _rng: &mut Rng) -> Result<Executed<LockReply>, StoreFailure> {
+        let rc = self.link.client().await?;
+        let schema = self.link.schema().to_string();
+        match *op {
+            LockOp::TryLock { lock } => {
+                let (taken, at) = pg::advisory_try(&rc.client, &schema, lock).await.map_err(pg_failure)?;
+                Ok(if taken {
+                    Executed::reply(LockReply::Locked { lock }).with(Served::LockAcquired { lock, at: at * 1000 })
+                } else {
+                    Executed::reply(LockReply::Busy)
+                })
+            }
+            LockOp::Unlock { lock } => {
+                let (mine, at) = pg::advisory_unlock(&rc.client, &schema, lock)
+                    .await
+                    .map_err(pg_failure)?;
+                let e = Executed::reply(LockReply::Unlocked);
+                Ok(if mine {
+                    e.with(Served::LockReleased { lock, at: at * 1000 })
+                } else {
+                    e
+                })
+            }
+        }
+    }
+
+    fn reset(&mut self) {
+        self.link.reset();
+    }
+}
+
+impl Open for AdvisorySql {
+    type Backend = Advisory;
+    const STORE: StoreUse = StoreUse::Postgres;
+
+    async fn open(spec: &WorkerSpec, _b: &Advisory, timeout: Duration) -> Result<AdvisorySql, String> {
+        let mut link = PgLink::new(spec, timeout)?;
+        link.client()
+            .await
+            .map_err(|_| "cannot connect to PostgreSQL".to_string())?;
+        Ok(AdvisorySql { link })
+    }
+}

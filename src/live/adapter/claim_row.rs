@@ -1,0 +1,81 @@
+//! `claim_row` live: claim and release a slot row (`UPDATE ... WHERE holder IS NULL`); the
+//! holder id is the worker's session.
+
+use super::{Executed, LiveStore, Open, PgLink, Served, StoreFailure, StoreUse, pg_failure};
+use crate::backend::claim_row::ClaimRow;
+use crate::backend::lockset::{LockOp, LockReply};
+use crate::live::pg;
+use crate::live::proto::WorkerSpec;
+use crate::rng::Rng;
+use crate::scenario::Scenario;
+use std::time::Duration;
+
+/// The slot rows.
+#[derive(Debug)]
+pub struct ClaimSql {
+    link: PgLink,
+    holder: i32,
+}
+
+impl LiveStore for ClaimSql {
+    type Op = LockOp;
+    type Reply = LockReply;
+
+    async fn execute(&mut self, op: &LockOp, _rng: &mut Rng) -> Result<Executed<LockReply>, StoreFailure> {
+        let rc = self.link.client().await?;
+        let schema = self.link.schema().to_string();
+        match *op {
+            LockOp::TryLock { lock } => Ok(
+                match pg::claim(&rc.client, &schema, lock as i32, self.holder)
+                    .await
+                    .map_err(pg_failure)?
+                {
+                    Some((true, at)) => {
+                        Executed::reply(LockReply::Locked { lock }).with(Served::LockAcquired { lock, at: at * 1000 })
+                    }
+                    Some((false, _)) => Executed::reply(LockReply::Locked { lock }),
+                    None => Executed::reply(LockReply::Busy),
+                },
+            ),
+            LockOp::Unlock { lock } => {
+                let (mine, at) = pg::release(&rc.client, &schema, lock as i32, self.holder)
+                    .await
+                    .map_err(pg_failure)?;
+                let e = Executed::reply(LockReply::Unlocked);
+                Ok(if mine {
+                    e.with(Served::LockReleased { lock, at: at * 1000 })
+                } else {
+                    e
+                })
+            }
+        }
+    }
+
+    fn reset(&mut self) {
+        self.link.reset();
+    }
+}
+
+impl Open for ClaimSql {
+    type Backend = ClaimRow;
+    const STORE: StoreUse = StoreUse::Postgres;
+
+    fn slots(sc: &Scenario) -> u32 {
+        sc.pacer
+            .options
+            .get("locks")
+            .and_then(|v| v.as_integer())
+            .map_or(1, |k| k.max(1) as u32)
+    }
+
+    async fn open(spec: &WorkerSpec, _b: &ClaimRow, timeout: Duration) -> Result<ClaimSql, String> {
+        let mut link = PgLink::new(spec, timeout)?;
+        link.client()
+            .await
+            .map_err(|_| "cannot connect to PostgreSQL".to_string())?;
+        Ok(ClaimSql {
+            link,
+            holder: ((spec.pid as i32) << 16) | (spec.incarnation as i32 & 0xFFFF),
+        })
+    }
+}

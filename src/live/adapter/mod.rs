@@ -1,0 +1,432 @@
+//! Live adapters: each backend's store side, for real. A live worker runs the backend's own
+//! process side through the one worker loop ([`crate::worker`]); only
+//! [`crate::backend::StoreSide::serve`] is replaced, by a [`LiveStore`] that runs the real
+//! operation (an SQL statement, a Lua script) against PostgreSQL or Redis.
+//!
+//! One file per backend. Each states which store it needs ([`Open::STORE`]), how a worker
+//! opens its connection ([`Open::open`]), and how an operation runs ([`LiveStore::execute`]),
+//! returning the reply and the store-side events it caused ([`Executed`]), each stamped with
+//! the store's clock so the worker can place it on the run clock. [`LiveOf`] ties an options
+//! type and an adapter into the registry's [`LiveSpec`].
+
+pub mod advisory;
+pub mod claim_row;
+pub mod local;
+pub mod redis_gcra;
+pub mod redis_lock;
+pub mod row;
+
+use crate::backend::registry::Configure;
+use crate::backend::{Backend, StoreOp, StoreReply};
+use crate::live::proto::WorkerSpec;
+use crate::rng::Rng;
+use crate::scenario::Scenario;
+use crate::trace::Event;
+use std::time::Duration;
+
+/// Which store a backend's real operation runs against.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum StoreUse {
+    /// None: an in-process pacer.
+    None,
+    /// PostgreSQL.
+    Postgres,
+    /// Redis.
+    Redis,
+}
+
+/// A store operation failed: `refused` (an error) or `timeout`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct StoreFailure(pub &'static str);
+
+/// A store-side event of a real operation (the simulator's store side emits the same ones),
+/// with the store clock's reading (ns since the Unix epoch) when it happened.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Served {
+    /// A slot was granted; `now` is the store clock when it granted.
+    Grant {
+        /// The slot (ns, granting clock).
+        slot: i64,
+        /// The granting clock's reading.
+        now: i64,
+        /// Interval applied (ns).
+        interval: u64,
+        /// Multiplier applied.
+        multiplier: f64,
+    },
+    /// A slot granted on the *process's* clock (the process-clock defect): stamped when the
+    /// operation left.
+    GrantOnProcessClock {
+        /// The slot (ns, the process's clock).
+        slot: i64,
+        /// The process's reading sent with the operation.
+        now: i64,
+        /// Interval applied (ns).
+        interval: u64,
+        /// Multiplier applied.
+        multiplier: f64,
+    },
+    /// The store refused permission for now.
+    Deny,
+    /// A lock was taken at store time `at`.
+    LockAcquired {
+        /// Lock number.
+        lock: u32,
+        /// Store clock (ns).
+        at: i64,
+    },
+    /// A lock was released at store time `at`.
+    LockReleased {
+        /// Lock number.
+        lock: u32,
+        /// Store clock (ns).
+        at: i64,
+    },
+    /// The shared multiplier changed at store time `at`.
+    Multiplier {
+        /// Before.
+        from: f64,
+        /// After.
+        to: f64,
+        /// `429`, `503`, `decay` or `error`.
+        cause: &'static str,
+        /// Store clock (ns).
+        at: i64,
+    },
+}
+
+impl Served {
+    /// The trace event, at run time `t`, for process `pid`.
+    pub fn event(self, t: u64, pid: u32) -> Event {
+        match self {
+            Served::Grant {
+                slot,
+                now,
+                interval,
+                multiplier,
+            }
+            | Served::GrantOnProcessClock {
+                slot,
+                now,
+                interval,
+                multiplier,
+            } => Event::Grant {
+                t,
+                pid,
+                slot,
+                now,
+                interval,
+                multiplier,
+            },
+            Served::Deny => Event::Deny { t, pid },
+            Served::LockAcquired { lock, .. } => Event::LockAcquired { t, pid, lock },
+            Served::LockReleased { lock, .. } => Event::LockReleased {
+                t,
+                pid,
+                lock,
+                reason: "release".into(),
+            },
+            Served::Multiplier { from, to, cause, .. } => Event::Multiplier {
+                t,
+                pid: None,
+                from,
+                to,
+                cause: cause.into(),
+            },
+        }
+    }
+}
+
+/// What a real operation returned.
+#[derive(Clone, Debug)]
+pub struct Executed<R> {
+    /// The reply.
+    pub reply: R,
+    /// The store-side events it caused.
+    pub served: Vec<Served>,
+    /// The operation left the caller's transaction open (`in_transaction`).
+    pub in_transaction: bool,
+}
+
+impl<R> Executed<R> {
+    /// A reply with no store-side event.
+    pub fn reply(reply: R) -> Executed<R> {
+        Executed {
+            reply,
+            served: Vec::new(),
+            in_transaction: false,
+        }
+    }
+    /// With one more store-side event.
+    pub fn with(mut self, s: Served) -> Executed<R> {
+        self.served.push(s);
+        self
+    }
+}
+
+/// A backend's store side, for real: one worker's connection.
+#[allow(async_fn_in_trait)] // run on one worker's single-threaded runtime: no Send bound needed
+pub trait LiveStore {
+    /// The backend's operations.
+    type Op: StoreOp;
+    /// The backend's replies.
+    type Reply: StoreReply;
+    /// Run `op` for real (the worker bounds it by the store timeout). `rng` is the worker's
+    /// store-side stream (a transaction's hold time).
+    async fn execute(&mut self, op: &Self::Op, rng: &mut Rng) -> Result<Executed<Self::Reply>, StoreFailure>;
+    /// The last operation failed or timed out: the connection's state is unknown, so the next
+    /// operation uses a fresh one.
+    fn reset(&mut self);
+}
+
+/// How a worker opens a backend's live store.
+#[allow(async_fn_in_trait)]
+pub trait Open: LiveStore + Sized {
+    /// The backend whose store side this is.
+    type Backend: Backend<Op = Self::Op, Reply = Self::Reply>;
+    /// The store it runs against.
+    const STORE: StoreUse;
+    /// Slot rows the run's schema needs (`claim_row`). Default 1.
+    fn slots(_sc: &Scenario) -> u32 {
+        1
+    }
+    /// Connect (the first connection must succeed) and warm up.
+    async fn open(spec: &WorkerSpec, backend: &Self::Backend, timeout: Duration) -> Result<Self, String>;
+}
+
+/// The registry's view of a live adapter.
+pub trait LiveSpec: Sync {
+    /// The store the backend needs.
+    fn store(&self) -> StoreUse;
+    /// Slot rows the run's schema needs.
+    fn slots(&self, sc: &Scenario) -> u32;
+    /// Run one worker process (the hidden `pacesim worker` mode); its exit status.
+    fn worker_main(&self, spec: WorkerSpec) -> i32;
+}
+
+/// The [`LiveSpec`] of options type `O` with adapter `S`.
+#[derive(Debug)]
+pub struct LiveOf<O, S>(std::marker::PhantomData<fn() -> (O, S)>);
+
+impl<O, S> LiveOf<O, S> {
+    /// The entry.
+    pub const NEW: LiveOf<O, S> = LiveOf(std::marker::PhantomData);
+}
+
+impl<O, S> LiveSpec for LiveOf<O, S>
+where
+    O: Configure,
+    S: Open<Backend = O::Backend> + LiveStore<Op = <O::Backend as Backend>::Op, Reply = <O::Backend as Backend>::Reply>,
+{
+    fn store(&self) -> StoreUse {
+        S::STORE
+    }
+    fn slots(&self, sc: &Scenario) -> u32 {
+        S::slots(sc)
+    }
+    fn worker_main(&self, spec: WorkerSpec) -> i32 {
+        let sc = &spec.scenario;
+        let backend = match crate::backend::options::parse::<O>(&sc.pacer.backend, &sc.pacer.options, false)
+            .and_then(|o| o.build(sc))
+        {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("pacesim worker: {e}");
+                return 2;
+            }
+        };
+        crate::live::worker::main_with::<O::Backend, S>(spec, backend)
+    }
+}
+
+/// The store timeout of a scenario (`store.timeout`, default 5 s).
+pub fn timeout(sc: &Scenario) -> Duration {
+    Duration::from_nanos(sc.store.timeout.unwrap_or(crate::time::Nanos(5_000_000_000)).0)
+}
+
+/// `row`'s live adapter.
+pub static ROW: LiveOf<crate::backend::row::RowOptions, row::RowSql> = LiveOf::NEW;
+/// `shared_cache`'s live adapter.
+pub static SHARED_CACHE: LiveOf<crate::backend::shared_cache::SharedCacheOptions, row::CacheSql> = LiveOf::NEW;
+/// `redis_gcra`'s live adapter.
+pub static REDIS_GCRA: LiveOf<crate::backend::redis_gcra::RedisGcraOptions, redis_gcra::GcraScript> = LiveOf::NEW;
+/// `local_divided`'s live adapter (no store).
+pub static LOCAL_DIVIDED: LiveOf<crate::backend::local_divided::LocalDividedOptions, local::NoConn> = LiveOf::NEW;
+/// `advisory`'s live adapter.
+pub static ADVISORY: LiveOf<crate::backend::advisory::AdvisoryOptions, advisory::AdvisorySql> = LiveOf::NEW;
+/// `claim_row`'s live adapter.
+pub static CLAIM_ROW: LiveOf<crate::backend::claim_row::ClaimRowOptions, claim_row::ClaimSql> = LiveOf::NEW;
+/// `redis_lock`'s live adapter.
+pub static REDIS_LOCK: LiveOf<crate::backend::redis_lock::RedisLockOptions, redis_lock::LockScript> = LiveOf::NEW;
+/// `local`'s live adapter (no store).
+pub static LOCAL: LiveOf<crate::backend::local::LocalOptions, local::NoConn> = LiveOf::NEW;
+
+// ---- connections shared by the adapters ----------------------------------------------------
+
+/// A worker's PostgreSQL connection with the run's statements prepared, reconnected on
+/// demand; it awaits an open transaction's COMMIT before the connection is used again.
+#[derive(Debug)]
+pub struct PgLink {
+    target: crate::live::proto::PgStore,
+    timeout: Duration,
+    client: Option<std::sync::Arc<crate::live::pg::RowClient>>,
+    // invariant: the COMMIT of an `in_transaction` reservation still to come; awaited before
+    // the connection is used again.
+    commit: Option<tokio::task::JoinHandle<bool>>,
+}
+
+impl PgLink {
+    /// A link to the worker's PostgreSQL target; connects on first use.
+    pub fn new(spec: &WorkerSpec, timeout: Duration) -> Result<PgLink, String> {
+        let target = spec.pg.clone().ok_or("no PostgreSQL target for this worker")?;
+        Ok(PgLink {
+            target,
+            timeout,
+            client: None,
+            commit: None,
+        })
+    }
+
+    /// The run's schema.
+    pub fn schema(&self) -> &str {
+        &self.target.schema
+    }
+
+    /// The connection, (re)connected if needed.
+    pub async fn client(&mut self) -> Result<std::sync::Arc<crate::live::pg::RowClient>, StoreFailure> {
+        if let Some(c) = self.commit.take() {
+            let ok = matches!(tokio::time::timeout(self.timeout, c).await, Ok(Ok(true)));
+            if !ok {
+                self.client = None;
+            }
+        }
+        if let Some(r) = &self.client
+            && !r.client.is_closed()
+        {
+            return Ok(std::sync::Arc::clone(r));
+        }
+        self.client = None;
+        let client = self.target.settings.connect(self.timeout).await.map_err(|m| {
+            if m.detail.contains("timed out") {
+                StoreFailure("timeout")
+            } else {
+                StoreFailure("refused")
+            }
+        })?;
+        let rc = std::sync::Arc::new(
+            crate::live::pg::RowClient::prepare(client, &self.target.schema)
+                .await
+                .map_err(pg_failure)?,
+        );
+        self.client = Some(std::sync::Arc::clone(&rc));
+        Ok(rc)
+    }
+
+    /// Commit the caller's open transaction after `hold` (the row lock is held meanwhile).
+    pub fn commit_after(&mut self, rc: std::sync::Arc<crate::live::pg::RowClient>, hold: Duration) {
+        self.commit = Some(tokio::spawn(async move {
+            tokio::time::sleep(hold).await;
+            rc.client.batch_execute("COMMIT").await.is_ok()
+        }));
+    }
+
+    /// Forget the connection (its state is unknown).
+    pub fn reset(&mut self) {
+        self.client = None;
+    }
+}
+
+/// A worker's Redis connection (blocking client with timeouts), reconnected on demand.
+pub struct RedisLink {
+    target: crate::live::proto::RedisStore,
+    timeout: Duration,
+    con: Option<redis::Connection>,
+}
+
+impl std::fmt::Debug for RedisLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLink").field("target", &self.target).finish()
+    }
+}
+
+impl RedisLink {
+    /// A link to the worker's Redis target; connects on first use.
+    pub fn new(spec: &WorkerSpec, timeout: Duration) -> Result<RedisLink, String> {
+        let target = spec.redis.clone().ok_or("no Redis target for this worker")?;
+        Ok(RedisLink {
+            target,
+            timeout,
+            con: None,
+        })
+    }
+
+    /// The run's key `name`.
+    pub fn key(&self, name: &str) -> String {
+        format!("{}{name}", self.target.prefix)
+    }
+
+    /// The connection, (re)connected if needed.
+    pub fn con(&mut self) -> Result<&mut redis::Connection, StoreFailure> {
+        if self.con.is_none() {
+            let via = self.target.via.as_ref().map(|(h, p)| (h.as_str(), *p));
+            self.con = Some(self.target.settings.connect(via, self.timeout).map_err(redis_failure)?);
+        }
+        Ok(self.con.as_mut().expect("connected above"))
+    }
+
+    /// Forget the connection.
+    pub fn reset(&mut self) {
+        self.con = None;
+    }
+}
+
+/// A Redis error as a store failure (logged when it is not the network's).
+pub fn redis_failure(e: redis::RedisError) -> StoreFailure {
+    if e.is_timeout() {
+        StoreFailure("timeout")
+    } else {
+        if !(e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal()) {
+            eprintln!("pacesim worker: Redis error: {e}");
+        }
+        StoreFailure("refused")
+    }
+}
+
+/// A PostgreSQL error as a store failure (logged when it is not the connection's).
+pub fn pg_failure(e: tokio_postgres::Error) -> StoreFailure {
+    if let Some(db) = e.as_db_error() {
+        let class = &db.code().code()[..2];
+        // 08: connection exception, 57: operator intervention (shutdown, restart)
+        if class != "08" && class != "57" {
+            eprintln!(
+                "pacesim worker: PostgreSQL error: {}",
+                crate::live::settings::error_chain(&e)
+            );
+        }
+    }
+    if e.to_string().contains("timed out") {
+        StoreFailure("timeout")
+    } else {
+        StoreFailure("refused")
+    }
+}
+
+/// A multiplier change as a store-side event, if it changed.
+pub fn multiplier_change(signal: crate::backend::Signal, from: f64, to: f64, at: i64) -> Option<Served> {
+    use crate::pacer::Status;
+    let (_, status) = crate::live::pg::backoff_step(signal);
+    let cause = match status {
+        Status::TooManyRequests => "429",
+        Status::Unavailable => "503",
+        Status::Ok => "decay",
+        Status::Error => "error",
+    };
+    (from != to).then_some(Served::Multiplier { from, to, cause, at })
+}
+
+/// Did a streak signal reach the threshold (the reply's `decay`)?
+pub fn streak_decay(signal: crate::backend::Signal, streak_from: i64, streak_to: i64, decay_after: u32) -> bool {
+    matches!(signal, crate::backend::Signal::Streak(s) if s.is_clean())
+        && streak_to == 0
+        && streak_from + 1 >= decay_after.max(1) as i64
+}
