@@ -187,7 +187,15 @@ fn simulated() -> Vec<String> {
         let sent = report
             .events
             .iter()
-            .filter(|e| matches!(e, Event::OpSent { op: OpKind::Acquire, .. }))
+            .filter(|e| {
+                matches!(
+                    e,
+                    Event::OpSent {
+                        op: OpKind::Acquire,
+                        ..
+                    }
+                )
+            })
             .nth(n)
             .expect("the failing ask is sent")
             .t();
@@ -261,7 +269,15 @@ fn live() -> Vec<String> {
         .unwrap();
     rt.block_on(async {
         let clock = RunClock::new(mono_ns());
-        let mut d = Driver::new(&spec, &Scripted, LiveScript, Ok200, clock, Record::default(), Default::default());
+        let mut d = Driver::new(
+            &spec,
+            &Scripted,
+            LiveScript,
+            Ok200,
+            clock,
+            Record::default(),
+            Default::default(),
+        );
         d.run().await.unwrap();
         shape(&d.out.0)
     })
@@ -271,8 +287,13 @@ fn live() -> Vec<String> {
 fn one_process_side_writes_the_same_events_through_both_drivers() {
     let sim = simulated();
     let live = live();
-    assert!(sim.iter().filter(|e| e.starts_with("store_error")).count() == 2, "{sim:#?}");
-    assert!(sim.iter().filter(|e| e.starts_with("fetch_end")).count() == 7, "{sim:#?}");
+    assert!(
+        sim.iter().filter(|e| e.starts_with("store_error")).count() == 2,
+        "{sim:#?}"
+    );
+    assert!(
+        sim.iter().filter(|e| e.starts_with("fetch_end")).count() == 7,
+        "{sim:#?}"
+    );
     assert_eq!(sim, live);
 }
-

@@ -1,0 +1,208 @@
+//! A team's own backend, defined only through pacesim's public API: a Redis-style fixed-window
+//! counter (`INCR rate:<window>` then `EXPIRE`, allow while the count is within the limit).
+//!
+//! Its known defect: the limit holds per calendar window, not per any window of that length, so
+//! a fleet that spends one window's budget at its end and the next window's at its start sends
+//! up to twice the limit within one second. pacesim's ceiling checker catches it; a GCRA
+//! (`redis_gcra`) on the same load passes.
+//!
+//! `cargo run --release --example fixed_window` prints both; `cargo test --release --example
+//! fixed_window` asserts it.
+
+use pacesim::backend::redis_gcra::RedisGcraOptions;
+use pacesim::backend::{
+    Backend, Configure, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide,
+};
+use pacesim::builder::{Report, SimBuilder};
+use pacesim::clock::Reading;
+use pacesim::scenario::Scenario;
+use pacesim::time::Nanos;
+use pacesim::trace::{Event, OpKind};
+
+/// The fixed-window counter: `limit` requests per `window`.
+#[derive(Clone, Debug)]
+pub struct FixedWindow {
+    /// Requests allowed per window.
+    pub limit: u64,
+    /// The window's length.
+    pub window: Nanos,
+}
+
+/// `INCR rate:<window>` (and `EXPIRE` on the first): the one operation.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Incr;
+
+impl StoreOp for Incr {
+    fn kind(&self) -> OpKind {
+        OpKind::Acquire // a request for permission of the backend's own
+    }
+}
+
+/// The script's answer.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Answer {
+    /// Within the limit: go now.
+    Allowed,
+    /// Over it: the next window starts after this long.
+    Denied(Nanos),
+}
+
+impl StoreReply for Answer {}
+
+/// The counter in Redis: the current window's number and count (older keys have expired).
+#[derive(Debug)]
+pub struct Counter {
+    cfg: FixedWindow,
+    key: Option<(i64, u64)>,
+}
+
+impl StoreSide for Counter {
+    type Op = Incr;
+    type Reply = Answer;
+
+    fn serve(&mut self, cx: &mut StoreCx, from: Session, _op: &Incr, now: Reading) -> Served<Answer> {
+        let w = self.cfg.window.0 as i64;
+        let window = now.div_euclid(w);
+        let count = match self.key {
+            Some((k, c)) if k == window => c + 1,
+            _ => 1, // a new window's key (the old one expired)
+        };
+        self.key = Some((window, count));
+        if count <= self.cfg.limit {
+            cx.out.event(&Event::Grant {
+                t: cx.t.0,
+                pid: from.pid,
+                slot: now,
+                now,
+                interval: self.cfg.window.0 / self.cfg.limit,
+                multiplier: 1.0,
+            });
+            Served::now(Answer::Allowed)
+        } else {
+            cx.out.event(&Event::Deny {
+                t: cx.t.0,
+                pid: from.pid,
+            });
+            Served::now(Answer::Denied(Nanos(((window + 1) * w - now) as u64)))
+        }
+    }
+}
+
+/// A process: ask, fetch if allowed, else retry when the next window opens. If Redis fails,
+/// fail open (the prior behaviour).
+#[derive(Debug)]
+pub struct Client;
+
+impl ProcessSide for Client {
+    type Op = Incr;
+    type Reply = Answer;
+
+    fn acquire(&mut self, _cx: &mut ProcCx) -> Step<Incr> {
+        Step::Send(Incr)
+    }
+    fn on_reply(&mut self, cx: &mut ProcCx, _op: &Incr, reply: Answer) -> Step<Incr> {
+        match reply {
+            Answer::Allowed => Step::FetchAt(cx.t),
+            Answer::Denied(d) => Step::RetryAt(cx.after_mono(d)),
+        }
+    }
+    fn on_store_error(&mut self, cx: &mut ProcCx, _op: &Incr) -> Step<Incr> {
+        Step::FetchAt(cx.t)
+    }
+    fn after_fetch(&mut self, _cx: &mut ProcCx, _status: u16) -> Step<Incr> {
+        Step::Done
+    }
+}
+
+impl Backend for FixedWindow {
+    type Op = Incr;
+    type Reply = Answer;
+    type Process = Client;
+    type Store = Counter;
+
+    fn name(&self) -> &str {
+        "fixed_window"
+    }
+    fn detail(&self) -> serde_json::Value {
+        serde_json::json!({ "limit": self.limit, "window_ns": self.window.0 })
+    }
+    fn process(&self, _pid: u32) -> Client {
+        Client
+    }
+    fn store(&self) -> Counter {
+        Counter {
+            cfg: self.clone(),
+            key: None,
+        }
+    }
+}
+
+/// `sims/four-limiters.toml`'s fleet (four processes at a global 50/s), asking for more than
+/// the rate, its first requests 0.9 s in: late in the first window.
+pub fn load() -> Scenario {
+    let src = r#"
+name = "fixed-window"
+seed = 1
+duration = "3s"
+[pacer]
+backend = "redis_gcra"
+rate = 50.0
+[processes]
+count = 4
+start = { dist = "constant", value = "900ms" }
+[store]
+latency = { dist = "constant", value = "0.3ms" }
+[fetch]
+duration = { dist = "constant", value = "1ms" }
+"#;
+    Scenario::parse("fixed-window.toml", src).expect("a valid scenario")
+}
+
+/// Run the fixed window and GCRA on the same load.
+pub fn compare() -> (Report, Report) {
+    let sc = load();
+    let fixed = FixedWindow {
+        limit: sc.pacer.rate as u64,
+        window: Nanos::from_millis(1000),
+    };
+    let gcra = RedisGcraOptions::default().build(&sc).expect("default options");
+    let b = SimBuilder::new(sc);
+    (b.run(fixed), b.run(gcra))
+}
+
+fn main() {
+    let (fixed, gcra) = compare();
+    for r in [&fixed, &gcra] {
+        let s = &r.summary;
+        println!(
+            "{:<13} ceiling {}  max {} in 1 s (bound {})  {}",
+            s.backend,
+            if s.checks["ceiling"].pass { "pass" } else { "FAIL" },
+            s.max_window.count,
+            s.max_window.bound,
+            s.checks["ceiling"].detail
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ceiling_catches_twice_the_limit_across_a_window_boundary_and_gcra_passes() {
+        let (fixed, gcra) = compare();
+        let limit = load().pacer.rate as u64;
+        let f = &fixed.summary;
+        assert!(!f.checks["ceiling"].pass, "{}", f.checks["ceiling"].detail);
+        // one window's budget at its end, the next one's at its start: twice the limit in 1 s
+        assert!(
+            f.max_window.count >= 2 * limit - 2,
+            "max {} in 1 s against a limit of {limit}",
+            f.max_window.count
+        );
+        let g = &gcra.summary;
+        assert!(g.checks["ceiling"].pass, "{}", g.checks["ceiling"].detail);
+        assert!(g.max_window.count <= g.max_window.bound);
+    }
+}
