@@ -3,7 +3,10 @@
 
 use pacesim::backend::REGISTRY;
 
-fn readme_tables() -> (Vec<(String, bool)>, Vec<(String, Vec<String>)>) {
+/// `(name, defective)` rows, and `(name, options)` rows.
+type Tables = (Vec<(String, bool)>, Vec<(String, Vec<String>)>);
+
+fn readme_tables() -> Tables {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let section = readme.split("## Backends").nth(1).unwrap();
     let section = section.split("\n## ").next().unwrap();
@@ -34,7 +37,12 @@ fn readme_tables_match_the_registry() {
     assert_eq!(semantics, want, "README's semantics table");
     let want: Vec<(String, Vec<String>)> = REGISTRY
         .iter()
-        .map(|b| (b.name.to_string(), b.option_names().iter().map(|s| s.to_string()).collect()))
+        .map(|b| {
+            (
+                b.name.to_string(),
+                b.option_names().iter().map(|s| s.to_string()).collect(),
+            )
+        })
         .collect();
     assert_eq!(options, want, "README's options table");
 }

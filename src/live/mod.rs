@@ -54,6 +54,7 @@ pub mod adapter;
 pub mod clock;
 pub mod conform;
 pub mod destination;
+pub mod driver;
 pub mod pg;
 pub mod proto;
 pub mod proxy;
