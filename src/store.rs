@@ -70,7 +70,7 @@ impl<Op> Store<Op> {
             latency: cfg.latency.clone(),
             service: cfg.service.clone(),
             rng,
-            timeout: cfg.timeout.unwrap_or(Nanos(5_000_000_000)),
+            timeout: cfg.timeout(),
             busy: false,
             queue: VecDeque::new(),
             outages: Vec::new(),

@@ -241,7 +241,7 @@ where
 
 /// The store timeout of a scenario (`store.timeout`, default 5 s).
 pub fn timeout(sc: &Scenario) -> Duration {
-    Duration::from_nanos(sc.store.timeout.unwrap_or(crate::time::Nanos(5_000_000_000)).0)
+    Duration::from_nanos(sc.store.timeout().0)
 }
 
 /// `row`'s live adapter.
