@@ -125,11 +125,6 @@ impl<Op> Store<Op> {
         next
     }
 
-    /// Number of waiters queued behind the lock.
-    pub fn queued(&self) -> usize {
-        self.queue.len()
-    }
-
     /// Begin an outage window.
     pub fn outage_start(&mut self, m: OutageMode) {
         self.outages.push(m);

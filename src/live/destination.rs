@@ -2,7 +2,7 @@
 //! witness of a live run.
 //!
 //! It stamps every arrival with the run clock (one clock for every arrival, whichever worker
-//! sent it) and answers with the simulator's own [`crate::destination::Destination`]: 429 above
+//! sent it) and answers with the simulator's own destination model: 429 above
 //! the destination's true limit (GCRA), 503 with probability `p503`, else 200. The response is
 //! held back for the fetch duration the worker drew (the `hold` query parameter), so a fetch
 //! takes as long as the scenario says.
