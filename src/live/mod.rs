@@ -52,12 +52,15 @@
 pub mod clock;
 pub mod conform;
 pub mod destination;
+mod faults;
 pub mod pg;
 pub mod proto;
 pub mod proxy;
 pub mod redis;
 pub mod runner;
 pub mod settings;
+mod stores;
+mod supervisor;
 pub mod worker;
 
 pub use runner::{LiveOptions, LiveRun, run, run_blocking};
