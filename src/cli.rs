@@ -402,12 +402,12 @@ fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool) -> 
             Err(e) => return bad(e),
         }
     }
-    let opts = crate::report::Options {
+    let opts = crate::run::compare::Options {
         seeds,
         series: out.is_some(),
         progress: true,
     };
-    let all = match crate::report::run_all(&scenarios, opts) {
+    let all = match crate::run::compare::run_all(&scenarios, opts) {
         Ok(a) => a,
         Err(e) => return bad(e),
     };
@@ -430,7 +430,7 @@ fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool) -> 
 }
 
 /// Print one scenario's comparison table (and, with several seeds, the table across seeds).
-pub fn print_table(sr: &crate::report::ScenarioRuns) {
+pub fn print_table(sr: &crate::run::compare::ScenarioRuns) {
     let sc = &sr.scenario;
     println!(
         "\n== {} ({} processes, ceiling {}/s, seed {})",

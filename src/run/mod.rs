@@ -1,0 +1,3 @@
+//! Running scenarios.
+
+pub mod compare;
