@@ -65,6 +65,32 @@ pub struct Written {
     pub plots: Vec<(String, String)>,
 }
 
+/// A report could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// Creating a directory, or writing or removing a file, failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The directory or file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A plot could not be drawn or written (names the file).
+    #[error(transparent)]
+    Plot(#[from] crate::plot::PlotError),
+}
+
+impl ReportError {
+    /// An I/O error on `path`, for `map_err`.
+    fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
+        move |source| ReportError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
 /// Files a report directory may hold from an earlier run; removed before writing.
 fn is_generated(p: &Path) -> bool {
     matches!(p.extension().and_then(|e| e.to_str()), Some("svg" | "png"))
@@ -73,21 +99,21 @@ fn is_generated(p: &Path) -> bool {
 
 /// Write `out/<scenario>/` (plots and `summary.json`) for every scenario, and `out/index.md`,
 /// which names `command` as the way to regenerate it.
-pub fn write(out: &Path, all: &[ScenarioRuns], command: &str) -> Result<Vec<Written>, String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let written: Vec<Result<Written, String>> = all.par_iter().map(|sr| write_scenario(out, sr)).collect();
+pub fn write(out: &Path, all: &[ScenarioRuns], command: &str) -> Result<Vec<Written>, ReportError> {
+    std::fs::create_dir_all(out).map_err(ReportError::io(out))?;
+    let written: Vec<Result<Written, ReportError>> = all.par_iter().map(|sr| write_scenario(out, sr)).collect();
     let written: Vec<Written> = written.into_iter().collect::<Result<_, _>>()?;
     let md = index::markdown(all, &written, command);
     let p = out.join("index.md");
-    std::fs::write(&p, md).map_err(|e| format!("{}: {e}", p.display()))?;
+    std::fs::write(&p, md).map_err(ReportError::io(&p))?;
     Ok(written)
 }
 
-fn write_scenario(out: &Path, sr: &ScenarioRuns) -> Result<Written, String> {
+fn write_scenario(out: &Path, sr: &ScenarioRuns) -> Result<Written, ReportError> {
     use crate::plot;
     let slug = slug(&sr.scenario.name);
     let dir: PathBuf = out.join(&slug);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(ReportError::io(&dir))?;
     if let Ok(rd) = std::fs::read_dir(&dir) {
         let mut old: Vec<PathBuf> = rd
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -95,7 +121,7 @@ fn write_scenario(out: &Path, sr: &ScenarioRuns) -> Result<Written, String> {
             .collect();
         old.sort();
         for p in old {
-            std::fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            std::fs::remove_file(&p).map_err(ReportError::io(&p))?;
         }
     }
     let mut w = Written {
@@ -105,41 +131,40 @@ fn write_scenario(out: &Path, sr: &ScenarioRuns) -> Result<Written, String> {
     let base = sr.base();
     let sc = &sr.scenario;
     let seed = sr.seeds[0];
-    let e = |e: plot::PlotError| e.to_string();
 
     let runs: Vec<(&str, &Timeline, f64)> = base
         .iter()
         .map(|r| (r.backend.as_str(), &r.timeline, r.row.summary.achieved_rate))
         .collect();
     let fig = plot::rate::RateFigure::new(&sc.name, seed, sc.pacer.rate, &runs);
-    plot::write(&fig, &dir, "rate").map_err(e)?;
+    plot::write(&fig, &dir, "rate")?;
     w.plots.push((
         "rate".into(),
         "Aggregate arrival rate over time, one line per backend, against the ceiling".into(),
     ));
 
     let fig = plot::processes::ProcessFigure::new(&sc.name, seed, sc.pacer.rate, &runs);
-    plot::write(&fig, &dir, "processes").map_err(e)?;
+    plot::write(&fig, &dir, "processes")?;
     w.plots.push((
         "processes".into(),
         "Each process's contribution to the arrival rate".into(),
     ));
 
     if let Some(fig) = plot::latency::LatencyFigure::new(&sc.name, seed, &runs) {
-        plot::write(&fig, &dir, "latency").map_err(e)?;
+        plot::write(&fig, &dir, "latency")?;
         w.plots.push((
             "latency".into(),
             "Reservation round trip (store operation sent to reply), cumulative distribution".into(),
         ));
     }
     if let Some(fig) = plot::multiplier::MultiplierFigure::new(&sc.name, seed, &runs) {
-        plot::write(&fig, &dir, "multiplier").map_err(e)?;
+        plot::write(&fig, &dir, "multiplier")?;
         w.plots
             .push(("multiplier".into(), "Backoff multiplier over time".into()));
     }
     if sr.seeds.len() > 1 {
         let fig = plot::seeds::SeedsFigure::new(sr);
-        plot::write(&fig, &dir, "seeds").map_err(e)?;
+        plot::write(&fig, &dir, "seeds")?;
         w.plots.push((
             "seeds".into(),
             format!(
@@ -161,9 +186,9 @@ fn write_scenario(out: &Path, sr: &ScenarioRuns) -> Result<Written, String> {
             Vec::new()
         },
     };
-    let mut s = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
+    let mut s = serde_json::to_string_pretty(&json).expect("summaries serialise");
     s.push('\n');
     let p = dir.join("summary.json");
-    std::fs::write(&p, s).map_err(|e| format!("{}: {e}", p.display()))?;
+    std::fs::write(&p, s).map_err(ReportError::io(&p))?;
     Ok(w)
 }

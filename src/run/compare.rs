@@ -170,6 +170,25 @@ impl SeedStats {
     }
 }
 
+/// Why compared runs could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    /// A scenario does not validate with one of the backends it compares (the message names
+    /// the scenario and the field).
+    #[error("{0}")]
+    Variant(String),
+    /// A run failed to stream its events.
+    #[error("{scenario} / {backend}: {source}")]
+    Io {
+        /// Scenario name.
+        scenario: String,
+        /// Backend.
+        backend: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
 /// One planned run.
 #[derive(Debug, Clone)]
 pub struct Planned {
@@ -185,11 +204,11 @@ pub struct Planned {
 
 /// Every run, scenario-major, then backend, then seed (`seed, seed + 1, ...`, `seeds` of
 /// them). Fails on the first variant that does not validate.
-pub fn plan(scenarios: &[Scenario], seeds: u64) -> Result<Vec<Planned>, String> {
+pub fn plan(scenarios: &[Scenario], seeds: u64) -> Result<Vec<Planned>, CompareError> {
     let mut v = Vec::new();
     for (i, sc) in scenarios.iter().enumerate() {
         for b in sc.compared_backends() {
-            let variant = sc.with_backend(&b)?;
+            let variant = sc.with_backend(&b).map_err(CompareError::Variant)?;
             for k in 0..seeds.max(1) {
                 let mut s = variant.clone();
                 s.seed = sc.seed.wrapping_add(k);
@@ -233,7 +252,7 @@ pub fn run_one(p: &Planned, series: bool) -> std::io::Result<Run> {
 }
 
 /// Plan and simulate every run in parallel, grouped by scenario in input order.
-pub fn run_all(scenarios: &[Scenario], opts: Options) -> Result<Vec<ScenarioRuns>, String> {
+pub fn run_all(scenarios: &[Scenario], opts: Options) -> Result<Vec<ScenarioRuns>, CompareError> {
     let planned = plan(scenarios, opts.seeds)?;
     let pb = if opts.progress && planned.len() >= PROGRESS_FROM_RUNS && std::io::stderr().is_terminal() {
         let pb = ProgressBar::with_draw_target(Some(planned.len() as u64), ProgressDrawTarget::stderr());
@@ -266,7 +285,11 @@ pub fn run_all(scenarios: &[Scenario], opts: Options) -> Result<Vec<ScenarioRuns
         })
         .collect();
     for (p, r) in planned.iter().zip(results) {
-        let run = r.map_err(|e| format!("{} / {}: {e}", scenarios[p.scenario].name, p.backend))?;
+        let run = r.map_err(|source| CompareError::Io {
+            scenario: scenarios[p.scenario].name.clone(),
+            backend: p.backend.clone(),
+            source,
+        })?;
         out[p.scenario].runs.push(run);
     }
     Ok(out)
