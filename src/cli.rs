@@ -4,7 +4,8 @@
 //! Each command is a function that returns a typed result and prints nothing ([`run`],
 //! [`matrix::evaluate`], [`sweep`], [`live`], [`conform`]); this module runs it, prints the
 //! result (tables or JSON on stdout, errors on stderr) and chooses the exit status. No other
-//! module knows about either.
+//! module prints a command's result or knows an exit status (the hidden `worker` command's
+//! process aside: [`live::worker::main`] is that process's whole life).
 
 use crate::live::{self, LiveOptions, conform};
 use crate::run::{self, compare};
