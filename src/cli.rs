@@ -1,9 +1,18 @@
-//! The command line: `pacesim run | check | simulate | backends`.
+//! The command line: `pacesim run | check | simulate | backends | matrix | live | conform |
+//! sweep | merge`.
+//!
+//! Each command is a function that returns a typed result and prints nothing ([`run`],
+//! [`matrix::evaluate`], [`sweep`], [`live`], [`conform`]); this module runs it, prints the
+//! result (tables or JSON on stdout, errors on stderr) and chooses the exit status. No other
+//! module prints a command's result or knows an exit status (the hidden `worker` command's
+//! process aside: [`live::worker::main`] is that process's whole life).
 
-use crate::scenario::{Scenario, ScenarioError};
-use crate::summary::{self, Summary};
+use crate::live::{self, LiveOptions, conform};
+use crate::run::{self, compare};
+use crate::summary::Summary;
+use crate::{matrix, report, sweep};
 use clap::{Parser, Subcommand};
-use std::io::Write;
+use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
 /// Exit status when every check passed.
@@ -12,6 +21,8 @@ pub const EXIT_PASS: i32 = 0;
 pub const EXIT_FAIL: i32 = 1;
 /// Exit status for bad input (a scenario or trace that cannot be used).
 pub const EXIT_BAD_INPUT: i32 = 2;
+/// Exit status when SIGINT or SIGTERM stopped a live run (which cleaned up): 128 + SIGINT.
+pub const EXIT_INTERRUPTED: i32 = 130;
 
 /// Simulate and verify pacing (rate-limiting) algorithms shared by many worker processes.
 #[derive(Debug, Parser)]
@@ -175,8 +186,8 @@ pub fn main_with(cli: Cli) -> i32 {
             backend,
             trace,
             json,
-        } => run(&file, seed, backend.as_deref(), trace.as_deref(), json),
-        Command::Check { trace, rate, json } => check(&trace, rate, json),
+        } => summary_status(run::one(&file, seed, backend.as_deref(), trace.as_deref()), json),
+        Command::Check { trace, rate, json } => summary_status(run::check(&trace, rate), json),
         Command::Simulate {
             files,
             seeds,
@@ -188,7 +199,13 @@ pub fn main_with(cli: Cli) -> i32 {
             cases,
             expected,
             json,
-        } => crate::matrix::main(files, cases, expected.as_deref(), json),
+        } => match matrix::evaluate(files, cases, expected.as_deref()) {
+            Ok(o) => {
+                print_matrix(&o, json);
+                status(o.matches())
+            }
+            Err(e) => bad(e),
+        },
         Command::Backends => {
             for b in crate::backend::REGISTRY {
                 let tag = if b.defective { " (defective)" } else { "" };
@@ -202,141 +219,110 @@ pub fn main_with(cli: Cli) -> i32 {
             backend,
             trace,
             json,
-        } => crate::live::cli_live(&file, seed, backend.as_deref(), trace.as_deref(), json),
+        } => match live::run_file(&file, seed, backend.as_deref(), trace.as_deref(), &live_options(json)) {
+            Ok(r) => {
+                print_summary(&r.summary, json);
+                status(r.summary.all_pass())
+            }
+            Err(e) => live_failed(e),
+        },
         Command::Conform {
             file,
             backend,
             calibrate,
             tolerance,
             json,
-        } => crate::live::conform::cli_conform(&file, backend.as_deref(), calibrate, json, tolerance),
+        } => match conform::conform_file(&file, backend.as_deref(), calibrate, &live_options(json)) {
+            Ok(c) => {
+                if json {
+                    println!("{}", serde_json::to_string(&c).expect("conformance serialises"));
+                } else {
+                    print!("{}", conform::table(&c));
+                }
+                status(c.agrees(tolerance))
+            }
+            Err(e) => live_failed(e),
+        },
         Command::Sweep {
             file,
             grid,
             seeds,
             out,
             shard,
-        } => crate::sweep::cli_sweep(&file, &grid, seeds, out.as_deref(), shard.as_deref()),
-        Command::Merge { inputs, out } => crate::sweep::cli_merge(&inputs, out.as_deref()),
-        Command::Worker { run, pid } => crate::live::worker::main(&run, pid),
+        } => match sweep::sweep_file(&file, &grid, seeds, out.as_deref(), shard.as_deref()) {
+            Ok(s) => {
+                match s.manifest.shard {
+                    Some(sh) => println!(
+                        "shard {}/{}: {} of {} runs written to {} (combine the shards with `pacesim merge`)",
+                        sh.index,
+                        sh.count,
+                        s.rows.len(),
+                        s.manifest.runs,
+                        s.dir.display()
+                    ),
+                    None => {
+                        print!("{}", s.table());
+                        println!("\nwritten to {}", s.dir.display());
+                    }
+                }
+                EXIT_PASS
+            }
+            Err(e) => bad(e),
+        },
+        Command::Merge { inputs, out } => match sweep::merge_files(&inputs, out.as_deref()) {
+            Ok(s) => {
+                print!("{}", s.table());
+                println!("\nmerged {} inputs into {}", inputs.len(), s.dir.display());
+                EXIT_PASS
+            }
+            Err(e) => bad(e),
+        },
+        Command::Worker { run, pid } => live::worker::main(&run, pid),
     }
 }
 
-fn bad(msg: impl std::fmt::Display) -> i32 {
+/// Print an error; the bad-input status.
+fn bad(msg: impl Display) -> i32 {
     eprintln!("error: {msg}");
     EXIT_BAD_INPUT
 }
 
-/// Load a scenario and apply `--seed` / `--backend` overrides.
-pub fn load(file: &Path, seed: Option<u64>, backend: Option<&str>) -> Result<Scenario, String> {
-    let mut sc = Scenario::load(file).map_err(|e: ScenarioError| e.to_string())?;
-    if let Some(s) = seed {
-        sc.seed = s;
-    }
-    if let Some(b) = backend {
-        sc = sc
-            .with_backend(b)
-            .map_err(|e| format!("{}: --backend: {e}", file.display()))?;
-    }
-    Ok(sc)
+/// The status of a command that ran: pass or fail.
+fn status(pass: bool) -> i32 {
+    if pass { EXIT_PASS } else { EXIT_FAIL }
 }
 
-fn run(file: &Path, seed: Option<u64>, backend: Option<&str>, trace: Option<&Path>, json: bool) -> i32 {
-    let sc = match load(file, seed, backend) {
-        Ok(s) => s,
-        Err(e) => return bad(e),
-    };
-    let out: Option<Box<dyn Write + Send>> = match trace {
-        Some(p) => match std::fs::File::create(p) {
-            Ok(f) => Some(Box::new(std::io::BufWriter::new(f))),
-            Err(e) => return bad(format!("{}: {e}", p.display())),
-        },
-        None => None,
-    };
-    let s = match summary::simulate(&sc, out, None) {
-        Ok(s) => s,
-        Err(e) => return bad(format!("writing trace: {e}")),
-    };
-    print_summary(&s, json);
-    if s.all_pass() { EXIT_PASS } else { EXIT_FAIL }
-}
-
-fn check(trace: &Path, rate: Option<f64>, json: bool) -> i32 {
-    let f = match std::fs::File::open(trace) {
-        Ok(f) => f,
-        Err(e) => return bad(format!("{}: {e}", trace.display())),
-    };
-    let name = trace.display().to_string();
-    let reader = std::io::BufReader::new(f);
-    let result = match rate {
-        None => summary::from_trace(&name, reader),
-        Some(r) if r.is_finite() && r > 0.0 => summary::from_trace(&name, RateOverride::new(reader, r)),
-        Some(r) => return bad(format!("--rate must be above 0, got {r}")),
-    };
+/// `run` and `check`: print the summary; pass when every check passed.
+fn summary_status(result: Result<Summary, run::RunError>, json: bool) -> i32 {
     match result {
         Ok(s) => {
             print_summary(&s, json);
-            if s.all_pass() { EXIT_PASS } else { EXIT_FAIL }
+            status(s.all_pass())
         }
         Err(e) => bad(e),
     }
 }
 
-/// Rewrites the header's rate as the trace streams by (for `check --rate`).
-struct RateOverride<R> {
-    inner: R,
-    rate: f64,
-    first: bool,
-    buf: Vec<u8>,
-    pos: usize,
-}
-
-impl<R: std::io::BufRead> RateOverride<R> {
-    fn new(inner: R, rate: f64) -> Self {
-        RateOverride {
-            inner,
-            rate,
-            first: true,
-            buf: Vec::new(),
-            pos: 0,
-        }
+/// The live commands' options: this executable, signals handled, progress unless `--json`.
+fn live_options(json: bool) -> LiveOptions {
+    LiveOptions {
+        verbose: !json,
+        ..LiveOptions::cli()
     }
 }
 
-impl<R: std::io::BufRead> std::io::Read for RateOverride<R> {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        let avail = std::io::BufRead::fill_buf(self)?;
-        let n = avail.len().min(out.len());
-        out[..n].copy_from_slice(&avail[..n]);
-        std::io::BufRead::consume(self, n);
-        Ok(n)
-    }
-}
-
-impl<R: std::io::BufRead> std::io::BufRead for RateOverride<R> {
-    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        if self.pos >= self.buf.len() {
-            self.buf.clear();
-            self.pos = 0;
-            self.inner.read_until(b'\n', &mut self.buf)?;
-            if self.first && !self.buf.is_empty() {
-                self.first = false;
-                if let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&self.buf) {
-                    v["rate"] = serde_json::json!(self.rate);
-                    self.buf = serde_json::to_vec(&v).unwrap_or_default();
-                    self.buf.push(b'\n');
-                }
-            }
-        }
-        Ok(&self.buf[self.pos..])
-    }
-    fn consume(&mut self, amt: usize) {
-        self.pos += amt;
+/// Print a live command's error; its status (130 after Ctrl-C, else 2).
+fn live_failed(e: live::CommandError) -> i32 {
+    if e.interrupted() {
+        eprintln!("pacesim: {e}");
+        EXIT_INTERRUPTED
+    } else {
+        bad(e)
     }
 }
 
 /// Print one run's summary as a short table, or as one JSON object.
-pub fn print_summary(s: &Summary, json: bool) {
+fn print_summary(s: &Summary, json: bool) {
     if json {
         println!("{}", serde_json::to_string(s).expect("summary serialises"));
         return;
@@ -362,21 +348,23 @@ pub fn print_summary(s: &Summary, json: bool) {
     }
 }
 
-/// The scenario files `simulate` runs by default: `sims/*.toml`, sorted.
-pub fn default_scenarios() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir("sims")
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.retain(|p| {
-        !p.file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("expected"))
-    });
-    v.sort();
-    v
+/// Print the matrix (table or JSON) and how it compares with its expectation.
+fn print_matrix(o: &matrix::MatrixOutcome, json: bool) {
+    if json {
+        println!("{}", o.json());
+        return;
+    }
+    print!("{}", matrix::table(&o.matrix));
+    if let Some(p) = &o.expected {
+        if o.matches() {
+            println!("\nmatches {}", p.display());
+        } else {
+            println!("\n{} difference(s) from {}:", o.mismatches.len(), p.display());
+            for d in &o.mismatches {
+                println!("  {d}");
+            }
+        }
+    }
 }
 
 fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool) -> i32 {
@@ -391,23 +379,16 @@ fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool) -> 
     if let Some(dir) = out {
         command.push_str(&format!(" --out {}", dir.display()));
     }
-    let files = if files.is_empty() { default_scenarios() } else { files };
-    if files.is_empty() {
-        return bad("no scenario files (looked in sims/*.toml)");
-    }
-    let mut scenarios = Vec::new();
-    for f in &files {
-        match Scenario::load(f) {
-            Ok(s) => scenarios.push(s),
-            Err(e) => return bad(e),
-        }
-    }
-    let opts = crate::report::Options {
+    let scenarios = match run::scenarios(files) {
+        Ok(s) => s,
+        Err(e) => return bad(e),
+    };
+    let opts = compare::Options {
         seeds,
         series: out.is_some(),
         progress: true,
     };
-    let all = match crate::report::run_all(&scenarios, opts) {
+    let all = match compare::run_all(&scenarios, opts) {
         Ok(a) => a,
         Err(e) => return bad(e),
     };
@@ -421,7 +402,7 @@ fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool) -> 
         }
     }
     if let Some(dir) = out {
-        match crate::report::write(dir, &all, &command) {
+        match report::write(dir, &all, &command) {
             Ok(_) => eprintln!("report: {}", dir.join("index.md").display()),
             Err(e) => return bad(e),
         }
@@ -430,18 +411,18 @@ fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool) -> 
 }
 
 /// Print one scenario's comparison table (and, with several seeds, the table across seeds).
-pub fn print_table(sr: &crate::report::ScenarioRuns) {
+fn print_table(sr: &compare::ScenarioRuns) {
     let sc = &sr.scenario;
     println!(
         "\n== {} ({} processes, ceiling {}/s, seed {})",
         sc.name, sc.processes.count, sc.pacer.rate, sr.seeds[0]
     );
-    print!("{}", crate::report::table::comparison(sr).text());
+    print!("{}", report::table::comparison(sr).text());
     if sr.seeds.len() > 1 {
         println!(
             "-- across {} seeds: mean ± 95% CI half-width (Student t)",
             sr.seeds.len()
         );
-        print!("{}", crate::report::table::across_seeds(&sr.seed_stats()).text());
+        print!("{}", report::table::across_seeds(&sr.seed_stats()).text());
     }
 }

@@ -13,9 +13,11 @@ pub mod fault;
 pub mod live;
 pub mod pacer;
 pub mod rng;
+pub mod run;
 pub mod scenario;
 pub mod summary;
 pub mod time;
+pub mod timeline;
 pub mod trace;
 pub mod worker;
 

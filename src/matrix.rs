@@ -19,12 +19,14 @@
 //! [`compare`] lists every difference between a matrix and its expectation; `tests/matrix.rs`
 //! asserts there is none, and `pacesim matrix` exits 1 when there is one.
 
+use crate::run::LoadError;
 use crate::scenario::Scenario;
 use crate::summary;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 /// The properties, in column order (every checker verdict name).
 pub const PROPERTIES: &[&str] = &[
@@ -100,12 +102,12 @@ pub struct Matrix {
 
 /// Run every scenario with every backend it compares, `cases` seeds each, in parallel;
 /// deterministic (the rows and cells do not depend on scheduling).
-pub fn run(scenarios: &[Scenario], cases: u64) -> Result<Matrix, String> {
+pub fn run(scenarios: &[Scenario], cases: u64) -> Result<Matrix, MatrixError> {
     let cases = cases.max(1);
     let mut jobs = Vec::new();
     for sc in scenarios {
         for b in sc.compared_backends() {
-            let v = sc.with_backend(&b)?;
+            let v = sc.with_backend(&b).map_err(MatrixError::Variant)?;
             for i in 0..cases {
                 let mut v = v.clone();
                 v.seed = sc.seed.wrapping_add(i);
@@ -113,9 +115,14 @@ pub fn run(scenarios: &[Scenario], cases: u64) -> Result<Matrix, String> {
             }
         }
     }
-    let results: Vec<Result<summary::Summary, String>> = jobs
+    let results: Vec<Result<summary::Summary, MatrixError>> = jobs
         .par_iter()
-        .map(|v| summary::simulate(v, None, None).map_err(|e| format!("{}: {e}", v.name)))
+        .map(|v| {
+            summary::simulate(v, None, None).map_err(|source| MatrixError::Io {
+                scenario: v.name.clone(),
+                source,
+            })
+        })
         .collect();
     let mut rows: Vec<Row> = Vec::new();
     for (v, r) in jobs.iter().zip(results) {
@@ -198,18 +205,25 @@ pub struct Expectation {
 pub type Expected = BTreeMap<String, BTreeMap<String, Expectation>>;
 
 /// Read and check an expected-matrix file.
-pub fn load_expected(path: &Path) -> Result<Expected, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let e: Expected = toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message()))?;
+pub fn load_expected(path: &Path) -> Result<Expected, MatrixError> {
+    let text = std::fs::read_to_string(path).map_err(|source| MatrixError::ReadExpected {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let e: Expected = toml::from_str(&text).map_err(|e| MatrixError::ParseExpected {
+        path: path.to_path_buf(),
+        message: e.message().to_string(),
+    })?;
     for (sc, rows) in &e {
         for (b, x) in rows {
             for p in x.fail.iter().chain(&x.apply) {
                 if !PROPERTIES.contains(&p.as_str()) {
-                    return Err(format!(
-                        "{}: {sc}.{b}: unknown property `{p}` (known: {})",
-                        path.display(),
-                        PROPERTIES.join(", ")
-                    ));
+                    return Err(MatrixError::UnknownProperty {
+                        path: path.to_path_buf(),
+                        scenario: sc.clone(),
+                        backend: b.clone(),
+                        property: p.clone(),
+                    });
                 }
             }
         }
@@ -292,14 +306,15 @@ fn short(p: &str) -> &str {
     }
 }
 
-/// Print the matrix as a table, then the witness of every FAIL cell, one line each.
-pub fn print(m: &Matrix) {
+/// The matrix as a table, then the witness of every FAIL cell, one line each.
+pub fn table(m: &Matrix) -> String {
+    let mut out = String::new();
     let width = m.rows.iter().map(|r| r.key().len()).max().unwrap_or(8).max(8);
     let mut head = format!("{:<width$}", "scenario/backend");
     for c in &m.columns {
         head.push_str(&format!(" {:>8}", short(c)));
     }
-    println!("{head}");
+    let _ = writeln!(out, "{head}");
     for r in &m.rows {
         let mut line = format!("{:<width$}", r.key());
         for c in &m.columns {
@@ -310,7 +325,7 @@ pub fn print(m: &Matrix) {
             };
             line.push_str(&format!(" {s:>8}"));
         }
-        println!("{line}");
+        let _ = writeln!(out, "{line}");
     }
     let fails: Vec<(&Row, &String, &Cell)> = m
         .rows
@@ -319,77 +334,110 @@ pub fn print(m: &Matrix) {
         .filter(|x| x.2.outcome == Outcome::Fail)
         .collect();
     if !fails.is_empty() {
-        println!("\nwitnesses:");
+        let _ = writeln!(out, "\nwitnesses:");
         for (r, p, c) in fails {
             let mut d = c.detail.clone();
             if d.chars().count() > 220 {
                 d = d.chars().take(217).collect::<String>() + "...";
             }
-            println!("  {} {p} (seed {}): {d}", r.key(), c.seed);
+            let _ = writeln!(out, "  {} {p} (seed {}): {d}", r.key(), c.seed);
         }
     }
+    out
 }
 
-/// `pacesim matrix`: run, print (table or JSON), compare with the expectation; the exit status.
-pub fn main(files: Vec<std::path::PathBuf>, cases: u64, expected: Option<&Path>, json: bool) -> i32 {
-    use crate::cli::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS};
-    let files = if files.is_empty() {
-        crate::cli::default_scenarios()
-    } else {
-        files
-    };
-    if files.is_empty() {
-        eprintln!("error: no scenario files (looked in sims/*.toml)");
-        return EXIT_BAD_INPUT;
+/// Why the matrix could not be made or compared.
+#[derive(Debug, thiserror::Error)]
+pub enum MatrixError {
+    /// The scenario files did not load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The expected matrix could not be read.
+    #[error("{path}: {source}")]
+    ReadExpected {
+        /// The expected-matrix file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The expected matrix is not valid TOML of the expected shape.
+    #[error("{path}: {message}")]
+    ParseExpected {
+        /// The expected-matrix file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The expected matrix names a property no checker reports.
+    #[error("{path}: {scenario}.{backend}: unknown property `{property}` (known: {known})", known = PROPERTIES.join(", "))]
+    UnknownProperty {
+        /// The expected-matrix file.
+        path: PathBuf,
+        /// Scenario name (the table).
+        scenario: String,
+        /// Backend (the key).
+        backend: String,
+        /// The unknown property.
+        property: String,
+    },
+    /// A scenario does not validate with one of the backends it compares (the message names
+    /// the scenario and the field).
+    #[error("{0}")]
+    Variant(String),
+    /// A run failed to stream its events.
+    #[error("{scenario}: {source}")]
+    Io {
+        /// Scenario name.
+        scenario: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// `pacesim matrix`: the matrix of some scenario files and how it compares with its
+/// expectation.
+#[derive(Debug)]
+pub struct MatrixOutcome {
+    /// The matrix.
+    pub matrix: Matrix,
+    /// The expected-matrix file it was compared with, if any.
+    pub expected: Option<PathBuf>,
+    /// Every difference from the expectation ([`compare`]); empty without one.
+    pub mismatches: Vec<String>,
+}
+
+impl MatrixOutcome {
+    /// True when the matrix equals its expectation (or there is none).
+    pub fn matches(&self) -> bool {
+        self.mismatches.is_empty()
     }
-    let mut scenarios = Vec::new();
-    for f in &files {
-        match Scenario::load(f) {
-            Ok(s) => scenarios.push(s),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return EXIT_BAD_INPUT;
-            }
-        }
-    }
-    let default = Path::new("sims/expected-matrix.toml");
-    let path = expected.or_else(|| default.exists().then_some(default));
-    let exp = match path.map(load_expected).transpose() {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_BAD_INPUT;
-        }
-    };
-    let m = match run(&scenarios, cases) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_BAD_INPUT;
-        }
-    };
-    let mismatches = exp.as_ref().map(|e| compare(&m, e)).unwrap_or_default();
-    if json {
-        let v = serde_json::json!({
+
+    /// The `--json` object: columns, cases, rows, the expected file and the mismatches.
+    pub fn json(&self) -> serde_json::Value {
+        let m = &self.matrix;
+        serde_json::json!({
             "columns": m.columns,
             "cases": m.cases,
             "rows": m.rows,
-            "expected": path.map(|p| p.display().to_string()),
-            "mismatches": mismatches,
-        });
-        println!("{v}");
-    } else {
-        print(&m);
-        if let Some(p) = path {
-            if mismatches.is_empty() {
-                println!("\nmatches {}", p.display());
-            } else {
-                println!("\n{} difference(s) from {}:", mismatches.len(), p.display());
-                for d in &mismatches {
-                    println!("  {d}");
-                }
-            }
-        }
+            "expected": self.expected.as_ref().map(|p| p.display().to_string()),
+            "mismatches": self.mismatches,
+        })
     }
-    if mismatches.is_empty() { EXIT_PASS } else { EXIT_FAIL }
+}
+
+/// `pacesim matrix`: load `files` (default: every `sims/*.toml`) and `expected` (default:
+/// `sims/expected-matrix.toml` when it exists), run the matrix with `cases` seeds per run,
+/// and compare.
+pub fn evaluate(files: Vec<PathBuf>, cases: u64, expected: Option<&Path>) -> Result<MatrixOutcome, MatrixError> {
+    let scenarios = crate::run::scenarios(files)?;
+    let default = Path::new("sims/expected-matrix.toml");
+    let path = expected.or_else(|| default.exists().then_some(default));
+    let exp = path.map(load_expected).transpose()?;
+    let matrix = run(&scenarios, cases)?;
+    let mismatches = exp.as_ref().map(|e| compare(&matrix, e)).unwrap_or_default();
+    Ok(MatrixOutcome {
+        matrix,
+        expected: path.map(Path::to_path_buf),
+        mismatches,
+    })
 }

@@ -576,7 +576,10 @@ mod tests {
     #[test]
     fn backoff_goes_through_the_pacers_one_validator() {
         let e = err(&format!("{GOOD}[backoff]\nfactor = 1.0\n"));
-        assert!(e.starts_with("t.toml:11: backoff.factor: backoff factor must be finite and > 1.0"), "{e}");
+        assert!(
+            e.starts_with("t.toml:11: backoff.factor: backoff factor must be finite and > 1.0"),
+            "{e}"
+        );
         let e = err(&format!("{GOOD}[backoff]\ndecay_after = 0\n"));
         assert!(e.starts_with("t.toml:11: backoff.decay_after:"), "{e}");
         assert!(Scenario::parse("t.toml", &format!("{GOOD}[backoff]\nfactor = 1.5\n")).is_ok());
@@ -591,15 +594,25 @@ mod tests {
         let e = err(&GOOD.replace("rate = 50.0", "rate = 50.0\nfallback = \"sideways\""));
         assert!(e.starts_with("t.toml:7: pacer.fallback:"), "{e}");
         // a compare list: each backend checks the options it uses ...
-        let cmp = GOOD.replace("rate = 50.0", "rate = 50.0\ncompare = [\"row\", \"redis_lock\"]\nttl = \"5s\"");
+        let cmp = GOOD.replace(
+            "rate = 50.0",
+            "rate = 50.0\ncompare = [\"row\", \"redis_lock\"]\nttl = \"5s\"",
+        );
         assert!(Scenario::parse("t.toml", &cmp).is_ok());
         let e = err(&cmp.replace("ttl = \"5s\"", "ttl = \"0s\""));
         assert_eq!(e, "t.toml:8: pacer.ttl: must be above 0");
         // ... and an option none of them uses is an error
         let e = err(&cmp.replace("ttl = \"5s\"", "burst = 3"));
-        assert_eq!(e, "t.toml:8: pacer.burst: no backend this scenario runs (row, redis_lock) uses option `burst`");
+        assert_eq!(
+            e,
+            "t.toml:8: pacer.burst: no backend this scenario runs (row, redis_lock) uses option `burst`"
+        );
         // options reach the backend
-        let sc = Scenario::parse("t.toml", &GOOD.replace("rate = 50.0", "rate = 50.0\nfallback = \"fail_open\"")).unwrap();
+        let sc = Scenario::parse(
+            "t.toml",
+            &GOOD.replace("rate = 50.0", "rate = 50.0\nfallback = \"fail_open\""),
+        )
+        .unwrap();
         let d = crate::backend::spec("row").unwrap().detail(&sc).unwrap();
         assert_eq!(d["fallback"], "fail_open");
     }

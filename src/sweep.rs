@@ -36,13 +36,14 @@
 //! run order, so `merge` of all shards writes byte for byte what one unsharded sweep writes
 //! (`tests/sweep.rs` checks it).
 
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, ScenarioError};
 use crate::stats::{LEVEL, mean_ci};
 use crate::summary::{self, Summary};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -69,18 +70,18 @@ pub struct Axis {
 
 impl Axis {
     /// Parse `KEY=V1,V2,...`.
-    pub fn parse(spec: &str) -> Result<Axis, String> {
+    pub fn parse(spec: &str) -> Result<Axis, SweepError> {
         let (key, values) = spec
             .split_once('=')
-            .ok_or_else(|| format!("--grid `{spec}`: expected KEY=V1,V2,..."))?;
+            .ok_or_else(|| SweepError::Grid { spec: spec.into() })?;
         let key = key.trim();
         let values: Vec<String> = values.split(',').map(|v| v.trim().to_string()).collect();
         if key.is_empty() || values.iter().any(String::is_empty) {
-            return Err(format!("--grid `{spec}`: expected KEY=V1,V2,... with no empty part"));
+            return Err(SweepError::GridEmpty { spec: spec.into() });
         }
         let path = ALIASES.iter().find(|a| a.0 == key).map_or(key, |a| a.1).to_string();
         if path == "seed" {
-            return Err("--grid: vary the seed with --seeds, not a grid axis".into());
+            return Err(SweepError::GridSeed);
         }
         Ok(Axis {
             key: key.to_string(),
@@ -101,8 +102,8 @@ pub struct Shard {
 
 impl Shard {
     /// Parse `i/n` with `0 <= i < n`.
-    pub fn parse(spec: &str) -> Result<Shard, String> {
-        let err = || format!("--shard `{spec}`: expected i/n with 0 <= i < n, e.g. 0/4");
+    pub fn parse(spec: &str) -> Result<Shard, SweepError> {
+        let err = || SweepError::Shard { spec: spec.into() };
         let (i, n) = spec.split_once('/').ok_or_else(err)?;
         let (index, count): (u64, u64) = (
             i.trim().parse().map_err(|_| err())?,
@@ -153,24 +154,33 @@ pub struct Plan {
 impl Plan {
     /// Read `file` and build every grid point's scenario (validated, so a bad value fails
     /// here, before anything runs).
-    pub fn new(file: &Path, axes: Vec<Axis>, seeds: u64) -> Result<Plan, String> {
+    pub fn new(file: &Path, axes: Vec<Axis>, seeds: u64) -> Result<Plan, SweepError> {
         let label = file.display().to_string();
-        let text = std::fs::read_to_string(file).map_err(|e| format!("{label}: cannot read: {e}"))?;
+        let text = std::fs::read_to_string(file).map_err(|source| SweepError::ReadScenario {
+            file: file.to_path_buf(),
+            source,
+        })?;
         Plan::from_text(&label, &text, axes, seeds)
     }
 
     /// [`Plan::new`] on scenario text; `label` names it in errors and in the manifest.
-    pub fn from_text(label: &str, text: &str, axes: Vec<Axis>, seeds: u64) -> Result<Plan, String> {
+    pub fn from_text(label: &str, text: &str, axes: Vec<Axis>, seeds: u64) -> Result<Plan, SweepError> {
         if seeds == 0 {
-            return Err("--seeds must be at least 1".into());
+            return Err(SweepError::NoSeeds);
         }
-        let base = Scenario::parse(label, text).map_err(|e| e.to_string())?;
-        let doc: toml::Table = toml::from_str(text).map_err(|e| format!("{label}: {e}"))?;
+        let base = Scenario::parse(label, text)?;
+        let doc: toml::Table = toml::from_str(text).map_err(|source| SweepError::Toml {
+            label: label.into(),
+            source,
+        })?;
         let mut points = Vec::new();
         for values in cross_product(&axes) {
             let mut d = doc.clone();
             for (axis, v) in axes.iter().zip(&values) {
-                set_path(&mut d, &axis.path, toml_value(v)).map_err(|e| format!("--grid {}: {e}", axis.key))?;
+                set_path(&mut d, &axis.path, toml_value(v)).map_err(|table| SweepError::NotATable {
+                    key: axis.key.clone(),
+                    table,
+                })?;
             }
             let point = axes
                 .iter()
@@ -178,8 +188,11 @@ impl Plan {
                 .map(|(a, v)| format!("{}={v}", a.key))
                 .collect::<Vec<_>>()
                 .join(" ");
-            let src = toml::to_string(&d).map_err(|e| format!("{label} [{point}]: {e}"))?;
-            let sc = Scenario::parse(&format!("{label} [{point}]"), &src).map_err(|e| e.to_string())?;
+            let src = toml::to_string(&d).map_err(|source| SweepError::Point {
+                label: format!("{label} [{point}]"),
+                source,
+            })?;
+            let sc = Scenario::parse(&format!("{label} [{point}]"), &src)?;
             points.push((values, sc));
         }
         let runs = points.len() as u64 * seeds;
@@ -260,7 +273,8 @@ fn toml_value(raw: &str) -> toml::Value {
         .unwrap_or_else(|| toml::Value::String(raw.to_string()))
 }
 
-/// Set the dotted `path` in a TOML document, creating tables on the way.
+/// Set the dotted `path` in a TOML document, creating tables on the way; on failure, the
+/// prefix of `path` that is not a table.
 fn set_path(doc: &mut toml::Table, path: &str, v: toml::Value) -> Result<(), String> {
     let mut parts: Vec<&str> = path.split('.').collect();
     let last = parts.pop().expect("split yields at least one part");
@@ -269,9 +283,7 @@ fn set_path(doc: &mut toml::Table, path: &str, v: toml::Value) -> Result<(), Str
         let entry = t
             .entry(p.to_string())
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        t = entry
-            .as_table_mut()
-            .ok_or_else(|| format!("`{}` is not a table", parts[..=i].join(".")))?;
+        t = entry.as_table_mut().ok_or_else(|| parts[..=i].join("."))?;
     }
     t.insert(last.to_string(), v);
     Ok(())
@@ -480,8 +492,11 @@ pub fn summary_csv(m: &Manifest, points: &[PointSummary]) -> String {
 }
 
 /// Write a sweep's (or a merge's) outputs into `dir`.
-pub fn write(dir: &Path, m: &Manifest, rows: &[Row]) -> Result<(), String> {
-    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+pub fn write(dir: &Path, m: &Manifest, rows: &[Row]) -> Result<(), SweepError> {
+    let io = |source| SweepError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
     std::fs::create_dir_all(dir).map_err(io)?;
     let files = [
         (
@@ -499,20 +514,33 @@ pub fn write(dir: &Path, m: &Manifest, rows: &[Row]) -> Result<(), String> {
 }
 
 /// Read one shard's outputs: `path` is its directory or its `runs.jsonl`.
-pub fn read_shard(path: &Path) -> Result<(Manifest, Vec<Row>), String> {
+pub fn read_shard(path: &Path) -> Result<(Manifest, Vec<Row>), SweepError> {
     let dir = if path.is_dir() {
         path
     } else {
         path.parent().unwrap_or(Path::new("."))
     };
     let mpath = dir.join("sweep.json");
-    let text = std::fs::read_to_string(&mpath).map_err(|e| format!("{}: {e}", mpath.display()))?;
-    let m: Manifest = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", mpath.display()))?;
+    let text = std::fs::read_to_string(&mpath).map_err(|source| SweepError::Io {
+        path: mpath.clone(),
+        source,
+    })?;
+    let m: Manifest = serde_json::from_str(&text).map_err(|source| SweepError::Manifest {
+        path: mpath.clone(),
+        source,
+    })?;
     let rpath = dir.join("runs.jsonl");
-    let text = std::fs::read_to_string(&rpath).map_err(|e| format!("{}: {e}", rpath.display()))?;
+    let text = std::fs::read_to_string(&rpath).map_err(|source| SweepError::Io {
+        path: rpath.clone(),
+        source,
+    })?;
     let mut rows = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let r: Row = serde_json::from_str(line).map_err(|e| format!("{}:{}: {e}", rpath.display(), i + 1))?;
+        let r: Row = serde_json::from_str(line).map_err(|source| SweepError::Row {
+            path: rpath.clone(),
+            line: i + 1,
+            source,
+        })?;
         rows.push(r);
     }
     Ok((m, rows))
@@ -520,40 +548,42 @@ pub fn read_shard(path: &Path) -> Result<(Manifest, Vec<Row>), String> {
 
 /// Combine shards into the whole sweep: they must share one plan and cover every run exactly
 /// once. Returns the whole sweep's manifest and rows, by run number.
-pub fn merge(shards: Vec<(Manifest, Vec<Row>)>) -> Result<(Manifest, Vec<Row>), String> {
+pub fn merge(shards: Vec<(Manifest, Vec<Row>)>) -> Result<(Manifest, Vec<Row>), SweepError> {
     let mut it = shards.into_iter();
-    let (first, mut rows) = it.next().ok_or("merge: no inputs")?;
+    let (first, mut rows) = it.next().ok_or(SweepError::NoInputs)?;
     let plan = Manifest { shard: None, ..first };
     for (m, r) in it {
         let m = Manifest { shard: None, ..m };
         if m != plan {
-            return Err(format!(
-                "merge: shards of different sweeps: {} ({} runs, source {}) and {} ({} runs, source {})",
-                plan.file, plan.runs, plan.source_hash, m.file, m.runs, m.source_hash
-            ));
+            return Err(SweepError::DifferentSweeps {
+                first: Box::new(plan),
+                other: Box::new(m),
+            });
         }
         rows.extend(r);
     }
     rows.sort_by_key(|r| r.run);
     if let Some(w) = rows.windows(2).find(|w| w[0].run == w[1].run) {
-        return Err(format!("merge: run {} appears twice (a shard given twice?)", w[0].run));
+        return Err(SweepError::Twice { run: w[0].run });
     }
     if rows.len() as u64 != plan.runs || rows.last().is_some_and(|r| r.run >= plan.runs) {
         let have: std::collections::BTreeSet<u64> = rows.iter().map(|r| r.run).collect();
         let missing: Vec<u64> = (0..plan.runs).filter(|r| !have.contains(r)).take(5).collect();
-        return Err(format!(
-            "merge: {} of {} runs present; missing runs include {missing:?} (a shard left out?)",
-            rows.len(),
-            plan.runs
-        ));
+        return Err(SweepError::Incomplete {
+            present: rows.len() as u64,
+            runs: plan.runs,
+            missing,
+        });
     }
     Ok((plan, rows))
 }
 
-/// Print the summary as a table.
-pub fn print_summary(m: &Manifest, points: &[PointSummary]) {
+/// The summary as a table.
+pub fn summary_table(m: &Manifest, points: &[PointSummary]) -> String {
+    let mut out = String::new();
     let keys: Vec<&str> = m.axes.iter().map(|a| a.key.as_str()).collect();
-    println!(
+    let _ = writeln!(
+        out,
         "\n== sweep {} ({} runs: {} grid points x {} seeds; mean ± 95% CI)",
         m.scenario,
         m.runs,
@@ -561,7 +591,8 @@ pub fn print_summary(m: &Manifest, points: &[PointSummary]) {
         m.seeds
     );
     let head: Vec<String> = keys.iter().map(|k| format!("{k:>10}")).collect();
-    println!(
+    let _ = writeln!(
+        out,
         "{} {:>7} {:>22} {:>16} {:>16} {:>16}",
         head.join(" "),
         "pass",
@@ -576,7 +607,8 @@ pub fn print_summary(m: &Manifest, points: &[PointSummary]) {
     };
     for p in points {
         let vals: Vec<String> = p.values.iter().map(|v| format!("{v:>10}")).collect();
-        println!(
+        let _ = writeln!(
+            out,
             "{} {:>7} {:>22} {:>16} {:>16} {:>16}",
             vals.join(" "),
             format!("{}/{}", p.passed, p.runs),
@@ -586,6 +618,7 @@ pub fn print_summary(m: &Manifest, points: &[PointSummary]) {
             ci(p.figures[4], 3)
         );
     }
+    out
 }
 
 /// The default output directory of a sweep of `scenario`.
@@ -597,68 +630,175 @@ pub fn default_out(scenario: &str, shard: Option<Shard>) -> PathBuf {
     }
 }
 
-/// `pacesim sweep`: returns the exit status.
-pub fn cli_sweep(file: &Path, grid: &[String], seeds: u64, out: Option<&Path>, shard: Option<&str>) -> i32 {
-    let bad = |m: String| {
-        eprintln!("error: {m}");
-        crate::cli::EXIT_BAD_INPUT
-    };
-    let axes = match grid.iter().map(|g| Axis::parse(g)).collect::<Result<Vec<_>, _>>() {
-        Ok(a) => a,
-        Err(e) => return bad(e),
-    };
-    let shard = match shard.map(Shard::parse).transpose() {
-        Ok(s) => s,
-        Err(e) => return bad(e),
-    };
-    let plan = match Plan::new(file, axes, seeds) {
-        Ok(p) => p,
-        Err(e) => return bad(e),
-    };
+/// What `pacesim sweep` or `pacesim merge` wrote.
+#[derive(Debug)]
+pub struct Swept {
+    /// The plan, and which shard (if any) the rows are.
+    pub manifest: Manifest,
+    /// The rows, by run number.
+    pub rows: Vec<Row>,
+    /// The directory the outputs went to.
+    pub dir: PathBuf,
+}
+
+impl Swept {
+    /// The summary per grid point, as a table ([`summary_table`]).
+    pub fn table(&self) -> String {
+        summary_table(&self.manifest, &summarise(&self.manifest, &self.rows))
+    }
+}
+
+/// `pacesim sweep`: plan `file` over the `grid` axes (`KEY=V1,V2,...`) and `seeds`, run the
+/// runs `shard` (`i/n`) owns, or all, and write the outputs into `out` (default
+/// [`default_out`]).
+pub fn sweep_file(
+    file: &Path,
+    grid: &[String],
+    seeds: u64,
+    out: Option<&Path>,
+    shard: Option<&str>,
+) -> Result<Swept, SweepError> {
+    let axes = grid.iter().map(|g| Axis::parse(g)).collect::<Result<Vec<_>, _>>()?;
+    let shard = shard.map(Shard::parse).transpose()?;
+    let plan = Plan::new(file, axes, seeds)?;
     let rows = plan.run(shard);
-    let m = Manifest {
+    let manifest = Manifest {
         shard,
         ..plan.manifest.clone()
     };
-    let dir = out.map_or_else(|| default_out(&m.scenario, shard), Path::to_path_buf);
-    if let Err(e) = write(&dir, &m, &rows) {
-        return bad(e);
-    }
-    match shard {
-        Some(s) => println!(
-            "shard {}/{}: {} of {} runs written to {} (combine the shards with `pacesim merge`)",
-            s.index,
-            s.count,
-            rows.len(),
-            m.runs,
-            dir.display()
-        ),
-        None => {
-            print_summary(&m, &summarise(&m, &rows));
-            println!("\nwritten to {}", dir.display());
-        }
-    }
-    crate::cli::EXIT_PASS
+    let dir = out.map_or_else(|| default_out(&manifest.scenario, shard), Path::to_path_buf);
+    write(&dir, &manifest, &rows)?;
+    Ok(Swept { manifest, rows, dir })
 }
 
-/// `pacesim merge`: returns the exit status.
-pub fn cli_merge(inputs: &[PathBuf], out: Option<&Path>) -> i32 {
-    let run = || -> Result<(), String> {
-        let shards = inputs.iter().map(|p| read_shard(p)).collect::<Result<Vec<_>, _>>()?;
-        let (m, rows) = merge(shards)?;
-        let dir = out.map_or_else(|| default_out(&m.scenario, None), Path::to_path_buf);
-        write(&dir, &m, &rows)?;
-        print_summary(&m, &summarise(&m, &rows));
-        println!("\nmerged {} inputs into {}", inputs.len(), dir.display());
-        Ok(())
-    };
-    match run() {
-        Ok(()) => crate::cli::EXIT_PASS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            crate::cli::EXIT_BAD_INPUT
-        }
-    }
+/// `pacesim merge`: read the shards' outputs (directories or their `runs.jsonl` files),
+/// [`merge`] them, and write the whole sweep's outputs into `out` (default [`default_out`]).
+pub fn merge_files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Swept, SweepError> {
+    let shards = inputs.iter().map(|p| read_shard(p)).collect::<Result<Vec<_>, _>>()?;
+    let (manifest, rows) = merge(shards)?;
+    let dir = out.map_or_else(|| default_out(&manifest.scenario, None), Path::to_path_buf);
+    write(&dir, &manifest, &rows)?;
+    Ok(Swept { manifest, rows, dir })
+}
+
+/// Why a sweep or a merge did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    /// A `--grid` axis is not `KEY=V1,V2,...`.
+    #[error("--grid `{spec}`: expected KEY=V1,V2,...")]
+    Grid {
+        /// The axis as given.
+        spec: String,
+    },
+    /// A `--grid` axis has an empty key or value.
+    #[error("--grid `{spec}`: expected KEY=V1,V2,... with no empty part")]
+    GridEmpty {
+        /// The axis as given.
+        spec: String,
+    },
+    /// A `--grid` axis names the seed.
+    #[error("--grid: vary the seed with --seeds, not a grid axis")]
+    GridSeed,
+    /// A grid path runs through a value that is not a table.
+    #[error("--grid {key}: `{table}` is not a table")]
+    NotATable {
+        /// The axis key.
+        key: String,
+        /// The dotted prefix of its path that is not a table.
+        table: String,
+    },
+    /// `--shard` is not `i/n` with `0 <= i < n`.
+    #[error("--shard `{spec}`: expected i/n with 0 <= i < n, e.g. 0/4")]
+    Shard {
+        /// The shard as given.
+        spec: String,
+    },
+    /// `--seeds 0`.
+    #[error("--seeds must be at least 1")]
+    NoSeeds,
+    /// The scenario file could not be read.
+    #[error("{file}: cannot read: {source}")]
+    ReadScenario {
+        /// The scenario file.
+        file: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The scenario, or a grid point of it, is invalid (names file, line and field).
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// The scenario file is not TOML.
+    #[error("{label}: {source}")]
+    Toml {
+        /// The scenario file.
+        label: String,
+        /// Where and what.
+        source: toml::de::Error,
+    },
+    /// A grid point's scenario could not be written back as TOML.
+    #[error("{label}: {source}")]
+    Point {
+        /// The scenario file and the grid point, `file [key=value ...]`.
+        label: String,
+        /// What went wrong.
+        source: toml::ser::Error,
+    },
+    /// Reading or writing an output file or directory failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A shard's `sweep.json` does not parse.
+    #[error("{path}: {source}")]
+    Manifest {
+        /// The `sweep.json` file.
+        path: PathBuf,
+        /// Where and what.
+        source: serde_json::Error,
+    },
+    /// A line of a shard's `runs.jsonl` does not parse.
+    #[error("{path}:{line}: {source}")]
+    Row {
+        /// The `runs.jsonl` file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        source: serde_json::Error,
+    },
+    /// `merge` was given nothing.
+    #[error("merge: no inputs")]
+    NoInputs,
+    /// The shards come from different sweeps.
+    #[error(
+        "merge: shards of different sweeps: {} ({} runs, source {}) and {} ({} runs, source {})",
+        first.file, first.runs, first.source_hash, other.file, other.runs, other.source_hash
+    )]
+    DifferentSweeps {
+        /// The first shard's plan.
+        first: Box<Manifest>,
+        /// The plan of a shard that differs from it.
+        other: Box<Manifest>,
+    },
+    /// A run appears in two shards.
+    #[error("merge: run {run} appears twice (a shard given twice?)")]
+    Twice {
+        /// The run number.
+        run: u64,
+    },
+    /// Runs are missing.
+    #[error("merge: {present} of {runs} runs present; missing runs include {missing:?} (a shard left out?)")]
+    Incomplete {
+        /// Runs present.
+        present: u64,
+        /// Runs in the whole sweep.
+        runs: u64,
+        /// The first few missing run numbers.
+        missing: Vec<u64>,
+    },
 }
 
 #[cfg(test)]
@@ -700,11 +840,13 @@ mod tests {
             (values[0].as_str(), sc.pacer.rate, sc.seed, sc.checks.burst),
             ("50", 50.0, 2, 3)
         );
-        let e = Plan::from_text("t.toml", src, vec![Axis::parse("rate=0").unwrap()], 1).unwrap_err();
+        let e = Plan::from_text("t.toml", src, vec![Axis::parse("rate=0").unwrap()], 1)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("[rate=0]") && e.contains("pacer.rate"), "{e}");
         // a table a path creates must still be a valid one
         let e = Plan::from_text("t.toml", src, vec![Axis::parse("store.latency.value=1ms").unwrap()], 1);
-        assert!(e.unwrap_err().contains("missing field `dist`"));
+        assert!(e.unwrap_err().to_string().contains("missing field `dist`"));
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Reports (issue 6): regenerating a report gives byte-identical files; the table's numbers are
 //! the `--json` numbers and the trace's; the confidence interval is the hand-computed one.
 
-use pacesim::report::{self, Derived, Options, Row, table, timeline::Timeline};
+use pacesim::report::{self, table};
+use pacesim::run::compare::{self, Derived, Options, Row};
 use pacesim::scenario::Scenario;
 use pacesim::summary;
+use pacesim::timeline::Timeline;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -67,7 +69,7 @@ fn a_report_regenerates_byte_identical() {
     let mut dirs = Vec::new();
     for k in 0..2 {
         let dir = scratch(&format!("twice{k}"));
-        let all = report::run_all(&scenarios, opts).unwrap();
+        let all = compare::run_all(&scenarios, opts).unwrap();
         report::write(&dir, &all, "pacesim simulate (test)").unwrap();
         dirs.push(dir);
     }
@@ -117,7 +119,7 @@ fn table_numbers_are_the_json_and_the_trace_numbers() {
     std::fs::write(&scenario_file, kill_text()).unwrap();
 
     // 1. The numbers a report computes, and the trace it streamed from.
-    let sr = report::run_all(
+    let sr = compare::run_all(
         std::slice::from_ref(&sc),
         Options {
             seeds: 1,

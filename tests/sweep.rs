@@ -139,13 +139,15 @@ fn shards_of_different_sweeps_do_not_merge_and_rows_replay() {
         (a.manifest.clone(), rows0.clone()),
         (other.manifest.clone(), rows1),
     ])
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("different sweeps"), "{e}");
     let e = sweep::merge(vec![
         (a.manifest.clone(), rows0.clone()),
         (a.manifest.clone(), rows0.clone()),
     ])
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("appears twice"), "{e}");
 
     // a row's seed and grid values replay it: the same trace hash as a plain run

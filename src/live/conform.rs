@@ -15,13 +15,14 @@
 
 use crate::dist::Dist;
 use crate::live::settings::PgSettings;
-use crate::live::{LiveError, LiveOptions, pg, run_blocking};
+use crate::live::{CommandError, LiveError, LiveOptions, pg, run_blocking};
 use crate::scenario::Scenario;
 use crate::summary::{self, Summary};
 use crate::time::Nanos;
 use crate::trace::{Event, OpKind, Sink};
 use serde::Serialize;
 use statrs::statistics::Statistics;
+use std::fmt::Write as _;
 use std::time::Duration;
 
 /// Looks for the stall after each crash: the longest gap between consecutive arrivals from
@@ -315,103 +316,107 @@ fn rel(sim: f64, live: f64) -> String {
     }
 }
 
-/// Print the side-by-side table.
-pub fn print(c: &Conformance) {
+/// The side-by-side table, after the calibration and the cost table when they were measured.
+pub fn table(c: &Conformance) -> String {
+    let mut out = String::new();
     if let Some(cal) = &c.calibration {
-        println!(
+        let _ = writeln!(
+            out,
             "calibration: {} sequential reservations, RTT mean {:.3} ms p50 {:.3} ms -> store.latency = lognormal(median {:.3} ms, sigma {:.3}) one-way",
             cal.samples, cal.rtt_mean_ms, cal.rtt_p50_ms, cal.one_way_median_ms, cal.sigma
         );
     }
     if let Some(t) = &c.cost {
-        println!(
+        let _ = writeln!(
+            out,
             "\nreservation cost, 4 processes sharing one row ({} steady-state reservations)",
             t.count
         );
-        println!("{:<18} {:>8} {:>8} {:>8} {:>8}", "metric", "mean", "p50", "p95", "p99");
-        println!(
+        let _ = writeln!(
+            out,
+            "{:<18} {:>8} {:>8} {:>8} {:>8}",
+            "metric", "mean", "p50", "p95", "p99"
+        );
+        let _ = writeln!(
+            out,
             "{:<18} {:>5.2} ms {:>5.2} ms {:>5.2} ms {:>5.2} ms",
             "per reservation", t.mean_ms, t.p50_ms, t.p95_ms, t.p99_ms
         );
-        println!(
+        let _ = writeln!(
+            out,
             "{:<18} {:>5.2} ms {:>5.2} ms {:>5.2} ms {:>5.2} ms",
             "design record", 1.49, 1.30, 2.33, 8.09
         );
     }
     let (s, l) = (&c.sim, &c.live);
-    println!(
+    let _ = writeln!(
+        out,
         "\n== conform {} (backend {}, {} processes, ceiling {}/s)",
         s.scenario, s.backend, s.processes, s.rate
     );
-    println!("{:<24} {:>12} {:>12} {:>10}", "", "sim", "live", "live/sim");
-    let row = |name: &str, a: f64, b: f64, prec: usize| {
-        println!("{name:<24} {a:>12.prec$} {b:>12.prec$} {:>10}", rel(a, b));
-    };
-    row("fetches", s.fetches as f64, l.fetches as f64, 0);
-    row(
-        "first-to-last start s",
-        s.last_start_s - s.first_start_s,
-        l.last_start_s - l.first_start_s,
-        3,
-    );
-    row("achieved rate /s", s.achieved_rate, l.achieved_rate, 3);
-    row("max in 1 s", s.max_window.count as f64, l.max_window.count as f64, 0);
-    row("burst needed", s.burst_needed as f64, l.burst_needed as f64, 0);
-    row("429s", s.status_429 as f64, l.status_429 as f64, 0);
-    row("reservation mean ms", s.reservation.mean_ms, l.reservation.mean_ms, 3);
-    row("reservation p50 ms", s.reservation.p50_ms, l.reservation.p50_ms, 3);
-    row("reservation p95 ms", s.reservation.p95_ms, l.reservation.p95_ms, 3);
-    row("reservation p99 ms", s.reservation.p99_ms, l.reservation.p99_ms, 3);
-    match (c.sim_stall_ms, c.live_stall_ms) {
-        (None, None) => println!("{:<24} {:>12} {:>12}", "stall after kill ms", "-", "-"),
-        (a, b) => row("stall after kill ms", a.unwrap_or(0.0), b.unwrap_or(0.0), 1),
+    let _ = writeln!(out, "{:<24} {:>12} {:>12} {:>10}", "", "sim", "live", "live/sim");
+    let row =
+        |name: &str, a: f64, b: f64, prec: usize| format!("{name:<24} {a:>12.prec$} {b:>12.prec$} {:>10}\n", rel(a, b));
+    let (rs, rl) = (&s.reservation, &l.reservation);
+    for (name, a, b, prec) in [
+        ("fetches", s.fetches as f64, l.fetches as f64, 0),
+        (
+            "first-to-last start s",
+            s.last_start_s - s.first_start_s,
+            l.last_start_s - l.first_start_s,
+            3,
+        ),
+        ("achieved rate /s", s.achieved_rate, l.achieved_rate, 3),
+        ("max in 1 s", s.max_window.count as f64, l.max_window.count as f64, 0),
+        ("burst needed", s.burst_needed as f64, l.burst_needed as f64, 0),
+        ("429s", s.status_429 as f64, l.status_429 as f64, 0),
+        ("reservation mean ms", rs.mean_ms, rl.mean_ms, 3),
+        ("reservation p50 ms", rs.p50_ms, rl.p50_ms, 3),
+        ("reservation p95 ms", rs.p95_ms, rl.p95_ms, 3),
+        ("reservation p99 ms", rs.p99_ms, rl.p99_ms, 3),
+    ] {
+        out += &row(name, a, b, prec);
     }
-    row("fallback s", s.fallback_s, l.fallback_s, 3);
+    out += &match (c.sim_stall_ms, c.live_stall_ms) {
+        (None, None) => format!("{:<24} {:>12} {:>12}\n", "stall after kill ms", "-", "-"),
+        (a, b) => row("stall after kill ms", a.unwrap_or(0.0), b.unwrap_or(0.0), 1),
+    };
+    out += &row("fallback s", s.fallback_s, l.fallback_s, 3);
     for (name, sc) in &s.checks {
         let lc = l.checks.get(name).map_or("-", |c| if c.pass { "pass" } else { "FAIL" });
-        println!(
+        let _ = writeln!(
+            out,
             "{:<24} {:>12} {:>12}",
             format!("check {name}"),
             if sc.pass { "pass" } else { "FAIL" },
             lc
         );
     }
+    out
 }
 
-/// `pacesim conform`: the exit status (0 when the achieved rates agree within `tolerance` and
-/// every check has the same verdict both ways).
-pub fn cli_conform(file: &std::path::Path, backend: Option<&str>, calibrate: bool, json: bool, tolerance: f64) -> i32 {
-    let sc = match crate::cli::load(file, None, backend) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return crate::cli::EXIT_BAD_INPUT;
-        }
-    };
-    let opts = LiveOptions {
-        verbose: !json,
-        ..LiveOptions::cli()
-    };
-    match conform(&sc, calibrate, &opts) {
-        Ok(c) => {
-            if json {
-                println!("{}", serde_json::to_string(&c).expect("conformance serialises"));
-            } else {
-                print(&c);
-            }
-            let verdicts_agree = c
-                .sim
-                .checks
-                .iter()
-                .all(|(k, v)| c.live.checks.get(k).is_some_and(|l| l.pass == v.pass));
-            if c.rate_difference.abs() <= tolerance && verdicts_agree {
-                crate::cli::EXIT_PASS
-            } else {
-                crate::cli::EXIT_FAIL
-            }
-        }
-        Err(e) => crate::live::exit_for(e),
+impl Conformance {
+    /// True when the achieved rates agree within `tolerance` (relative) and every check has
+    /// the same verdict both ways.
+    pub fn agrees(&self, tolerance: f64) -> bool {
+        let verdicts_agree = self
+            .sim
+            .checks
+            .iter()
+            .all(|(k, v)| self.live.checks.get(k).is_some_and(|l| l.pass == v.pass));
+        self.rate_difference.abs() <= tolerance && verdicts_agree
     }
+}
+
+/// `pacesim conform`: load `file` (with `--backend`) and run it both ways ([`conform`]).
+pub fn conform_file(
+    file: &std::path::Path,
+    backend: Option<&str>,
+    calibrate: bool,
+    opts: &LiveOptions,
+) -> Result<Conformance, CommandError> {
+    let sc = crate::run::load(file, None, backend)?;
+    Ok(conform(&sc, calibrate, opts)?)
 }
 
 #[cfg(test)]

@@ -55,19 +55,24 @@ pub mod clock;
 pub mod conform;
 pub mod destination;
 pub mod driver;
+mod faults;
 pub mod pg;
 pub mod proto;
 pub mod proxy;
 pub mod redis;
 pub mod runner;
 pub mod settings;
+mod stores;
+mod supervisor;
 pub mod worker;
 
 pub use adapter::StoreUse;
 pub use runner::{LiveOptions, LiveRun, run, run_blocking};
 pub use settings::Missing;
 
+use crate::run::LoadError;
 use crate::trace::Event;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Events collected in the parent (destination arrivals, fault edges, the workers' events).
@@ -93,52 +98,48 @@ pub enum LiveError {
     Interrupted,
 }
 
-/// `pacesim live`: run, print the summary as `pacesim run` does; the exit status.
-pub fn cli_live(
-    file: &std::path::Path,
+/// Why `pacesim live` or `pacesim conform` gave no result.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The scenario did not load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The live run failed, or was interrupted.
+    #[error(transparent)]
+    Live(#[from] LiveError),
+    /// The trace file could not be written.
+    #[error("{path}: {source}")]
+    Trace {
+        /// The trace file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+impl CommandError {
+    /// True when SIGINT or SIGTERM stopped the run (which was cleaned up).
+    pub fn interrupted(&self) -> bool {
+        matches!(self, CommandError::Live(LiveError::Interrupted))
+    }
+}
+
+/// `pacesim live`: load `file` with the overrides, run it live, and write its trace to
+/// `trace` (JSON Lines) if given.
+pub fn run_file(
+    file: &Path,
     seed: Option<u64>,
     backend: Option<&str>,
-    trace: Option<&std::path::Path>,
-    json: bool,
-) -> i32 {
-    let sc = match crate::cli::load(file, seed, backend) {
-        Ok(s) => s,
-        Err(e) => return fail(e),
-    };
-    let opts = LiveOptions {
-        verbose: !json,
-        ..LiveOptions::cli()
-    };
-    match run_blocking(&sc, &opts) {
-        Ok(r) => {
-            if let Some(p) = trace
-                && let Err(e) = std::fs::write(p, &r.trace)
-            {
-                return fail(format!("{}: {e}", p.display()));
-            }
-            crate::cli::print_summary(&r.summary, json);
-            if r.summary.all_pass() {
-                crate::cli::EXIT_PASS
-            } else {
-                crate::cli::EXIT_FAIL
-            }
-        }
-        Err(e) => exit_for(e),
+    trace: Option<&Path>,
+    opts: &LiveOptions,
+) -> Result<LiveRun, CommandError> {
+    let sc = crate::run::load(file, seed, backend)?;
+    let r = run_blocking(&sc, opts)?;
+    if let Some(p) = trace {
+        std::fs::write(p, &r.trace).map_err(|source| CommandError::Trace {
+            path: p.to_path_buf(),
+            source,
+        })?;
     }
-}
-
-/// Print a live error and return its exit status (130 after Ctrl-C, else 2).
-pub fn exit_for(e: LiveError) -> i32 {
-    match e {
-        LiveError::Interrupted => {
-            eprintln!("pacesim: {e}");
-            130
-        }
-        e => fail(e),
-    }
-}
-
-fn fail(msg: impl std::fmt::Display) -> i32 {
-    eprintln!("error: {msg}");
-    crate::cli::EXIT_BAD_INPUT
+    Ok(r)
 }

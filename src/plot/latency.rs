@@ -7,7 +7,7 @@ use super::{
     AXIS, DrawResult, Figure, LABEL, LegendItem, Swatch, decimate, draw_legend, draw_stacked, main_chart, mesh, num,
     split_legend, text,
 };
-use crate::report::timeline::Timeline;
+use crate::timeline::Timeline;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 

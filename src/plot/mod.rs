@@ -1,6 +1,6 @@
 //! Plots, each written as SVG and PNG from the same drawing code.
 //!
-//! Every figure is a [`Figure`]: data prepared from [`crate::report::timeline::Timeline`]s
+//! Every figure is a [`Figure`]: data prepared from [`crate::timeline::Timeline`]s
 //! and summaries, drawn onto any plotters backend. [`write()`] draws it twice, into
 //! `<stem>.svg` and `<stem>.png`. Conventions every figure follows:
 //!
@@ -21,7 +21,7 @@ pub mod processes;
 pub mod rate;
 pub mod seeds;
 
-use crate::report::timeline::FaultWindow;
+use crate::timeline::FaultWindow;
 use plotters::chart::MeshStyle;
 use plotters::coord::CoordTranslate;
 use plotters::coord::Shift;

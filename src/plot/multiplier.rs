@@ -8,7 +8,7 @@ use super::{
     AXIS, DrawResult, Figure, LABEL, LegendItem, Swatch, decimate, draw_faults, draw_legend, fault_bands, main_chart,
     mesh, num, split_legend,
 };
-use crate::report::timeline::{Gauge, Grid, Timeline};
+use crate::timeline::{Gauge, Grid, Timeline};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 

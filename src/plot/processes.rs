@@ -9,7 +9,7 @@ use super::{
     DrawResult, Figure, LABEL, LegendItem, Swatch, TITLE, draw_faults, draw_legend, fault_bands, mesh, nice_ceil, num,
     split_legend, text,
 };
-use crate::report::timeline::{Grid, Timeline};
+use crate::timeline::{Grid, Timeline};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -71,7 +71,7 @@ impl ProcessFigure {
             .iter()
             .flat_map(|r| r.1.per_process().iter().map(|g| g.width()))
             .max()
-            .unwrap_or(super::super::report::timeline::FINE_WIDTH_NS);
+            .unwrap_or(crate::timeline::FINE_WIDTH_NS);
         let window_ns = window_for(end, width);
         let k = (window_ns / width).max(1) as usize;
         let win_s = (k as u64 * width) as f64 / 1e9;

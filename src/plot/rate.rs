@@ -12,7 +12,7 @@ use super::{
     AXIS, DrawResult, Figure, LABEL, LegendItem, Swatch, draw_faults, draw_legend, draw_stacked, fault_bands,
     main_chart, mesh, nice_ceil, num, split_legend, text,
 };
-use crate::report::timeline::{Grid, Timeline};
+use crate::timeline::{Grid, Timeline};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 

@@ -1,5 +1,5 @@
 //! The spread of the headline figures across seeds: one panel per figure
-//! ([`crate::report::HEADLINES`]), one box per backend (quartiles, whiskers to the extremes,
+//! ([`crate::run::compare::HEADLINES`]), one box per backend (quartiles, whiskers to the extremes,
 //! median line, every seed as a dot) and beside it, in black, the mean with its 95% Student-t
 //! confidence interval. Reference lines: the ceiling, a window ratio of 1, the tolerated burst.
 
@@ -7,7 +7,7 @@ use super::palette::colour;
 use super::{
     DrawResult, Figure, LABEL, LegendItem, Swatch, TITLE, draw_legend, mesh, nice_ceil, num, split_legend, text,
 };
-use crate::report::{HEADLINES, ScenarioRuns, headline};
+use crate::run::compare::{HEADLINES, ScenarioRuns, headline};
 use crate::stats::{self, MeanCi, Spread};
 use plotters::coord::Shift;
 use plotters::prelude::*;

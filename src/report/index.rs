@@ -3,8 +3,9 @@
 //! description, a reading generated from the numbers, the comparison table, statistics across
 //! seeds, and every plot (the SVG inline; a PNG of the same name sits beside it).
 
-use super::{ScenarioRuns, Written, table};
+use super::{Written, table};
 use crate::plot::num;
+use crate::run::compare::{Run, ScenarioRuns};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
@@ -130,7 +131,7 @@ fn and_list(v: &[String]) -> String {
 }
 
 /// What one run did, after its backend's name (shared by backends that did exactly the same).
-fn run_phrase(r: &super::Run, ceiling: &str) -> String {
+fn run_phrase(r: &Run, ceiling: &str) -> String {
     let s = &r.row.summary;
     let d = &r.row.derived;
     let mut p = format!(

@@ -1,7 +1,7 @@
 //! The comparison tables: one set of formatted cells, printed to the terminal as aligned text
 //! and written into `index.md` as Markdown, so both show exactly the same numbers.
 
-use super::{Row, ScenarioRuns, SeedStats};
+use crate::run::compare::{Row, ScenarioRuns, SeedStats};
 use crate::stats::MeanCi;
 
 /// A table of formatted cells.

@@ -1,0 +1,204 @@
+//! Running scenarios: the pipeline the commands share, from scenario files to summaries.
+//!
+//! - **Inputs.** [`load`] reads one scenario file and applies `--seed` / `--backend`;
+//!   [`scenarios`] loads the files a command names, or else every `sims/*.toml`
+//!   ([`default_scenarios`]).
+//! - **One run.** [`one`] (`pacesim run`) simulates a scenario, optionally writing its trace,
+//!   and summarises it ([`crate::summary::simulate`]); [`check`] (`pacesim check`) summarises
+//!   an existing trace ([`crate::summary::from_trace`]), optionally against another ceiling.
+//! - **Compared runs.** [`compare`] (`pacesim simulate`): every scenario once per backend it
+//!   compares and per seed, with the timelines the plots and the report are made from.
+//!
+//! Everything here returns a typed result and prints nothing; the command line decides what
+//! is printed and the exit status.
+
+pub mod compare;
+
+use crate::scenario::{Scenario, ScenarioError};
+use crate::summary::{self, Summary};
+use crate::trace::ReadError;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Why the scenarios of a command could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read, or a value in it is invalid (names file, line and field).
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// `--backend` names a backend the scenario cannot run with.
+    #[error("{file}: --backend: {message}")]
+    Backend {
+        /// The scenario file.
+        file: PathBuf,
+        /// What is wrong (names the scenario and the field).
+        message: String,
+    },
+    /// No files were named and `sims/` holds none.
+    #[error("no scenario files (looked in sims/*.toml)")]
+    NoScenarios,
+}
+
+/// Load a scenario and apply `--seed` / `--backend` overrides.
+pub fn load(file: &Path, seed: Option<u64>, backend: Option<&str>) -> Result<Scenario, LoadError> {
+    let mut sc = Scenario::load(file)?;
+    if let Some(s) = seed {
+        sc.seed = s;
+    }
+    if let Some(b) = backend {
+        sc = sc.with_backend(b).map_err(|message| LoadError::Backend {
+            file: file.to_path_buf(),
+            message,
+        })?;
+    }
+    Ok(sc)
+}
+
+/// The scenario files a command runs by default: `sims/*.toml` except `expected*`, sorted.
+pub fn default_scenarios() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir("sims")
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.retain(|p| {
+        !p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("expected"))
+    });
+    v.sort();
+    v
+}
+
+/// Load `files`, in order; no files means [`default_scenarios`]. Fails on the first file that
+/// does not load, or when there is no file at all.
+pub fn scenarios(files: Vec<PathBuf>) -> Result<Vec<Scenario>, LoadError> {
+    let files = if files.is_empty() { default_scenarios() } else { files };
+    if files.is_empty() {
+        return Err(LoadError::NoScenarios);
+    }
+    files.iter().map(|f| Ok(Scenario::load(f)?)).collect()
+}
+
+/// Why one run (`pacesim run`) or one trace check (`pacesim check`) gave no summary.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The scenario did not load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The trace file could not be created.
+    #[error("{path}: {source}")]
+    CreateTrace {
+        /// The trace file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Writing the trace failed part way.
+    #[error("writing trace: {0}")]
+    WriteTrace(#[source] std::io::Error),
+    /// The trace file to check could not be opened.
+    #[error("{path}: {source}")]
+    OpenTrace {
+        /// The trace file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// `--rate` is not a positive number.
+    #[error("--rate must be above 0, got {0}")]
+    BadRate(f64),
+    /// The trace does not read (names file and line).
+    #[error(transparent)]
+    ReadTrace(#[from] ReadError),
+}
+
+/// `pacesim run`: load `file` with the overrides, simulate it, write its trace to `trace`
+/// (JSON Lines) if given, and summarise it.
+pub fn one(file: &Path, seed: Option<u64>, backend: Option<&str>, trace: Option<&Path>) -> Result<Summary, RunError> {
+    let sc = load(file, seed, backend)?;
+    let out: Option<Box<dyn Write + Send>> = match trace {
+        Some(p) => match std::fs::File::create(p) {
+            Ok(f) => Some(Box::new(std::io::BufWriter::new(f))),
+            Err(source) => {
+                return Err(RunError::CreateTrace {
+                    path: p.to_path_buf(),
+                    source,
+                });
+            }
+        },
+        None => None,
+    };
+    summary::simulate(&sc, out, None).map_err(RunError::WriteTrace)
+}
+
+/// `pacesim check`: summarise the trace file `trace` (the checkers' verdicts included),
+/// against the ceiling `rate` instead of the header's when given.
+pub fn check(trace: &Path, rate: Option<f64>) -> Result<Summary, RunError> {
+    let f = std::fs::File::open(trace).map_err(|source| RunError::OpenTrace {
+        path: trace.to_path_buf(),
+        source,
+    })?;
+    let name = trace.display().to_string();
+    let reader = std::io::BufReader::new(f);
+    let summary = match rate {
+        None => summary::from_trace(&name, reader),
+        Some(r) if r.is_finite() && r > 0.0 => summary::from_trace(&name, RateOverride::new(reader, r)),
+        Some(r) => return Err(RunError::BadRate(r)),
+    };
+    Ok(summary?)
+}
+
+/// Rewrites the header's rate as the trace streams by (for `check --rate`).
+struct RateOverride<R> {
+    inner: R,
+    rate: f64,
+    first: bool,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl<R: std::io::BufRead> RateOverride<R> {
+    fn new(inner: R, rate: f64) -> Self {
+        RateOverride {
+            inner,
+            rate,
+            first: true,
+            buf: Vec::new(),
+            pos: 0,
+        }
+    }
+}
+
+impl<R: std::io::BufRead> std::io::Read for RateOverride<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let avail = std::io::BufRead::fill_buf(self)?;
+        let n = avail.len().min(out.len());
+        out[..n].copy_from_slice(&avail[..n]);
+        std::io::BufRead::consume(self, n);
+        Ok(n)
+    }
+}
+
+impl<R: std::io::BufRead> std::io::BufRead for RateOverride<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        if self.pos >= self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+            self.inner.read_until(b'\n', &mut self.buf)?;
+            if self.first && !self.buf.is_empty() {
+                self.first = false;
+                if let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&self.buf) {
+                    v["rate"] = serde_json::json!(self.rate);
+                    self.buf = serde_json::to_vec(&v).unwrap_or_default();
+                    self.buf.push(b'\n');
+                }
+            }
+        }
+        Ok(&self.buf[self.pos..])
+    }
+    fn consume(&mut self, amt: usize) {
+        self.pos += amt;
+    }
+}
