@@ -11,9 +11,11 @@ simulate *ARGS:
 
 # Release profile: the property and scenario tests simulate millions of events.
 # PROPTEST_CASES sets the property tests' depth.
-# The test suite: unit, integration, property, live (skipped without servers), bench smoke.
+# The test suite: unit, integration, property, live (skipped without servers), bench smoke,
+# and the docs' examples (the crate doc's tutorial).
 test:
     cargo test --release --all-targets
+    cargo test --release --doc
 
 # What CI runs: formatting, lints and docs with warnings denied, then the tests.
 ci:
