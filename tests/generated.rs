@@ -229,6 +229,7 @@ proptest! {
         let mut sc = sc;
         sc.faults = vec![FaultSpec::Clock { processes: vec![], epoch_spread: Some(Nanos(3_600_000_000_000)), drift_ppm: 0.0, step: None, step_at: None, wall_offset: None }];
         sc.pacer.set("clock", "'process_monotonic'");
+        sc.pacer.set("stale_after", "'10s'"); // the reset that turns starvation into N x rate
         sc.checks.burst = 2;
         let (s, msg) = run_explained(&sc);
         prop_assert!(!s.all_pass(), "process clocks escaped every check{}", msg);

@@ -43,24 +43,30 @@ fn every_scenario_summary_and_trace_hash_is_as_recorded() {
         return;
     }
     let want = std::fs::read_to_string(&path).expect("tests/golden/runs.jsonl (PACESIM_BLESS=1 writes it)");
-    let (g, w): (Vec<&str>, Vec<&str>) = (got.lines().collect(), want.lines().collect());
+    let key = |line: &str| {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        format!("{} / {} / seed {}", v["scenario"], v["backend"], v["seed"])
+    };
+    let index = |text: &str| -> std::collections::BTreeMap<String, String> {
+        text.lines().map(|l| (key(l), l.to_string())).collect()
+    };
+    let (g, w) = (index(&got), index(&want));
     let mut diffs = Vec::new();
-    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        if a != b {
-            let key = |s: &str| {
-                let v: serde_json::Value = serde_json::from_str(s).unwrap();
-                format!("{} / {} / seed {}", v["scenario"], v["backend"], v["seed"])
-            };
-            diffs.push(format!("line {}: {}\n  want {b}\n  got  {a}", i + 1, key(b)));
+    for (k, b) in &w {
+        match g.get(k) {
+            None => diffs.push(format!("{k}: recorded, no longer run")),
+            Some(a) if a != b => diffs.push(format!("{k}:\n  want {b}\n  got  {a}")),
+            _ => {}
         }
     }
+    for k in g.keys().filter(|k| !w.contains_key(*k)) {
+        diffs.push(format!("{k}: run, not recorded"));
+    }
     assert!(
-        diffs.is_empty() && g.len() == w.len(),
-        "{} of {} recorded runs changed ({} lines now, {} recorded); say why in the commit, then \
+        diffs.is_empty(),
+        "{} of {} recorded runs changed or are new; say why in the commit, then \
          PACESIM_BLESS=1 cargo test --release --test golden\n{}",
         diffs.len(),
-        w.len(),
-        g.len(),
         w.len(),
         diffs.join("\n")
     );

@@ -10,9 +10,13 @@
 //!   sequence spaced by the interval in force.
 //! - **Clock:** the store's (`clock_timestamp()`). Variant `clock = "process_monotonic"`
 //!   (defect): each process sends its own monotonic reading, whose epoch is per process, and
-//!   the statement uses that instead; a stored pace further ahead than `stale_after` is taken
-//!   for a stale row and overwritten, so processes with different epochs keep resetting each
-//!   other's pace and each runs free: N x rate while looking coordinated.
+//!   the statement uses that instead. As the record describes it, a process whose epoch is
+//!   behind the row's writer sees a pace far ahead and sleeps until its own clock reaches it
+//!   (it starves), while the furthest-ahead process paces alone. Recovery code such a design
+//!   tends to grow, `stale_after` (an option, off by default: the record has none), takes a
+//!   pace further ahead than that for a stale row and overwrites it: then processes with
+//!   different epochs keep resetting each other's pace and each runs free, N x rate while
+//!   looking coordinated.
 //! - **Wait:** `relative` sleeps `slot - now` from when the reply arrives (skew-immune);
 //!   `absolute` sleeps until the host's wall clock reads `slot` (host/store skew shifts it).
 //! - **Transaction:** autocommit releases the row lock the instant the statement returns.
@@ -89,7 +93,8 @@ pub struct RowOptions {
     /// Where the clean streak lives. Default: wherever the multiplier lives.
     pub streak: Option<Placement>,
     /// For `process_monotonic`: a stored pace further ahead than this is taken for a stale row
-    /// and overwritten (recovery code such a design needs). Default 10s (pacesim's choice).
+    /// and overwritten (recovery code such a design tends to grow). Default: none, no reset
+    /// (the record describes none).
     pub stale_after: Option<Nanos>,
 }
 
@@ -156,7 +161,7 @@ pub struct Row {
     clock: ClockSource,
     wait: WaitMode,
     in_transaction: Option<Dist>,
-    stale_after: Nanos,
+    stale_after: Option<Nanos>,
     fallback: FallbackCfg,
     placed: Placed,
 }
@@ -171,7 +176,7 @@ impl Row {
             clock: o.clock.unwrap_or(ClockSource::Store),
             wait: o.wait.unwrap_or(WaitMode::Relative),
             in_transaction: o.in_transaction.map(|t| t.hold),
-            stale_after: o.stale_after.unwrap_or(Nanos(10_000_000_000)),
+            stale_after: o.stale_after,
             fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::Divided), o.cap)?,
             placed: Placed::new(o.backoff, o.streak, sc.backoff_config()),
         })
@@ -193,8 +198,8 @@ impl Row {
         self.in_transaction.as_ref()
     }
 
-    /// `stale_after` in force.
-    pub fn stale_after(&self) -> Nanos {
+    /// `stale_after` in force (`None`: a far-ahead pace is never reset).
+    pub fn stale_after(&self) -> Option<Nanos> {
         self.stale_after
     }
 
@@ -264,7 +269,7 @@ pub struct RowStore {
     // The caller's transaction still open on the row, if any: (holder, the row's value before
     // its update, when it commits). A holder killed before the commit is rolled back.
     open_tx: Option<(Session, Option<Reading>, Instant)>,
-    stale_after: Nanos,
+    stale_after: Option<Nanos>,
 }
 
 impl RowStore {
@@ -278,7 +283,7 @@ impl RowStore {
     pub fn reserve(&mut self, now: Reading, multiplier: f64) -> (Reading, Nanos) {
         let interval = self.interval.scale(multiplier);
         let mut slot = self.next_allowed_at.map_or(now, |next| next.max(now));
-        if self.clock == ClockSource::ProcessMonotonic && slot - now > self.stale_after.0 as i64 {
+        if self.clock == ClockSource::ProcessMonotonic && self.stale_after.is_some_and(|s| slot - now > s.0 as i64) {
             slot = now; // "stale row": the recovery code a per-process clock design needs
         }
         self.next_allowed_at = Some(slot + interval.0 as i64);
@@ -428,6 +433,17 @@ mod tests {
         assert_eq!(r.next_allowed_at(), Some(600_001_000));
         // an idle pacer grants now
         assert_eq!(r.reserve(10_000_000_000, 1.0).0, 10_000_000_000);
+    }
+
+    #[test]
+    fn process_clock_without_a_reset_makes_the_behind_process_wait() {
+        // the record as written: nothing resets a pace written on another process's clock
+        let mut r = row("clock='process_monotonic'").store();
+        let far = 3_600_000_000_000;
+        assert_eq!(r.reserve(far, 1.0).0, far);
+        // a process whose epoch is an hour behind gets the next slot in the hour-ahead frame:
+        // it sleeps about an hour
+        assert_eq!(r.reserve(5, 1.0).0, far + 100_000_000);
     }
 
     #[test]

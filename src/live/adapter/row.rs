@@ -148,7 +148,8 @@ impl Open for RowSql {
             link,
             interval_us: row.interval().0 as f64 / 1000.0,
             clock: row.clock(),
-            stale_after_us: row.stale_after().0 as f64 / 1000.0,
+            // no reset: a bound far past any run (about 31 years)
+            stale_after_us: row.stale_after().map_or(1e15, |s| s.0 as f64 / 1000.0),
             in_transaction: row.in_transaction().cloned(),
             backoff: spec.scenario.backoff.clone(),
         })
