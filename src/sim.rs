@@ -15,7 +15,7 @@ use crate::rng::{self, Entity, Rng};
 use crate::scenario::Scenario;
 use crate::store::{Store, Waiter};
 use crate::time::{Instant, Nanos};
-use crate::trace::{Event, Header, Sink, TRACE_VERSION};
+use crate::trace::{CrashPoint, Event, Header, Sink, StoreErrorKind, TRACE_VERSION};
 use crate::worker::{Phase, Worker};
 use rand::RngExt;
 use rand_distr::{Distribution, Exp};
@@ -246,7 +246,7 @@ impl<'a> Sim<'a> {
                     self.out.event(&Event::Fault {
                         t: 0,
                         id,
-                        kind: f.kind().into(),
+                        kind: f.fault_kind(),
                         start: true,
                     });
                 }
@@ -319,8 +319,8 @@ impl<'a> Sim<'a> {
                 op,
                 reply,
             } => self.reply(pid, inc, seq, op, reply),
-            Ev::StoreRefused { pid, inc, seq, op } => self.store_error(pid, inc, seq, op, "refused"),
-            Ev::Timeout { pid, inc, seq, op } => self.store_error(pid, inc, seq, op, "timeout"),
+            Ev::StoreRefused { pid, inc, seq, op } => self.store_error(pid, inc, seq, op, StoreErrorKind::Refused),
+            Ev::Timeout { pid, inc, seq, op } => self.store_error(pid, inc, seq, op, StoreErrorKind::Timeout),
             Ev::DestRecv { pid, inc } => self.dest_recv(pid, inc),
             Ev::FetchDone { pid, inc, status } => self.fetch_done(pid, inc, status),
             Ev::Fault { id, start } => self.fault_edge(id, start),
@@ -588,16 +588,12 @@ impl<'a> Sim<'a> {
         self.current(pid, inc) && w.op_seq == seq && matches!(w.phase, Phase::Awaiting(_))
     }
 
-    fn store_error(&mut self, pid: u32, inc: u32, seq: u64, op: Op, error: &str) {
+    fn store_error(&mut self, pid: u32, inc: u32, seq: u64, op: Op, error: StoreErrorKind) {
         if !self.awaiting(pid, inc, seq) {
             return;
         }
         let t = self.t();
-        self.out.event(&Event::StoreError {
-            t,
-            pid,
-            error: error.into(),
-        });
+        self.out.event(&Event::StoreError { t, pid, error });
         let step = self.with_backend(pid, |b, cx, v| b.on_store_error(cx, v, &op));
         self.apply(pid, step);
     }
@@ -643,7 +639,7 @@ impl<'a> Sim<'a> {
         self.out.event(&Event::Fault {
             t,
             id,
-            kind: f.kind().into(),
+            kind: f.fault_kind(),
             start,
         });
         match f {
@@ -713,7 +709,7 @@ impl<'a> Sim<'a> {
         match point {
             None => {
                 if self.workers[pid as usize].is_active() {
-                    self.kill(pid, "immediate", restart_after);
+                    self.kill(pid, CrashPoint::Immediate, restart_after);
                 }
             }
             Some(point) => self.armed.push(ArmedKill {
@@ -730,22 +726,18 @@ impl<'a> Sim<'a> {
             return false;
         };
         let k = self.armed.remove(i);
-        self.kill(pid, point.name(), k.restart_after);
+        self.kill(pid, point.into(), k.restart_after);
         true
     }
 
     /// SIGKILL: the process stops at once; nothing it would have done next happens. What it
     /// leaves in the store is the backend's business.
-    fn kill(&mut self, pid: u32, point: &str, restart_after: Option<Nanos>) {
+    fn kill(&mut self, pid: u32, point: CrashPoint, restart_after: Option<Nanos>) {
         let t = self.t();
         let w = &mut self.workers[pid as usize];
         let was_active = w.is_active();
         w.phase = Phase::Dead;
-        self.out.event(&Event::Crash {
-            t,
-            pid,
-            point: point.into(),
-        });
+        self.out.event(&Event::Crash { t, pid, point });
         let now = self.engine.now();
         {
             let mut cx = Cx {
@@ -793,7 +785,7 @@ impl<'a> Sim<'a> {
         }
         if hard {
             // Past the hard limit the job is killed; the pool starts a fresh worker.
-            self.kill(pid, "hard_limit", Some(Nanos::ZERO));
+            self.kill(pid, CrashPoint::HardLimit, Some(Nanos::ZERO));
         } else {
             let step = self.with_backend(pid, |b, cx, v| b.on_soft_limit(cx, v));
             let w = &mut self.workers[pid as usize];

@@ -25,6 +25,7 @@ use crate::backend::{Backend, Cx, Op, ProcView, Reply, Served, Step};
 use crate::clock::Reading;
 use crate::scenario::{Fallback, Scenario};
 use crate::time::Nanos;
+use crate::trace::ReleaseReason;
 
 /// The advisory-lock backend.
 #[derive(Debug)]
@@ -135,10 +136,10 @@ impl Backend for Advisory {
             ((token >> 8) & 0xFFFF_FFFF) as u32,
             (token & 0xFF) as u32,
         );
-        self.locks.release(cx, lock, (pid, session), "session_gone");
+        self.locks.release(cx, lock, (pid, session), ReleaseReason::SessionGone);
     }
 
     fn on_store_restart(&mut self, cx: &mut Cx) {
-        self.locks.clear(cx, "store_restart");
+        self.locks.clear(cx, ReleaseReason::StoreRestart);
     }
 }

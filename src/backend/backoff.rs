@@ -19,7 +19,7 @@
 use crate::backend::{Cx, Op, Reply, Step};
 use crate::pacer::{Backoff, BackoffConfig, Status};
 use crate::scenario::{BackoffCfg, Placement, Scenario};
-use crate::trace::Event;
+use crate::trace::{Event, MultiplierCause};
 
 /// What a process tells the shared backoff state.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -214,16 +214,16 @@ impl Backoffs {
 
 fn emit(cx: &mut Cx, pid: Option<u32>, from: f64, to: f64, cause: Status) {
     let cause = match cause {
-        Status::TooManyRequests => "429",
-        Status::Unavailable => "503",
-        Status::Ok => "decay",
-        Status::Error => "error",
+        Status::TooManyRequests => MultiplierCause::TooManyRequests,
+        Status::Unavailable => MultiplierCause::Unavailable,
+        Status::Ok => MultiplierCause::Decay,
+        Status::Error => MultiplierCause::Error,
     };
     cx.out.event(&Event::Multiplier {
         t: cx.t.0,
         pid,
         from,
         to,
-        cause: cause.into(),
+        cause,
     });
 }

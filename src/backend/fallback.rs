@@ -15,7 +15,7 @@ use crate::backend::{Cx, ProcView, Step};
 use crate::pacer::{FallbackPolicy, FallbackSwitch};
 use crate::scenario::{Fallback, Scenario};
 use crate::time::Nanos;
-use crate::trace::Event;
+use crate::trace::{Event, FallbackMode};
 
 /// Each process's fallback switch.
 #[derive(Debug)]
@@ -60,10 +60,15 @@ impl Fallbacks {
 
     /// The mode's name, as in scenario files.
     pub fn mode_name(&self) -> &'static str {
+        self.trace_mode().name()
+    }
+
+    /// The mode, as `fallback` trace events carry it.
+    pub fn trace_mode(&self) -> FallbackMode {
         match self.mode {
-            Fallback::FailOpen => "fail_open",
-            Fallback::Divided => "divided",
-            Fallback::FailClosed => "fail_closed",
+            Fallback::FailOpen => FallbackMode::FailOpen,
+            Fallback::Divided => FallbackMode::Divided,
+            Fallback::FailClosed => FallbackMode::FailClosed,
         }
     }
 
@@ -75,7 +80,7 @@ impl Fallbacks {
                 t: cx.t.0,
                 pid: p.pid,
                 enter: true,
-                mode: self.mode_name().into(),
+                mode: self.trace_mode(),
             });
         }
         let now = p.mono_ns(cx.t);
@@ -100,7 +105,7 @@ impl Fallbacks {
                 t: cx.t.0,
                 pid,
                 enter: false,
-                mode: self.mode_name().into(),
+                mode: self.trace_mode(),
             });
         }
     }

@@ -15,7 +15,7 @@ use crate::backend::fallback::Fallbacks;
 use crate::backend::{Cx, Op, ProcView, Reply, Step};
 use crate::scenario::{Fallback, LockUse, Scenario};
 use crate::time::{Instant, Nanos};
-use crate::trace::Event;
+use crate::trace::{Event, ReleaseReason};
 
 /// Who holds a lock: a process id and its session (a restarted process has a new session).
 pub type Session = (u32, u32);
@@ -63,14 +63,14 @@ impl LockTable {
         }
     }
     /// Release lock `k` if `s` holds it (compare-and-delete).
-    pub fn release(&mut self, cx: &mut Cx, k: u32, s: Session, reason: &str) -> bool {
+    pub fn release(&mut self, cx: &mut Cx, k: u32, s: Session, reason: ReleaseReason) -> bool {
         if self.holders[k as usize] == Some(s) {
             self.holders[k as usize] = None;
             cx.out.event(&Event::LockReleased {
                 t: cx.t.0,
                 pid: s.0,
                 lock: k,
-                reason: reason.into(),
+                reason,
             });
             true
         } else {
@@ -81,12 +81,12 @@ impl LockTable {
     /// broken): release the lock if `s` still holds it; if the store had already dropped it
     /// (a restart), report the holder's own end all the same.
     pub fn end_section(&mut self, cx: &mut Cx, k: u32, s: Session) {
-        if !self.release(cx, k, s, "release") {
+        if !self.release(cx, k, s, ReleaseReason::Release) {
             cx.out.event(&Event::LockReleased {
                 t: cx.t.0,
                 pid: s.0,
                 lock: k,
-                reason: "release".into(),
+                reason: ReleaseReason::Release,
             });
         }
     }
@@ -99,7 +99,7 @@ impl LockTable {
             t: cx.t.0,
             pid: s.0,
             lock,
-            reason: "holder_died".into(),
+            reason: ReleaseReason::HolderDied,
         });
         Some(lock)
     }
@@ -108,14 +108,14 @@ impl LockTable {
         self.holders.iter().position(|h| *h == Some(s)).map(|k| k as u32)
     }
     /// Drop every lock (a store restart loses session state), reporting each.
-    pub fn clear(&mut self, cx: &mut Cx, reason: &str) {
+    pub fn clear(&mut self, cx: &mut Cx, reason: ReleaseReason) {
         for (k, h) in self.holders.iter_mut().enumerate() {
             if let Some(s) = h.take() {
                 cx.out.event(&Event::LockReleased {
                     t: cx.t.0,
                     pid: s.0,
                     lock: k as u32,
-                    reason: reason.into(),
+                    reason,
                 });
             }
         }

@@ -20,7 +20,7 @@ use crate::clock::Reading;
 use crate::pacer::LocalPacer;
 use crate::scenario::Scenario;
 use crate::time::{Instant, Nanos};
-use crate::trace::Event;
+use crate::trace::{Event, ReleaseReason, UncappedReason};
 
 /// A process's walk.
 #[derive(Clone, Debug, Default)]
@@ -142,7 +142,7 @@ impl Backend for RedisLock {
                     t: cx.t.0,
                     pid,
                     lock: 0,
-                    reason: "release".into(),
+                    reason: ReleaseReason::Release,
                 });
                 Served::now(Reply::Unlocked)
             }
@@ -159,7 +159,7 @@ impl Backend for RedisLock {
                     cx.out.event(&Event::Uncapped {
                         t: cx.t.0,
                         pid: p.pid,
-                        reason: "safety_valve".into(),
+                        reason: UncappedReason::SafetyValve,
                     });
                     self.start_walk(cx, p, false)
                 } else {
@@ -182,7 +182,7 @@ impl Backend for RedisLock {
                     t: cx.t.0,
                     pid: p.pid,
                     lock: 0,
-                    reason: "release".into(),
+                    reason: ReleaseReason::Release,
                 });
                 self.walks[p.pid as usize].holding = false;
                 Step::Done
@@ -191,7 +191,7 @@ impl Backend for RedisLock {
                 cx.out.event(&Event::Uncapped {
                     t: cx.t.0,
                     pid: p.pid,
-                    reason: "broker_error".into(),
+                    reason: UncappedReason::BrokerError,
                 });
                 self.start_walk(cx, p, false)
             }
@@ -237,7 +237,7 @@ impl Backend for RedisLock {
                 t: cx.t.0,
                 pid,
                 lock: 0,
-                reason: "holder_died".into(),
+                reason: ReleaseReason::HolderDied,
             });
         }
     }
@@ -318,7 +318,7 @@ mod tests {
         assert!(
             sink.events
                 .iter()
-                .any(|e| matches!(e, Event::Uncapped { reason, .. } if reason == "safety_valve"))
+                .any(|e| matches!(e, Event::Uncapped { reason, .. } if *reason == UncappedReason::SafetyValve))
         );
     }
 }

@@ -39,7 +39,7 @@
 use crate::check::common::{Opts, PidMap, PidSet, base_interval, mult, secs};
 use crate::check::{Checker, Verdict};
 use crate::pacer::{Backoff, BackoffConfig, Status};
-use crate::trace::{Event, Header, OpKind, Sink};
+use crate::trace::{Event, Header, MultiplierCause, OpKind, Sink, StoreErrorKind};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// At most this many pending responses are considered for reordering at once.
@@ -413,7 +413,7 @@ impl BackoffCoherence {
     }
 
     /// A `multiplier` event: explain it by applying pending responses.
-    fn observe_change(&mut self, t: u64, pid: Option<u32>, from: f64, to: f64, cause: &str) {
+    fn observe_change(&mut self, t: u64, pid: Option<u32>, from: f64, to: f64, cause: MultiplierCause) {
         self.changes += 1;
         let Some(config) = self.config else {
             self.m = to;
@@ -447,10 +447,7 @@ impl BackoffCoherence {
                         continue;
                     };
                     if let Some(c) = b.on_response(status) {
-                        let cause_ok = match status {
-                            Status::Ok => cause == "decay",
-                            _ => cause == code.to_string(),
-                        };
+                        let cause_ok = cause == cause_of(status);
                         if cause_ok && eq(c.to, to) {
                             let mut applied = r.applied.clone();
                             applied.insert(at, id);
@@ -476,7 +473,7 @@ impl BackoffCoherence {
                 .filter(|(id, _)| s.applied.binary_search(id).is_err())
                 .map(|(_, r)| format!("pid {} {}", r.pid, r.code))
                 .collect();
-            let why = if cause == "decay" {
+            let why = if cause == MultiplierCause::Decay {
                 let clean = self
                     .pending
                     .iter()
@@ -638,6 +635,16 @@ impl BackoffCoherence {
     }
 }
 
+/// The cause a `multiplier` event names for a change a response of `status` makes.
+fn cause_of(status: Status) -> MultiplierCause {
+    match status {
+        Status::Ok => MultiplierCause::Decay,
+        Status::TooManyRequests => MultiplierCause::TooManyRequests,
+        Status::Unavailable => MultiplierCause::Unavailable,
+        Status::Error => MultiplierCause::Error,
+    }
+}
+
 impl Sink for BackoffCoherence {
     fn event(&mut self, ev: &Event) {
         let t = ev.t();
@@ -701,7 +708,7 @@ impl Sink for BackoffCoherence {
                 self.outstanding.remove(pid);
                 if let Some(id) = self.inflight.remove(pid) {
                     // refused: the store never saw it; a timeout may have been applied
-                    if error == "refused" {
+                    if *error == StoreErrorKind::Refused {
                         self.drop_response(id);
                     } else {
                         self.float(id);
@@ -719,7 +726,7 @@ impl Sink for BackoffCoherence {
                 let whose = || pid.map_or("shared multiplier".to_string(), |p| format!("pid {p}'s multiplier"));
                 self.in_range(*from, t, whose);
                 self.in_range(*to, t, whose);
-                self.observe_change(t, *pid, *from, *to, cause);
+                self.observe_change(t, *pid, *from, *to, *cause);
             }
             Event::Grant {
                 pid,

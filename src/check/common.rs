@@ -1,7 +1,7 @@
 //! What several checkers share: reading the backend's options out of the header, formatting
 //! times for witnesses, and tracking demand (which live processes are waiting for permission).
 
-use crate::trace::{Event, Header, OpKind};
+use crate::trace::{Event, FaultKind, Header, OpKind};
 
 /// Seconds with millisecond precision, as witnesses print times: `12.345s`.
 pub fn secs(ns: u64) -> String {
@@ -258,8 +258,11 @@ impl Stranded {
 }
 
 /// Fault kinds during which the store is (partly) unreachable.
-pub fn is_outage(kind: &str) -> bool {
-    matches!(kind, "store_outage" | "partition" | "store_restart")
+pub fn is_outage(kind: FaultKind) -> bool {
+    matches!(
+        kind,
+        FaultKind::StoreOutage | FaultKind::Partition | FaultKind::StoreRestart
+    )
 }
 
 /// Print a list of pids short: `0, 2, 3` (at most 8, then `...`).
@@ -468,6 +471,7 @@ mod pid_map_tests {
 #[cfg(test)]
 mod demand_tests {
     use super::*;
+    use crate::trace::CrashPoint;
 
     /// A process waits from its request to its fetch; a dead one does not wait, even when the
     /// store grants the reservation it sent before it died, until it restarts and asks again.
@@ -494,7 +498,7 @@ mod demand_tests {
         d.event(&Event::Crash {
             t: 25,
             pid: 0,
-            point: "immediate".into(),
+            point: CrashPoint::Immediate,
         });
         d.event(&grant(26)); // the store serves what the dead process sent
         assert_eq!(d.waiting(), 0);
@@ -509,6 +513,7 @@ mod demand_tests {
 #[cfg(test)]
 mod stranded_tests {
     use super::*;
+    use crate::trace::{CrashPoint, StoreErrorKind};
 
     fn sent(t: u64, pid: u32) -> Event {
         Event::OpSent {
@@ -541,7 +546,7 @@ mod stranded_tests {
             &Event::StoreError {
                 t: 5,
                 pid: 0,
-                error: "timeout".into(),
+                error: StoreErrorKind::Timeout,
             },
             true,
         );
@@ -552,7 +557,7 @@ mod stranded_tests {
             &Event::Crash {
                 t: 7,
                 pid: 2,
-                point: "immediate".into(),
+                point: CrashPoint::Immediate,
             },
             false,
         );

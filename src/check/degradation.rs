@@ -31,13 +31,13 @@
 use crate::check::common::{Awaiting, Opts, PidMap, base_interval, fallback_cap, secs};
 use crate::check::{Checker, Verdict};
 use crate::pacer::BurstMeter;
-use crate::trace::{Event, Header, OpKind, Sink};
+use crate::trace::{Event, FallbackMode, FaultKind, Header, OpKind, Sink};
 use std::collections::BTreeMap;
 
 #[derive(Debug)]
 struct Window {
     id: u32,
-    kind: String,
+    kind: FaultKind,
     start: u64,
     meter: BurstMeter,
     pids: Vec<u32>,
@@ -59,11 +59,11 @@ pub struct Degradation {
     divisor: u64,
     tolerance: u64,
     detail_mode: Option<String>,
-    trace_mode: Option<String>,
+    trace_mode: Option<FallbackMode>,
     multiplier: PidMap<f64>,
     awaiting: Awaiting,
     end: u64,
-    in_fallback: PidMap<(u64, String)>,
+    in_fallback: PidMap<(u64, FallbackMode)>,
     open: BTreeMap<u32, Window>,
     // closed windows, with their end, judged at the end of the trace
     closed: Vec<(Window, u64)>,
@@ -101,7 +101,7 @@ impl Degradation {
 
     fn mode(&self) -> &str {
         self.trace_mode
-            .as_deref()
+            .map(FallbackMode::name)
             .or(self.detail_mode.as_deref())
             .unwrap_or("none")
     }
@@ -204,14 +204,14 @@ impl Sink for Degradation {
         self.end = self.end.max(t);
         let answered = self.awaiting.event(ev);
         match ev {
-            Event::Fault { id, kind, start, .. } if kind == "store_outage" || kind == "partition" => {
+            Event::Fault { id, kind, start, .. } if matches!(kind, FaultKind::StoreOutage | FaultKind::Partition) => {
                 if *start {
                     self.windows += 1;
                     self.open.insert(
                         *id,
                         Window {
                             id: *id,
-                            kind: kind.clone(),
+                            kind: *kind,
                             start: t,
                             meter: BurstMeter::new(self.base),
                             pids: Vec::new(),
@@ -253,9 +253,9 @@ impl Sink for Degradation {
                 }
             }
             Event::Fallback { pid, enter, mode, .. } => {
-                self.trace_mode.get_or_insert_with(|| mode.clone());
+                self.trace_mode.get_or_insert(*mode);
                 if *enter {
-                    self.in_fallback.get_or_insert_with(*pid, || (t, mode.clone()));
+                    self.in_fallback.get_or_insert_with(*pid, || (t, *mode));
                 } else {
                     self.in_fallback.remove(pid);
                 }
@@ -265,7 +265,7 @@ impl Sink for Degradation {
             }
             Event::FetchStart { pid, .. } => {
                 if let Some((since, mode)) = self.in_fallback.get(pid)
-                    && mode == "fail_closed"
+                    && *mode == FallbackMode::FailClosed
                 {
                     let since = *since;
                     self.fail(format!(

@@ -37,7 +37,7 @@
 
 use crate::check::common::{Demand, Opts, Stranded, base_interval, fallback_cap, secs};
 use crate::check::{Checker, Verdict};
-use crate::trace::{Event, Header, Sink};
+use crate::trace::{Event, FaultKind, Header, Sink};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
@@ -202,12 +202,17 @@ impl Sink for Liveness {
                     self.starts += 1;
                 }
             }
-            Event::Fault { id, kind, start, .. }
-                if matches!(
-                    kind.as_str(),
-                    "store_outage" | "store_restart" | "partition" | "long_transaction" | "store_latency"
-                ) =>
-            {
+            Event::Fault {
+                id,
+                kind:
+                    FaultKind::StoreOutage
+                    | FaultKind::StoreRestart
+                    | FaultKind::Partition
+                    | FaultKind::LongTransaction
+                    | FaultKind::StoreLatency,
+                start,
+                ..
+            } => {
                 if *start {
                     self.excluded.insert(*id);
                     self.stranded.window_began();

@@ -20,21 +20,21 @@
 
 use crate::check::common::{Opts, secs};
 use crate::check::{Checker, Verdict};
-use crate::trace::{Event, Header, OpKind, Sink};
+use crate::trace::{Event, FaultKind, Header, OpKind, ReleaseReason, Sink, UncappedReason};
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Clone, Debug)]
 struct Section {
     lock: u32,
     since: u64,
-    lost: Option<(String, u64)>,
+    lost: Option<(ReleaseReason, u64)>,
     regranted: bool,
 }
 
 #[derive(Clone, Debug)]
 struct Uncapped {
     since: u64,
-    reason: String,
+    reason: UncappedReason,
     fetches: u64,
 }
 
@@ -198,7 +198,7 @@ impl Sink for MutualExclusion {
             }
             Event::LockReleased { pid, lock, reason, .. } => {
                 self.seen = true;
-                if reason == "release" || reason == "holder_died" {
+                if reason.ends_section() {
                     self.end_section(*pid);
                 } else {
                     if self.store.get(lock) == Some(pid) {
@@ -207,7 +207,7 @@ impl Sink for MutualExclusion {
                     if let Some(s) = self.sections.get_mut(pid)
                         && s.lock == *lock
                     {
-                        s.lost = Some((reason.clone(), t));
+                        s.lost = Some((*reason, t));
                     }
                 }
             }
@@ -216,7 +216,7 @@ impl Sink for MutualExclusion {
                     *pid,
                     Uncapped {
                         since: t,
-                        reason: reason.clone(),
+                        reason: *reason,
                         fetches: 0,
                     },
                 );
@@ -240,7 +240,12 @@ impl Sink for MutualExclusion {
                 self.end_section(*pid);
                 self.uncapped.remove(pid);
             }
-            Event::Fault { id, kind, start, .. } if kind == "store_outage" || kind == "partition" => {
+            Event::Fault {
+                id,
+                kind: FaultKind::StoreOutage | FaultKind::Partition,
+                start,
+                ..
+            } => {
                 if *start {
                     self.outages.insert(*id);
                 } else {

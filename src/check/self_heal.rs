@@ -47,7 +47,7 @@
 
 use crate::check::common::{Demand, Opts, PidMap, PidSet, Stranded, base_interval, is_outage, pid_list, secs};
 use crate::check::{Checker, Verdict};
-use crate::trace::{Event, Header, OpKind, Sink};
+use crate::trace::{CrashPoint, Event, Header, OpKind, Sink};
 use std::collections::VecDeque;
 
 /// Gaps kept for the median before and after a kill.
@@ -79,7 +79,7 @@ struct Gap {
 struct Kill {
     t: u64,
     pid: u32,
-    point: String,
+    point: CrashPoint,
     // the later of the kill and the slot the pace had granted the victim (a hole to come)
     until: u64,
     // the multiplier of the victim's unused grant: the hole is spaced by it
@@ -429,7 +429,7 @@ impl Sink for SelfHeal {
                     let k = Kill {
                         t,
                         pid: *pid,
-                        point: point.clone(),
+                        point: *point,
                         until,
                         victim_m,
                         holes: 1,
@@ -477,9 +477,9 @@ impl Sink for SelfHeal {
                 self.pending_slot.insert(*pid, (at, *multiplier));
             }
             Event::Multiplier { pid: None, to, .. } => self.global_m = *to,
-            Event::Fault { id, kind, start, .. } if is_outage(kind) => {
+            Event::Fault { id, kind, start, .. } if is_outage(*kind) => {
                 if *start {
-                    self.interrupt(t, kind);
+                    self.interrupt(t, kind.name());
                     self.outages.insert(*id);
                     self.stranded.window_began();
                 } else {

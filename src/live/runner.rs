@@ -22,7 +22,7 @@ use crate::rng::{self, Entity, Rng};
 use crate::scenario::Scenario;
 use crate::summary::{self, Summary};
 use crate::time::Nanos;
-use crate::trace::{self, Event};
+use crate::trace::{self, CrashPoint, Event, ReleaseReason};
 use rand::RngExt;
 use rand_distr::{Distribution, Exp};
 use std::path::PathBuf;
@@ -675,7 +675,7 @@ async fn supervise(
                     t,
                     pid,
                     lock,
-                    reason: "holder_died".into(),
+                    reason: ReleaseReason::HolderDied,
                 });
             }
         };
@@ -748,7 +748,7 @@ async fn supervise(
                             let t = ctx.now();
                             let _ = child.start_kill();
                             restart = Some(restart_after);
-                            ctx.push(Event::Crash { t, pid, point: "immediate".into() });
+                            ctx.push(Event::Crash { t, pid, point: CrashPoint::Immediate });
                             died(&mut held, t);
                         }
                     }
@@ -771,7 +771,7 @@ async fn supervise(
                         let _ = child.start_kill();
                         // Past the hard limit the job is killed; the pool starts a fresh worker.
                         restart = Some(Some(Nanos::ZERO));
-                        ctx.push(Event::Crash { t, pid, point: "hard_limit".into() });
+                        ctx.push(Event::Crash { t, pid, point: CrashPoint::HardLimit });
                         died(&mut held, t);
                     }
                 }
@@ -832,7 +832,7 @@ async fn fault(
         log.lock().expect("event log").push(Event::Fault {
             t,
             id,
-            kind: f.kind().into(),
+            kind: f.fault_kind(),
             start,
         });
     };

@@ -32,7 +32,7 @@ use crate::pacer::Status;
 use crate::rng::{self, Entity, Rng};
 use crate::scenario::{ClockSource, Scenario};
 use crate::time::{Instant, Nanos};
-use crate::trace::{Event, Sink};
+use crate::trace::{Event, MultiplierCause, ReleaseReason, Sink, StoreErrorKind};
 use rand::RngExt;
 use rand_distr::{Distribution, Exp};
 use std::io::Write;
@@ -152,7 +152,7 @@ impl Sink for Out {
 
 /// A store operation failed: `refused` (an error) or `timeout`.
 #[derive(Debug)]
-struct StoreFailure(&'static str);
+struct StoreFailure(StoreErrorKind);
 
 /// A store-side event of a real operation (the simulator's `serve` emits the same ones),
 /// recorded at the time the store served it.
@@ -179,7 +179,7 @@ enum Served {
     Multiplier {
         from: f64,
         to: f64,
-        cause: &'static str,
+        cause: MultiplierCause,
         at: i64,
     },
 }
@@ -206,14 +206,14 @@ impl Served {
                 t,
                 pid,
                 lock,
-                reason: "release".into(),
+                reason: ReleaseReason::Release,
             },
             Served::Multiplier { from, to, cause, .. } => Event::Multiplier {
                 t,
                 pid: None,
                 from,
                 to,
-                cause: cause.into(),
+                cause,
             },
         }
     }
@@ -256,10 +256,10 @@ impl Executed {
 fn multiplier_change(signal: Signal, from: f64, to: f64, at: i64) -> Option<Served> {
     let (_, status) = pg::backoff_step(signal);
     let cause = match status {
-        Status::TooManyRequests => "429",
-        Status::Unavailable => "503",
-        Status::Ok => "decay",
-        Status::Error => "error",
+        Status::TooManyRequests => MultiplierCause::TooManyRequests,
+        Status::Unavailable => MultiplierCause::Unavailable,
+        Status::Ok => MultiplierCause::Decay,
+        Status::Error => MultiplierCause::Error,
     };
     (from != to).then_some(Served::Multiplier { from, to, cause, at })
 }
@@ -356,12 +356,12 @@ impl Link {
             return Ok(Arc::clone(r));
         }
         self.row = None;
-        let pg = self.pg.as_ref().ok_or(StoreFailure("refused"))?;
+        let pg = self.pg.as_ref().ok_or(StoreFailure(StoreErrorKind::Refused))?;
         let client = pg.settings.connect(self.timeout).await.map_err(|m| {
             if m.detail.contains("timed out") {
-                StoreFailure("timeout")
+                StoreFailure(StoreErrorKind::Timeout)
             } else {
-                StoreFailure("refused")
+                StoreFailure(StoreErrorKind::Refused)
             }
         })?;
         let rc = Arc::new(RowClient::prepare(client, &pg.schema).await.map_err(pg_failure)?);
@@ -371,7 +371,7 @@ impl Link {
 
     fn redis(&mut self) -> Result<&mut redis::Connection, StoreFailure> {
         if self.redis_con.is_none() {
-            let r = self.redis.as_ref().ok_or(StoreFailure("refused"))?;
+            let r = self.redis.as_ref().ok_or(StoreFailure(StoreErrorKind::Refused))?;
             let via = r.via.as_ref().map(|(h, p)| (h.as_str(), *p));
             self.redis_con = Some(r.settings.connect(via, self.timeout).map_err(redis_failure)?);
         }
@@ -383,7 +383,7 @@ impl Link {
         let timeout = self.timeout;
         let r = match tokio::time::timeout(timeout, self.execute_inner(op, rng)).await {
             Ok(r) => r,
-            Err(_) => Err(StoreFailure("timeout")),
+            Err(_) => Err(StoreFailure(StoreErrorKind::Timeout)),
         };
         if r.is_err() {
             // The connection's state is unknown: use a fresh one next time.
@@ -586,12 +586,12 @@ fn slot_reply(g: pg::Granted) -> Executed {
 
 fn redis_failure(e: redis::RedisError) -> StoreFailure {
     if e.is_timeout() {
-        StoreFailure("timeout")
+        StoreFailure(StoreErrorKind::Timeout)
     } else {
         if !(e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal()) {
             eprintln!("pacesim worker: Redis error: {e}");
         }
-        StoreFailure("refused")
+        StoreFailure(StoreErrorKind::Refused)
     }
 }
 
@@ -607,9 +607,9 @@ fn pg_failure(e: tokio_postgres::Error) -> StoreFailure {
         }
     }
     if e.to_string().contains("timed out") {
-        StoreFailure("timeout")
+        StoreFailure(StoreErrorKind::Timeout)
     } else {
-        StoreFailure("refused")
+        StoreFailure(StoreErrorKind::Refused)
     }
 }
 
@@ -712,7 +712,7 @@ impl Worker {
             self.emit(Event::Crash {
                 t,
                 pid: self.pid,
-                point: point.name().into(),
+                point: point.into(),
             });
             // SAFETY: signalling our own process; SIGKILL does not return.
             unsafe {
@@ -890,11 +890,7 @@ impl Worker {
                 step
             }
             Err(StoreFailure(error)) => {
-                self.emit(Event::StoreError {
-                    t: t1,
-                    pid,
-                    error: error.into(),
-                });
+                self.emit(Event::StoreError { t: t1, pid, error });
                 self.call(|b, cx, v| b.on_store_error(cx, v, &op))
             }
         }

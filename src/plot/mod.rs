@@ -22,6 +22,7 @@ pub mod rate;
 pub mod seeds;
 
 use crate::report::timeline::FaultWindow;
+use crate::trace::FaultKind;
 use plotters::chart::MeshStyle;
 use plotters::coord::CoordTranslate;
 use plotters::coord::Shift;
@@ -286,13 +287,13 @@ pub const FAULT_ALPHA: f64 = 0.18;
 pub fn fault_bands<'a>(windows: impl IntoIterator<Item = &'a FaultWindow>, end_s: f64) -> Vec<(String, f64, f64)> {
     let mut v: Vec<(u32, String, f64, f64)> = Vec::new();
     for w in windows {
-        if w.kind == "clock" {
+        if w.kind == FaultKind::Clock {
             continue;
         }
         let s = w.start as f64 / 1e9;
         let e = w.end.map_or(end_s, |e| e as f64 / 1e9);
         if !v.iter().any(|x| x.0 == w.id && x.2 == s) {
-            v.push((w.id, w.kind.clone(), s, e));
+            v.push((w.id, w.kind.name().to_string(), s, e));
         }
     }
     v.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)));

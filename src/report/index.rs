@@ -5,6 +5,7 @@
 
 use super::{ScenarioRuns, Written, table};
 use crate::plot::num;
+use crate::trace::FaultKind;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
@@ -235,7 +236,7 @@ pub fn reading(sr: &ScenarioRuns) -> String {
             .collect();
         let _ = write!(out, " Fault windows: {}.", f.join(", "));
     }
-    if sc.faults.iter().any(|f| f.kind() == "clock") {
+    if sc.faults.iter().any(|f| f.fault_kind() == FaultKind::Clock) {
         out.push_str(" Clock faults are in force for the whole run.");
     }
     out

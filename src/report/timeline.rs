@@ -12,7 +12,7 @@
 //! `max(1 s, 10 × interval)` of the crash. A gap still open when the run ends counts up to the
 //! end.
 
-use crate::trace::{Event, Header, OpKind, Sink};
+use crate::trace::{Event, FaultKind, Header, OpKind, Sink};
 use hdrhistogram::Histogram;
 
 /// Width of the finest time bin, nanoseconds (1 ms).
@@ -138,8 +138,8 @@ impl<T: Cell> Grid<T> {
 pub struct FaultWindow {
     /// Index in the scenario's fault list.
     pub id: u32,
-    /// Fault kind (`store_outage`, `partition`, ...).
-    pub kind: String,
+    /// Fault kind.
+    pub kind: FaultKind,
     /// Start, ns.
     pub start: u64,
     /// End, ns.
@@ -428,12 +428,12 @@ impl Sink for Timeline {
             }
             Event::Multiplier { t, pid, from, to, .. } if self.series => self.multiplier(t, pid, from, to),
             Event::Fallback { t, pid, enter, .. } if self.series => self.fallback_edge(t, pid, enter),
-            Event::Fault { t, id, ref kind, start } if self.series => {
+            Event::Fault { t, id, kind, start } if self.series => {
                 if start {
                     if self.faults.len() < MAX_MARKS {
                         self.faults.push(FaultWindow {
                             id,
-                            kind: kind.clone(),
+                            kind,
                             start: t,
                             end: None,
                         });

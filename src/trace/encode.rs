@@ -67,7 +67,7 @@ pub fn encode_event(ev: &Event, buf: &mut Vec<u8>) {
             pid,
             from,
             to,
-            ref cause,
+            cause,
         } => {
             j.head("multiplier", t);
             match pid {
@@ -76,23 +76,18 @@ pub fn encode_event(ev: &Event, buf: &mut Vec<u8>) {
             }
             j.float("from", from);
             j.float("to", to);
-            j.string("cause", cause);
+            j.string("cause", cause.name());
         }
         Event::LockAcquired { t, pid, lock } => {
             j.head("lock_acquired", t);
             j.uint("pid", pid.into());
             j.uint("lock", lock.into());
         }
-        Event::LockReleased {
-            t,
-            pid,
-            lock,
-            ref reason,
-        } => {
+        Event::LockReleased { t, pid, lock, reason } => {
             j.head("lock_released", t);
             j.uint("pid", pid.into());
             j.uint("lock", lock.into());
-            j.string("reason", reason);
+            j.string("reason", reason.name());
         }
         Event::Restart { t, pid } => {
             j.head("restart", t);
@@ -256,21 +251,16 @@ impl Sink for Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::OpKind;
+    use crate::trace::{
+        CrashPoint, FallbackMode, FaultKind, MultiplierCause, OpKind, ReleaseReason, StoreErrorKind, UncappedReason,
+    };
 
     /// Random events of every variant, with awkward values: extreme integers, floats that
-    /// are negative zero, tiny, huge, integral or not finite, strings with quotes,
-    /// backslashes, control characters and non-ASCII.
+    /// are negative zero, tiny, huge, integral or not finite, and every named value.
     fn random_events(n: usize) -> Vec<Event> {
         use rand::{RngExt, SeedableRng};
         let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(11);
-        let ops = [
-            OpKind::Reserve,
-            OpKind::Report,
-            OpKind::Gcra,
-            OpKind::TryLock,
-            OpKind::Unlock,
-        ];
+        let ops = OpKind::ALL;
         let floats = [
             0.0,
             -0.0,
@@ -289,15 +279,6 @@ mod tests {
             f64::NAN,
             f64::INFINITY,
             f64::NEG_INFINITY,
-        ];
-        let strings = [
-            "429",
-            "decay",
-            "",
-            "a\"b",
-            "back\\slash",
-            "ctl\u{1}\u{8}\t\n\u{c}\r\u{1f}\u{7f}",
-            "é→😀",
         ];
         let mut time = || -> u64 {
             match r.random_range(0..4u32) {
@@ -323,7 +304,9 @@ mod tests {
                     f64::from_bits(r.random_range(0..u64::MAX))
                 }
             };
-            let s = |r: &mut rand_pcg::Pcg64Mcg| strings[r.random_range(0..strings.len())].to_string();
+            fn pick<T: Copy>(r: &mut rand_pcg::Pcg64Mcg, all: &[T]) -> T {
+                all[r.random_range(0..all.len())]
+            }
             let int = |r: &mut rand_pcg::Pcg64Mcg| match r.random_range(0..3u32) {
                 0 => i64::MIN,
                 1 => i64::MAX,
@@ -349,7 +332,7 @@ mod tests {
                 4 => Event::StoreError {
                     t,
                     pid,
-                    error: s(&mut r),
+                    error: pick(&mut r, StoreErrorKind::ALL),
                 },
                 5 => Event::FetchStart { t, pid },
                 6 => Event::Arrival {
@@ -367,7 +350,7 @@ mod tests {
                     pid: r.random_bool(0.5).then_some(pid),
                     from: f(&mut r),
                     to: f(&mut r),
-                    cause: s(&mut r),
+                    cause: pick(&mut r, MultiplierCause::ALL),
                 },
                 9 => Event::LockAcquired {
                     t,
@@ -378,29 +361,29 @@ mod tests {
                     t,
                     pid,
                     lock: r.random_range(0..u32::MAX),
-                    reason: s(&mut r),
+                    reason: pick(&mut r, ReleaseReason::ALL),
                 },
                 11 => Event::Uncapped {
                     t,
                     pid,
-                    reason: s(&mut r),
+                    reason: pick(&mut r, UncappedReason::ALL),
                 },
                 12 => Event::Fallback {
                     t,
                     pid,
                     enter: r.random_bool(0.5),
-                    mode: s(&mut r),
+                    mode: pick(&mut r, FallbackMode::ALL),
                 },
                 13 => Event::Crash {
                     t,
                     pid,
-                    point: s(&mut r),
+                    point: pick(&mut r, CrashPoint::ALL),
                 },
                 14 => Event::Restart { t, pid },
                 15 => Event::Fault {
                     t,
                     id: pid,
-                    kind: s(&mut r),
+                    kind: pick(&mut r, FaultKind::ALL),
                     start: r.random_bool(0.5),
                 },
                 _ => Event::End { t },

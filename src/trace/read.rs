@@ -72,7 +72,7 @@ pub fn read(file: &str, input: impl BufRead, sink: &mut dyn Sink) -> Result<Head
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{Collect, Writer, encode_line};
+    use crate::trace::{Collect, MultiplierCause, Writer, encode_line};
 
     #[test]
     fn round_trips_and_hashes() {
@@ -101,7 +101,7 @@ mod tests {
                 pid: None,
                 from: 1.0,
                 to: 2.0,
-                cause: "429".into(),
+                cause: MultiplierCause::TooManyRequests,
             },
         ];
         let mut w = Writer::hash_only();

@@ -33,22 +33,6 @@ pub struct Header {
     pub backend_detail: serde_json::Value,
 }
 
-/// Why an operation or a lock ended the way it did.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OpKind {
-    /// Reserve a slot (pace backends).
-    Reserve,
-    /// Report a response to shared backoff state.
-    Report,
-    /// GCRA check-and-update.
-    Gcra,
-    /// Try to take a lock.
-    TryLock,
-    /// Release a lock.
-    Unlock,
-}
-
 /// One event. `t` is nanoseconds on the reference timeline.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "ev", rename_all = "snake_case", deny_unknown_fields)]
@@ -101,8 +85,8 @@ pub enum Event {
         t: u64,
         /// Process.
         pid: u32,
-        /// `refused` or `timeout`.
-        error: String,
+        /// How it failed.
+        error: StoreErrorKind,
     },
     /// A process started a fetch.
     FetchStart {
@@ -139,8 +123,8 @@ pub enum Event {
         from: f64,
         /// New value.
         to: f64,
-        /// `429`, `503` or `decay`.
-        cause: String,
+        /// Why it changed.
+        cause: MultiplierCause,
     },
     /// A lock was taken.
     LockAcquired {
@@ -159,8 +143,8 @@ pub enum Event {
         pid: u32,
         /// Lock number.
         lock: u32,
-        /// `release`, `ttl`, `session_gone` or `store_restart`.
-        reason: String,
+        /// Why: the holder released it or died, or the store dropped it.
+        reason: ReleaseReason,
     },
     /// A job ran without the lock after its bounded wait (the safety valve), or uncapped because
     /// the broker failed.
@@ -169,8 +153,8 @@ pub enum Event {
         t: u64,
         /// Process.
         pid: u32,
-        /// `safety_valve` or `broker_error`.
-        reason: String,
+        /// Why it ran without the lock.
+        reason: UncappedReason,
     },
     /// A process switched to or from its fallback pacer.
     Fallback {
@@ -180,8 +164,8 @@ pub enum Event {
         pid: u32,
         /// True on entry, false on exit.
         enter: bool,
-        /// `fail_open`, `divided` or `fail_closed`.
-        mode: String,
+        /// The fallback pacer's mode.
+        mode: FallbackMode,
     },
     /// A process was killed (SIGKILL).
     Crash {
@@ -190,7 +174,7 @@ pub enum Event {
         /// Process.
         pid: u32,
         /// Where in its protocol.
-        point: String,
+        point: CrashPoint,
     },
     /// A fresh process replaced a killed one.
     Restart {
@@ -206,7 +190,7 @@ pub enum Event {
         /// Index in the scenario's fault list.
         id: u32,
         /// Fault kind.
-        kind: String,
+        kind: FaultKind,
         /// True at start, false at end.
         start: bool,
     },
@@ -242,15 +226,251 @@ impl Event {
     }
 }
 
-impl OpKind {
-    /// The name the trace uses (its serde name).
-    pub fn name(self) -> &'static str {
-        match self {
-            OpKind::Reserve => "reserve",
-            OpKind::Report => "report",
-            OpKind::Gcra => "gcra",
-            OpKind::TryLock => "try_lock",
-            OpKind::Unlock => "unlock",
+/// Defines a closed set of names a trace field takes: a `Copy` enum whose serde name is each
+/// variant's string (so the JSON holds exactly that string), with [`name`](OpKind::name) giving
+/// the same string and `ALL` listing every variant.
+macro_rules! names {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $s:literal, )*
         }
+    ) => {
+        $(#[$meta])*
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $( $(#[$vmeta])* #[serde(rename = $s)] $variant, )*
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &[$name] = &[$($name::$variant),*];
+
+            /// The name the trace writes (the serde name).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $s, )*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+names! {
+    /// A store operation (`op_sent` and `reply` events).
+    pub enum OpKind {
+        /// Reserve a slot (pace backends).
+        Reserve = "reserve",
+        /// Report a response to shared backoff state.
+        Report = "report",
+        /// GCRA check-and-update.
+        Gcra = "gcra",
+        /// Try to take a lock.
+        TryLock = "try_lock",
+        /// Release a lock.
+        Unlock = "unlock",
+    }
+}
+
+names! {
+    /// How a store operation failed (`store_error` events).
+    pub enum StoreErrorKind {
+        /// The store refused the connection: the error comes after one round trip, and the
+        /// store never saw the operation.
+        Refused = "refused",
+        /// The client gave up waiting: the store may or may not have applied the operation.
+        Timeout = "timeout",
+    }
+}
+
+names! {
+    /// Why a backoff multiplier changed (`multiplier` events).
+    pub enum MultiplierCause {
+        /// A 429 response backed it off.
+        TooManyRequests = "429",
+        /// A 503 response backed it off.
+        Unavailable = "503",
+        /// A streak of clean responses decayed it.
+        Decay = "decay",
+        /// Another failed response changed it.
+        Error = "error",
+    }
+}
+
+names! {
+    /// Why a lock was freed (`lock_released` events). The holder ends its critical section
+    /// with [`Release`](ReleaseReason::Release) or [`HolderDied`](ReleaseReason::HolderDied);
+    /// with any other reason the store dropped the lock under a holder that does not know, and
+    /// whose section goes on.
+    pub enum ReleaseReason {
+        /// The holder released it: its critical section ended.
+        Release = "release",
+        /// The lock's key expired (a TTL lock).
+        Ttl = "ttl",
+        /// The store noticed the holder's session was gone and freed its locks.
+        SessionGone = "session_gone",
+        /// The store restarted and lost its session state.
+        StoreRestart = "store_restart",
+        /// The holder was killed (SIGKILL), which ends its critical section.
+        HolderDied = "holder_died",
+    }
+}
+
+impl ReleaseReason {
+    /// Whether the holder's critical section ended with the lock (it released it or died);
+    /// false when the store dropped the lock under a live holder.
+    pub const fn ends_section(self) -> bool {
+        match self {
+            ReleaseReason::Release | ReleaseReason::HolderDied => true,
+            ReleaseReason::Ttl | ReleaseReason::SessionGone | ReleaseReason::StoreRestart => false,
+        }
+    }
+}
+
+names! {
+    /// Why a job ran without the lock (`uncapped` events).
+    pub enum UncappedReason {
+        /// It waited the bounded time for the lock and ran without it.
+        SafetyValve = "safety_valve",
+        /// The broker (the store) failed, so it ran without the lock.
+        BrokerError = "broker_error",
+    }
+}
+
+names! {
+    /// A fallback pacer's mode (`fallback` events).
+    pub enum FallbackMode {
+        /// Pace locally at the full rate.
+        FailOpen = "fail_open",
+        /// Pace locally at `rate / (cap + 1)`.
+        Divided = "divided",
+        /// Stop fetching until the store answers again.
+        FailClosed = "fail_closed",
+    }
+}
+
+names! {
+    /// Where in its protocol a process was killed (`crash` events).
+    pub enum CrashPoint {
+        /// Wherever it was when the kill fired.
+        Immediate = "immediate",
+        /// Its job passed the hard time limit.
+        HardLimit = "hard_limit",
+        /// The store applied its operation; the reply never arrived.
+        MidReservation = "mid_reservation",
+        /// Right after it acquired a lock.
+        HoldingLock = "holding_lock",
+        /// While its transaction (holding the row lock) was open.
+        InTransaction = "in_transaction",
+        /// While sleeping until its slot.
+        SleepingToSlot = "sleeping_to_slot",
+        /// After the fetch request left, before the response.
+        MidFetch = "mid_fetch",
+    }
+}
+
+names! {
+    /// A fault's kind (`fault` events), as scenario files name it.
+    pub enum FaultKind {
+        /// SIGKILL of a process.
+        Kill = "kill",
+        /// The store is unreachable.
+        StoreOutage = "store_outage",
+        /// The store answers slowly.
+        StoreLatency = "store_latency",
+        /// The store restarts and loses its session state.
+        StoreRestart = "store_restart",
+        /// Some processes cannot reach the store.
+        Partition = "partition",
+        /// A transaction holds the store's lock for long.
+        LongTransaction = "long_transaction",
+        /// The destination answers every arrival with a throttling status.
+        DestinationThrottle = "destination_throttle",
+        /// Process clocks are skewed, drift or step.
+        Clock = "clock",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every value of `T` writes exactly its string (the bytes the trace held when these fields
+    /// were strings), reads back as itself, and `name` agrees.
+    fn exact<T>(all: &[T], names: &[&str])
+    where
+        T: Copy + std::fmt::Debug + PartialEq + Serialize + serde::de::DeserializeOwned + std::fmt::Display,
+    {
+        assert_eq!(all.len(), names.len(), "{all:?}");
+        for (v, name) in all.iter().zip(names) {
+            let json = serde_json::to_string(v).unwrap();
+            assert_eq!(json, format!("\"{name}\""), "{v:?}");
+            assert_eq!(serde_json::from_str::<T>(&json).unwrap(), *v);
+            assert_eq!(v.to_string(), *name);
+        }
+    }
+
+    #[test]
+    fn every_named_value_round_trips_as_its_exact_string() {
+        exact(OpKind::ALL, &["reserve", "report", "gcra", "try_lock", "unlock"]);
+        exact(StoreErrorKind::ALL, &["refused", "timeout"]);
+        exact(MultiplierCause::ALL, &["429", "503", "decay", "error"]);
+        exact(
+            ReleaseReason::ALL,
+            &["release", "ttl", "session_gone", "store_restart", "holder_died"],
+        );
+        exact(UncappedReason::ALL, &["safety_valve", "broker_error"]);
+        exact(FallbackMode::ALL, &["fail_open", "divided", "fail_closed"]);
+        exact(
+            CrashPoint::ALL,
+            &[
+                "immediate",
+                "hard_limit",
+                "mid_reservation",
+                "holding_lock",
+                "in_transaction",
+                "sleeping_to_slot",
+                "mid_fetch",
+            ],
+        );
+        exact(
+            FaultKind::ALL,
+            &[
+                "kill",
+                "store_outage",
+                "store_latency",
+                "store_restart",
+                "partition",
+                "long_transaction",
+                "destination_throttle",
+                "clock",
+            ],
+        );
+    }
+
+    /// An event with a named value reads from, and writes, the JSON it always had; a name the
+    /// schema does not know is an error, not a silent default.
+    #[test]
+    fn events_keep_their_json() {
+        let line = r#"{"ev":"lock_released","t":5,"pid":1,"lock":0,"reason":"holder_died"}"#;
+        let ev: Event = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            ev,
+            Event::LockReleased {
+                t: 5,
+                pid: 1,
+                lock: 0,
+                reason: ReleaseReason::HolderDied
+            }
+        );
+        assert_eq!(serde_json::to_string(&ev).unwrap(), line);
+        let bad = r#"{"ev":"crash","t":5,"pid":1,"point":"somewhere"}"#;
+        assert!(serde_json::from_str::<Event>(bad).is_err());
     }
 }
