@@ -4,7 +4,7 @@
 use crate::check::{Suite, Verdict, ceiling::MaxWindow, common::Awaiting};
 use crate::scenario::Scenario;
 use crate::sim;
-use crate::trace::{Event, Header, OpKind, Sink, Tee, Writer};
+use crate::trace::{Event, Header, Sink, Tee, Writer};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -151,11 +151,7 @@ impl Sink for Figures {
                     _ => {}
                 }
             }
-            Event::Reply {
-                t,
-                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
-                ..
-            } => {
+            Event::Reply { t, op, .. } if op.asks_permission() => {
                 if let Some(sent) = answered {
                     self.hist.saturating_record((t - sent).max(1));
                 }

@@ -287,6 +287,36 @@ fn backoff_multiplier_out_of_range_and_close_slots_fail() {
     assert!(d.contains("before the previous slot + interval x multiplier"), "{d}");
 }
 
+/// A backend's own request for permission (`acquire`) is a reservation to the checkers: a grant
+/// answering it is the shared pace's, so two such grants too close together fail.
+#[test]
+fn backoff_grants_answering_acquire_are_the_shared_pace() {
+    let as_acquire = |evs: Vec<Event>| -> Vec<Event> {
+        evs.into_iter()
+            .map(|e| match e {
+                Event::OpSent { t, pid, .. } => Event::OpSent {
+                    t,
+                    pid,
+                    op: OpKind::Acquire,
+                },
+                Event::Reply { t, pid, wait, .. } => Event::Reply {
+                    t,
+                    pid,
+                    op: OpKind::Acquire,
+                    wait,
+                },
+                e => e,
+            })
+            .collect()
+    };
+    let h = header("custom", 2, 7.0, backoff_detail());
+    let mut ev = as_acquire(reserve(S, 0, S, 1.0));
+    ev.extend(as_acquire(reserve(S, 1, S + I / 2, 1.0)));
+    ev.push(end(2 * S));
+    let d = fails(&check(&h, &ev), "backoff_coherence");
+    assert!(d.contains("the shared pace granted pid 1"), "{d}");
+}
+
 // ---- self_heal ------------------------------------------------------------------------------
 
 /// Closed-loop row pacing at 7/s with 4 processes: each reserves right after its fetch, the

@@ -16,7 +16,8 @@
 //!    multiplier in force: each slot, mapped to reference time (`t + slot - now`), is at or
 //!    after the previous slot plus the previous grant's `interval`, less the authority's GCRA
 //!    tolerance (`burst - 1` intervals; `backend_detail.burst`, default 1). A grant answering
-//!    an operation sent to the store belongs to the shared authority; a grant with no
+//!    an operation sent to the store (a reservation, a GCRA check, or a backend's own
+//!    `acquire`) belongs to the shared authority; a grant with no
 //!    operation outstanding comes from the process's own pacer and is checked per process.
 //!    Each shared grant's `interval` must equal the base interval times its multiplier.
 //!
@@ -635,6 +636,13 @@ impl BackoffCoherence {
     }
 }
 
+/// Whether a `grant` that answers `op` comes from the shared authority: a reservation, a GCRA
+/// check, or a backend's own request for permission ([`OpKind::Acquire`], treated like a
+/// reservation). A lock try asks for permission too, but a lock answers it, never a grant.
+fn shared_grant_answers(op: OpKind) -> bool {
+    op.asks_permission() && op != OpKind::TryLock
+}
+
 /// The cause a `multiplier` event names for a change a response of `status` makes.
 fn cause_of(status: Status) -> MultiplierCause {
     match status {
@@ -687,7 +695,7 @@ impl Sink for BackoffCoherence {
                         if let Some(id) = self.inflight.remove(&pid) {
                             self.float(id);
                         }
-                        if matches!(other, OpKind::Reserve | OpKind::Gcra) {
+                        if shared_grant_answers(*other) {
                             self.outstanding.add(pid);
                         }
                     }
@@ -699,7 +707,7 @@ impl Sink for BackoffCoherence {
                         self.force(id, t);
                     }
                 }
-                OpKind::Reserve | OpKind::Gcra => {
+                op if shared_grant_answers(*op) => {
                     self.outstanding.remove(pid);
                 }
                 _ => {}

@@ -1,7 +1,7 @@
 //! What several checkers share: reading the backend's options out of the header, formatting
 //! times for witnesses, and tracking demand (which live processes are waiting for permission).
 
-use crate::trace::{Event, FaultKind, Header, OpKind};
+use crate::trace::{Event, FaultKind, Header};
 
 /// Seconds with millisecond precision, as witnesses print times: `12.345s`.
 pub fn secs(ns: u64) -> String {
@@ -74,8 +74,8 @@ impl Opts {
 
 /// Which live processes are waiting for permission to fetch.
 ///
-/// A process waits from the moment it asks for permission (an `op_sent` of a reservation, a
-/// GCRA check or a lock try, or a `grant` from an in-process pacer) until its fetch starts; a
+/// A process waits from the moment it asks for permission (an `op_sent` of an operation that
+/// [asks for permission](crate::trace::OpKind::asks_permission), or a `grant` from an in-process pacer) until its fetch starts; a
 /// crash ends its wait, and a dead process does not wait until it restarts (the store may still
 /// grant the reservation it sent before it died). Between jobs (thinking, idle in an open
 /// loop, finished) it does not wait. While at least one live process waits, demand exceeds
@@ -141,12 +141,8 @@ impl Demand {
         }
         self.last = self.last.max(t);
         match *ev {
-            Event::OpSent {
-                pid,
-                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
-                t,
-            }
-            | Event::Grant { pid, t, .. } => self.start(pid, t),
+            Event::OpSent { pid, op, t } if op.asks_permission() => self.start(pid, t),
+            Event::Grant { pid, t, .. } => self.start(pid, t),
             Event::FetchStart { pid, .. } => self.stop(pid),
             Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
                 self.stop(pid);
@@ -471,7 +467,7 @@ mod pid_map_tests {
 #[cfg(test)]
 mod demand_tests {
     use super::*;
-    use crate::trace::CrashPoint;
+    use crate::trace::{CrashPoint, OpKind};
 
     /// A process waits from its request to its fetch; a dead one does not wait, even when the
     /// store grants the reservation it sent before it died, until it restarts and asks again.
@@ -511,9 +507,28 @@ mod demand_tests {
 }
 
 #[cfg(test)]
+mod permission_tests {
+    use super::*;
+    use crate::trace::OpKind;
+
+    /// Every operation that asks for permission (a backend's own `acquire` included) starts a
+    /// wait; reports and unlocks do not.
+    #[test]
+    fn asking_operations_start_a_wait() {
+        for &op in OpKind::ALL {
+            let mut d = Demand::new(1);
+            d.event(&Event::OpSent { t: 0, pid: 0, op });
+            assert_eq!(d.waiting() == 1, op.asks_permission(), "{op}");
+        }
+        assert!(OpKind::Acquire.asks_permission());
+        assert!(!OpKind::Report.asks_permission() && !OpKind::Unlock.asks_permission());
+    }
+}
+
+#[cfg(test)]
 mod stranded_tests {
     use super::*;
-    use crate::trace::{CrashPoint, StoreErrorKind};
+    use crate::trace::{CrashPoint, OpKind, StoreErrorKind};
 
     fn sent(t: u64, pid: u32) -> Event {
         Event::OpSent {

@@ -31,7 +31,7 @@
 use crate::check::common::{Awaiting, Opts, PidMap, base_interval, fallback_cap, secs};
 use crate::check::{Checker, Verdict};
 use crate::pacer::BurstMeter;
-use crate::trace::{Event, FallbackMode, FaultKind, Header, OpKind, Sink};
+use crate::trace::{Event, FallbackMode, FaultKind, Header, Sink};
 use std::collections::BTreeMap;
 
 #[derive(Debug)]
@@ -237,11 +237,9 @@ impl Sink for Degradation {
                     *m = *to;
                 }
             }
-            Event::OpSent { op, .. } => {
-                if matches!(op, OpKind::Reserve | OpKind::Gcra | OpKind::TryLock) {
-                    for w in self.open.values_mut() {
-                        w.demand = true;
-                    }
+            Event::OpSent { op, .. } if op.asks_permission() => {
+                for w in self.open.values_mut() {
+                    w.demand = true;
                 }
             }
             Event::StoreError { .. } => {

@@ -47,7 +47,7 @@
 
 use crate::check::common::{Demand, Opts, PidMap, PidSet, Stranded, base_interval, is_outage, pid_list, secs};
 use crate::check::{Checker, Verdict};
-use crate::trace::{CrashPoint, Event, Header, OpKind, Sink};
+use crate::trace::{CrashPoint, Event, Header, Sink};
 use std::collections::VecDeque;
 
 /// Gaps kept for the median before and after a kill.
@@ -502,13 +502,8 @@ impl Sink for SelfHeal {
             _ => {}
         }
         let answered = self.stranded.event(ev, !self.outages.is_empty());
-        if let (
-            Some(sent),
-            Event::Reply {
-                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
-                ..
-            },
-        ) = (answered, ev)
+        if let (Some(sent), Event::Reply { op, .. }) = (answered, ev)
+            && op.asks_permission()
         {
             if self.round_trips.len() == ROUND_TRIPS {
                 self.round_trips.pop_front();

@@ -71,6 +71,7 @@ impl TraceHash {
             OpKind::Gcra => 2,
             OpKind::TryLock => 3,
             OpKind::Unlock => 4,
+            OpKind::Acquire => 5,
         });
     }
 
@@ -419,6 +420,7 @@ mod tests {
             (OpKind::Gcra, 2),
             (OpKind::TryLock, 3),
             (OpKind::Unlock, 4),
+            (OpKind::Acquire, 5),
         ] {
             let mut x = TraceHash::new();
             for w in [1, 7, 2, w] {

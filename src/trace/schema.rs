@@ -275,6 +275,24 @@ names! {
         TryLock = "try_lock",
         /// Release a lock.
         Unlock = "unlock",
+        /// Any other request for permission: a backend's own operation (a user-defined backend
+        /// maps its operations to it). Consumers treat it as they treat a reservation: its
+        /// process waits for permission from sending it until its fetch starts, and a `grant`
+        /// that answers it comes from the shared authority.
+        Acquire = "acquire",
+    }
+}
+
+impl OpKind {
+    /// Whether the operation asks for permission to fetch (a reservation, a GCRA check, a lock
+    /// try, or a backend's own [`Acquire`](OpKind::Acquire)): its sender waits for
+    /// permission until it fetches, and its round trip is a permission round trip. Reports
+    /// and unlocks do not ask.
+    pub const fn asks_permission(self) -> bool {
+        match self {
+            OpKind::Reserve | OpKind::Gcra | OpKind::TryLock | OpKind::Acquire => true,
+            OpKind::Report | OpKind::Unlock => false,
+        }
     }
 }
 
@@ -418,7 +436,10 @@ mod tests {
 
     #[test]
     fn every_named_value_round_trips_as_its_exact_string() {
-        exact(OpKind::ALL, &["reserve", "report", "gcra", "try_lock", "unlock"]);
+        exact(
+            OpKind::ALL,
+            &["reserve", "report", "gcra", "try_lock", "unlock", "acquire"],
+        );
         exact(StoreErrorKind::ALL, &["refused", "timeout"]);
         exact(MultiplierCause::ALL, &["429", "503", "decay", "error"]);
         exact(
