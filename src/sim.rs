@@ -15,7 +15,7 @@ use crate::rng::{self, Entity, Rng};
 use crate::scenario::Scenario;
 use crate::store::{Store, Waiter};
 use crate::time::{Instant, Nanos};
-use crate::trace::{CrashPoint, Event, Header, Sink, StoreErrorKind, TRACE_VERSION};
+use crate::trace::{CrashPoint, Detail, Event, Header, ScenarioSettings, Sink, StoreErrorKind, TRACE_VERSION};
 use crate::worker::{Phase, Worker};
 use rand::RngExt;
 use rand_distr::{Distribution, Exp};
@@ -105,22 +105,17 @@ pub fn header(sc: &Scenario, source: &str) -> Header {
     }
 }
 
-/// The backend's options in force, plus the scenario settings checkers need
-/// (`backoff_factor`, `decay_after`, `epsilon`, `closed_loop`).
-fn detail(sc: &Scenario) -> serde_json::Value {
-    let mut d = backend::build(sc).detail();
-    if let Some(o) = d.as_object_mut() {
-        o.insert("backoff_factor".into(), sc.backoff.factor.into());
-        o.insert("decay_after".into(), sc.backoff.decay_after.into());
-        o.insert("epsilon".into(), sc.checks.epsilon.into());
-        o.insert("think_mean_ns".into(), sc.processes.think.mean().into());
-        o.insert(
-            "fetch_mean_ns".into(),
-            (sc.fetch.duration.mean() + sc.destination.latency.mean()).into(),
-        );
-        o.insert("arrival_rate".into(), sc.processes.arrival_rate.into());
-    }
-    d
+/// The backend's options in force, plus the scenario settings checkers need.
+fn detail(sc: &Scenario) -> Detail {
+    let settings = ScenarioSettings {
+        backoff_factor: sc.backoff.factor,
+        decay_after: sc.backoff.decay_after,
+        epsilon: sc.checks.epsilon,
+        think_mean_ns: sc.processes.think.mean(),
+        fetch_mean_ns: sc.fetch.duration.mean() + sc.destination.latency.mean(),
+        arrival_rate: sc.processes.arrival_rate,
+    };
+    Detail::new(backend::build(sc).detail(), settings)
 }
 
 /// Run a scenario, streaming its trace (header first) into `out`.

@@ -4,7 +4,7 @@
 use crate::check::{Suite, Verdict, ceiling::MaxWindow, common::Awaiting};
 use crate::scenario::Scenario;
 use crate::sim;
-use crate::trace::{Event, Header, Sink, Tee, Writer};
+use crate::trace::{Detail, Event, Header, Sink, Tee, Writer};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -43,8 +43,8 @@ pub struct Summary {
     pub scenario: String,
     /// Backend.
     pub backend: String,
-    /// Backend options in force.
-    pub backend_detail: serde_json::Value,
+    /// Backend options in force, and the scenario settings the checkers read.
+    pub backend_detail: Detail,
     /// Seed.
     pub seed: u64,
     /// Worker processes.

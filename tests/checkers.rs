@@ -29,7 +29,7 @@ fn header(backend: &str, processes: u32, rate: f64, detail: serde_json::Value) -
         rate,
         burst: 2,
         multiplier_cap: 8.0,
-        backend_detail: detail,
+        backend_detail: serde_json::from_value(detail).expect("a valid backend_detail"),
     }
 }
 

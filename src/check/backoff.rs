@@ -15,16 +15,16 @@
 //! 3. **Spacing.** Consecutive grants of one authority are spaced by the interval times the
 //!    multiplier in force: each slot, mapped to reference time (`t + slot - now`), is at or
 //!    after the previous slot plus the previous grant's `interval`, less the authority's GCRA
-//!    tolerance (`burst - 1` intervals; `backend_detail.burst`, default 1). A grant answering
-//!    an operation sent to the store (a reservation, a GCRA check, or a backend's own
-//!    `acquire`) belongs to the shared authority; a grant with no
-//!    operation outstanding comes from the process's own pacer and is checked per process.
+//!    tolerance (`burst - 1` intervals; [`Detail::gcra_burst`]). A grant answering an
+//!    operation sent to the store (a reservation, a GCRA check, or a backend's own `acquire`)
+//!    belongs to the shared authority; a grant with no operation outstanding comes from the
+//!    process's own pacer and is checked per process.
 //!    Each shared grant's `interval` must equal the base interval times its multiplier.
 //!
-//! **Where the schedule comes from.** `backend_detail.backoff_factor` and
-//! `backend_detail.decay_after` (the simulator adds them from `[backoff]`); the cap from the
-//! header. When they are absent the defaults (factor 2, decay after 10) are assumed and the
-//! detail says so.
+//! **Where the schedule comes from.** [`Detail::backoff_factor`] and [`Detail::decay_after`]
+//! (the simulator adds them from `[backoff]`); the cap from the header. When they are absent
+//! the defaults the fields state ([`Detail::DEFAULT_BACKOFF_FACTOR`],
+//! [`Detail::DEFAULT_DECAY_AFTER`]) are assumed and the detail says so.
 //!
 //! **Reordering.** The reference is fed in `fetch_end` order, but a shared store applies a
 //! response when the process's report *reaches* it, so two reports in flight together may be
@@ -37,10 +37,10 @@
 //! by applying pending responses ending with one that makes exactly that change. The property
 //! fails when no reference state remains.
 
-use crate::check::common::{Opts, PidMap, PidSet, base_interval, mult, secs};
+use crate::check::common::{PidMap, PidSet, base_interval, mult, secs};
 use crate::check::{Checker, Verdict};
 use crate::pacer::{Backoff, BackoffConfig, Status};
-use crate::trace::{Event, Header, MultiplierCause, OpKind, Sink, StoreErrorKind};
+use crate::trace::{Detail, Event, Header, MultiplierCause, OpKind, Sink, StoreErrorKind};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// At most this many pending responses are considered for reordering at once.
@@ -126,15 +126,15 @@ pub struct BackoffCoherence {
 impl BackoffCoherence {
     /// A checker for the trace this header introduces.
     pub fn new(h: &Header) -> BackoffCoherence {
-        let o = Opts::of(h);
+        let d = &h.backend_detail;
         let mut notes = Vec::new();
-        let factor = o.f64("backoff_factor").unwrap_or_else(|| {
-            notes.push("factor 2 assumed");
-            2.0
+        let factor = d.backoff_factor.unwrap_or_else(|| {
+            notes.push(format!("factor {} assumed", mult(Detail::DEFAULT_BACKOFF_FACTOR)));
+            Detail::DEFAULT_BACKOFF_FACTOR
         });
-        let decay_after = o.u64("decay_after").map(|d| d as u32).unwrap_or_else(|| {
-            notes.push("decay_after 10 assumed");
-            10
+        let decay_after = d.decay_after.unwrap_or_else(|| {
+            notes.push(format!("decay_after {} assumed", Detail::DEFAULT_DECAY_AFTER));
+            Detail::DEFAULT_DECAY_AFTER
         });
         let config = BackoffConfig::new(factor, h.multiplier_cap, decay_after).ok();
         let mut config_note = format!(
@@ -153,7 +153,7 @@ impl BackoffCoherence {
             config,
             config_note,
             base: base_interval(h),
-            burst: o.u64("burst").unwrap_or(1).max(1),
+            burst: d.gcra_burst(),
             m: 1.0,
             states: BTreeSet::from([State {
                 streak: 0,

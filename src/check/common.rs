@@ -1,5 +1,6 @@
-//! What several checkers share: reading the backend's options out of the header, formatting
-//! times for witnesses, and tracking demand (which live processes are waiting for permission).
+//! What several checkers share: the header's pacing interval, formatting times for witnesses,
+//! and tracking demand (which live processes are waiting for permission) and operations in
+//! flight.
 
 use crate::trace::{Event, FaultKind, Header};
 
@@ -23,52 +24,6 @@ pub fn base_interval(h: &Header) -> u64 {
         ((1e9 / h.rate).ceil() as u64).max(1)
     } else {
         1
-    }
-}
-
-/// The divided fallback's `cap`: it paces each process at `rate / (cap + 1)`
-/// (`backend_detail.cap`, default processes - 1).
-pub fn fallback_cap(h: &Header) -> u64 {
-    Opts::of(h)
-        .u64("cap")
-        .unwrap_or(u64::from(h.processes).saturating_sub(1))
-}
-
-/// Read access to `Header.backend_detail` (the backend's options in force, plus the scenario
-/// settings the simulator adds: `backoff_factor`, `decay_after`, `epsilon`, ...).
-#[derive(Clone, Debug)]
-pub struct Opts(serde_json::Value);
-
-impl Opts {
-    /// From a header.
-    pub fn of(h: &Header) -> Opts {
-        Opts(h.backend_detail.clone())
-    }
-    /// A number.
-    pub fn f64(&self, key: &str) -> Option<f64> {
-        self.0.get(key).and_then(|v| v.as_f64()).filter(|v| v.is_finite())
-    }
-    /// A non-negative integer.
-    pub fn u64(&self, key: &str) -> Option<u64> {
-        self.0.get(key).and_then(|v| {
-            v.as_u64()
-                .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
-        })
-    }
-    /// A string.
-    pub fn str(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.as_str())
-    }
-    /// A duration in nanoseconds: `<key>_ns` as a number, or `<key>` as a number of
-    /// nanoseconds or a duration string such as `"5s"`.
-    pub fn duration_ns(&self, key: &str) -> Option<u64> {
-        if let Some(n) = self.u64(&format!("{key}_ns")) {
-            return Some(n);
-        }
-        match self.0.get(key)? {
-            serde_json::Value::String(s) => crate::time::parse_duration(s).ok().map(|n| n.0),
-            v => v.as_u64(),
-        }
     }
 }
 

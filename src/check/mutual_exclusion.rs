@@ -8,18 +8,20 @@
 //! `session_gone`) is the *store* dropping the lock; the holder does not know and its section
 //! goes on, so another process may enter beside it: exactly the overlap this checker exists to
 //! see. An `uncapped` job is a section without a lock; it lasts until the process next tries a
-//! lock, dies, or has made `backend_detail.walk` fetches.
+//! lock, dies, or has made [`Detail::walk_fetches`](crate::trace::Detail::walk_fetches) fetches.
 //!
-//! K is `backend_detail.locks` (default 1). An overlap (more than K sections) is excused when
-//! one of the sections is uncapped (the design's declared way to run without the lock) or a
-//! `store_outage` or `partition` window is open (the fallback policy runs then, and the
-//! degradation check judges it); excused overlaps are counted and reported. A lock the store
-//! dropped under a live holder (`store_restart`, `ttl`, `session_gone`) excuses nothing: the
-//! holder still runs, nobody chose to run without the lock, and the second walk beside it is the
-//! failure. Applies when the trace has lock events.
+//! K is [`Detail::lock_count`](crate::trace::Detail::lock_count). An overlap (more than K
+//! sections) is excused when one of the sections is uncapped (the design's declared way to run
+//! without the lock) or a `store_outage` or `partition` window is open (the fallback policy
+//! runs then, and the degradation check judges it); excused overlaps are counted and reported.
+//! A lock the store dropped under a live holder (`store_restart`, `ttl`, `session_gone`)
+//! excuses nothing: the holder still runs, nobody chose to run without the lock, and the second
+//! walk beside it is the failure. Applies when the trace has lock events.
 
-use crate::check::common::{Opts, secs};
+use crate::check::common::secs;
 use crate::check::{Checker, Verdict};
+#[cfg(doc)]
+use crate::trace::Detail;
 use crate::trace::{Event, FaultKind, Header, OpKind, ReleaseReason, Sink, UncappedReason};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -62,10 +64,10 @@ pub struct MutualExclusion {
 impl MutualExclusion {
     /// A checker for the trace this header introduces.
     pub fn new(h: &Header) -> MutualExclusion {
-        let o = Opts::of(h);
+        let d = &h.backend_detail;
         MutualExclusion {
-            k: o.u64("locks").unwrap_or(1).max(1) as usize,
-            walk: o.u64("walk").filter(|w| *w > 0),
+            k: d.lock_count() as usize,
+            walk: d.walk_fetches(),
             sections: BTreeMap::new(),
             uncapped: BTreeMap::new(),
             store: BTreeMap::new(),

@@ -87,7 +87,7 @@ mod tests {
             rate: 7.0,
             burst: 2,
             multiplier_cap: 8.0,
-            backend_detail: serde_json::json!({}),
+            backend_detail: Default::default(),
         };
         let evs = vec![
             Event::FetchStart { t: 1, pid: 0 },
