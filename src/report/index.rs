@@ -232,7 +232,7 @@ pub fn reading(sr: &ScenarioRuns) -> String {
     if !bands.is_empty() {
         let f: Vec<String> = bands
             .iter()
-            .map(|(k, s, e)| format!("{} {}–{} s", k.replace('_', " "), num(*s, 3), num(*e, 3)))
+            .map(|(k, s, e)| format!("{} {}–{} s", k.name().replace('_', " "), num(*s, 3), num(*e, 3)))
             .collect();
         let _ = write!(out, " Fault windows: {}.", f.join(", "));
     }
