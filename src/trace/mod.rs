@@ -5,10 +5,9 @@
 //! [`Header`] line, then one [`Event`] per line in non-decreasing `t` (nanoseconds on the
 //! reference timeline: virtual time, or in live mode the destination's clock).
 //!
-//! The trace hash ([`hash::TraceHash`]) fingerprints the header and every field of every
+//! The trace hash ([`TraceHash`]) fingerprints the header and every field of every
 //! event; two runs with the same hash produced the same trace, and since the encoding is a
 //! pure function of the events, the same `--trace` bytes.
-
 //!
 //! The modules: `schema` (what a trace holds), `encode` (its canonical bytes, and the
 //! [`Writer`]), `read` (reading it back), `hash` (the trace hash), and [`pipe`] (a producer

@@ -1,5 +1,6 @@
 //! The trace's schema: the [`Header`] (with its [`Detail`]), the [`Event`]s, and the named
-//! values their fields take.
+//! values their fields take. A field that takes one of a closed set of names is an enum whose
+//! serde names are those names, so the JSON holds the same strings it always did.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -543,9 +544,9 @@ impl Detail {
     /// The tolerance assumed when [`epsilon`](Self::epsilon) is absent or out of range.
     pub const DEFAULT_EPSILON: f64 = 0.2;
 
-    /// The detail a producer writes: the backend's options (a JSON object, as
-    /// [`Backend::detail`](crate::backend::Backend::detail) gives them) with the scenario
-    /// settings added, typed as reading them back would type them.
+    /// The detail a producer writes: the backend's options (a JSON object, as a backend
+    /// states them) with the scenario settings added, typed as reading them back would type
+    /// them.
     ///
     /// # Panics
     ///
