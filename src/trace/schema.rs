@@ -724,6 +724,8 @@ mod tests {
                 "mid_fetch",
             ],
         );
+        exact(LockUse::ALL, &["concurrency", "fake_rate"]);
+        exact(StoreFallback::ALL, &["fail_open", "divided", "fail_closed", "uncapped"]);
         exact(
             FaultKind::ALL,
             &[
