@@ -28,6 +28,7 @@ use crate::clock::Clock;
 use crate::dist::Dist;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
+use crate::trace::{CrashPoint, FaultKind};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Where in its protocol a process is killed.
@@ -49,12 +50,18 @@ pub enum KillPoint {
 impl KillPoint {
     /// Name as written in scenario files and traces.
     pub fn name(self) -> &'static str {
-        match self {
-            KillPoint::MidReservation => "mid_reservation",
-            KillPoint::HoldingLock => "holding_lock",
-            KillPoint::InTransaction => "in_transaction",
-            KillPoint::SleepingToSlot => "sleeping_to_slot",
-            KillPoint::MidFetch => "mid_fetch",
+        CrashPoint::from(self).name()
+    }
+}
+
+impl From<KillPoint> for CrashPoint {
+    fn from(p: KillPoint) -> CrashPoint {
+        match p {
+            KillPoint::MidReservation => CrashPoint::MidReservation,
+            KillPoint::HoldingLock => CrashPoint::HoldingLock,
+            KillPoint::InTransaction => CrashPoint::InTransaction,
+            KillPoint::SleepingToSlot => CrashPoint::SleepingToSlot,
+            KillPoint::MidFetch => CrashPoint::MidFetch,
         }
     }
 }
@@ -200,15 +207,20 @@ pub enum FaultSpec {
 impl FaultSpec {
     /// Kind name, as in scenario files and `fault` trace events.
     pub fn kind(&self) -> &'static str {
+        self.fault_kind().name()
+    }
+
+    /// The kind, as `fault` trace events carry it.
+    pub fn fault_kind(&self) -> FaultKind {
         match self {
-            FaultSpec::Kill { .. } => "kill",
-            FaultSpec::StoreOutage { .. } => "store_outage",
-            FaultSpec::StoreLatency { .. } => "store_latency",
-            FaultSpec::StoreRestart { .. } => "store_restart",
-            FaultSpec::Partition { .. } => "partition",
-            FaultSpec::LongTransaction { .. } => "long_transaction",
-            FaultSpec::DestinationThrottle { .. } => "destination_throttle",
-            FaultSpec::Clock { .. } => "clock",
+            FaultSpec::Kill { .. } => FaultKind::Kill,
+            FaultSpec::StoreOutage { .. } => FaultKind::StoreOutage,
+            FaultSpec::StoreLatency { .. } => FaultKind::StoreLatency,
+            FaultSpec::StoreRestart { .. } => FaultKind::StoreRestart,
+            FaultSpec::Partition { .. } => FaultKind::Partition,
+            FaultSpec::LongTransaction { .. } => FaultKind::LongTransaction,
+            FaultSpec::DestinationThrottle { .. } => FaultKind::DestinationThrottle,
+            FaultSpec::Clock { .. } => FaultKind::Clock,
         }
     }
 
@@ -330,4 +342,25 @@ pub fn throttles(faults: &[FaultSpec]) -> Vec<(u64, u64, u16)> {
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kill point's trace name is the name scenario files give it.
+    #[test]
+    fn kill_points_crash_under_their_scenario_names() {
+        for p in [
+            KillPoint::MidReservation,
+            KillPoint::HoldingLock,
+            KillPoint::InTransaction,
+            KillPoint::SleepingToSlot,
+            KillPoint::MidFetch,
+        ] {
+            let scenario = serde_json::to_string(&p).unwrap();
+            assert_eq!(scenario, format!("\"{}\"", CrashPoint::from(p).name()));
+            assert_eq!(p.name(), CrashPoint::from(p).name());
+        }
+    }
 }

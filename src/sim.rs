@@ -18,7 +18,7 @@ use crate::rng::{self, Entity, Rng};
 use crate::scenario::Scenario;
 use crate::store::{Store, Waiter};
 use crate::time::{Instant, Nanos};
-use crate::trace::{Event, Header, Sink, TRACE_VERSION};
+use crate::trace::{CrashPoint, Detail, Event, Header, ScenarioSettings, Sink, StoreErrorKind, TRACE_VERSION};
 use crate::worker::{Action, Armed, NextJob, Phase, Sections, Tracked, Worker};
 use rand::RngExt;
 use rand_distr::{Distribution, Exp};
@@ -108,21 +108,23 @@ pub fn header(sc: &Scenario, source: &str) -> Header {
     header_with(sc, &sc.pacer.backend, detail, source)
 }
 
-/// The backend's options in force, plus the scenario settings checkers need
-/// (`backoff_factor`, `decay_after`, `epsilon`, `closed_loop`).
-fn with_settings(sc: &Scenario, mut d: serde_json::Value) -> serde_json::Value {
-    if let Some(o) = d.as_object_mut() {
-        o.insert("backoff_factor".into(), sc.backoff.factor.into());
-        o.insert("decay_after".into(), sc.backoff.decay_after.into());
-        o.insert("epsilon".into(), sc.checks.epsilon.into());
-        o.insert("think_mean_ns".into(), sc.processes.think.mean().into());
-        o.insert(
-            "fetch_mean_ns".into(),
-            (sc.fetch.duration.mean() + sc.destination.latency.mean()).into(),
-        );
-        o.insert("arrival_rate".into(), sc.processes.arrival_rate.into());
-    }
-    d
+/// The backend's options in force (a JSON object; anything else is kept under `detail`),
+/// plus the scenario settings checkers need.
+fn with_settings(sc: &Scenario, d: serde_json::Value) -> Detail {
+    let settings = ScenarioSettings {
+        backoff_factor: sc.backoff.factor,
+        decay_after: sc.backoff.decay_after,
+        epsilon: sc.checks.epsilon,
+        think_mean_ns: sc.processes.think.mean(),
+        fetch_mean_ns: sc.fetch.duration.mean() + sc.destination.latency.mean(),
+        arrival_rate: sc.processes.arrival_rate,
+    };
+    let d = if d.is_object() {
+        d
+    } else {
+        serde_json::json!({ "detail": d })
+    };
+    Detail::new(d, settings)
 }
 
 /// Run a scenario with the backend it names, streaming its trace (header first) into `out`.
@@ -217,7 +219,7 @@ impl<'a, B: Backend> Sim<'a, B> {
                     self.out.event(&Event::Fault {
                         t: 0,
                         id,
-                        kind: f.kind().into(),
+                        kind: f.fault_kind(),
                         start: true,
                     });
                 }
@@ -294,8 +296,8 @@ impl<'a, B: Backend> Sim<'a, B> {
                 op,
                 reply,
             } => self.reply(pid, inc, seq, op, reply),
-            Ev::StoreRefused { pid, inc, seq, op } => self.store_error(pid, inc, seq, op, "refused"),
-            Ev::Timeout { pid, inc, seq, op } => self.store_error(pid, inc, seq, op, "timeout"),
+            Ev::StoreRefused { pid, inc, seq, op } => self.store_error(pid, inc, seq, op, StoreErrorKind::Refused),
+            Ev::Timeout { pid, inc, seq, op } => self.store_error(pid, inc, seq, op, StoreErrorKind::Timeout),
             Ev::DestRecv { pid, inc } => self.dest_recv(pid, inc),
             Ev::FetchDone { pid, inc, status } => self.fetch_done(pid, inc, status),
             Ev::Fault { id, start } => self.fault_edge(id, start),
@@ -397,7 +399,7 @@ impl<'a, B: Backend> Sim<'a, B> {
                 self.engine.at(at, Ev::Wake { pid, inc });
             }
             Action::JobDone => self.next_job(pid, false),
-            Action::Die(k) => self.kill(pid, k.point.name(), k.restart_after),
+            Action::Die(k) => self.kill(pid, k.point.into(), k.restart_after),
         }
     }
 
@@ -464,7 +466,7 @@ impl<'a, B: Backend> Sim<'a, B> {
         if self.current(pid, inc)
             && let Some(k) = self.workers[pid as usize].served(&op, served.hold.0 > 0)
         {
-            self.kill(pid, k.point.name(), k.restart_after);
+            self.kill(pid, k.point.into(), k.restart_after);
         }
     }
 
@@ -482,7 +484,7 @@ impl<'a, B: Backend> Sim<'a, B> {
         self.current(pid, inc) && self.workers[pid as usize].awaiting(seq)
     }
 
-    fn store_error(&mut self, pid: u32, inc: u32, seq: u64, op: B::Op, error: &str) {
+    fn store_error(&mut self, pid: u32, inc: u32, seq: u64, op: B::Op, error: StoreErrorKind) {
         if !self.awaiting(pid, inc, seq) {
             return;
         }
@@ -502,7 +504,7 @@ impl<'a, B: Backend> Sim<'a, B> {
         let there = self.sc.destination.latency.sample(&mut w.rng);
         self.engine.after_in(TO_DESTINATION, there, Ev::DestRecv { pid, inc });
         if let Some(k) = self.workers[pid as usize].fetch_sent() {
-            self.kill(pid, k.point.name(), k.restart_after);
+            self.kill(pid, k.point.into(), k.restart_after);
         }
     }
 
@@ -535,7 +537,7 @@ impl<'a, B: Backend> Sim<'a, B> {
         self.out.event(&Event::Fault {
             t,
             id,
-            kind: f.kind().into(),
+            kind: f.fault_kind(),
             start,
         });
         match f {
@@ -599,7 +601,7 @@ impl<'a, B: Backend> Sim<'a, B> {
         match point {
             None => {
                 if self.workers[pid as usize].is_active() {
-                    self.kill(pid, "immediate", restart_after);
+                    self.kill(pid, CrashPoint::Immediate, restart_after);
                 }
             }
             Some(point) => self.workers[pid as usize].armed.push(Armed { point, restart_after }),
@@ -608,7 +610,7 @@ impl<'a, B: Backend> Sim<'a, B> {
 
     /// SIGKILL: the process stops at once; nothing it would have done next happens. Its
     /// critical sections end; what it leaves in the store is the store side's business.
-    fn kill(&mut self, pid: u32, point: &str, restart_after: Option<Nanos>) {
+    fn kill(&mut self, pid: u32, point: CrashPoint, restart_after: Option<Nanos>) {
         let now = self.engine.now();
         let w = &mut self.workers[pid as usize];
         let was_active = w.is_active();
@@ -617,11 +619,7 @@ impl<'a, B: Backend> Sim<'a, B> {
             pid,
             incarnation: w.incarnation,
         };
-        self.out.event(&Event::Crash {
-            t: now.0,
-            pid,
-            point: point.into(),
-        });
+        self.out.event(&Event::Crash { t: now.0, pid, point });
         self.sections.died(pid, now.0, self.out);
         self.with_store(now, |st, cx| st.on_crash(cx, s));
         match restart_after {
@@ -655,7 +653,7 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
         if hard {
             // Past the hard limit the job is killed; the pool starts a fresh worker.
-            self.kill(pid, "hard_limit", Some(Nanos::ZERO));
+            self.kill(pid, CrashPoint::HardLimit, Some(Nanos::ZERO));
         } else {
             let now = self.engine.now();
             let w = &mut self.workers[pid as usize];

@@ -4,7 +4,7 @@
 use crate::check::{Suite, Verdict, ceiling::MaxWindow, common::Awaiting};
 use crate::scenario::Scenario;
 use crate::sim;
-use crate::trace::{Event, Header, OpKind, Sink, Tee, Writer};
+use crate::trace::{Detail, Event, Header, Sink, Tee, Writer};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -43,8 +43,8 @@ pub struct Summary {
     pub scenario: String,
     /// Backend.
     pub backend: String,
-    /// Backend options in force.
-    pub backend_detail: serde_json::Value,
+    /// Backend options in force, and the scenario settings the checkers read.
+    pub backend_detail: Detail,
     /// Seed.
     pub seed: u64,
     /// Worker processes.
@@ -151,11 +151,7 @@ impl Sink for Figures {
                     _ => {}
                 }
             }
-            Event::Reply {
-                t,
-                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
-                ..
-            } => {
+            Event::Reply { t, op, .. } if op.asks_permission() => {
                 if let Some(sent) = answered {
                     self.hist.saturating_record((t - sent).max(1));
                 }

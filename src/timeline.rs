@@ -12,7 +12,7 @@
 //! `max(1 s, 10 × interval)` of the crash. A gap still open when the run ends counts up to the
 //! end.
 
-use crate::trace::{Event, Header, OpKind, Sink};
+use crate::trace::{Event, FaultKind, Header, Sink};
 use hdrhistogram::Histogram;
 
 /// Width of the finest time bin, nanoseconds (1 ms).
@@ -138,8 +138,8 @@ impl<T: Cell> Grid<T> {
 pub struct FaultWindow {
     /// Index in the scenario's fault list.
     pub id: u32,
-    /// Fault kind (`store_outage`, `partition`, ...).
-    pub kind: String,
+    /// Fault kind.
+    pub kind: FaultKind,
     /// Start, ns.
     pub start: u64,
     /// End, ns.
@@ -393,17 +393,10 @@ impl Sink for Timeline {
             }
             Event::Grant { t, .. } => self.stall.progress(t),
             // The same round-trip definition as `summary::Figures`.
-            Event::OpSent {
-                t,
-                pid,
-                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
-            } => *Self::pid_slot(&mut self.sent, pid, None) = Some(t),
-            Event::Reply {
-                t,
-                pid,
-                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
-                ..
-            } => {
+            Event::OpSent { t, pid, op } if op.asks_permission() => {
+                *Self::pid_slot(&mut self.sent, pid, None) = Some(t)
+            }
+            Event::Reply { t, pid, op, .. } if op.asks_permission() => {
                 if let Some(Some(s)) = self.sent.get_mut(pid as usize).map(|s| s.take()) {
                     self.latency.saturating_record((t - s).max(1));
                 }
@@ -428,12 +421,12 @@ impl Sink for Timeline {
             }
             Event::Multiplier { t, pid, from, to, .. } if self.series => self.multiplier(t, pid, from, to),
             Event::Fallback { t, pid, enter, .. } if self.series => self.fallback_edge(t, pid, enter),
-            Event::Fault { t, id, ref kind, start } if self.series => {
+            Event::Fault { t, id, kind, start } if self.series => {
                 if start {
                     if self.faults.len() < MAX_MARKS {
                         self.faults.push(FaultWindow {
                             id,
-                            kind: kind.clone(),
+                            kind,
                             start: t,
                             end: None,
                         });

@@ -15,7 +15,7 @@ use crate::clock::Clock;
 use crate::fault::KillPoint;
 use crate::rng::Rng;
 use crate::time::{Instant, Nanos};
-use crate::trace::{Event, OpKind, Sink};
+use crate::trace::{Event, OpKind, ReleaseReason, Sink, StoreErrorKind};
 
 /// Where a worker is in its loop.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -301,11 +301,11 @@ impl<P: ProcessSide> Worker<P> {
     /// 4c. `op` failed (`error` is `refused` or `timeout`): traced first; the driver then lets
     ///     the store side react ([`crate::backend::StoreSide::on_error`]) and calls
     ///     [`Worker::store_error`].
-    pub fn store_error_event(&mut self, t: Instant, error: &str, out: &mut dyn Sink) {
+    pub fn store_error_event(&mut self, t: Instant, error: StoreErrorKind, out: &mut dyn Sink) {
         out.event(&Event::StoreError {
             t: t.0,
             pid: self.pid,
-            error: error.into(),
+            error,
         });
     }
 
@@ -390,7 +390,7 @@ impl Sections {
                     t,
                     pid,
                     lock,
-                    reason: "holder_died".into(),
+                    reason: ReleaseReason::HolderDied,
                 });
             }
         }

@@ -4,7 +4,10 @@
 
 use pacesim::check::{Suite, Verdict};
 use pacesim::scenario::Scenario;
-use pacesim::trace::{Event, Header, OpKind, Sink, TRACE_VERSION};
+use pacesim::trace::{
+    CrashPoint, Event, FallbackMode, FaultKind, Header, MultiplierCause, OpKind, ReleaseReason, Sink, StoreErrorKind,
+    TRACE_VERSION, UncappedReason,
+};
 use proptest::prelude::*;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -26,7 +29,7 @@ fn header(backend: &str, processes: u32, rate: f64, detail: serde_json::Value) -
         rate,
         burst: 2,
         multiplier_cap: 8.0,
-        backend_detail: detail,
+        backend_detail: serde_json::from_value(detail).expect("a valid backend_detail"),
     }
 }
 
@@ -118,10 +121,11 @@ fn respond(t: u64, pid: u32, status: u16, served: u64, change: Option<(f64, f64)
             pid: None,
             from,
             to,
-            cause: if status == 200 {
-                "decay".into()
-            } else {
-                status.to_string()
+            cause: match status {
+                200 => MultiplierCause::Decay,
+                429 => MultiplierCause::TooManyRequests,
+                503 => MultiplierCause::Unavailable,
+                _ => MultiplierCause::Error,
             },
         });
     }
@@ -232,7 +236,7 @@ fn backoff_diverging_per_process_multipliers_fail() {
             pid: Some(0),
             from: 1.0,
             to: 2.0,
-            cause: "429".into(),
+            cause: MultiplierCause::TooManyRequests,
         },
         Event::FetchEnd {
             t: 2 * S,
@@ -244,7 +248,7 @@ fn backoff_diverging_per_process_multipliers_fail() {
             pid: Some(1),
             from: 1.0,
             to: 2.0,
-            cause: "429".into(),
+            cause: MultiplierCause::TooManyRequests,
         },
         end(3 * S),
     ];
@@ -269,7 +273,7 @@ fn backoff_multiplier_out_of_range_and_close_slots_fail() {
         pid: None,
         from: 2.0,
         to: 16.0,
-        cause: "429".into(),
+        cause: MultiplierCause::TooManyRequests,
     });
     ev.push(end(3 * S));
     let d = fails(&check(&h, &ev), "backoff_coherence");
@@ -281,6 +285,36 @@ fn backoff_multiplier_out_of_range_and_close_slots_fail() {
     ev.push(end(2 * S));
     let d = fails(&check(&h, &ev), "backoff_coherence");
     assert!(d.contains("before the previous slot + interval x multiplier"), "{d}");
+}
+
+/// A backend's own request for permission (`acquire`) is a reservation to the checkers: a grant
+/// answering it is the shared pace's, so two such grants too close together fail.
+#[test]
+fn backoff_grants_answering_acquire_are_the_shared_pace() {
+    let as_acquire = |evs: Vec<Event>| -> Vec<Event> {
+        evs.into_iter()
+            .map(|e| match e {
+                Event::OpSent { t, pid, .. } => Event::OpSent {
+                    t,
+                    pid,
+                    op: OpKind::Acquire,
+                },
+                Event::Reply { t, pid, wait, .. } => Event::Reply {
+                    t,
+                    pid,
+                    op: OpKind::Acquire,
+                    wait,
+                },
+                e => e,
+            })
+            .collect()
+    };
+    let h = header("custom", 2, 7.0, backoff_detail());
+    let mut ev = as_acquire(reserve(S, 0, S, 1.0));
+    ev.extend(as_acquire(reserve(S, 1, S + I / 2, 1.0)));
+    ev.push(end(2 * S));
+    let d = fails(&check(&h, &ev), "backoff_coherence");
+    assert!(d.contains("the shared pace granted pid 1"), "{d}");
 }
 
 // ---- self_heal ------------------------------------------------------------------------------
@@ -299,7 +333,7 @@ fn paced_row(n_slots: u64, kill_at_slot: Option<u64>) -> Vec<Event> {
             ev.push(Event::Crash {
                 t: asked,
                 pid,
-                point: "mid_reservation".into(),
+                point: CrashPoint::MidReservation,
             });
             ev.push(Event::Restart { t: asked + 2 * S, pid });
             continue;
@@ -341,7 +375,7 @@ fn self_heal_allows_a_retry_one_observed_round_trip_long() {
                 ev.push(Event::Crash {
                     t: asked + MS,
                     pid,
-                    point: "mid_reservation".into(),
+                    point: CrashPoint::MidReservation,
                 });
                 ev.push(Event::Restart { t: asked + 2 * S, pid });
                 continue;
@@ -379,7 +413,7 @@ fn self_heal_wedge_after_kill_fails() {
             t: t + 2 * MS,
             pid,
             lock: 0,
-            reason: "release".into(),
+            reason: ReleaseReason::Release,
         });
         t += 200 * MS;
         k += 1;
@@ -397,7 +431,7 @@ fn self_heal_wedge_after_kill_fails() {
     ev.push(Event::Crash {
         t: 5 * S + MS,
         pid: 0,
-        point: "holding_lock".into(),
+        point: CrashPoint::HoldingLock,
     });
     let mut t = 5 * S + 10 * MS;
     while t < 30 * S {
@@ -455,7 +489,7 @@ fn halved_after_kill() -> Vec<Event> {
     ev.push(Event::Crash {
         t: 10 * S - MS,
         pid: 3,
-        point: "holding_lock".into(),
+        point: CrashPoint::HoldingLock,
     });
     ev.push(end(20 * S));
     ev
@@ -477,7 +511,7 @@ fn self_heal_does_not_blame_a_kill_for_an_outage_that_follows_it() {
     // fallback paces the fleet (degradation's business), so the recovery is not measured.
     let h = header("claim_row", 4, 7.0, json!({"locks": 2, "lock_use": "concurrency"}));
     let mut ev = halved_after_kill();
-    ev.extend(outage(10 * S + 50 * MS, 19 * S, "store_outage"));
+    ev.extend(outage(10 * S + 50 * MS, 19 * S, FaultKind::StoreOutage));
     let d = passes(&check(&h, &ev), "self_heal");
     assert!(
         d.contains("pid 3 killed at 9.999s (holding_lock) (cut short: store_outage at 10.050s)"),
@@ -499,13 +533,13 @@ fn self_heal_does_not_judge_a_kill_while_an_operation_from_an_outage_hangs() {
             Event::OpSent { t, pid, .. } if (2 * S..=3 * S).contains(&t) => Some(Event::StoreError {
                 t,
                 pid,
-                error: "refused".into(),
+                error: StoreErrorKind::Refused,
             }),
             _ => None,
         })
         .collect();
     ev.extend(refused);
-    ev.extend(outage(2 * S, 3 * S, "store_outage"));
+    ev.extend(outage(2 * S, 3 * S, FaultKind::StoreOutage));
     ev.push(Event::OpSent {
         t: 2 * S + 500 * MS,
         pid: 4,
@@ -517,7 +551,7 @@ fn self_heal_does_not_judge_a_kill_while_an_operation_from_an_outage_hangs() {
     ev.push(Event::StoreError {
         t: 7 * S + 500 * MS,
         pid: 4,
-        error: "timeout".into(),
+        error: StoreErrorKind::Timeout,
     });
     let d = fails(&check(&h, &ev), "self_heal");
     assert!(d.contains("did not return to normal"), "{d}");
@@ -525,26 +559,26 @@ fn self_heal_does_not_judge_a_kill_while_an_operation_from_an_outage_hangs() {
 
 // ---- degradation ------------------------------------------------------------------------------
 
-fn outage(t0: u64, t1: u64, kind: &str) -> Vec<Event> {
+fn outage(t0: u64, t1: u64, kind: FaultKind) -> Vec<Event> {
     vec![
         Event::Fault {
             t: t0,
             id: 0,
-            kind: kind.into(),
+            kind,
             start: true,
         },
         Event::Fault {
             t: t1,
             id: 0,
-            kind: kind.into(),
+            kind,
             start: false,
         },
     ]
 }
 
 /// Four processes in fallback from 10 s to 20 s, each pacing itself at `interval`.
-fn fallback_run(mode: &str, interval: u64) -> Vec<Event> {
-    let mut ev = outage(10 * S, 20 * S, "store_outage");
+fn fallback_run(mode: FallbackMode, interval: u64) -> Vec<Event> {
+    let mut ev = outage(10 * S, 20 * S, FaultKind::StoreOutage);
     // shared pace before
     for k in 0..70 {
         ev.extend(fetch(k * I, (k % 4) as u32, 200));
@@ -559,16 +593,16 @@ fn fallback_run(mode: &str, interval: u64) -> Vec<Event> {
         ev.push(Event::StoreError {
             t: t0 + MS,
             pid,
-            error: "refused".into(),
+            error: StoreErrorKind::Refused,
         });
         ev.push(Event::Fallback {
             t: t0 + MS,
             pid,
             enter: true,
-            mode: mode.into(),
+            mode,
         });
         let mut t = t0 + MS;
-        while mode != "fail_closed" && t < 20 * S {
+        while mode != FallbackMode::FailClosed && t < 20 * S {
             ev.extend(fetch(t, pid, 200));
             t += interval;
         }
@@ -576,7 +610,7 @@ fn fallback_run(mode: &str, interval: u64) -> Vec<Event> {
             t: 20 * S + MS,
             pid,
             enter: false,
-            mode: mode.into(),
+            mode,
         });
     }
     ev.push(end(21 * S));
@@ -586,12 +620,12 @@ fn fallback_run(mode: &str, interval: u64) -> Vec<Event> {
 #[test]
 fn degradation_divided_passes_and_fail_open_overshoots() {
     let h = header("row", 4, 7.0, json!({"fallback": "divided", "cap": 3}));
-    let v = check(&h, &fallback_run("divided", 4 * I));
+    let v = check(&h, &fallback_run(FallbackMode::Divided, 4 * I));
     let d = passes(&v, "degradation");
     assert!(d.contains("store_outage #0 10.000s–20.000s (divided)"), "{d}");
 
     let h = header("row", 4, 7.0, json!({"fallback": "fail_open", "cap": 3}));
-    let v = check(&h, &fallback_run("fail_open", I));
+    let v = check(&h, &fallback_run(FallbackMode::FailOpen, I));
     let d = fails(&v, "degradation");
     assert!(
         d.contains("during store_outage #0 10.000s–20.000s (fail_open fallback) arrivals exceeded the rate"),
@@ -605,10 +639,10 @@ fn degradation_divided_passes_and_fail_open_overshoots() {
 #[test]
 fn degradation_fail_closed_must_halt() {
     let h = header("row", 4, 7.0, json!({"fallback": "fail_closed"}));
-    let d = passes(&check(&h, &fallback_run("fail_closed", I)), "degradation");
+    let d = passes(&check(&h, &fallback_run(FallbackMode::FailClosed, I)), "degradation");
     assert!(d.contains("fail_closed: halted"), "{d}");
     // a fail_closed process that fetches anyway
-    let mut ev = fallback_run("fail_closed", I);
+    let mut ev = fallback_run(FallbackMode::FailClosed, I);
     ev.extend(fetch(15 * S, 2, 200));
     let d = fails(&check(&h, &ev), "degradation");
     assert!(
@@ -621,7 +655,7 @@ fn degradation_fail_closed_must_halt() {
 fn degradation_drop_to_zero_fails() {
     // divided, but nobody fetches during the outage though every process keeps asking
     let h = header("row", 4, 7.0, json!({"fallback": "divided"}));
-    let mut ev = outage(10 * S, 20 * S, "store_outage");
+    let mut ev = outage(10 * S, 20 * S, FaultKind::StoreOutage);
     for k in 0..70 {
         ev.extend(fetch(k * I, (k % 4) as u32, 200));
     }
@@ -635,7 +669,7 @@ fn degradation_drop_to_zero_fails() {
         ev.push(Event::StoreError {
             t: t + MS,
             pid: 0,
-            error: "refused".into(),
+            error: StoreErrorKind::Refused,
         });
         t += S;
     }
@@ -649,7 +683,7 @@ fn degradation_excuses_zero_while_a_hung_operation_is_still_unanswered() {
     // the store hangs (no refusal): every process's reservation is still waiting for its
     // client timeout when the trace ends, so none could have detected the outage and fallen back
     let h = header("row", 4, 7.0, json!({"fallback": "divided"}));
-    let mut ev = outage(10 * S, 13 * S, "store_outage");
+    let mut ev = outage(10 * S, 13 * S, FaultKind::StoreOutage);
     for k in 0..70 {
         ev.extend(fetch(k * I, (k % 4) as u32, 200));
     }
@@ -668,7 +702,7 @@ fn degradation_excuses_zero_while_a_hung_operation_is_still_unanswered() {
         ev.push(Event::StoreError {
             t: 10 * S + u64::from(pid) * MS + MS,
             pid,
-            error: "refused".into(),
+            error: StoreErrorKind::Refused,
         });
     }
     let d = fails(&check(&h, &ev), "degradation");
@@ -770,7 +804,7 @@ fn section(t0: u64, t1: u64, pid: u32, lock: u32) -> Vec<Event> {
             t: t1,
             pid,
             lock,
-            reason: "release".into(),
+            reason: ReleaseReason::Release,
         },
     ]
 }
@@ -811,7 +845,7 @@ fn mutual_exclusion_k_holders_pass_excused_overlaps_are_reported_and_dropped_loc
     ev.push(Event::Uncapped {
         t: 5 * S,
         pid: 1,
-        reason: "safety_valve".into(),
+        reason: UncappedReason::SafetyValve,
     });
     ev.extend(fetch(5 * S, 1, 200));
     ev.extend(fetch(6 * S, 1, 200));
@@ -829,14 +863,14 @@ fn mutual_exclusion_k_holders_pass_excused_overlaps_are_reported_and_dropped_loc
         t: 3 * S,
         pid: 0,
         lock: 0,
-        reason: "store_restart".into(),
+        reason: ReleaseReason::StoreRestart,
     });
     ev.extend(section(3 * S + MS, 4 * S, 1, 0));
     ev.push(Event::LockReleased {
         t: 5 * S,
         pid: 0,
         lock: 0,
-        reason: "release".into(),
+        reason: ReleaseReason::Release,
     });
     ev.push(end(6 * S));
     let d = fails(&check(&h, &ev), "mutual_exclusion");

@@ -17,7 +17,7 @@ use pacesim::live::worker::{Driver, Fetcher, LiveOut};
 use pacesim::rng::Rng;
 use pacesim::scenario::Scenario;
 use pacesim::time::Nanos;
-use pacesim::trace::{Event, OpKind, Sink};
+use pacesim::trace::{Event, OpKind, Sink, StoreErrorKind};
 
 #[derive(Copy, Clone, Debug, PartialEq)]
 enum Outcome {
@@ -169,7 +169,7 @@ fn shape(events: &[Event]) -> Vec<String> {
             Some(match *e {
                 Event::OpSent { pid, op, .. } => format!("op_sent {pid} {}", op.name()),
                 Event::Reply { pid, op, .. } => format!("reply {pid} {}", op.name()),
-                Event::StoreError { pid, ref error, .. } => format!("store_error {pid} {error}"),
+                Event::StoreError { pid, error, .. } => format!("store_error {pid} {}", error.name()),
                 Event::FetchStart { pid, .. } => format!("fetch_start {pid}"),
                 Event::FetchEnd { pid, status, .. } => format!("fetch_end {pid} {status}"),
                 _ => return None,
@@ -216,7 +216,9 @@ impl LiveStore for LiveScript {
     type Reply = Reply;
     async fn execute(&mut self, op: &Op, _rng: &mut Rng) -> Result<Executed<Reply>, StoreFailure> {
         match *op {
-            Op::Ask(n) => reply_to(n).map(Executed::reply).ok_or(StoreFailure("refused")),
+            Op::Ask(n) => reply_to(n)
+                .map(Executed::reply)
+                .ok_or(StoreFailure(StoreErrorKind::Refused)),
             Op::Report => Ok(Executed::reply(Reply::Ack)),
         }
     }

@@ -9,7 +9,7 @@ use pacesim::live::pg;
 use pacesim::live::settings::{PgSettings, RedisSettings};
 use pacesim::live::{LiveOptions, LiveRun, run_blocking};
 use pacesim::scenario::{FOUR_LIMITERS, Scenario};
-use pacesim::trace::Event;
+use pacesim::trace::{CrashPoint, Event};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -231,11 +231,11 @@ point = "mid_reservation"
         let crash = evs
             .iter()
             .find_map(|e| match e {
-                Event::Crash { t, point, .. } => Some((*t, point.clone())),
+                Event::Crash { t, point, .. } => Some((*t, *point)),
                 _ => None,
             })
             .expect("a crash");
-        assert_eq!(crash.1, "mid_reservation");
+        assert_eq!(crash.1, CrashPoint::MidReservation);
         nothing_left(&r, &pgs, &rt);
         let a = arrivals(&r);
         // 3 survivors x 12 + what pid 1 fetched before it died
@@ -436,7 +436,7 @@ duration = { dist = "uniform", low = "10ms", high = "300ms" }
     let evs = r.events();
     let kills = evs
         .iter()
-        .filter(|e| matches!(e, Event::Crash { point, .. } if point == "hard_limit"))
+        .filter(|e| matches!(e, Event::Crash { point, .. } if *point == CrashPoint::HardLimit))
         .count();
     let restarts = evs.iter().filter(|e| matches!(e, Event::Restart { .. })).count();
     assert!(kills >= 1 && restarts >= 1, "{kills} kills, {restarts} restarts");

@@ -3,7 +3,7 @@
 
 use pacesim::scenario::Scenario;
 use pacesim::summary::{Summary, simulate};
-use pacesim::trace::{Collect, Event};
+use pacesim::trace::{Collect, Event, FaultKind, MultiplierCause, ReleaseReason};
 use std::path::Path;
 
 fn load(name: &str) -> Scenario {
@@ -222,7 +222,7 @@ fn s6_claim_row_wedges_advisory_recovers_redis_lock_waits_for_ttl() {
     let crash = adv.iter().find(|e| matches!(e, Event::Crash { .. })).unwrap().t();
     let gone = adv
         .iter()
-        .find(|e| matches!(e, Event::LockReleased { reason, .. } if reason == "session_gone"))
+        .find(|e| matches!(e, Event::LockReleased { reason, .. } if *reason == ReleaseReason::SessionGone))
         .expect("the store noticed the dead session")
         .t();
     assert_eq!(gone - crash, 5_000_000_000);
@@ -304,7 +304,7 @@ fn burst_window(evs: &[Event]) -> (u64, u64) {
     let edges: Vec<u64> = evs
         .iter()
         .filter_map(|e| match e {
-            Event::Fault { t, kind, .. } if kind == "destination_throttle" => Some(*t),
+            Event::Fault { t, kind, .. } if *kind == FaultKind::DestinationThrottle => Some(*t),
             _ => None,
         })
         .collect();
@@ -320,7 +320,7 @@ fn decays_after(evs: &[Event], from: u64) -> (usize, Vec<(usize, u64, Option<u32
     for e in evs.iter().filter(|e| e.t() > from) {
         match e {
             Event::FetchEnd { status: 200, .. } => clean += 1,
-            Event::Multiplier { t, pid, cause, .. } if cause == "decay" => out.push((clean, *t, *pid)),
+            Event::Multiplier { t, pid, cause, .. } if *cause == MultiplierCause::Decay => out.push((clean, *t, *pid)),
             _ => {}
         }
     }

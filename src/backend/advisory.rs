@@ -28,6 +28,7 @@ use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreC
 use crate::clock::Reading;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
+use crate::trace::ReleaseReason;
 use serde::{Deserialize, Serialize};
 
 /// `[pacer]` options of `advisory`.
@@ -182,11 +183,12 @@ impl StoreSide for AdvisoryStore {
             incarnation: (token >> 40) as u32,
             pid: ((token >> 8) & 0xFFFF_FFFF) as u32,
         };
-        self.locks.release(cx, (token & 0xFF) as u32, s, "session_gone");
+        self.locks
+            .release(cx, (token & 0xFF) as u32, s, ReleaseReason::SessionGone);
     }
 
     fn on_store_restart(&mut self, cx: &mut StoreCx) {
-        self.locks.clear(cx, "store_restart");
+        self.locks.clear(cx, ReleaseReason::StoreRestart);
     }
 }
 

@@ -21,7 +21,7 @@
 use crate::backend::options::Placement;
 use crate::backend::{ProcCx, Step, StoreCx};
 use crate::pacer::{Backoff, BackoffConfig, Status};
-use crate::trace::{Event, Sink};
+use crate::trace::{Event, MultiplierCause, Sink};
 
 /// What a process tells the shared backoff state.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -230,17 +230,21 @@ impl LocalBackoff {
 }
 
 fn emit(out: &mut dyn Sink, t: u64, pid: Option<u32>, from: f64, to: f64, cause: Status) {
-    let cause = match cause {
-        Status::TooManyRequests => "429",
-        Status::Unavailable => "503",
-        Status::Ok => "decay",
-        Status::Error => "error",
-    };
     out.event(&Event::Multiplier {
         t,
         pid,
         from,
         to,
-        cause: cause.into(),
+        cause: cause_of(cause),
     });
+}
+
+/// The trace's name for the status that moved a multiplier (a clean one decays it).
+pub fn cause_of(status: Status) -> MultiplierCause {
+    match status {
+        Status::TooManyRequests => MultiplierCause::TooManyRequests,
+        Status::Unavailable => MultiplierCause::Unavailable,
+        Status::Ok => MultiplierCause::Decay,
+        Status::Error => MultiplierCause::Error,
+    }
 }

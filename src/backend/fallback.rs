@@ -18,7 +18,7 @@ use crate::backend::{ProcCx, Step};
 use crate::pacer::{FallbackPolicy, FallbackSwitch};
 use crate::scenario::Scenario;
 use crate::time::{Instant, Nanos};
-use crate::trace::Event;
+use crate::trace::{Event, FallbackMode};
 
 /// The fallback options in force (`[pacer] fallback` and `cap`).
 #[derive(Copy, Clone, Debug)]
@@ -53,6 +53,15 @@ impl FallbackCfg {
         self.mode.name()
     }
 
+    /// The mode, as the trace names it.
+    pub fn trace_mode(&self) -> FallbackMode {
+        match self.mode {
+            Fallback::FailOpen => FallbackMode::FailOpen,
+            Fallback::Divided => FallbackMode::Divided,
+            Fallback::FailClosed => FallbackMode::FailClosed,
+        }
+    }
+
     /// A process's switch, outside fallback.
     pub fn fresh(&self) -> ProcFallback {
         ProcFallback {
@@ -83,7 +92,7 @@ impl ProcFallback {
                 t: cx.t.0,
                 pid: cx.pid,
                 enter: true,
-                mode: self.cfg.mode_name().into(),
+                mode: self.cfg.trace_mode(),
             });
         }
         let now = cx.mono_ns();
@@ -108,7 +117,7 @@ impl ProcFallback {
                 t: cx.t.0,
                 pid: cx.pid,
                 enter: false,
-                mode: self.cfg.mode_name().into(),
+                mode: self.cfg.trace_mode(),
             });
         }
     }

@@ -15,7 +15,7 @@
 use crate::backend::fallback::{FallbackCfg, ProcFallback};
 use crate::backend::{ProcCx, Session, Step, StoreCx, StoreOp, StoreReply};
 use crate::time::{Instant, Nanos};
-use crate::trace::{Event, OpKind};
+use crate::trace::{Event, OpKind, ReleaseReason};
 use serde::{Deserialize, Serialize};
 
 /// What an advisory lock is used for.
@@ -115,14 +115,14 @@ impl LockTable {
         }
     }
     /// Release lock `k` if `s` holds it (compare-and-delete).
-    pub fn release(&mut self, cx: &mut StoreCx, k: u32, s: Session, reason: &str) -> bool {
+    pub fn release(&mut self, cx: &mut StoreCx, k: u32, s: Session, reason: ReleaseReason) -> bool {
         if self.holders[k as usize] == Some(s) {
             self.holders[k as usize] = None;
             cx.out.event(&Event::LockReleased {
                 t: cx.t.0,
                 pid: s.pid,
                 lock: k,
-                reason: reason.into(),
+                reason,
             });
             true
         } else {
@@ -133,12 +133,12 @@ impl LockTable {
     /// broken): release the lock if `s` still holds it; if the store had already dropped it
     /// (a restart), report the holder's own end all the same.
     pub fn end_section(&mut self, cx: &mut StoreCx, k: u32, s: Session) {
-        if !self.release(cx, k, s, "release") {
+        if !self.release(cx, k, s, ReleaseReason::Release) {
             cx.out.event(&Event::LockReleased {
                 t: cx.t.0,
                 pid: s.pid,
                 lock: k,
-                reason: "release".into(),
+                reason: ReleaseReason::Release,
             });
         }
     }
@@ -147,14 +147,14 @@ impl LockTable {
         self.holders.iter().position(|h| *h == Some(s)).map(|k| k as u32)
     }
     /// Drop every lock (a store restart loses session state), reporting each.
-    pub fn clear(&mut self, cx: &mut StoreCx, reason: &str) {
+    pub fn clear(&mut self, cx: &mut StoreCx, reason: ReleaseReason) {
         for (k, h) in self.holders.iter_mut().enumerate() {
             if let Some(s) = h.take() {
                 cx.out.event(&Event::LockReleased {
                     t: cx.t.0,
                     pid: s.pid,
                     lock: k as u32,
-                    reason: reason.into(),
+                    reason,
                 });
             }
         }

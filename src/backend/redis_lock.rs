@@ -22,7 +22,7 @@ use crate::clock::Reading;
 use crate::pacer::LocalPacer;
 use crate::scenario::Scenario;
 use crate::time::{Instant, Nanos};
-use crate::trace::Event;
+use crate::trace::{Event, ReleaseReason, UncappedReason};
 use serde::{Deserialize, Serialize};
 
 /// `[pacer]` options of `redis_lock`.
@@ -155,7 +155,7 @@ impl StoreSide for LockKey {
                     t: cx.t.0,
                     pid: s.pid,
                     lock: 0,
-                    reason: "release".into(),
+                    reason: ReleaseReason::Release,
                 });
                 Served::now(LockReply::Unlocked)
             }
@@ -204,11 +204,11 @@ impl Walker {
         self.next_fetch(cx)
     }
 
-    fn uncapped(cx: &mut ProcCx, reason: &str) {
+    fn uncapped(cx: &mut ProcCx, reason: UncappedReason) {
         cx.out.event(&Event::Uncapped {
             t: cx.t.0,
             pid: cx.pid,
-            reason: reason.into(),
+            reason,
         });
     }
 }
@@ -228,7 +228,7 @@ impl ProcessSide for Walker {
             (LockOp::TryLock { .. }, _) => {
                 let first = self.first_try.unwrap_or(cx.t);
                 if cx.t.since(first) >= self.cfg.max_wait {
-                    Walker::uncapped(cx, "safety_valve");
+                    Walker::uncapped(cx, UncappedReason::SafetyValve);
                     self.start_walk(cx, false)
                 } else {
                     Step::RetryAt(cx.t + self.cfg.poll) // re-enqueue with a countdown
@@ -249,13 +249,13 @@ impl ProcessSide for Walker {
                     t: cx.t.0,
                     pid: cx.pid,
                     lock: 0,
-                    reason: "release".into(),
+                    reason: ReleaseReason::Release,
                 });
                 self.holding = false;
                 Step::Done
             }
             LockOp::TryLock { .. } => {
-                Walker::uncapped(cx, "broker_error");
+                Walker::uncapped(cx, UncappedReason::BrokerError);
                 self.start_walk(cx, false)
             }
         }
@@ -368,11 +368,12 @@ mod tests {
             w.proc(73_000_000_001, 0, |p, cx| p.on_reply(cx, &try_lock, LockReply::Busy)),
             Step::FetchAt(_)
         ));
-        assert!(
-            w.sink
-                .events
-                .iter()
-                .any(|e| matches!(e, Event::Uncapped { reason, .. } if reason == "safety_valve"))
-        );
+        assert!(w.sink.events.iter().any(|e| matches!(
+            e,
+            Event::Uncapped {
+                reason: UncappedReason::SafetyValve,
+                ..
+            }
+        )));
     }
 }

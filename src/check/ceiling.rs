@@ -268,7 +268,7 @@ mod tests {
             rate: 10.0,
             burst: 2,
             multiplier_cap: 8.0,
-            backend_detail: serde_json::json!({}),
+            backend_detail: Default::default(),
         };
         let grant = |t: u64, slot: i64, multiplier: f64| Event::Grant {
             t,

@@ -1,7 +1,8 @@
-//! What several checkers share: reading the backend's options out of the header, formatting
-//! times for witnesses, and tracking demand (which live processes are waiting for permission).
+//! What several checkers share: the header's pacing interval, formatting times for witnesses,
+//! and tracking demand (which live processes are waiting for permission) and operations in
+//! flight.
 
-use crate::trace::{Event, Header, OpKind};
+use crate::trace::{Event, FaultKind, Header};
 
 /// Seconds with millisecond precision, as witnesses print times: `12.345s`.
 pub fn secs(ns: u64) -> String {
@@ -26,56 +27,10 @@ pub fn base_interval(h: &Header) -> u64 {
     }
 }
 
-/// The divided fallback's `cap`: it paces each process at `rate / (cap + 1)`
-/// (`backend_detail.cap`, default processes - 1).
-pub fn fallback_cap(h: &Header) -> u64 {
-    Opts::of(h)
-        .u64("cap")
-        .unwrap_or(u64::from(h.processes).saturating_sub(1))
-}
-
-/// Read access to `Header.backend_detail` (the backend's options in force, plus the scenario
-/// settings the simulator adds: `backoff_factor`, `decay_after`, `epsilon`, ...).
-#[derive(Clone, Debug)]
-pub struct Opts(serde_json::Value);
-
-impl Opts {
-    /// From a header.
-    pub fn of(h: &Header) -> Opts {
-        Opts(h.backend_detail.clone())
-    }
-    /// A number.
-    pub fn f64(&self, key: &str) -> Option<f64> {
-        self.0.get(key).and_then(|v| v.as_f64()).filter(|v| v.is_finite())
-    }
-    /// A non-negative integer.
-    pub fn u64(&self, key: &str) -> Option<u64> {
-        self.0.get(key).and_then(|v| {
-            v.as_u64()
-                .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
-        })
-    }
-    /// A string.
-    pub fn str(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.as_str())
-    }
-    /// A duration in nanoseconds: `<key>_ns` as a number, or `<key>` as a number of
-    /// nanoseconds or a duration string such as `"5s"`.
-    pub fn duration_ns(&self, key: &str) -> Option<u64> {
-        if let Some(n) = self.u64(&format!("{key}_ns")) {
-            return Some(n);
-        }
-        match self.0.get(key)? {
-            serde_json::Value::String(s) => crate::time::parse_duration(s).ok().map(|n| n.0),
-            v => v.as_u64(),
-        }
-    }
-}
-
 /// Which live processes are waiting for permission to fetch.
 ///
-/// A process waits from the moment it asks for permission (an `op_sent` of a reservation, a
-/// GCRA check or a lock try, or a `grant` from an in-process pacer) until its fetch starts; a
+/// A process waits from the moment it asks for permission (an `op_sent` of an operation that
+/// [asks for permission](crate::trace::OpKind::asks_permission), or a `grant` from an in-process pacer) until its fetch starts; a
 /// crash ends its wait, and a dead process does not wait until it restarts (the store may still
 /// grant the reservation it sent before it died). Between jobs (thinking, idle in an open
 /// loop, finished) it does not wait. While at least one live process waits, demand exceeds
@@ -141,12 +96,8 @@ impl Demand {
         }
         self.last = self.last.max(t);
         match *ev {
-            Event::OpSent {
-                pid,
-                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
-                t,
-            }
-            | Event::Grant { pid, t, .. } => self.start(pid, t),
+            Event::OpSent { pid, op, t } if op.asks_permission() => self.start(pid, t),
+            Event::Grant { pid, t, .. } => self.start(pid, t),
             Event::FetchStart { pid, .. } => self.stop(pid),
             Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
                 self.stop(pid);
@@ -258,8 +209,11 @@ impl Stranded {
 }
 
 /// Fault kinds during which the store is (partly) unreachable.
-pub fn is_outage(kind: &str) -> bool {
-    matches!(kind, "store_outage" | "partition" | "store_restart")
+pub fn is_outage(kind: FaultKind) -> bool {
+    matches!(
+        kind,
+        FaultKind::StoreOutage | FaultKind::Partition | FaultKind::StoreRestart
+    )
 }
 
 /// Print a list of pids short: `0, 2, 3` (at most 8, then `...`).
@@ -468,6 +422,7 @@ mod pid_map_tests {
 #[cfg(test)]
 mod demand_tests {
     use super::*;
+    use crate::trace::{CrashPoint, OpKind};
 
     /// A process waits from its request to its fetch; a dead one does not wait, even when the
     /// store grants the reservation it sent before it died, until it restarts and asks again.
@@ -494,7 +449,7 @@ mod demand_tests {
         d.event(&Event::Crash {
             t: 25,
             pid: 0,
-            point: "immediate".into(),
+            point: CrashPoint::Immediate,
         });
         d.event(&grant(26)); // the store serves what the dead process sent
         assert_eq!(d.waiting(), 0);
@@ -507,8 +462,28 @@ mod demand_tests {
 }
 
 #[cfg(test)]
+mod permission_tests {
+    use super::*;
+    use crate::trace::OpKind;
+
+    /// Every operation that asks for permission (a backend's own `acquire` included) starts a
+    /// wait; reports and unlocks do not.
+    #[test]
+    fn asking_operations_start_a_wait() {
+        for &op in OpKind::ALL {
+            let mut d = Demand::new(1);
+            d.event(&Event::OpSent { t: 0, pid: 0, op });
+            assert_eq!(d.waiting() == 1, op.asks_permission(), "{op}");
+        }
+        assert!(OpKind::Acquire.asks_permission());
+        assert!(!OpKind::Report.asks_permission() && !OpKind::Unlock.asks_permission());
+    }
+}
+
+#[cfg(test)]
 mod stranded_tests {
     use super::*;
+    use crate::trace::{CrashPoint, OpKind, StoreErrorKind};
 
     fn sent(t: u64, pid: u32) -> Event {
         Event::OpSent {
@@ -541,7 +516,7 @@ mod stranded_tests {
             &Event::StoreError {
                 t: 5,
                 pid: 0,
-                error: "timeout".into(),
+                error: StoreErrorKind::Timeout,
             },
             true,
         );
@@ -552,7 +527,7 @@ mod stranded_tests {
             &Event::Crash {
                 t: 7,
                 pid: 2,
-                point: "immediate".into(),
+                point: CrashPoint::Immediate,
             },
             false,
         );

@@ -11,9 +11,9 @@
 //!    with a burst of `cap + 1`, plus one for the jitter of a shared slot's late start next to
 //!    an exact local one at the switch; anything faster grows without bound with the window
 //!    (`fail_open`'s N x rate needs a burst of about `(N - 1) x rate x window`). `cap` is
-//!    `backend_detail.cap`, else `processes - 1`. Under a `partition` the connected processes
-//!    keep the full shared rate, so the partitioned ones' fallback comes on top of it: the
-//!    excess grows with the window.
+//!    [`Detail::fallback_cap`](crate::trace::Detail::fallback_cap). Under a `partition` the
+//!    connected processes keep the full shared rate, so the partitioned ones' fallback comes on
+//!    top of it: the excess grows with the window.
 //! 2. **Not zero.** Unless the mode is `fail_closed`, at least one arrival, when processes
 //!    asked for permission in the window and it was long enough for a fallback slot: longer
 //!    than the slowest store error for an operation sent in it (the detection delay: a
@@ -26,18 +26,19 @@
 //! 3. **Fail-closed halts.** Under `fail_closed`, no process starts a fetch while it is in
 //!    fallback (between its `fallback` enter and exit events).
 //!
-//! The mode is the `mode` of the trace's `fallback` events, else `backend_detail.fallback`.
+//! The mode is the `mode` of the trace's `fallback` events, else
+//! [`Detail::fallback`](crate::trace::Detail::fallback).
 
-use crate::check::common::{Awaiting, Opts, PidMap, base_interval, fallback_cap, secs};
+use crate::check::common::{Awaiting, PidMap, base_interval, secs};
 use crate::check::{Checker, Verdict};
 use crate::pacer::BurstMeter;
-use crate::trace::{Event, Header, OpKind, Sink};
+use crate::trace::{Event, FallbackMode, FaultKind, Header, Sink, StoreFallback};
 use std::collections::BTreeMap;
 
 #[derive(Debug)]
 struct Window {
     id: u32,
-    kind: String,
+    kind: FaultKind,
     start: u64,
     meter: BurstMeter,
     pids: Vec<u32>,
@@ -58,12 +59,12 @@ pub struct Degradation {
     ceiling_burst: u64,
     divisor: u64,
     tolerance: u64,
-    detail_mode: Option<String>,
-    trace_mode: Option<String>,
+    detail_mode: Option<StoreFallback>,
+    trace_mode: Option<FallbackMode>,
     multiplier: PidMap<f64>,
     awaiting: Awaiting,
     end: u64,
-    in_fallback: PidMap<(u64, String)>,
+    in_fallback: PidMap<(u64, FallbackMode)>,
     open: BTreeMap<u32, Window>,
     // closed windows, with their end, judged at the end of the trace
     closed: Vec<(Window, u64)>,
@@ -76,15 +77,14 @@ pub struct Degradation {
 impl Degradation {
     /// A checker for the trace this header introduces.
     pub fn new(h: &Header) -> Degradation {
-        let o = Opts::of(h);
-        let divisor = fallback_cap(h) + 1;
+        let divisor = h.backend_detail.fallback_cap(h.processes) + 1;
         Degradation {
             base: base_interval(h),
             rate: h.rate,
             ceiling_burst: h.burst,
             divisor,
             tolerance: h.burst.max(divisor + 1),
-            detail_mode: o.str("fallback").map(str::to_string),
+            detail_mode: h.backend_detail.fallback,
             trace_mode: None,
             multiplier: PidMap::new(),
             awaiting: Awaiting::default(),
@@ -99,11 +99,9 @@ impl Degradation {
         }
     }
 
-    fn mode(&self) -> &str {
-        self.trace_mode
-            .as_deref()
-            .or(self.detail_mode.as_deref())
-            .unwrap_or("none")
+    /// The fallback mode: the trace's, else the header's.
+    fn mode(&self) -> Option<StoreFallback> {
+        self.trace_mode.map(StoreFallback::from).or(self.detail_mode)
     }
 
     fn fail(&mut self, msg: String) {
@@ -132,7 +130,7 @@ impl Degradation {
     }
 
     fn close(&mut self, w: Window, end: u64) {
-        let mode = self.mode().to_string();
+        let mode = self.mode().map_or("none", StoreFallback::name);
         let len = end.saturating_sub(w.start);
         let n = w.meter.len() as u64;
         let per_s = if len > 0 { n as f64 / (len as f64 / 1e9) } else { 0.0 };
@@ -161,13 +159,13 @@ impl Degradation {
                 secs(e.at)
             ));
         }
-        let fallback_interval = match mode.as_str() {
-            "fail_open" => self.base,
+        let fallback_interval = match self.mode() {
+            Some(StoreFallback::FailOpen) => self.base,
             _ => self.base.saturating_mul(self.divisor),
         };
         let m = self.multiplier.values().copied().fold(1.0, f64::max);
         let needed = w.detect + 2 * (fallback_interval as f64 * m) as u64;
-        if mode == "fail_closed" || n > 0 || !w.demand {
+        if self.mode() == Some(StoreFallback::FailClosed) || n > 0 || !w.demand {
             return;
         }
         let excuse = if !w.detected {
@@ -204,14 +202,14 @@ impl Sink for Degradation {
         self.end = self.end.max(t);
         let answered = self.awaiting.event(ev);
         match ev {
-            Event::Fault { id, kind, start, .. } if kind == "store_outage" || kind == "partition" => {
+            Event::Fault { id, kind, start, .. } if matches!(kind, FaultKind::StoreOutage | FaultKind::Partition) => {
                 if *start {
                     self.windows += 1;
                     self.open.insert(
                         *id,
                         Window {
                             id: *id,
-                            kind: kind.clone(),
+                            kind: *kind,
                             start: t,
                             meter: BurstMeter::new(self.base),
                             pids: Vec::new(),
@@ -237,11 +235,9 @@ impl Sink for Degradation {
                     *m = *to;
                 }
             }
-            Event::OpSent { op, .. } => {
-                if matches!(op, OpKind::Reserve | OpKind::Gcra | OpKind::TryLock) {
-                    for w in self.open.values_mut() {
-                        w.demand = true;
-                    }
+            Event::OpSent { op, .. } if op.asks_permission() => {
+                for w in self.open.values_mut() {
+                    w.demand = true;
                 }
             }
             Event::StoreError { .. } => {
@@ -253,9 +249,9 @@ impl Sink for Degradation {
                 }
             }
             Event::Fallback { pid, enter, mode, .. } => {
-                self.trace_mode.get_or_insert_with(|| mode.clone());
+                self.trace_mode.get_or_insert(*mode);
                 if *enter {
-                    self.in_fallback.get_or_insert_with(*pid, || (t, mode.clone()));
+                    self.in_fallback.get_or_insert_with(*pid, || (t, *mode));
                 } else {
                     self.in_fallback.remove(pid);
                 }
@@ -265,7 +261,7 @@ impl Sink for Degradation {
             }
             Event::FetchStart { pid, .. } => {
                 if let Some((since, mode)) = self.in_fallback.get(pid)
-                    && mode == "fail_closed"
+                    && *mode == FallbackMode::FailClosed
                 {
                     let since = *since;
                     self.fail(format!(
@@ -330,7 +326,7 @@ impl Checker for Degradation {
                 detail: format!(
                     "{first}{more}; within the rate (burst allowed {}) and not zero while a fallback slot was due{}",
                     self.tolerance,
-                    if self.mode() == "fail_closed" {
+                    if self.mode() == Some(StoreFallback::FailClosed) {
                         " (fail_closed: halted)"
                     } else {
                         ""

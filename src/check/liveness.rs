@@ -5,14 +5,14 @@
 //!   multiplier in force is the one granted for the last slot reached (a pace grants slots up
 //!   to N intervals ahead and spaces the next slot by the previous grant's interval, so a
 //!   change takes effect on the slot timeline, not when announced); without grants, the last
-//!   one announced. For concurrency locks (`backend_detail.lock_use =
-//!   "concurrency"`) a lock cannot give more than `locks / fetch time`, so the target is the
-//!   smaller of that and the rate (`backend_detail.fetch_mean_ns`).
+//!   one announced. For concurrency locks ([`Detail::lock_use`] = `concurrency`) a lock
+//!   cannot give more than `locks / fetch time`, so the target is the smaller of that and the
+//!   rate ([`Detail::lock_count`], [`Detail::fetch_mean_ns`]).
 //! - **Demand**: the rate is owed only while some live process waits for permission (see
 //!   [`crate::check::common::Demand`]); the expected count is the effective rate integrated
 //!   over exactly those times. When the header's options give the offered load
-//!   (`arrival_rate` per process, or closed-loop `think_mean_ns + fetch_mean_ns`) and it is
-//!   below the rate, the property does not apply.
+//!   ([`Detail::arrival_rate`] per process, or closed-loop `think_mean_ns + fetch_mean_ns`)
+//!   and it is below the rate, the property does not apply.
 //! - **Excluded**:
 //!   - fault windows in which the store or its lock is out of the backend's hands
 //!     (`store_outage`, `store_restart`, `partition`, `long_transaction`, `store_latency`;
@@ -20,24 +20,26 @@
 //!     (a client timeout outlives the outage);
 //!   - after such a window ends, while a `divided` fallback may still park a process on its
 //!     local slot before it asks the store again: `(cap + 1)` intervals x multiplier
-//!     (`backend_detail.cap`, default processes - 1);
+//!     ([`Detail::fallback_cap`]; a divided fallback is assumed when [`Detail::fallback`] is
+//!     absent);
 //!   - after each kill, the time `self_heal` allows for healing: interval x multiplier plus
-//!     the backend's release delay for a dead holder (`backend_detail.detect_dead` or `ttl`);
+//!     the backend's release delay for a dead holder ([`Detail::dead_holder_release`]);
 //!     a wedge lasts beyond it and is counted.
 //!
 //!   Not excluded: `destination_throttle`, which leaves the store and backend untouched (the
 //!   multiplier it raises already lowers the target).
 //! - **Verdict**: fetch starts outside excluded windows `>= (1 - epsilon) x expected - 1`.
-//!   `epsilon` is `backend_detail.epsilon` (the scenario's `checks.epsilon`), default 0.2.
+//!   `epsilon` is [`Detail::epsilon`] (the scenario's `checks.epsilon`), else
+//!   [`Detail::DEFAULT_EPSILON`], which the verdict then names.
 //!
 //! It catches the in-transaction serialisation (every reserver waits behind an open
 //! transaction: throughput about 1 / hold) and connection exhaustion (holders occupy every
 //! session), and a wedged pace. Applies to pace backends (the trace has grants) and to lock
 //! backends that state a lock use; a walk lock has no throughput target.
 
-use crate::check::common::{Demand, Opts, Stranded, base_interval, fallback_cap, secs};
+use crate::check::common::{Demand, Stranded, base_interval, secs};
 use crate::check::{Checker, Verdict};
-use crate::trace::{Event, Header, Sink};
+use crate::trace::{Detail, Event, FaultKind, Header, LockUse, Sink, StoreFallback};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
@@ -47,9 +49,9 @@ pub struct Liveness {
     rate: f64,
     base: u64,
     epsilon: f64,
-    epsilon_note: &'static str,
+    epsilon_note: String,
     lock_cap: Option<f64>,
-    lock_use: Option<String>,
+    lock_use: Option<LockUse>,
     offered: Option<f64>,
     demand: Demand,
     m: f64,
@@ -77,22 +79,25 @@ pub struct Liveness {
 impl Liveness {
     /// A checker for the trace this header introduces.
     pub fn new(h: &Header) -> Liveness {
-        let o = Opts::of(h);
-        let (epsilon, epsilon_note) = match o.f64("epsilon") {
-            Some(e) if (0.0..1.0).contains(&e) => (e, ""),
-            _ => (0.2, " (epsilon 0.2 assumed)"),
+        let d = &h.backend_detail;
+        let (epsilon, epsilon_note) = match d.epsilon {
+            Some(e) if (0.0..1.0).contains(&e) => (e, String::new()),
+            _ => (
+                Detail::DEFAULT_EPSILON,
+                format!(" (epsilon {} assumed)", Detail::DEFAULT_EPSILON),
+            ),
         };
-        let lock_use = o.str("lock_use").map(str::to_string);
-        let fetch = o.f64("fetch_mean_ns").filter(|f| *f > 0.0);
-        let locks = o.u64("locks").unwrap_or(1) as f64;
-        let lock_cap = match (lock_use.as_deref(), fetch) {
-            (Some("concurrency"), Some(f)) => Some(locks * 1e9 / f),
+        let lock_use = d.lock_use;
+        let fetch = d.fetch_mean_ns.filter(|f| *f > 0.0);
+        let locks = d.lock_count() as f64;
+        let lock_cap = match (lock_use, fetch) {
+            (Some(LockUse::Concurrency), Some(f)) => Some(locks * 1e9 / f),
             _ => None,
         };
         let n = h.processes as f64;
-        let offered = match o.f64("arrival_rate") {
+        let offered = match d.arrival_rate {
             Some(a) => Some(a * n),
-            None => match (o.f64("think_mean_ns"), fetch) {
+            None => match (d.think_mean_ns, fetch) {
                 (Some(think), Some(f)) if think + f > 0.0 => Some(n * 1e9 / (think + f)),
                 _ => None,
             },
@@ -106,19 +111,15 @@ impl Liveness {
             lock_use,
             offered,
             demand: Demand::new(h.processes),
-            fallback_park: match o.str("fallback") {
-                Some("divided") | None => base_interval(h).saturating_mul(fallback_cap(h) + 1),
+            fallback_park: match d.fallback {
+                Some(StoreFallback::Divided) | None => base_interval(h).saturating_mul(d.fallback_cap(h.processes) + 1),
                 Some(_) => 0,
             },
             m: 1.0,
             slots: BinaryHeap::new(),
             excluded: BTreeSet::new(),
             stranded: Stranded::default(),
-            heal_slack: ["detect_dead", "ttl"]
-                .iter()
-                .filter_map(|k| o.duration_ns(k))
-                .max()
-                .unwrap_or(0),
+            heal_slack: d.dead_holder_release().map_or(0, |(_, ns)| ns),
             heal_until: 0,
             started: false,
             last: 0,
@@ -202,12 +203,17 @@ impl Sink for Liveness {
                     self.starts += 1;
                 }
             }
-            Event::Fault { id, kind, start, .. }
-                if matches!(
-                    kind.as_str(),
-                    "store_outage" | "store_restart" | "partition" | "long_transaction" | "store_latency"
-                ) =>
-            {
+            Event::Fault {
+                id,
+                kind:
+                    FaultKind::StoreOutage
+                    | FaultKind::StoreRestart
+                    | FaultKind::Partition
+                    | FaultKind::LongTransaction
+                    | FaultKind::StoreLatency,
+                start,
+                ..
+            } => {
                 if *start {
                     self.excluded.insert(*id);
                     self.stranded.window_began();
@@ -227,7 +233,7 @@ impl Sink for Liveness {
 
 impl Checker for Liveness {
     fn verdicts(&mut self) -> Vec<Verdict> {
-        let lock_target = matches!(self.lock_use.as_deref(), Some("concurrency" | "fake_rate"));
+        let lock_target = self.lock_use.is_some();
         if !self.grants && !lock_target {
             return Vec::new();
         }

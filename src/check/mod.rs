@@ -13,8 +13,9 @@
 //! | `fairness` | [`fairness`]: Jain's index (reported, always passes) | always |
 //!
 //! Checkers are configured from the header: the rate, the burst, the multiplier cap, and the
-//! backend's options in `backend_detail` (each checker's docs say which keys it reads and what
-//! it assumes when one is missing).
+//! typed part of `backend_detail` ([`crate::trace::Detail`]: the backend's facts and the
+//! scenario settings; each field says what its absence means). Each checker's docs say which
+//! fields it reads; none reads the backend's opaque options.
 
 pub mod backoff;
 pub mod ceiling;

@@ -8,33 +8,35 @@
 //! `session_gone`) is the *store* dropping the lock; the holder does not know and its section
 //! goes on, so another process may enter beside it: exactly the overlap this checker exists to
 //! see. An `uncapped` job is a section without a lock; it lasts until the process next tries a
-//! lock, dies, or has made `backend_detail.walk` fetches.
+//! lock, dies, or has made [`Detail::walk_fetches`](crate::trace::Detail::walk_fetches) fetches.
 //!
-//! K is `backend_detail.locks` (default 1). An overlap (more than K sections) is excused when
-//! one of the sections is uncapped (the design's declared way to run without the lock) or a
-//! `store_outage` or `partition` window is open (the fallback policy runs then, and the
-//! degradation check judges it); excused overlaps are counted and reported. A lock the store
-//! dropped under a live holder (`store_restart`, `ttl`, `session_gone`) excuses nothing: the
-//! holder still runs, nobody chose to run without the lock, and the second walk beside it is the
-//! failure. Applies when the trace has lock events.
+//! K is [`Detail::lock_count`](crate::trace::Detail::lock_count). An overlap (more than K
+//! sections) is excused when one of the sections is uncapped (the design's declared way to run
+//! without the lock) or a `store_outage` or `partition` window is open (the fallback policy
+//! runs then, and the degradation check judges it); excused overlaps are counted and reported.
+//! A lock the store dropped under a live holder (`store_restart`, `ttl`, `session_gone`)
+//! excuses nothing: the holder still runs, nobody chose to run without the lock, and the second
+//! walk beside it is the failure. Applies when the trace has lock events.
 
-use crate::check::common::{Opts, secs};
+use crate::check::common::secs;
 use crate::check::{Checker, Verdict};
-use crate::trace::{Event, Header, OpKind, Sink};
+#[cfg(doc)]
+use crate::trace::Detail;
+use crate::trace::{Event, FaultKind, Header, OpKind, ReleaseReason, Sink, UncappedReason};
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Clone, Debug)]
 struct Section {
     lock: u32,
     since: u64,
-    lost: Option<(String, u64)>,
+    lost: Option<(ReleaseReason, u64)>,
     regranted: bool,
 }
 
 #[derive(Clone, Debug)]
 struct Uncapped {
     since: u64,
-    reason: String,
+    reason: UncappedReason,
     fetches: u64,
 }
 
@@ -62,10 +64,10 @@ pub struct MutualExclusion {
 impl MutualExclusion {
     /// A checker for the trace this header introduces.
     pub fn new(h: &Header) -> MutualExclusion {
-        let o = Opts::of(h);
+        let d = &h.backend_detail;
         MutualExclusion {
-            k: o.u64("locks").unwrap_or(1).max(1) as usize,
-            walk: o.u64("walk").filter(|w| *w > 0),
+            k: d.lock_count() as usize,
+            walk: d.walk_fetches(),
             sections: BTreeMap::new(),
             uncapped: BTreeMap::new(),
             store: BTreeMap::new(),
@@ -198,7 +200,7 @@ impl Sink for MutualExclusion {
             }
             Event::LockReleased { pid, lock, reason, .. } => {
                 self.seen = true;
-                if reason == "release" || reason == "holder_died" {
+                if reason.ends_section() {
                     self.end_section(*pid);
                 } else {
                     if self.store.get(lock) == Some(pid) {
@@ -207,7 +209,7 @@ impl Sink for MutualExclusion {
                     if let Some(s) = self.sections.get_mut(pid)
                         && s.lock == *lock
                     {
-                        s.lost = Some((reason.clone(), t));
+                        s.lost = Some((*reason, t));
                     }
                 }
             }
@@ -216,7 +218,7 @@ impl Sink for MutualExclusion {
                     *pid,
                     Uncapped {
                         since: t,
-                        reason: reason.clone(),
+                        reason: *reason,
                         fetches: 0,
                     },
                 );
@@ -240,7 +242,12 @@ impl Sink for MutualExclusion {
                 self.end_section(*pid);
                 self.uncapped.remove(pid);
             }
-            Event::Fault { id, kind, start, .. } if kind == "store_outage" || kind == "partition" => {
+            Event::Fault {
+                id,
+                kind: FaultKind::StoreOutage | FaultKind::Partition,
+                start,
+                ..
+            } => {
                 if *start {
                     self.outages.insert(*id);
                 } else {

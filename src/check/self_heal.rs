@@ -21,8 +21,9 @@
 //!    quarter of normal for jitter and one store round trip for a retry after a GCRA deny (the
 //!    slowest of the last 16 observed, at least 2 ms: a slow store makes the retry slow too).
 //!    `slack` is the backend's own release mechanism for a dead holder:
-//!    `backend_detail.detect_dead` (advisory: the store notices the dead session) or `ttl`
-//!    (redis_lock: the key expires), 0 for pace backends.
+//!    [`Detail::dead_holder_release`](crate::trace::Detail::dead_holder_release): `detect_dead`
+//!    (advisory: the store notices the dead session) or `ttl` (redis_lock: the key expires),
+//!    0 for pace backends.
 //!    Kills whose holes overlap (a second kill before the pace passed the first victim's slot)
 //!    are judged together, each allowed one interval x multiplier.
 //! 3. **Wedge**: no fetch starts after the kill at all, for longer than `10 x interval x
@@ -45,9 +46,9 @@
 //!
 //! The detail reports the largest stall after any kill.
 
-use crate::check::common::{Demand, Opts, PidMap, PidSet, Stranded, base_interval, is_outage, pid_list, secs};
+use crate::check::common::{Demand, PidMap, PidSet, Stranded, base_interval, is_outage, pid_list, secs};
 use crate::check::{Checker, Verdict};
-use crate::trace::{Event, Header, OpKind, Sink};
+use crate::trace::{CrashPoint, Event, Header, Sink};
 use std::collections::VecDeque;
 
 /// Gaps kept for the median before and after a kill.
@@ -79,7 +80,7 @@ struct Gap {
 struct Kill {
     t: u64,
     pid: u32,
-    point: String,
+    point: CrashPoint,
     // the later of the kill and the slot the pace had granted the victim (a hole to come)
     until: u64,
     // the multiplier of the victim's unused grant: the hole is spaced by it
@@ -164,17 +165,10 @@ fn median(mut v: Vec<f64>, min: usize) -> Option<f64> {
 impl SelfHeal {
     /// A checker for the trace this header introduces.
     pub fn new(h: &Header) -> SelfHeal {
-        let o = Opts::of(h);
-        let mut slack = 0;
-        let mut slack_note = String::new();
-        for key in ["detect_dead", "ttl"] {
-            if let Some(d) = o.duration_ns(key)
-                && d > slack
-            {
-                slack = d;
-                slack_note = format!(" + {key} {}", secs(d));
-            }
-        }
+        let (slack, slack_note) = match h.backend_detail.dead_holder_release() {
+            Some((key, d)) => (d, format!(" + {key} {}", secs(d))),
+            None => (0, String::new()),
+        };
         SelfHeal {
             base: base_interval(h),
             slack,
@@ -429,7 +423,7 @@ impl Sink for SelfHeal {
                     let k = Kill {
                         t,
                         pid: *pid,
-                        point: point.clone(),
+                        point: *point,
                         until,
                         victim_m,
                         holes: 1,
@@ -477,9 +471,9 @@ impl Sink for SelfHeal {
                 self.pending_slot.insert(*pid, (at, *multiplier));
             }
             Event::Multiplier { pid: None, to, .. } => self.global_m = *to,
-            Event::Fault { id, kind, start, .. } if is_outage(kind) => {
+            Event::Fault { id, kind, start, .. } if is_outage(*kind) => {
                 if *start {
-                    self.interrupt(t, kind);
+                    self.interrupt(t, kind.name());
                     self.outages.insert(*id);
                     self.stranded.window_began();
                 } else {
@@ -502,13 +496,8 @@ impl Sink for SelfHeal {
             _ => {}
         }
         let answered = self.stranded.event(ev, !self.outages.is_empty());
-        if let (
-            Some(sent),
-            Event::Reply {
-                op: OpKind::Reserve | OpKind::Gcra | OpKind::TryLock,
-                ..
-            },
-        ) = (answered, ev)
+        if let (Some(sent), Event::Reply { op, .. }) = (answered, ev)
+            && op.asks_permission()
         {
             if self.round_trips.len() == ROUND_TRIPS {
                 self.round_trips.pop_front();

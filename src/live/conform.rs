@@ -444,7 +444,7 @@ mod tests {
         m.event(&Event::Crash {
             t: 25,
             pid: 1,
-            point: "immediate".into(),
+            point: crate::trace::CrashPoint::Immediate,
         });
         assert_eq!(m.stall(STALL_WINDOW), Some(30));
     }

@@ -140,7 +140,7 @@ where
         self.out.event(&Event::Crash {
             t,
             pid: self.w.pid,
-            point: point.name().into(),
+            point: point.into(),
         });
         self.out.die();
     }
@@ -257,7 +257,7 @@ where
         let t0 = self.w.op_sent.0;
         let r = match tokio::time::timeout(self.timeout, self.store.execute(&op, &mut self.store_rng)).await {
             Ok(r) => r,
-            Err(_) => Err(StoreFailure("timeout")),
+            Err(_) => Err(StoreFailure(crate::trace::StoreErrorKind::Timeout)),
         };
         let t1 = self.clock.now();
         match r {

@@ -36,7 +36,7 @@ pub(super) async fn fault(
         log.lock().expect("event log").push(Event::Fault {
             t,
             id,
-            kind: f.kind().into(),
+            kind: f.fault_kind(),
             start,
         });
     };

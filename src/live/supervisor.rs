@@ -210,7 +210,7 @@ pub(super) async fn supervise(
                             let t = ctx.now();
                             let _ = child.start_kill();
                             restart = Some(restart_after);
-                            ctx.push(Event::Crash { t, pid, point: "immediate".into() });
+                            ctx.push(Event::Crash { t, pid, point: crate::trace::CrashPoint::Immediate });
                             died(&mut held, t);
                         }
                     }
@@ -233,7 +233,7 @@ pub(super) async fn supervise(
                         let _ = child.start_kill();
                         // Past the hard limit the job is killed; the pool starts a fresh worker.
                         restart = Some(Some(Nanos::ZERO));
-                        ctx.push(Event::Crash { t, pid, point: "hard_limit".into() });
+                        ctx.push(Event::Crash { t, pid, point: crate::trace::CrashPoint::HardLimit });
                         died(&mut held, t);
                     }
                 }

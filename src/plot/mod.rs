@@ -22,6 +22,7 @@ pub mod rate;
 pub mod seeds;
 
 use crate::timeline::FaultWindow;
+use crate::trace::FaultKind;
 use plotters::chart::MeshStyle;
 use plotters::coord::CoordTranslate;
 use plotters::coord::Shift;
@@ -283,16 +284,16 @@ pub const FAULT_ALPHA: f64 = 0.18;
 /// start (every backend's run sees the same schedule); `clock` faults, which last the whole
 /// run, are left out (they are named in the report text). Zero-length windows are kept:
 /// they draw as a vertical mark.
-pub fn fault_bands<'a>(windows: impl IntoIterator<Item = &'a FaultWindow>, end_s: f64) -> Vec<(String, f64, f64)> {
-    let mut v: Vec<(u32, String, f64, f64)> = Vec::new();
+pub fn fault_bands<'a>(windows: impl IntoIterator<Item = &'a FaultWindow>, end_s: f64) -> Vec<(FaultKind, f64, f64)> {
+    let mut v: Vec<(u32, FaultKind, f64, f64)> = Vec::new();
     for w in windows {
-        if w.kind == "clock" {
+        if w.kind == FaultKind::Clock {
             continue;
         }
         let s = w.start as f64 / 1e9;
         let e = w.end.map_or(end_s, |e| e as f64 / 1e9);
         if !v.iter().any(|x| x.0 == w.id && x.2 == s) {
-            v.push((w.id, w.kind.clone(), s, e));
+            v.push((w.id, w.kind, s, e));
         }
     }
     v.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)));
@@ -307,7 +308,7 @@ pub fn draw_faults<DB: DrawingBackend>(
         DB,
         Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
     >,
-    bands: &[(String, f64, f64)],
+    bands: &[(FaultKind, f64, f64)],
     kills: &[(f64, RGBColor)],
     y0: f64,
     y1: f64,
@@ -325,7 +326,7 @@ pub fn draw_faults<DB: DrawingBackend>(
             )))?;
         }
         chart.draw_series(std::iter::once(Text::new(
-            kind.replace('_', " "),
+            kind.name().replace('_', " "),
             (*s, y1),
             text(LABEL - 2, RGBColor(70, 70, 70)),
         )))?;

@@ -9,6 +9,7 @@ use super::{
     mesh, num, split_legend,
 };
 use crate::timeline::{Gauge, Grid, Timeline};
+use crate::trace::FaultKind;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -39,7 +40,7 @@ pub struct MultiplierFigure {
     /// Lines.
     pub lines: Vec<MultLine>,
     /// Fault bands.
-    pub bands: Vec<(String, f64, f64)>,
+    pub bands: Vec<(FaultKind, f64, f64)>,
     /// Kills.
     pub kills: Vec<(f64, RGBColor)>,
 }

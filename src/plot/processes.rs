@@ -10,6 +10,7 @@ use super::{
     split_legend, text,
 };
 use crate::timeline::{Grid, Timeline};
+use crate::trace::FaultKind;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -51,7 +52,7 @@ pub struct ProcessFigure {
     /// One panel per backend.
     pub panels: Vec<Panel>,
     /// Fault bands.
-    pub bands: Vec<(String, f64, f64)>,
+    pub bands: Vec<(FaultKind, f64, f64)>,
 }
 
 /// Per-bin counts of `grid` at `width`, padded with zeros to `n` bins.

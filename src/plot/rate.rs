@@ -13,6 +13,7 @@ use super::{
     main_chart, mesh, nice_ceil, num, split_legend, text,
 };
 use crate::timeline::{Grid, Timeline};
+use crate::trace::FaultKind;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -134,7 +135,7 @@ pub struct RateFigure {
     /// One line per backend.
     pub lines: Vec<RateLine>,
     /// Fault bands `(kind, start s, end s)`.
-    pub bands: Vec<(String, f64, f64)>,
+    pub bands: Vec<(FaultKind, f64, f64)>,
     /// Per backend whose multiplier left 1: the effective ceiling, `ceiling / multiplier`
     /// (the shared multiplier, or the mean over processes), as steps `(time s, per second)`.
     pub effective: Vec<EffectiveCeiling>,

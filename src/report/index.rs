@@ -6,6 +6,7 @@
 use super::{Written, table};
 use crate::plot::num;
 use crate::run::compare::{Run, ScenarioRuns};
+use crate::trace::FaultKind;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
@@ -232,11 +233,11 @@ pub fn reading(sr: &ScenarioRuns) -> String {
     if !bands.is_empty() {
         let f: Vec<String> = bands
             .iter()
-            .map(|(k, s, e)| format!("{} {}–{} s", k.replace('_', " "), num(*s, 3), num(*e, 3)))
+            .map(|(k, s, e)| format!("{} {}–{} s", k.name().replace('_', " "), num(*s, 3), num(*e, 3)))
             .collect();
         let _ = write!(out, " Fault windows: {}.", f.join(", "));
     }
-    if sc.faults.iter().any(|f| f.kind() == "clock") {
+    if sc.faults.iter().any(|f| f.fault_kind() == FaultKind::Clock) {
         out.push_str(" Clock faults are in force for the whole run.");
     }
     out

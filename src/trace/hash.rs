@@ -1,8 +1,9 @@
 //! The trace hash: a 64-bit fingerprint of a trace's *content*.
 //!
 //! Every field of every event goes in as one or more 64-bit words (a tag per variant first;
-//! floats by their bits; strings and options length- or presence-prefixed), and the header as
-//! its canonical JSON line. Two traces hash alike when their headers and event sequences are
+//! floats by their bits; an operation as a fixed number; any other named value as its name's
+//! bytes, length-prefixed, as when those fields were strings; options presence-prefixed), and
+//! the header as its canonical JSON line. Two traces hash alike when their headers and event sequences are
 //! equal, whatever produced them: the simulator, a live run, or a trace file read back (its
 //! JSON round-trips exactly, floats included). Hashing content rather than the JSON bytes
 //! keeps the hash off the encoder's cost: a run that writes no file encodes nothing.
@@ -10,6 +11,8 @@
 //! The mixing step is a folded 64x64->128 multiply (as in wyhash), which is fast and spreads
 //! every input bit; it is a fingerprint for "did anything change", not a cryptographic hash.
 
+#[cfg(test)]
+use super::{CrashPoint, FallbackMode, FaultKind, MultiplierCause, ReleaseReason, StoreErrorKind, UncappedReason};
 use super::{Event, Header, OpKind, encode_line};
 
 const SEED: u64 = 0x243f_6a88_85a3_08d3; // pi's fraction
@@ -60,8 +63,16 @@ impl TraceHash {
         self.bytes(s.as_bytes());
     }
 
+    /// An operation as its own word (fixed here: declaration order may change).
     fn op(&mut self, op: OpKind) {
-        self.word(op as u64);
+        self.word(match op {
+            OpKind::Reserve => 0,
+            OpKind::Report => 1,
+            OpKind::Gcra => 2,
+            OpKind::TryLock => 3,
+            OpKind::Unlock => 4,
+            OpKind::Acquire => 5,
+        });
     }
 
     /// Adds the header (its canonical JSON line).
@@ -113,7 +124,7 @@ impl TraceHash {
                 self.word(5);
                 self.word(*t);
                 self.word((*pid).into());
-                self.str(error);
+                self.str(error.name());
             }
             Event::FetchStart { t, pid } => {
                 self.word(6);
@@ -144,7 +155,7 @@ impl TraceHash {
                 self.word(pid.map_or(0, |p| (1 << 32) | u64::from(p)));
                 self.word(from.to_bits());
                 self.word(to.to_bits());
-                self.str(cause);
+                self.str(cause.name());
             }
             Event::LockAcquired { t, pid, lock } => {
                 self.word(10);
@@ -157,26 +168,26 @@ impl TraceHash {
                 self.word(*t);
                 self.word((*pid).into());
                 self.word((*lock).into());
-                self.str(reason);
+                self.str(reason.name());
             }
             Event::Uncapped { t, pid, reason } => {
                 self.word(12);
                 self.word(*t);
                 self.word((*pid).into());
-                self.str(reason);
+                self.str(reason.name());
             }
             Event::Fallback { t, pid, enter, mode } => {
                 self.word(13);
                 self.word(*t);
                 self.word((*pid).into());
                 self.word((*enter).into());
-                self.str(mode);
+                self.str(mode.name());
             }
             Event::Crash { t, pid, point } => {
                 self.word(14);
                 self.word(*t);
                 self.word((*pid).into());
-                self.str(point);
+                self.str(point.name());
             }
             Event::Restart { t, pid } => {
                 self.word(15);
@@ -187,7 +198,7 @@ impl TraceHash {
                 self.word(16);
                 self.word(*t);
                 self.word((*id).into());
-                self.str(kind);
+                self.str(kind.name());
                 self.word((*start).into());
             }
             Event::End { t } => {
@@ -242,13 +253,13 @@ mod tests {
                 pid: None,
                 from: 1.0,
                 to: 2.0,
-                cause: "429".into(),
+                cause: MultiplierCause::TooManyRequests,
             },
             Event::Fallback {
                 t: 1,
                 pid: 2,
                 enter: true,
-                mode: "divided".into(),
+                mode: FallbackMode::Divided,
             },
         ];
         let h0 = h(&base);
@@ -293,7 +304,7 @@ mod tests {
                     pid: Some(0),
                     from: 1.0,
                     to: 2.0,
-                    cause: "429".into(),
+                    cause: MultiplierCause::TooManyRequests,
                 };
                 v
             },
@@ -304,7 +315,7 @@ mod tests {
                     pid: None,
                     from: 1.0,
                     to: 2.0,
-                    cause: "503".into(),
+                    cause: MultiplierCause::Unavailable,
                 };
                 v
             },
@@ -314,7 +325,7 @@ mod tests {
                     t: 1,
                     pid: 2,
                     enter: false,
-                    mode: "divided".into(),
+                    mode: FallbackMode::Divided,
                 };
                 v
             },
@@ -332,22 +343,101 @@ mod tests {
         assert_eq!(h(&base), h0, "deterministic");
     }
 
+    /// A named value hashes as its name did when the field was a string (length-prefixed
+    /// bytes), so traces hash as they did before the fields were typed.
+    #[test]
+    fn named_values_hash_as_their_names() {
+        let by_name = |tag: u64, words: &[u64], name: &str, after: &[u64]| {
+            let mut x = TraceHash::new();
+            x.word(tag);
+            for w in words {
+                x.word(*w);
+            }
+            x.str(name);
+            for w in after {
+                x.word(*w);
+            }
+            x.value()
+        };
+        for &error in StoreErrorKind::ALL {
+            let ev = Event::StoreError { t: 1, pid: 2, error };
+            assert_eq!(h(&[ev]), by_name(5, &[1, 2], error.name(), &[]));
+        }
+        for &cause in MultiplierCause::ALL {
+            let ev = Event::Multiplier {
+                t: 1,
+                pid: Some(2),
+                from: 1.0,
+                to: 2.0,
+                cause,
+            };
+            let words = [1, (1 << 32) | 2, 1f64.to_bits(), 2f64.to_bits()];
+            assert_eq!(h(&[ev]), by_name(9, &words, cause.name(), &[]));
+        }
+        for &reason in ReleaseReason::ALL {
+            let ev = Event::LockReleased {
+                t: 1,
+                pid: 2,
+                lock: 3,
+                reason,
+            };
+            assert_eq!(h(&[ev]), by_name(11, &[1, 2, 3], reason.name(), &[]));
+        }
+        for &reason in UncappedReason::ALL {
+            let ev = Event::Uncapped { t: 1, pid: 2, reason };
+            assert_eq!(h(&[ev]), by_name(12, &[1, 2], reason.name(), &[]));
+        }
+        for &mode in FallbackMode::ALL {
+            let ev = Event::Fallback {
+                t: 1,
+                pid: 2,
+                enter: true,
+                mode,
+            };
+            assert_eq!(h(&[ev]), by_name(13, &[1, 2, 1], mode.name(), &[]));
+        }
+        for &point in CrashPoint::ALL {
+            let ev = Event::Crash { t: 1, pid: 2, point };
+            assert_eq!(h(&[ev]), by_name(14, &[1, 2], point.name(), &[]));
+        }
+        for &kind in FaultKind::ALL {
+            let ev = Event::Fault {
+                t: 1,
+                id: 2,
+                kind,
+                start: false,
+            };
+            assert_eq!(h(&[ev]), by_name(16, &[1, 2], kind.name(), &[0]));
+        }
+    }
+
+    /// Each operation is one fixed word (its declaration-order number when the hash began).
+    #[test]
+    fn operations_hash_as_fixed_words() {
+        for (op, w) in [
+            (OpKind::Reserve, 0),
+            (OpKind::Report, 1),
+            (OpKind::Gcra, 2),
+            (OpKind::TryLock, 3),
+            (OpKind::Unlock, 4),
+            (OpKind::Acquire, 5),
+        ] {
+            let mut x = TraceHash::new();
+            for w in [1, 7, 2, w] {
+                x.word(w);
+            }
+            assert_eq!(h(&[Event::OpSent { t: 7, pid: 2, op }]), x.value(), "{op}");
+        }
+    }
+
     /// Strings are length-prefixed: moving bytes between two strings changes the hash.
     #[test]
     fn string_boundaries_count() {
         let a = |x: &str, y: &str| {
-            h(&[
-                Event::Crash {
-                    t: 0,
-                    pid: 0,
-                    point: x.into(),
-                },
-                Event::Crash {
-                    t: 0,
-                    pid: 0,
-                    point: y.into(),
-                },
-            ])
+            let mut h = TraceHash::new();
+            h.str(x);
+            h.str(y);
+            h.value()
         };
         assert_ne!(a("ab", "c"), a("a", "bc"));
         assert_ne!(a("", "abcdefgh"), a("abcdefgh", ""));

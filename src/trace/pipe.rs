@@ -114,7 +114,7 @@ mod tests {
                 1 => Event::Crash {
                     t,
                     pid: 1,
-                    point: format!("p{t}"),
+                    point: crate::trace::CrashPoint::ALL[t as usize % crate::trace::CrashPoint::ALL.len()],
                 },
                 _ => Event::End { t },
             })

@@ -21,7 +21,7 @@ use crate::backend::{Backend, StoreOp, StoreReply};
 use crate::live::proto::WorkerSpec;
 use crate::rng::Rng;
 use crate::scenario::Scenario;
-use crate::trace::Event;
+use crate::trace::{Event, MultiplierCause, ReleaseReason, StoreErrorKind};
 use std::time::Duration;
 
 /// Which store a backend's real operation runs against.
@@ -35,9 +35,9 @@ pub enum StoreUse {
     Redis,
 }
 
-/// A store operation failed: `refused` (an error) or `timeout`.
+/// A store operation failed: refused (an error) or timed out.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct StoreFailure(pub &'static str);
+pub struct StoreFailure(pub StoreErrorKind);
 
 /// A store-side event of a real operation (the simulator's store side emits the same ones),
 /// with the store clock's reading (ns since the Unix epoch) when it happened.
@@ -88,8 +88,8 @@ pub enum Served {
         from: f64,
         /// After.
         to: f64,
-        /// `429`, `503`, `decay` or `error`.
-        cause: &'static str,
+        /// What moved it.
+        cause: MultiplierCause,
         /// Store clock (ns).
         at: i64,
     },
@@ -124,14 +124,14 @@ impl Served {
                 t,
                 pid,
                 lock,
-                reason: "release".into(),
+                reason: ReleaseReason::Release,
             },
             Served::Multiplier { from, to, cause, .. } => Event::Multiplier {
                 t,
                 pid: None,
                 from,
                 to,
-                cause: cause.into(),
+                cause,
             },
         }
     }
@@ -308,9 +308,9 @@ impl PgLink {
         self.client = None;
         let client = self.target.settings.connect(self.timeout).await.map_err(|m| {
             if m.detail.contains("timed out") {
-                StoreFailure("timeout")
+                StoreFailure(StoreErrorKind::Timeout)
             } else {
-                StoreFailure("refused")
+                StoreFailure(StoreErrorKind::Refused)
             }
         })?;
         let rc = std::sync::Arc::new(
@@ -383,12 +383,12 @@ impl RedisLink {
 /// A Redis error as a store failure (logged when it is not the network's).
 pub fn redis_failure(e: redis::RedisError) -> StoreFailure {
     if e.is_timeout() {
-        StoreFailure("timeout")
+        StoreFailure(StoreErrorKind::Timeout)
     } else {
         if !(e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal()) {
             eprintln!("pacesim worker: Redis error: {e}");
         }
-        StoreFailure("refused")
+        StoreFailure(StoreErrorKind::Refused)
     }
 }
 
@@ -405,22 +405,16 @@ pub fn pg_failure(e: tokio_postgres::Error) -> StoreFailure {
         }
     }
     if e.to_string().contains("timed out") {
-        StoreFailure("timeout")
+        StoreFailure(StoreErrorKind::Timeout)
     } else {
-        StoreFailure("refused")
+        StoreFailure(StoreErrorKind::Refused)
     }
 }
 
 /// A multiplier change as a store-side event, if it changed.
 pub fn multiplier_change(signal: crate::backend::Signal, from: f64, to: f64, at: i64) -> Option<Served> {
-    use crate::pacer::Status;
     let (_, status) = crate::live::pg::backoff_step(signal);
-    let cause = match status {
-        Status::TooManyRequests => "429",
-        Status::Unavailable => "503",
-        Status::Ok => "decay",
-        Status::Error => "error",
-    };
+    let cause = crate::backend::backoff::cause_of(status);
     (from != to).then_some(Served::Multiplier { from, to, cause, at })
 }
 

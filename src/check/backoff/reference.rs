@@ -1,45 +1,11 @@
-//! `backoff_coherence`: one backoff schedule for the whole fleet, applied to the shared pace.
-//!
-//! Three properties, each with its own witness:
-//!
-//! 1. **Range.** Every multiplier (in `multiplier` events and in grants) lies in `[1, cap]`
-//!    (`Header.multiplier_cap`).
-//! 2. **One reference machine.** The sequence of multiplier changes equals what ONE
-//!    [`crate::pacer::Backoff`] produces when fed every 429 / 503 / clean response of the run
-//!    in `fetch_end` order. A streak counted per process decays at the wrong moments (the
-//!    reference decays on the K-th consecutive clean response *of the fleet*, and the trace
-//!    shows no change there, or a change where the reference has none), and per-process
-//!    multipliers diverge (a second process backs off "from 1" while the reference is
-//!    already at 2). The grants must also carry the reference multiplier: a grant at a
-//!    different one is a process pacing with its own, diverged multiplier.
-//! 3. **Spacing.** Consecutive grants of one authority are spaced by the interval times the
-//!    multiplier in force: each slot, mapped to reference time (`t + slot - now`), is at or
-//!    after the previous slot plus the previous grant's `interval`, less the authority's GCRA
-//!    tolerance (`burst - 1` intervals; `backend_detail.burst`, default 1). A grant answering
-//!    an operation sent to the store belongs to the shared authority; a grant with no
-//!    operation outstanding comes from the process's own pacer and is checked per process.
-//!    Each shared grant's `interval` must equal the base interval times its multiplier.
-//!
-//! **Where the schedule comes from.** `backend_detail.backoff_factor` and
-//! `backend_detail.decay_after` (the simulator adds them from `[backoff]`); the cap from the
-//! header. When they are absent the defaults (factor 2, decay after 10) are assumed and the
-//! detail says so.
-//!
-//! **Reordering.** The reference is fed in `fetch_end` order, but a shared store applies a
-//! response when the process's report *reaches* it, so two reports in flight together may be
-//! applied in either order. The checker therefore keeps the set of reference states
-//! consistent with the trace, linearizability-style: a response may be applied at any moment
-//! between its `fetch_end` and the reply to its report (a response whose process sends no
-//! report is applied at its `fetch_end`; one whose report the store refused never was; one
-//! whose report timed out or whose process died may or may not have been, for up to 10 s).
-//! Responses that change nothing are applied silently; a `multiplier` event must be explained
-//! by applying pending responses ending with one that makes exactly that change. The property
-//! fails when no reference state remains.
+//! Property 2 of [`super`], one reference machine: the multiplier changes are those of ONE
+//! [`crate::pacer::Backoff`] fed every response of the fleet, applied in any order the reports'
+//! flight allows, and every grant carries the reference multiplier.
 
-use crate::check::common::{Opts, PidMap, PidSet, base_interval, mult, secs};
-use crate::check::{Checker, Verdict};
+use super::Failures;
+use crate::check::common::{PidMap, mult, secs};
 use crate::pacer::{Backoff, BackoffConfig, Status};
-use crate::trace::{Event, Header, OpKind, Sink};
+use crate::trace::{Detail, Event, Header, MultiplierCause, OpKind, StoreErrorKind};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// At most this many pending responses are considered for reordering at once.
@@ -48,8 +14,6 @@ const MAX_REORDER: usize = 10;
 const MAX_STATES: usize = 4096;
 /// A response whose fate is unknown (lost report, dead process) is forgotten after this long.
 const FLOATING_HORIZON_NS: u64 = 10_000_000_000;
-/// Rounding slack for slot spacing and interval arithmetic, nanoseconds.
-const SLACK_NS: u64 = 1_000;
 
 /// The rested reference state: streak 0, no pending response applied early.
 const REST: State = State {
@@ -84,15 +48,12 @@ struct Response {
     fate: Fate,
 }
 
-/// The backoff-coherence checker.
+/// The reference machine and the set of its states consistent with the trace so far.
 #[derive(Debug)]
-pub struct BackoffCoherence {
-    cap: f64,
+pub(super) struct Reference {
     config: Option<BackoffConfig>,
-    config_note: String,
-    base: u64,
-    burst: u64,
-    // ---- the oracle ----
+    /// The schedule, as the verdict names it.
+    pub(super) config_note: String,
     m: f64,
     states: BTreeSet<State>,
     pending: BTreeMap<u64, Response>,
@@ -105,35 +66,28 @@ pub struct BackoffCoherence {
     // none floats), so most events skip the scan for old floating responses.
     floating_since: Option<u64>,
     inflight: PidMap<u64>,
-    approximate: bool,
-    // ---- spacing ----
-    outstanding: PidSet,
-    shared_tat: Option<u64>,
-    local_tat: PidMap<u64>,
-    // ---- figures ----
-    seen: bool,
-    responses: u64,
-    changes: u64,
-    grants: u64,
-    max_m: f64,
+    /// The reordering search was truncated somewhere.
+    pub(super) approximate: bool,
+    /// Responses seen (`fetch_end` events).
+    pub(super) responses: u64,
+    /// Multiplier changes seen.
+    pub(super) changes: u64,
     // the last few responses (pid, code, t), formatted only into a failure's witness
     recent: VecDeque<(u32, u16, u64)>,
-    failure: Option<String>,
-    failures: u64,
 }
 
-impl BackoffCoherence {
-    /// A checker for the trace this header introduces.
-    pub fn new(h: &Header) -> BackoffCoherence {
-        let o = Opts::of(h);
+impl Reference {
+    /// The schedule this header states.
+    pub(super) fn new(h: &Header) -> Reference {
+        let d = &h.backend_detail;
         let mut notes = Vec::new();
-        let factor = o.f64("backoff_factor").unwrap_or_else(|| {
-            notes.push("factor 2 assumed");
-            2.0
+        let factor = d.backoff_factor.unwrap_or_else(|| {
+            notes.push(format!("factor {} assumed", mult(Detail::DEFAULT_BACKOFF_FACTOR)));
+            Detail::DEFAULT_BACKOFF_FACTOR
         });
-        let decay_after = o.u64("decay_after").map(|d| d as u32).unwrap_or_else(|| {
-            notes.push("decay_after 10 assumed");
-            10
+        let decay_after = d.decay_after.unwrap_or_else(|| {
+            notes.push(format!("decay_after {} assumed", Detail::DEFAULT_DECAY_AFTER));
+            Detail::DEFAULT_DECAY_AFTER
         });
         let config = BackoffConfig::new(factor, h.multiplier_cap, decay_after).ok();
         let mut config_note = format!(
@@ -147,12 +101,9 @@ impl BackoffCoherence {
         if config.is_none() {
             config_note.push_str("; no reference machine for this schedule, range and spacing only");
         }
-        BackoffCoherence {
-            cap: h.multiplier_cap,
+        Reference {
             config,
             config_note,
-            base: base_interval(h),
-            burst: o.u64("burst").unwrap_or(1).max(1),
             m: 1.0,
             states: BTreeSet::from([State {
                 streak: 0,
@@ -165,24 +116,9 @@ impl BackoffCoherence {
             floating_since: None,
             inflight: PidMap::new(),
             approximate: false,
-            outstanding: PidSet::new(),
-            shared_tat: None,
-            local_tat: PidMap::new(),
-            seen: false,
             responses: 0,
             changes: 0,
-            grants: 0,
-            max_m: 1.0,
             recent: VecDeque::new(),
-            failure: None,
-            failures: 0,
-        }
-    }
-
-    fn fail(&mut self, msg: String) {
-        self.failures += 1;
-        if self.failure.is_none() {
-            self.failure = Some(msg);
         }
     }
 
@@ -192,25 +128,6 @@ impl BackoffCoherence {
         }
         self.recent.push_back((r.pid, r.code, r.t));
     }
-
-    // ---- range ----------------------------------------------------------------------------
-
-    /// Checks `m` lies in `[1, cap]`; `what` names it, and is only called on a failure.
-    fn in_range(&mut self, m: f64, t: u64, what: impl FnOnce() -> String) {
-        self.max_m = self.max_m.max(m);
-        let tol = 1e-9 * self.cap.max(1.0);
-        if !(m >= 1.0 - tol && m <= self.cap + tol) {
-            let what = what();
-            self.fail(format!(
-                "multiplier {} outside [1, {}] at {} ({what})",
-                mult(m),
-                mult(self.cap),
-                secs(t)
-            ));
-        }
-    }
-
-    // ---- the oracle -------------------------------------------------------------------------
 
     /// The pending responses considered for reordering: those whose fate is known (fresh or in
     /// flight) oldest first, then those that may or may not have been applied, newest first.
@@ -298,7 +215,7 @@ impl BackoffCoherence {
     /// Response `id` must have been applied by now (its report was answered, or its process
     /// sent none): states that have not applied it apply it now (possibly after other pending
     /// responses), silently, or die.
-    fn force(&mut self, id: u64, t: u64) {
+    fn force(&mut self, f: &mut Failures, id: u64, t: u64) {
         let Some(config) = self.config else {
             self.pending.remove(&id);
             return;
@@ -353,7 +270,7 @@ impl BackoffCoherence {
                     mult(to)
                 )
             };
-            self.fail(format!(
+            f.fail(format!(
                 "the reference machine ({}) {what} (fetch_end pid {} at {}), but the trace shows no multiplier change by {}: {}",
                 self.config_note,
                 r.pid,
@@ -413,16 +330,23 @@ impl BackoffCoherence {
     }
 
     /// A `multiplier` event: explain it by applying pending responses.
-    fn observe_change(&mut self, t: u64, pid: Option<u32>, from: f64, to: f64, cause: &str) {
+    pub(super) fn observe_change(
+        &mut self,
+        f: &mut Failures,
+        t: u64,
+        pid: Option<u32>,
+        from: f64,
+        to: f64,
+        cause: MultiplierCause,
+    ) {
         self.changes += 1;
         let Some(config) = self.config else {
             self.m = to;
             return;
         };
         let whose = pid.map_or("shared".to_string(), |p| format!("pid {p}'s own"));
-        let eq = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
         if !eq(from, self.m) {
-            self.fail(format!(
+            f.fail(format!(
                 "at {}: {whose} multiplier changed {}→{} ({cause}) but the fleet's reference multiplier is {}: \
                  multipliers diverge between processes (each writes its own pace into the shared one)",
                 secs(t),
@@ -447,10 +371,7 @@ impl BackoffCoherence {
                         continue;
                     };
                     if let Some(c) = b.on_response(status) {
-                        let cause_ok = match status {
-                            Status::Ok => cause == "decay",
-                            _ => cause == code.to_string(),
-                        };
+                        let cause_ok = cause == cause_of(status);
                         if cause_ok && eq(c.to, to) {
                             let mut applied = r.applied.clone();
                             applied.insert(at, id);
@@ -476,7 +397,7 @@ impl BackoffCoherence {
                 .filter(|(id, _)| s.applied.binary_search(id).is_err())
                 .map(|(_, r)| format!("pid {} {}", r.pid, r.code))
                 .collect();
-            let why = if cause == "decay" {
+            let why = if cause == MultiplierCause::Decay {
                 let clean = self
                     .pending
                     .iter()
@@ -495,7 +416,7 @@ impl BackoffCoherence {
                 .iter()
                 .map(|(pid, code, t)| format!("pid {pid} {code} at {}", secs(*t)))
                 .collect();
-            self.fail(format!(
+            f.fail(format!(
                 "at {}: {whose} multiplier {}→{} ({cause}) does not match the reference machine ({}): {why}; \
                  pending responses [{}]; last responses [{}]",
                 secs(t),
@@ -521,7 +442,7 @@ impl BackoffCoherence {
     }
 
     /// Forces every fresh response older than `t`, in process order.
-    fn force_fresh_before(&mut self, t: u64) {
+    fn force_fresh_before(&mut self, f: &mut Failures, t: u64) {
         let mut due: Vec<(u32, u64)> = Vec::new();
         for (&id, &pid) in &self.fresh_by_id {
             match self.pending.get(&id) {
@@ -536,7 +457,7 @@ impl BackoffCoherence {
         due.sort_unstable();
         for (pid, id) in due {
             self.take_fresh(pid);
-            self.force(id, t);
+            self.force(f, id, t);
         }
     }
 
@@ -547,9 +468,9 @@ impl BackoffCoherence {
         Some(id)
     }
 
-    fn force_fresh_of(&mut self, pid: u32, t: u64) {
+    pub(super) fn force_fresh_of(&mut self, f: &mut Failures, pid: u32, t: u64) {
         if let Some(id) = self.take_fresh(pid) {
-            self.force(id, t);
+            self.force(f, id, t);
         }
     }
 
@@ -562,91 +483,21 @@ impl BackoffCoherence {
         }
     }
 
-    // ---- spacing ----------------------------------------------------------------------------
-
-    fn grant(&mut self, t: u64, pid: u32, slot: i64, now: i64, interval: u64, m: f64) {
-        self.grants += 1;
-        self.in_range(m, t, || format!("grant to pid {pid}"));
-        let eq = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
-        let at = (t as i128 + slot as i128 - now as i128).clamp(0, u64::MAX as i128) as u64;
-        let shared = self.outstanding.contains(&pid);
-        if self.config.is_some() && !eq(m, self.m) {
-            self.fail(format!(
-                "at {}: grant to pid {pid} applied multiplier {} while the fleet's reference multiplier is {}: \
-                 the process paces with its own, diverged multiplier",
-                secs(t),
-                mult(m),
-                mult(self.m)
-            ));
-            // one report per divergence: follow the grants from here
-            self.m = m;
-        }
-        let expect = (self.base as f64 * m).round() as u64;
-        let tol = SLACK_NS.max(expect / 1_000_000);
-        if shared && interval.abs_diff(expect) > tol {
-            self.fail(format!(
-                "at {}: grant to pid {pid} applied interval {:.3} ms under multiplier {}; interval x multiplier is {:.3} ms",
-                secs(t),
-                interval as f64 / 1e6,
-                mult(m),
-                expect as f64 / 1e6
-            ));
-        } else if !shared && interval + tol < expect {
-            self.fail(format!(
-                "at {}: pid {pid}'s own pacer applied interval {:.3} ms under multiplier {}, shorter than interval x multiplier {:.3} ms",
-                secs(t),
-                interval as f64 / 1e6,
-                mult(m),
-                expect as f64 / 1e6
-            ));
-        }
-        let burst = if shared { self.burst } else { 1 };
-        let tat = if shared {
-            self.shared_tat
-        } else {
-            self.local_tat.get(&pid).copied()
-        };
-        if let Some(x) = tat {
-            let tau = interval.saturating_mul(burst - 1);
-            let earliest = x.saturating_sub(tau);
-            if at + SLACK_NS < earliest {
-                let whose = if shared {
-                    "the shared pace".to_string()
-                } else {
-                    format!("pid {pid}'s own pacer")
-                };
-                self.fail(format!(
-                    "at {}: {whose} granted pid {pid} a slot at {} (reference time), {:.3} ms before the previous slot + interval x multiplier ({}){}",
-                    secs(t),
-                    secs(at),
-                    (earliest - at) as f64 / 1e6,
-                    secs(earliest),
-                    if burst > 1 {
-                        format!(" less the burst tolerance of {}", burst - 1)
-                    } else {
-                        String::new()
-                    }
-                ));
-            }
-        }
-        let next = tat.unwrap_or(at).max(at).saturating_add(interval);
-        if shared {
-            self.shared_tat = Some(next);
-        } else {
-            self.local_tat.insert(pid, next);
-        }
-    }
-}
-
-impl Sink for BackoffCoherence {
-    fn event(&mut self, ev: &Event) {
-        let t = ev.t();
-        self.force_fresh_before(t);
+    /// Before any event at `t`: responses whose fate is settled by now are applied or
+    /// forgotten.
+    pub(super) fn advance(&mut self, f: &mut Failures, t: u64) {
+        self.force_fresh_before(f, t);
         self.forget_old_floating(t);
+    }
+
+    /// Every event but `multiplier` and `grant` (which the checker passes to
+    /// [`observe_change`](Self::observe_change) and [`grant`](Self::grant)).
+    pub(super) fn event(&mut self, f: &mut Failures, ev: &Event) {
+        let t = ev.t();
         match ev {
             Event::FetchEnd { pid, status, .. } => {
                 let pid = *pid;
-                self.force_fresh_of(pid, t);
+                self.force_fresh_of(f, pid, t);
                 let r = Response {
                     pid,
                     t,
@@ -675,115 +526,87 @@ impl Sink for BackoffCoherence {
                             self.inflight.insert(pid, id);
                         }
                     }
-                    other => {
-                        self.force_fresh_of(pid, t);
+                    _ => {
+                        self.force_fresh_of(f, pid, t);
                         if let Some(id) = self.inflight.remove(&pid) {
                             self.float(id);
-                        }
-                        if matches!(other, OpKind::Reserve | OpKind::Gcra) {
-                            self.outstanding.add(pid);
                         }
                     }
                 }
             }
-            Event::Reply { pid, op, .. } => match op {
-                OpKind::Report => {
-                    if let Some(id) = self.inflight.remove(pid) {
-                        self.force(id, t);
-                    }
+            Event::Reply {
+                pid,
+                op: OpKind::Report,
+                ..
+            } => {
+                if let Some(id) = self.inflight.remove(pid) {
+                    self.force(f, id, t);
                 }
-                OpKind::Reserve | OpKind::Gcra => {
-                    self.outstanding.remove(pid);
-                }
-                _ => {}
-            },
+            }
             Event::StoreError { pid, error, .. } => {
-                self.outstanding.remove(pid);
                 if let Some(id) = self.inflight.remove(pid) {
                     // refused: the store never saw it; a timeout may have been applied
-                    if error == "refused" {
+                    if *error == StoreErrorKind::Refused {
                         self.drop_response(id);
                     } else {
                         self.float(id);
                     }
                 }
             }
-            Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
-                self.outstanding.remove(pid);
-                self.abandon(*pid);
-            }
-            Event::Multiplier {
-                pid, from, to, cause, ..
-            } => {
-                self.seen = true;
-                let whose = || pid.map_or("shared multiplier".to_string(), |p| format!("pid {p}'s multiplier"));
-                self.in_range(*from, t, whose);
-                self.in_range(*to, t, whose);
-                self.observe_change(t, *pid, *from, *to, cause);
-            }
-            Event::Grant {
-                pid,
-                slot,
-                now,
-                interval,
-                multiplier,
-                ..
-            } => {
-                self.seen = true;
-                self.force_fresh_of(*pid, t);
-                self.grant(t, *pid, *slot, *now, *interval, *multiplier);
-            }
+            Event::Crash { pid, .. } | Event::Restart { pid, .. } => self.abandon(*pid),
             Event::Deny { pid, .. }
             | Event::FetchStart { pid, .. }
             | Event::Arrival { pid, .. }
             | Event::LockAcquired { pid, .. }
             | Event::LockReleased { pid, .. }
             | Event::Uncapped { pid, .. }
-            | Event::Fallback { pid, .. } => self.force_fresh_of(*pid, t),
-            Event::Fault { .. } | Event::End { .. } => {}
+            | Event::Fallback { pid, .. } => self.force_fresh_of(f, *pid, t),
+            Event::Reply { .. }
+            | Event::Multiplier { .. }
+            | Event::Grant { .. }
+            | Event::Fault { .. }
+            | Event::End { .. } => {}
         }
     }
-}
 
-impl Checker for BackoffCoherence {
-    fn verdicts(&mut self) -> Vec<Verdict> {
+    /// A grant applied multiplier `m`: it must be the reference's (a grant at another is a
+    /// process pacing with its own, diverged multiplier).
+    pub(super) fn grant(&mut self, f: &mut Failures, t: u64, pid: u32, m: f64) {
+        if self.config.is_some() && !eq(m, self.m) {
+            f.fail(format!(
+                "at {}: grant to pid {pid} applied multiplier {} while the fleet's reference multiplier is {}: \
+                 the process paces with its own, diverged multiplier",
+                secs(t),
+                mult(m),
+                mult(self.m)
+            ));
+            // one report per divergence: follow the grants from here
+            self.m = m;
+        }
+    }
+
+    /// The trace ended: every response not yet reported is applied now.
+    pub(super) fn finish(&mut self, f: &mut Failures) {
         let fresh: Vec<u64> = self.fresh.values().copied().collect();
         self.fresh.clear();
         self.fresh_by_id.clear();
         for id in fresh {
-            self.force(id, u64::MAX);
+            self.force(f, id, u64::MAX);
         }
-        if !self.seen {
-            return Vec::new();
-        }
-        let approx = if self.approximate {
-            " (reordering search truncated)"
-        } else {
-            ""
-        };
-        let v = match &self.failure {
-            None => Verdict {
-                name: "backoff_coherence",
-                pass: true,
-                detail: format!(
-                    "{} responses, {} multiplier changes match one reference machine ({}){approx}; max multiplier {}; {} grants spaced by interval x multiplier",
-                    self.responses,
-                    self.changes,
-                    self.config_note,
-                    mult(self.max_m),
-                    self.grants
-                ),
-            },
-            Some(f) => Verdict {
-                name: "backoff_coherence",
-                pass: false,
-                detail: if self.failures > 1 {
-                    format!("{f} ({} violations in all){approx}", self.failures)
-                } else {
-                    format!("{f}{approx}")
-                },
-            },
-        };
-        vec![v]
+    }
+}
+
+/// Multipliers equal up to rounding.
+fn eq(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(1.0)
+}
+
+/// The cause a `multiplier` event names for a change a response of `status` makes.
+fn cause_of(status: Status) -> MultiplierCause {
+    match status {
+        Status::Ok => MultiplierCause::Decay,
+        Status::TooManyRequests => MultiplierCause::TooManyRequests,
+        Status::Unavailable => MultiplierCause::Unavailable,
+        Status::Error => MultiplierCause::Error,
     }
 }

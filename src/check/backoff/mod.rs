@@ -1,0 +1,161 @@
+//! `backoff_coherence`: one backoff schedule for the whole fleet, applied to the shared pace.
+//!
+//! Three properties, each with its own witness and its own file (`range`, `reference`,
+//! `spacing`); the verdict reports the first violation in trace order, and how many:
+//!
+//! 1. **Range.** Every multiplier (in `multiplier` events and in grants) lies in `[1, cap]`
+//!    (`Header.multiplier_cap`).
+//! 2. **One reference machine.** The sequence of multiplier changes equals what ONE
+//!    [`crate::pacer::Backoff`] produces when fed every 429 / 503 / clean response of the run
+//!    in `fetch_end` order. A streak counted per process decays at the wrong moments (the
+//!    reference decays on the K-th consecutive clean response *of the fleet*, and the trace
+//!    shows no change there, or a change where the reference has none), and per-process
+//!    multipliers diverge (a second process backs off "from 1" while the reference is
+//!    already at 2). The grants must also carry the reference multiplier: a grant at a
+//!    different one is a process pacing with its own, diverged multiplier.
+//! 3. **Spacing.** Consecutive grants of one authority are spaced by the interval times the
+//!    multiplier in force: each slot, mapped to reference time (`t + slot - now`), is at or
+//!    after the previous slot plus the previous grant's `interval`, less the authority's GCRA
+//!    tolerance (`burst - 1` intervals; [`Detail::gcra_burst`]). A grant answering an
+//!    operation sent to the store (a reservation, a GCRA check, or a backend's own `acquire`)
+//!    belongs to the shared authority; a grant with no operation outstanding comes from the
+//!    process's own pacer and is checked per process.
+//!    Each shared grant's `interval` must equal the base interval times its multiplier.
+//!
+//! **Where the schedule comes from.** [`Detail::backoff_factor`] and [`Detail::decay_after`]
+//! (the simulator adds them from `[backoff]`); the cap from the header. When they are absent
+//! the defaults the fields state ([`Detail::DEFAULT_BACKOFF_FACTOR`],
+//! [`Detail::DEFAULT_DECAY_AFTER`]) are assumed and the detail says so.
+//!
+//! **Reordering.** The reference is fed in `fetch_end` order, but a shared store applies a
+//! response when the process's report *reaches* it, so two reports in flight together may be
+//! applied in either order. The checker therefore keeps the set of reference states
+//! consistent with the trace, linearizability-style: a response may be applied at any moment
+//! between its `fetch_end` and the reply to its report (a response whose process sends no
+//! report is applied at its `fetch_end`; one whose report the store refused never was; one
+//! whose report timed out or whose process died may or may not have been, for up to 10 s).
+//! Responses that change nothing are applied silently; a `multiplier` event must be explained
+//! by applying pending responses ending with one that makes exactly that change. The property
+//! fails when no reference state remains.
+//!
+//! [`Detail::gcra_burst`]: crate::trace::Detail::gcra_burst
+//! [`Detail::backoff_factor`]: crate::trace::Detail::backoff_factor
+//! [`Detail::decay_after`]: crate::trace::Detail::decay_after
+//! [`Detail::DEFAULT_BACKOFF_FACTOR`]: crate::trace::Detail::DEFAULT_BACKOFF_FACTOR
+//! [`Detail::DEFAULT_DECAY_AFTER`]: crate::trace::Detail::DEFAULT_DECAY_AFTER
+
+mod range;
+mod reference;
+mod spacing;
+
+use crate::check::common::{base_interval, mult};
+use crate::check::{Checker, Verdict};
+use crate::trace::{Event, Header, Sink};
+
+/// The violations of all three properties: the first, in trace order, and how many.
+#[derive(Debug, Default)]
+struct Failures {
+    first: Option<String>,
+    count: u64,
+}
+
+impl Failures {
+    fn fail(&mut self, msg: String) {
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some(msg);
+        }
+    }
+}
+
+/// The backoff-coherence checker.
+#[derive(Debug)]
+pub struct BackoffCoherence {
+    range: range::Range,
+    reference: reference::Reference,
+    spacing: spacing::Spacing,
+    failures: Failures,
+    // the trace has grants or multiplier changes (else the property does not apply)
+    seen: bool,
+}
+
+impl BackoffCoherence {
+    /// A checker for the trace this header introduces.
+    pub fn new(h: &Header) -> BackoffCoherence {
+        BackoffCoherence {
+            range: range::Range::new(h.multiplier_cap),
+            reference: reference::Reference::new(h),
+            spacing: spacing::Spacing::new(base_interval(h), h.backend_detail.gcra_burst()),
+            failures: Failures::default(),
+            seen: false,
+        }
+    }
+}
+
+impl Sink for BackoffCoherence {
+    fn event(&mut self, ev: &Event) {
+        let t = ev.t();
+        let f = &mut self.failures;
+        self.reference.advance(f, t);
+        match *ev {
+            Event::Multiplier {
+                pid, from, to, cause, ..
+            } => {
+                self.seen = true;
+                let whose = || pid.map_or("shared multiplier".to_string(), |p| format!("pid {p}'s multiplier"));
+                self.range.check(f, from, t, whose);
+                self.range.check(f, to, t, whose);
+                self.reference.observe_change(f, t, pid, from, to, cause);
+            }
+            Event::Grant { pid, multiplier, .. } => {
+                self.seen = true;
+                self.reference.force_fresh_of(f, pid, t);
+                self.range.check(f, multiplier, t, || format!("grant to pid {pid}"));
+                self.reference.grant(f, t, pid, multiplier);
+                self.spacing.grant(f, ev);
+            }
+            _ => {
+                self.reference.event(f, ev);
+                self.spacing.event(ev);
+            }
+        }
+    }
+}
+
+impl Checker for BackoffCoherence {
+    fn verdicts(&mut self) -> Vec<Verdict> {
+        self.reference.finish(&mut self.failures);
+        if !self.seen {
+            return Vec::new();
+        }
+        let approx = if self.reference.approximate {
+            " (reordering search truncated)"
+        } else {
+            ""
+        };
+        let v = match &self.failures.first {
+            None => Verdict {
+                name: "backoff_coherence",
+                pass: true,
+                detail: format!(
+                    "{} responses, {} multiplier changes match one reference machine ({}){approx}; max multiplier {}; {} grants spaced by interval x multiplier",
+                    self.reference.responses,
+                    self.reference.changes,
+                    self.reference.config_note,
+                    mult(self.range.max_m),
+                    self.spacing.grants
+                ),
+            },
+            Some(f) => Verdict {
+                name: "backoff_coherence",
+                pass: false,
+                detail: if self.failures.count > 1 {
+                    format!("{f} ({} violations in all){approx}", self.failures.count)
+                } else {
+                    format!("{f}{approx}")
+                },
+            },
+        };
+        vec![v]
+    }
+}

@@ -1,0 +1,134 @@
+//! Property 3 of [`super`], spacing: consecutive grants of one authority are spaced by the
+//! interval times the multiplier in force, less the authority's GCRA tolerance; a grant
+//! answering an operation sent to the store is the shared authority's, any other the
+//! process's own pacer's.
+
+use super::Failures;
+use crate::check::common::{PidMap, PidSet, mult, secs};
+use crate::trace::{Event, OpKind};
+
+/// Rounding slack for slot spacing and interval arithmetic, nanoseconds.
+const SLACK_NS: u64 = 1_000;
+
+/// Each authority's next slot.
+#[derive(Debug)]
+pub(super) struct Spacing {
+    base: u64,
+    burst: u64,
+    // processes with a request out that a shared grant answers
+    outstanding: PidSet,
+    shared_tat: Option<u64>,
+    local_tat: PidMap<u64>,
+    /// Grants seen.
+    pub(super) grants: u64,
+}
+
+impl Spacing {
+    /// For the base interval `base` and the shared authority's GCRA `burst`.
+    pub(super) fn new(base: u64, burst: u64) -> Spacing {
+        Spacing {
+            base,
+            burst,
+            outstanding: PidSet::new(),
+            shared_tat: None,
+            local_tat: PidMap::new(),
+            grants: 0,
+        }
+    }
+
+    /// Every event but `grant`: which processes have a request out that a shared grant
+    /// answers.
+    pub(super) fn event(&mut self, ev: &Event) {
+        match ev {
+            Event::OpSent { pid, op, .. } if shared_grant_answers(*op) => {
+                self.outstanding.add(*pid);
+            }
+            Event::Reply { pid, op, .. } if shared_grant_answers(*op) => {
+                self.outstanding.remove(pid);
+            }
+            Event::StoreError { pid, .. } | Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
+                self.outstanding.remove(pid);
+            }
+            _ => {}
+        }
+    }
+
+    /// A `grant` event: its slot against the previous one of the same authority.
+    pub(super) fn grant(&mut self, f: &mut Failures, ev: &Event) {
+        let Event::Grant {
+            t,
+            pid,
+            slot,
+            now,
+            interval,
+            multiplier: m,
+        } = *ev
+        else {
+            return;
+        };
+        self.grants += 1;
+        let at = (t as i128 + slot as i128 - now as i128).clamp(0, u64::MAX as i128) as u64;
+        let shared = self.outstanding.contains(&pid);
+        let expect = (self.base as f64 * m).round() as u64;
+        let tol = SLACK_NS.max(expect / 1_000_000);
+        if shared && interval.abs_diff(expect) > tol {
+            f.fail(format!(
+                "at {}: grant to pid {pid} applied interval {:.3} ms under multiplier {}; interval x multiplier is {:.3} ms",
+                secs(t),
+                interval as f64 / 1e6,
+                mult(m),
+                expect as f64 / 1e6
+            ));
+        } else if !shared && interval + tol < expect {
+            f.fail(format!(
+                "at {}: pid {pid}'s own pacer applied interval {:.3} ms under multiplier {}, shorter than interval x multiplier {:.3} ms",
+                secs(t),
+                interval as f64 / 1e6,
+                mult(m),
+                expect as f64 / 1e6
+            ));
+        }
+        let burst = if shared { self.burst } else { 1 };
+        let tat = if shared {
+            self.shared_tat
+        } else {
+            self.local_tat.get(&pid).copied()
+        };
+        if let Some(x) = tat {
+            let tau = interval.saturating_mul(burst - 1);
+            let earliest = x.saturating_sub(tau);
+            if at + SLACK_NS < earliest {
+                let whose = if shared {
+                    "the shared pace".to_string()
+                } else {
+                    format!("pid {pid}'s own pacer")
+                };
+                f.fail(format!(
+                    "at {}: {whose} granted pid {pid} a slot at {} (reference time), {:.3} ms before the previous slot + interval x multiplier ({}){}",
+                    secs(t),
+                    secs(at),
+                    (earliest - at) as f64 / 1e6,
+                    secs(earliest),
+                    if burst > 1 {
+                        format!(" less the burst tolerance of {}", burst - 1)
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+        }
+        let next = tat.unwrap_or(at).max(at).saturating_add(interval);
+        if shared {
+            self.shared_tat = Some(next);
+        } else {
+            self.local_tat.insert(pid, next);
+        }
+    }
+}
+
+/// Whether a `grant` that answers `op` comes from the shared authority: a reservation, a GCRA
+/// check, or a backend's own request for permission ([`OpKind::Acquire`], treated like a
+/// reservation). A lock try asks for permission too, but a lock answers it, never a grant.
+fn shared_grant_answers(op: OpKind) -> bool {
+    op.asks_permission() && op != OpKind::TryLock
+}

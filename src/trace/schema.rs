@@ -1,0 +1,887 @@
+//! The trace's schema: the [`Header`] (with its [`Detail`]), the [`Event`]s, and the named
+//! values their fields take. A field that takes one of a closed set of names is an enum whose
+//! serde names are those names, so the JSON holds the same strings it always did.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+/// Version of the trace format; bumped on any incompatible change.
+pub const TRACE_VERSION: u32 = 1;
+
+/// First line of every trace: what produced it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Header {
+    /// Always `"header"`.
+    pub ev: String,
+    /// [`TRACE_VERSION`].
+    pub version: u32,
+    /// `sim` or `live`.
+    pub source: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// Backend name.
+    pub backend: String,
+    /// Seed used.
+    pub seed: u64,
+    /// Number of worker processes.
+    pub processes: u32,
+    /// The global ceiling, per second.
+    pub rate: f64,
+    /// The ceiling check's tolerated burst.
+    pub burst: u64,
+    /// Backoff multiplier cap.
+    pub multiplier_cap: f64,
+    /// The backend's options in force, and the scenario settings the checkers read.
+    pub backend_detail: Detail,
+}
+
+/// One event. `t` is nanoseconds on the reference timeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Event {
+    /// A process sent an operation to the store.
+    OpSent {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// Which operation.
+        op: OpKind,
+    },
+    /// The store granted a slot (pace backends), at store-clock time `store_now`.
+    Grant {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// The slot, in the granting authority's clock frame (ns).
+        slot: i64,
+        /// The authority's clock when it granted (ns).
+        now: i64,
+        /// The pacing interval applied, after the multiplier (ns).
+        interval: u64,
+        /// Backoff multiplier in force for this grant.
+        multiplier: f64,
+    },
+    /// The store refused permission for now (GCRA deny, lock busy).
+    Deny {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+    },
+    /// A reply reached the process; `wait` is how long it will now sleep (ns).
+    Reply {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// Which operation this answers.
+        op: OpKind,
+        /// Sleep until the slot (ns, reference time).
+        wait: u64,
+    },
+    /// A store operation failed (outage, partition, timeout).
+    StoreError {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// How it failed.
+        error: StoreErrorKind,
+    },
+    /// A process started a fetch.
+    FetchStart {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+    },
+    /// A fetch reached the destination (the witness the ceiling check counts).
+    Arrival {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// The destination's answer.
+        status: u16,
+    },
+    /// A fetch's response reached the process.
+    FetchEnd {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// Status.
+        status: u16,
+    },
+    /// A backoff multiplier changed; `pid` is `None` for the shared (global) multiplier.
+    Multiplier {
+        /// Time.
+        t: u64,
+        /// Process owning a per-process multiplier, or none for the global one.
+        pid: Option<u32>,
+        /// Old value.
+        from: f64,
+        /// New value.
+        to: f64,
+        /// Why it changed.
+        cause: MultiplierCause,
+    },
+    /// A lock was taken.
+    LockAcquired {
+        /// Time.
+        t: u64,
+        /// Holder.
+        pid: u32,
+        /// Lock number.
+        lock: u32,
+    },
+    /// A lock was freed.
+    LockReleased {
+        /// Time.
+        t: u64,
+        /// Holder it was freed from.
+        pid: u32,
+        /// Lock number.
+        lock: u32,
+        /// Why: the holder released it or died, or the store dropped it.
+        reason: ReleaseReason,
+    },
+    /// A job ran without the lock after its bounded wait (the safety valve), or uncapped because
+    /// the broker failed.
+    Uncapped {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// Why it ran without the lock.
+        reason: UncappedReason,
+    },
+    /// A process switched to or from its fallback pacer.
+    Fallback {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// True on entry, false on exit.
+        enter: bool,
+        /// The fallback pacer's mode.
+        mode: FallbackMode,
+    },
+    /// A process was killed (SIGKILL).
+    Crash {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// Where in its protocol.
+        point: CrashPoint,
+    },
+    /// A fresh process replaced a killed one.
+    Restart {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+    },
+    /// A fault window opened (`start`) or closed.
+    Fault {
+        /// Time.
+        t: u64,
+        /// Index in the scenario's fault list.
+        id: u32,
+        /// Fault kind.
+        kind: FaultKind,
+        /// True at start, false at end.
+        start: bool,
+    },
+    /// The run ended.
+    End {
+        /// Time.
+        t: u64,
+    },
+}
+
+impl Event {
+    /// The event's time.
+    pub fn t(&self) -> u64 {
+        match *self {
+            Event::OpSent { t, .. }
+            | Event::Grant { t, .. }
+            | Event::Deny { t, .. }
+            | Event::Reply { t, .. }
+            | Event::StoreError { t, .. }
+            | Event::FetchStart { t, .. }
+            | Event::Arrival { t, .. }
+            | Event::FetchEnd { t, .. }
+            | Event::Multiplier { t, .. }
+            | Event::LockAcquired { t, .. }
+            | Event::LockReleased { t, .. }
+            | Event::Uncapped { t, .. }
+            | Event::Fallback { t, .. }
+            | Event::Crash { t, .. }
+            | Event::Restart { t, .. }
+            | Event::Fault { t, .. }
+            | Event::End { t } => t,
+        }
+    }
+}
+
+/// Defines a closed set of names a trace field takes: a `Copy` enum whose serde name is each
+/// variant's string (so the JSON holds exactly that string), with [`name`](OpKind::name) giving
+/// the same string and `ALL` listing every variant.
+macro_rules! names {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $s:literal, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $( $(#[$vmeta])* #[serde(rename = $s)] $variant, )*
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &[$name] = &[$($name::$variant),*];
+
+            /// The name the trace writes (the serde name).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $s, )*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+names! {
+    /// A store operation (`op_sent` and `reply` events).
+    pub enum OpKind {
+        /// Reserve a slot (pace backends).
+        Reserve = "reserve",
+        /// Report a response to shared backoff state.
+        Report = "report",
+        /// GCRA check-and-update.
+        Gcra = "gcra",
+        /// Try to take a lock.
+        TryLock = "try_lock",
+        /// Release a lock.
+        Unlock = "unlock",
+        /// Any other request for permission: a backend's own operation (a user-defined backend
+        /// maps its operations to it). Consumers treat it as they treat a reservation: its
+        /// process waits for permission from sending it until its fetch starts, and a `grant`
+        /// that answers it comes from the shared authority.
+        Acquire = "acquire",
+    }
+}
+
+impl OpKind {
+    /// Whether the operation asks for permission to fetch (a reservation, a GCRA check, a lock
+    /// try, or a backend's own [`Acquire`](OpKind::Acquire)): its sender waits for
+    /// permission until it fetches, and its round trip is a permission round trip. Reports
+    /// and unlocks do not ask.
+    pub const fn asks_permission(self) -> bool {
+        match self {
+            OpKind::Reserve | OpKind::Gcra | OpKind::TryLock | OpKind::Acquire => true,
+            OpKind::Report | OpKind::Unlock => false,
+        }
+    }
+}
+
+names! {
+    /// How a store operation failed (`store_error` events).
+    pub enum StoreErrorKind {
+        /// The store refused the connection: the error comes after one round trip, and the
+        /// store never saw the operation.
+        Refused = "refused",
+        /// The client gave up waiting: the store may or may not have applied the operation.
+        Timeout = "timeout",
+    }
+}
+
+names! {
+    /// Why a backoff multiplier changed (`multiplier` events).
+    pub enum MultiplierCause {
+        /// A 429 response backed it off.
+        TooManyRequests = "429",
+        /// A 503 response backed it off.
+        Unavailable = "503",
+        /// A streak of clean responses decayed it.
+        Decay = "decay",
+        /// Another failed response changed it.
+        Error = "error",
+    }
+}
+
+names! {
+    /// Why a lock was freed (`lock_released` events). The holder ends its critical section
+    /// with [`Release`](ReleaseReason::Release) or [`HolderDied`](ReleaseReason::HolderDied);
+    /// with any other reason the store dropped the lock under a holder that does not know, and
+    /// whose section goes on.
+    pub enum ReleaseReason {
+        /// The holder released it: its critical section ended.
+        Release = "release",
+        /// The lock's key expired (a TTL lock).
+        Ttl = "ttl",
+        /// The store noticed the holder's session was gone and freed its locks.
+        SessionGone = "session_gone",
+        /// The store restarted and lost its session state.
+        StoreRestart = "store_restart",
+        /// The holder was killed (SIGKILL), which ends its critical section.
+        HolderDied = "holder_died",
+    }
+}
+
+impl ReleaseReason {
+    /// Whether the holder's critical section ended with the lock (it released it or died);
+    /// false when the store dropped the lock under a live holder.
+    pub const fn ends_section(self) -> bool {
+        match self {
+            ReleaseReason::Release | ReleaseReason::HolderDied => true,
+            ReleaseReason::Ttl | ReleaseReason::SessionGone | ReleaseReason::StoreRestart => false,
+        }
+    }
+}
+
+names! {
+    /// Why a job ran without the lock (`uncapped` events).
+    pub enum UncappedReason {
+        /// It waited the bounded time for the lock and ran without it.
+        SafetyValve = "safety_valve",
+        /// The broker (the store) failed, so it ran without the lock.
+        BrokerError = "broker_error",
+    }
+}
+
+names! {
+    /// A fallback pacer's mode (`fallback` events).
+    pub enum FallbackMode {
+        /// Pace locally at the full rate.
+        FailOpen = "fail_open",
+        /// Pace locally at `rate / (cap + 1)`.
+        Divided = "divided",
+        /// Stop fetching until the store answers again.
+        FailClosed = "fail_closed",
+    }
+}
+
+names! {
+    /// Where in its protocol a process was killed (`crash` events).
+    pub enum CrashPoint {
+        /// Wherever it was when the kill fired.
+        Immediate = "immediate",
+        /// Its job passed the hard time limit.
+        HardLimit = "hard_limit",
+        /// The store applied its operation; the reply never arrived.
+        MidReservation = "mid_reservation",
+        /// Right after it acquired a lock.
+        HoldingLock = "holding_lock",
+        /// While its transaction (holding the row lock) was open.
+        InTransaction = "in_transaction",
+        /// While sleeping until its slot.
+        SleepingToSlot = "sleeping_to_slot",
+        /// After the fetch request left, before the response.
+        MidFetch = "mid_fetch",
+    }
+}
+
+names! {
+    /// A fault's kind (`fault` events), as scenario files name it.
+    pub enum FaultKind {
+        /// SIGKILL of a process.
+        Kill = "kill",
+        /// The store is unreachable.
+        StoreOutage = "store_outage",
+        /// The store answers slowly.
+        StoreLatency = "store_latency",
+        /// The store restarts and loses its session state.
+        StoreRestart = "store_restart",
+        /// Some processes cannot reach the store.
+        Partition = "partition",
+        /// A transaction holds the store's lock for long.
+        LongTransaction = "long_transaction",
+        /// The destination answers every arrival with a throttling status.
+        DestinationThrottle = "destination_throttle",
+        /// Process clocks are skewed, drift or step.
+        Clock = "clock",
+    }
+}
+
+names! {
+    /// What the locks of a lock backend are used for (`backend_detail.lock_use`).
+    pub enum LockUse {
+        /// At most K fetches at once: a lock is held for the fetch.
+        Concurrency = "concurrency",
+        /// Each lock is held for a fixed time: the rejected "fake rate".
+        FakeRate = "fake_rate",
+    }
+}
+
+names! {
+    /// What a backend does when the store fails a process (`backend_detail.fallback`).
+    pub enum StoreFallback {
+        /// Pace locally at the full rate.
+        FailOpen = "fail_open",
+        /// Pace locally at `rate / (cap + 1)`.
+        Divided = "divided",
+        /// Stop fetching until the store answers again.
+        FailClosed = "fail_closed",
+        /// Run the job without the lock (a lock backend's broker error).
+        Uncapped = "uncapped",
+    }
+}
+
+impl From<FallbackMode> for StoreFallback {
+    fn from(m: FallbackMode) -> StoreFallback {
+        match m {
+            FallbackMode::FailOpen => StoreFallback::FailOpen,
+            FallbackMode::Divided => StoreFallback::Divided,
+            FallbackMode::FailClosed => StoreFallback::FailClosed,
+        }
+    }
+}
+
+/// The scenario settings a producer adds to the backend's options (see [`Detail::new`]).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct ScenarioSettings {
+    /// `[backoff] factor`.
+    pub backoff_factor: f64,
+    /// `[backoff] decay_after`.
+    pub decay_after: u32,
+    /// `[checks] epsilon`.
+    pub epsilon: f64,
+    /// Mean think time between jobs, ns.
+    pub think_mean_ns: f64,
+    /// Mean fetch time plus destination latency, ns.
+    pub fetch_mean_ns: f64,
+    /// Open loop: jobs per second per process; `None` for a closed loop (written `null`).
+    pub arrival_rate: Option<f64>,
+}
+
+/// `Header.backend_detail`: the backend's options in force and the scenario settings the
+/// checkers need, as one JSON object with its keys sorted.
+///
+/// The typed fields are everything a checker, the summary or a report reads; each says what
+/// its absence means, and where a default is needed it is stated there, once. Everything else
+/// the backend states (its storage, clock source, poll interval, ...) is in [`other`](Self::other),
+/// opaque: nothing reads it but people.
+///
+/// On disk the typed fields and `other` are merged into one object, so the header's JSON is
+/// what it always was. A typed key written as `null` reads as absent and stays in `other`, so
+/// it writes back as it was read; a typed key whose value has the wrong type is an error.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Detail {
+    /// `backoff_factor`: the backoff multiplier's factor (`[backoff] factor`). Absent: the
+    /// schedule is not stated; `backoff_coherence` assumes [`Detail::DEFAULT_BACKOFF_FACTOR`]
+    /// and says so.
+    pub backoff_factor: Option<f64>,
+    /// `decay_after`: clean responses in a row that decay the multiplier (`[backoff]
+    /// decay_after`). Absent: `backoff_coherence` assumes [`Detail::DEFAULT_DECAY_AFTER`] and
+    /// says so.
+    pub decay_after: Option<u32>,
+    /// `epsilon`: the share of the effective rate `liveness` lets go (`[checks] epsilon`).
+    /// Absent (or outside `[0, 1)`): [`Detail::DEFAULT_EPSILON`], and the verdict says so.
+    pub epsilon: Option<f64>,
+    /// `think_mean_ns`: mean think time between a process's jobs, ns. Absent: unknown (the
+    /// offered load of a closed loop is then unknown).
+    pub think_mean_ns: Option<f64>,
+    /// `fetch_mean_ns`: mean fetch time plus destination latency, ns. Absent (or not
+    /// positive): unknown (no lock throughput bound, and a closed loop's offered load is
+    /// unknown).
+    pub fetch_mean_ns: Option<f64>,
+    /// `arrival_rate`: jobs per second per process when jobs arrive on their own (an open
+    /// loop). Absent or `null` (the simulator writes `null` for a closed loop): the offered
+    /// load is that of a closed loop, `processes / (think + fetch)` when both are known.
+    pub arrival_rate: Option<f64>,
+    /// `burst`: the shared authority's GCRA burst (its tolerance is `burst - 1` intervals).
+    /// Absent: 1 ([`Detail::gcra_burst`]).
+    pub burst: Option<u64>,
+    /// `fallback`: what the backend does when the store fails a process. Absent: not stated;
+    /// `degradation` then knows the mode only from the trace's `fallback` events, and
+    /// `liveness` allows for a divided fallback's park after a store window (the longest).
+    pub fallback: Option<StoreFallback>,
+    /// `cap`: a divided fallback paces each process at `rate / (cap + 1)`. Absent:
+    /// `processes - 1` ([`Detail::fallback_cap`]).
+    pub cap: Option<u64>,
+    /// `locks`: K, the number of locks (critical sections at once). Absent: 1
+    /// ([`Detail::lock_count`]).
+    pub locks: Option<u64>,
+    /// `lock_use`: what the locks are for. Absent: not a lock backend, or a walk lock, which
+    /// has no throughput target.
+    pub lock_use: Option<LockUse>,
+    /// `walk`: fetches per walk (a walk lock); an uncapped job ends after this many. Absent
+    /// (or 0): an uncapped job lasts until its process tries a lock again or dies
+    /// ([`Detail::walk_fetches`]).
+    pub walk: Option<u64>,
+    /// `detect_dead_ns`: how long the store takes to notice a dead holder's session and free
+    /// its lock (advisory locks). Absent: no such delay ([`Detail::dead_holder_release`]).
+    pub detect_dead_ns: Option<u64>,
+    /// `ttl_ns`: a lock key's time to live, which frees a dead holder's lock (TTL locks).
+    /// Absent: no such delay ([`Detail::dead_holder_release`]).
+    pub ttl_ns: Option<u64>,
+    /// Every other key: the backend's remaining options, opaque (and any typed key written as
+    /// `null`). It holds no typed key with a value: on writing, a typed field that is set
+    /// replaces a key of the same name here.
+    pub other: Map<String, Value>,
+}
+
+impl Detail {
+    /// The backoff factor assumed when [`backoff_factor`](Self::backoff_factor) is absent.
+    pub const DEFAULT_BACKOFF_FACTOR: f64 = 2.0;
+    /// The streak assumed when [`decay_after`](Self::decay_after) is absent.
+    pub const DEFAULT_DECAY_AFTER: u32 = 10;
+    /// The tolerance assumed when [`epsilon`](Self::epsilon) is absent or out of range.
+    pub const DEFAULT_EPSILON: f64 = 0.2;
+
+    /// The detail a producer writes: the backend's options (a JSON object, as a backend
+    /// states them) with the scenario settings added, typed as reading them back would type
+    /// them.
+    ///
+    /// # Panics
+    ///
+    /// If `options` is not a JSON object, or gives a typed key a value of the wrong type:
+    /// both are a backend's programming error.
+    pub fn new(options: Value, settings: ScenarioSettings) -> Detail {
+        let Value::Object(mut map) = options else {
+            panic!("a backend's options are a JSON object, not {options}");
+        };
+        map.insert("backoff_factor".into(), settings.backoff_factor.into());
+        map.insert("decay_after".into(), settings.decay_after.into());
+        map.insert("epsilon".into(), settings.epsilon.into());
+        map.insert("think_mean_ns".into(), settings.think_mean_ns.into());
+        map.insert("fetch_mean_ns".into(), settings.fetch_mean_ns.into());
+        map.insert("arrival_rate".into(), settings.arrival_rate.into());
+        Detail::from_map(map).unwrap_or_else(|e| panic!("a backend's options: {e}"))
+    }
+
+    /// Types the keys the typed fields hold; the rest, and typed keys written `null`, go to
+    /// [`other`](Self::other).
+    fn from_map(mut map: Map<String, Value>) -> Result<Detail, String> {
+        let mut other = Map::new();
+        let mut take = |key: &str| -> Option<Value> {
+            match map.remove(key)? {
+                Value::Null => {
+                    other.insert(key.to_string(), Value::Null);
+                    None
+                }
+                v => Some(v),
+            }
+        };
+        fn typed<T: serde::de::DeserializeOwned>(key: &str, v: Option<Value>) -> Result<Option<T>, String> {
+            v.map(|v| serde_json::from_value(v).map_err(|e| format!("backend_detail.{key}: {e}")))
+                .transpose()
+        }
+        let d = Detail {
+            backoff_factor: typed("backoff_factor", take("backoff_factor"))?,
+            decay_after: typed("decay_after", take("decay_after"))?,
+            epsilon: typed("epsilon", take("epsilon"))?,
+            think_mean_ns: typed("think_mean_ns", take("think_mean_ns"))?,
+            fetch_mean_ns: typed("fetch_mean_ns", take("fetch_mean_ns"))?,
+            arrival_rate: typed("arrival_rate", take("arrival_rate"))?,
+            burst: typed("burst", take("burst"))?,
+            fallback: typed("fallback", take("fallback"))?,
+            cap: typed("cap", take("cap"))?,
+            locks: typed("locks", take("locks"))?,
+            lock_use: typed("lock_use", take("lock_use"))?,
+            walk: typed("walk", take("walk"))?,
+            detect_dead_ns: typed("detect_dead_ns", take("detect_dead_ns"))?,
+            ttl_ns: typed("ttl_ns", take("ttl_ns"))?,
+            other: Map::new(),
+        };
+        other.append(&mut map);
+        Ok(Detail { other, ..d })
+    }
+
+    /// The one JSON object the header holds: [`other`](Self::other) with the typed fields
+    /// that are set (keys sorted).
+    pub fn to_map(&self) -> Map<String, Value> {
+        let mut map = self.other.clone();
+        let mut put = |key: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                map.insert(key.to_string(), v);
+            }
+        };
+        put("backoff_factor", self.backoff_factor.map(Value::from));
+        put("decay_after", self.decay_after.map(Value::from));
+        put("epsilon", self.epsilon.map(Value::from));
+        put("think_mean_ns", self.think_mean_ns.map(Value::from));
+        put("fetch_mean_ns", self.fetch_mean_ns.map(Value::from));
+        put("arrival_rate", self.arrival_rate.map(Value::from));
+        put("burst", self.burst.map(Value::from));
+        put("fallback", self.fallback.map(|f| Value::from(f.name())));
+        put("cap", self.cap.map(Value::from));
+        put("locks", self.locks.map(Value::from));
+        put("lock_use", self.lock_use.map(|u| Value::from(u.name())));
+        put("walk", self.walk.map(Value::from));
+        put("detect_dead_ns", self.detect_dead_ns.map(Value::from));
+        put("ttl_ns", self.ttl_ns.map(Value::from));
+        map
+    }
+
+    /// The shared authority's GCRA burst: [`burst`](Self::burst), at least 1; 1 when absent.
+    pub fn gcra_burst(&self) -> u64 {
+        self.burst.unwrap_or(1).max(1)
+    }
+
+    /// A divided fallback's `cap` for `processes` processes: [`cap`](Self::cap), or
+    /// `processes - 1` when absent.
+    pub fn fallback_cap(&self, processes: u32) -> u64 {
+        self.cap.unwrap_or(u64::from(processes).saturating_sub(1))
+    }
+
+    /// K: [`locks`](Self::locks), at least 1; 1 when absent.
+    pub fn lock_count(&self) -> u64 {
+        self.locks.unwrap_or(1).max(1)
+    }
+
+    /// The fetches after which an uncapped job ends: [`walk`](Self::walk), if positive.
+    pub fn walk_fetches(&self) -> Option<u64> {
+        self.walk.filter(|w| *w > 0)
+    }
+
+    /// How long after its holder dies a lock frees by the store's own doing: the larger of
+    /// [`detect_dead_ns`](Self::detect_dead_ns) and [`ttl_ns`](Self::ttl_ns) (the first on a
+    /// tie), named `detect_dead` or `ttl`; `None` when neither is positive.
+    pub fn dead_holder_release(&self) -> Option<(&'static str, u64)> {
+        let mut best = None;
+        for (name, ns) in [("detect_dead", self.detect_dead_ns), ("ttl", self.ttl_ns)] {
+            if let Some(ns) = ns
+                && ns > best.map_or(0, |(_, b)| b)
+            {
+                best = Some((name, ns));
+            }
+        }
+        best
+    }
+}
+
+impl Serialize for Detail {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_map().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Detail {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Detail, D::Error> {
+        let map = Map::<String, Value>::deserialize(d)?;
+        Detail::from_map(map).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every value of `T` writes exactly its string (the bytes the trace held when these fields
+    /// were strings), reads back as itself, and `name` agrees.
+    fn exact<T>(all: &[T], names: &[&str])
+    where
+        T: Copy + std::fmt::Debug + PartialEq + Serialize + serde::de::DeserializeOwned + std::fmt::Display,
+    {
+        assert_eq!(all.len(), names.len(), "{all:?}");
+        for (v, name) in all.iter().zip(names) {
+            let json = serde_json::to_string(v).unwrap();
+            assert_eq!(json, format!("\"{name}\""), "{v:?}");
+            assert_eq!(serde_json::from_str::<T>(&json).unwrap(), *v);
+            assert_eq!(v.to_string(), *name);
+        }
+    }
+
+    #[test]
+    fn every_named_value_round_trips_as_its_exact_string() {
+        exact(
+            OpKind::ALL,
+            &["reserve", "report", "gcra", "try_lock", "unlock", "acquire"],
+        );
+        exact(StoreErrorKind::ALL, &["refused", "timeout"]);
+        exact(MultiplierCause::ALL, &["429", "503", "decay", "error"]);
+        exact(
+            ReleaseReason::ALL,
+            &["release", "ttl", "session_gone", "store_restart", "holder_died"],
+        );
+        exact(UncappedReason::ALL, &["safety_valve", "broker_error"]);
+        exact(FallbackMode::ALL, &["fail_open", "divided", "fail_closed"]);
+        exact(
+            CrashPoint::ALL,
+            &[
+                "immediate",
+                "hard_limit",
+                "mid_reservation",
+                "holding_lock",
+                "in_transaction",
+                "sleeping_to_slot",
+                "mid_fetch",
+            ],
+        );
+        exact(LockUse::ALL, &["concurrency", "fake_rate"]);
+        exact(StoreFallback::ALL, &["fail_open", "divided", "fail_closed", "uncapped"]);
+        exact(
+            FaultKind::ALL,
+            &[
+                "kill",
+                "store_outage",
+                "store_latency",
+                "store_restart",
+                "partition",
+                "long_transaction",
+                "destination_throttle",
+                "clock",
+            ],
+        );
+    }
+
+    /// An event with a named value reads from, and writes, the JSON it always had; a name the
+    /// schema does not know is an error, not a silent default.
+    #[test]
+    fn events_keep_their_json() {
+        let line = r#"{"ev":"lock_released","t":5,"pid":1,"lock":0,"reason":"holder_died"}"#;
+        let ev: Event = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            ev,
+            Event::LockReleased {
+                t: 5,
+                pid: 1,
+                lock: 0,
+                reason: ReleaseReason::HolderDied
+            }
+        );
+        assert_eq!(serde_json::to_string(&ev).unwrap(), line);
+        let bad = r#"{"ev":"crash","t":5,"pid":1,"point":"somewhere"}"#;
+        assert!(serde_json::from_str::<Event>(bad).is_err());
+    }
+
+    /// Header lines as the simulator writes them (one per kind of backend; their details are
+    /// those of `tests/golden/runs.jsonl`).
+    const TODAYS_HEADERS: [&str; 6] = [
+        r#"{"ev":"header","version":1,"source":"sim","scenario":"advisory-fake-rate","backend":"advisory","seed":23,"processes":6,"rate":7.0,"burst":2,"multiplier_cap":8.0,"backend_detail":{"arrival_rate":null,"backoff_factor":2.0,"connections":null,"decay_after":10,"detect_dead_ns":5000000000,"epsilon":0.2,"fallback":"fail_closed","fetch_mean_ns":54164353.383747935,"hold_ns":250000000,"lock_use":"fake_rate","locks":2,"poll_ns":100000000,"think_mean_ns":0.0}}"#,
+        r#"{"ev":"header","version":1,"source":"sim","scenario":"in-transaction","backend":"row","seed":1,"processes":4,"rate":7.0,"burst":2,"multiplier_cap":8.0,"backend_detail":{"arrival_rate":null,"backoff":"global","backoff_factor":2.0,"clock":"store","decay_after":10,"epsilon":0.2,"fallback":"divided","fetch_mean_ns":54164353.383747935,"in_transaction":{"dist":"constant","value":"500ms"},"interval_ns":142857143,"storage":"pace row (migration)","streak":"global","think_mean_ns":0.0,"wait":"relative"}}"#,
+        r#"{"ev":"header","version":1,"source":"sim","scenario":"eight-reservers","backend":"redis_gcra","seed":1,"processes":8,"rate":7.0,"burst":2,"multiplier_cap":8.0,"backend_detail":{"arrival_rate":null,"backoff":"global","backoff_factor":2.0,"burst":1,"decay_after":10,"epsilon":0.2,"fallback":"divided","fetch_mean_ns":0.0,"interval_ns":142857143,"streak":"global","think_mean_ns":0.0}}"#,
+        r#"{"ev":"header","version":1,"source":"sim","scenario":"split-bucket","backend":"local_divided","seed":54,"processes":8,"rate":7.0,"burst":2,"multiplier_cap":8.0,"backend_detail":{"arrival_rate":0.7,"backoff":"per_process","backoff_factor":2.0,"decay_after":10,"epsilon":0.2,"fetch_mean_ns":54164353.383747935,"interval_ns":1142857143,"think_mean_ns":0.0}}"#,
+        r#"{"ev":"header","version":1,"source":"sim","scenario":"kill-holder-claim-row","backend":"claim_row","seed":1,"processes":4,"rate":7.0,"burst":2,"multiplier_cap":8.0,"backend_detail":{"arrival_rate":null,"backoff_factor":2.0,"decay_after":10,"epsilon":0.2,"fallback":"fail_closed","fetch_mean_ns":209205571.9817434,"lock_use":"concurrency","locks":2,"poll_ns":100000000,"think_mean_ns":0.0}}"#,
+        r#"{"ev":"header","version":1,"source":"sim","scenario":"redis-lock-kill","backend":"redis_lock","seed":1,"processes":4,"rate":7.0,"burst":2,"multiplier_cap":8.0,"backend_detail":{"arrival_rate":null,"backoff_factor":2.0,"decay_after":10,"epsilon":0.2,"fallback":"uncapped","fetch_mean_ns":324986120.3024876,"interval_ns":500000000,"locks":1,"max_wait_ns":900000000000,"poll_ns":2000000000,"think_mean_ns":0.0,"ttl_ns":60000000000,"walk":40}}"#,
+    ];
+
+    /// Today's header JSON reads, and writes back byte for byte; the typed part holds what the
+    /// checkers read, and the rest stays opaque.
+    #[test]
+    fn todays_headers_write_back_byte_for_byte() {
+        for line in TODAYS_HEADERS {
+            let h: Header = serde_json::from_str(line).unwrap();
+            assert_eq!(serde_json::to_string(&h).unwrap(), line);
+            let d = &h.backend_detail;
+            assert_eq!(d.backoff_factor, Some(2.0));
+            assert_eq!(d.decay_after, Some(10));
+            assert_eq!(d.epsilon, Some(0.2));
+            assert_eq!(d.think_mean_ns, Some(0.0));
+            assert!(d.fetch_mean_ns.is_some());
+            assert!(
+                d.other
+                    .keys()
+                    .all(|k| !TYPED.contains(&k.as_str()) || d.other[k].is_null())
+            );
+        }
+        let d = |i: usize| {
+            serde_json::from_str::<Header>(TODAYS_HEADERS[i])
+                .unwrap()
+                .backend_detail
+        };
+        let advisory = d(0);
+        assert_eq!(advisory.locks, Some(2));
+        assert_eq!(advisory.lock_use, Some(LockUse::FakeRate));
+        assert_eq!(advisory.fallback, Some(StoreFallback::FailClosed));
+        assert_eq!(advisory.dead_holder_release(), Some(("detect_dead", 5_000_000_000)));
+        assert_eq!(advisory.arrival_rate, None);
+        assert_eq!(advisory.other["arrival_rate"], Value::Null, "null stays where it was");
+        assert_eq!(advisory.other["hold_ns"], 250_000_000, "opaque");
+        assert_eq!(d(2).gcra_burst(), 1);
+        assert_eq!(d(3).arrival_rate, Some(0.7));
+        let redis_lock = d(5);
+        assert_eq!(redis_lock.fallback, Some(StoreFallback::Uncapped));
+        assert_eq!(redis_lock.walk_fetches(), Some(40));
+        assert_eq!(redis_lock.dead_holder_release(), Some(("ttl", 60_000_000_000)));
+        assert_eq!(redis_lock.lock_count(), 1);
+    }
+
+    const TYPED: [&str; 14] = [
+        "backoff_factor",
+        "decay_after",
+        "epsilon",
+        "think_mean_ns",
+        "fetch_mean_ns",
+        "arrival_rate",
+        "burst",
+        "fallback",
+        "cap",
+        "locks",
+        "lock_use",
+        "walk",
+        "detect_dead_ns",
+        "ttl_ns",
+    ];
+
+    /// What a producer builds is what reading its bytes gives, and the settings are written as
+    /// the simulator always wrote them (a closed loop's `arrival_rate` as `null`).
+    #[test]
+    fn a_producers_detail_is_what_reading_it_gives() {
+        let settings = ScenarioSettings {
+            backoff_factor: 2.0,
+            decay_after: 10,
+            epsilon: 0.2,
+            think_mean_ns: 0.0,
+            fetch_mean_ns: 0.0,
+            arrival_rate: None,
+        };
+        let options = serde_json::json!({"burst": 1, "fallback": "divided", "interval_ns": 142857143});
+        let d = Detail::new(options, settings);
+        let json = serde_json::to_string(&d).unwrap();
+        assert_eq!(
+            json,
+            r#"{"arrival_rate":null,"backoff_factor":2.0,"burst":1,"decay_after":10,"epsilon":0.2,"fallback":"divided","fetch_mean_ns":0.0,"interval_ns":142857143,"think_mean_ns":0.0}"#
+        );
+        assert_eq!(serde_json::from_str::<Detail>(&json).unwrap(), d);
+        assert_eq!(d.fallback, Some(StoreFallback::Divided));
+        let open = Detail::new(
+            serde_json::json!({}),
+            ScenarioSettings {
+                arrival_rate: Some(0.5),
+                ..settings
+            },
+        );
+        assert_eq!(open.arrival_rate, Some(0.5));
+        assert!(!open.other.contains_key("arrival_rate"));
+    }
+
+    /// A hand-written detail may state little or nothing; the defaults are the ones the fields
+    /// state. A typed key of the wrong type is an error, not a silent default.
+    #[test]
+    fn absent_keys_and_wrong_types() {
+        let d: Detail = serde_json::from_str("{}").unwrap();
+        assert_eq!(d, Detail::default());
+        assert_eq!(serde_json::to_string(&d).unwrap(), "{}");
+        assert_eq!((d.gcra_burst(), d.lock_count(), d.fallback_cap(4)), (1, 1, 3));
+        assert_eq!((d.walk_fetches(), d.dead_holder_release()), (None, None));
+        let d: Detail = serde_json::from_str(r#"{"cap":3,"in_transaction":{"hold":"500ms"},"locks":0}"#).unwrap();
+        assert_eq!((d.fallback_cap(4), d.lock_count()), (3, 1));
+        assert_eq!(d.other.len(), 1);
+        for bad in [
+            r#"{"locks":"two"}"#,
+            r#"{"locks":2.5}"#,
+            r#"{"fallback":"sideways"}"#,
+            "[]",
+        ] {
+            let e = serde_json::from_str::<Detail>(bad).unwrap_err().to_string();
+            assert!(bad == "[]" || e.contains("backend_detail."), "{bad}: {e}");
+        }
+    }
+}
