@@ -78,7 +78,8 @@ pub struct Scenario {
     /// The destination. Default: answers 200 instantly, no limit of its own.
     #[serde(default)]
     pub destination: DestinationCfg,
-    /// The backoff schedule. Default: factor 2, cap 8, decay after 10 clean responses.
+    /// The backoff schedule. Default: factor 2, cap 8, decay after 10 clean responses (all three
+    /// pacesim's choices: the records give no values).
     #[serde(default)]
     pub backoff: BackoffCfg,
     /// Checker settings.
@@ -199,7 +200,8 @@ pub struct DestinationCfg {
     pub p503: f64,
 }
 
-/// `[backoff]`: the records' schedule.
+/// `[backoff]`: the records' schedule (429/503 multiply the interval, a clean streak divides
+/// it); the values are pacesim's defaults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackoffCfg {

@@ -37,9 +37,11 @@ pub enum Status {
 }
 
 impl Status {
-    /// Classifies an HTTP status code: 429 and 503 are rate pressure, any other code below 500
-    /// (including 4xx such as 404: the destination answered normally) is clean, and any other
-    /// 5xx (or a code above 599) is an [`Error`](Status::Error).
+    /// Classifies an HTTP status code: 429 and 503 are rate pressure (the records' "429/503
+    /// semantics" of #644), any other code below 500 (including 4xx such as 404: the
+    /// destination answered normally) is clean, and any other 5xx (or a code above 599) is an
+    /// [`Error`](Status::Error). Which codes are clean and which reset the streak is pacesim's
+    /// reading: the records name only 429 and 503.
     pub fn from_http(code: u16) -> Self {
         match code {
             429 => Status::TooManyRequests,
@@ -143,9 +145,9 @@ impl BackoffConfig {
 }
 
 impl Default for BackoffConfig {
-    /// `factor = 2.0`, `cap = 8.0`, `decay_after = 10`. The factor and cap are the design
-    /// records' example values; `decay_after` is pacesim's choice (the records do not state
-    /// theirs).
+    /// `factor = 2.0`, `cap = 8.0`, `decay_after = 10`: all three are pacesim's choices. The
+    /// records say only that 429/503 throttle the pass and that a clean streak decays it
+    /// (#644's schedule, whose values they do not give).
     fn default() -> Self {
         Self {
             factor: 2.0,
