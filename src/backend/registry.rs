@@ -128,6 +128,9 @@ pub struct BackendSpec {
     pub ops: &'static dyn Ops,
     /// Its live adapter: the real store operation, run by live workers. `None`: simulator only.
     pub live: Option<&'static dyn crate::live::adapter::LiveSpec>,
+    /// The colour every plot draws it in (RGB; from a colour-blind-aware categorical palette).
+    /// `None`: a colour derived from the name.
+    pub colour: Option<(u8, u8, u8)>,
 }
 
 impl std::fmt::Debug for BackendSpec {
@@ -169,6 +172,7 @@ pub static REGISTRY: &[BackendSpec] = &[
         defective: false,
         ops: &OpsOf::<row::RowOptions>::NEW,
         live: Some(&live::ROW),
+        colour: Some((31, 119, 180)), // blue
     },
     BackendSpec {
         name: "shared_cache",
@@ -176,6 +180,7 @@ pub static REGISTRY: &[BackendSpec] = &[
         defective: false,
         ops: &OpsOf::<shared_cache::SharedCacheOptions>::NEW,
         live: Some(&live::SHARED_CACHE),
+        colour: Some((44, 160, 44)), // green
     },
     BackendSpec {
         name: "redis_gcra",
@@ -183,6 +188,7 @@ pub static REGISTRY: &[BackendSpec] = &[
         defective: false,
         ops: &OpsOf::<redis_gcra::RedisGcraOptions>::NEW,
         live: Some(&live::REDIS_GCRA),
+        colour: Some((188, 170, 34)), // olive
     },
     BackendSpec {
         name: "local_divided",
@@ -190,6 +196,7 @@ pub static REGISTRY: &[BackendSpec] = &[
         defective: false,
         ops: &OpsOf::<local_divided::LocalDividedOptions>::NEW,
         live: Some(&live::LOCAL_DIVIDED),
+        colour: Some((23, 190, 207)), // cyan
     },
     BackendSpec {
         name: "advisory",
@@ -197,6 +204,7 @@ pub static REGISTRY: &[BackendSpec] = &[
         defective: false,
         ops: &OpsOf::<advisory::AdvisoryOptions>::NEW,
         live: Some(&live::ADVISORY),
+        colour: Some((148, 103, 189)), // purple
     },
     BackendSpec {
         name: "claim_row",
@@ -204,6 +212,7 @@ pub static REGISTRY: &[BackendSpec] = &[
         defective: true,
         ops: &OpsOf::<claim_row::ClaimRowOptions>::NEW,
         live: Some(&live::CLAIM_ROW),
+        colour: Some((140, 86, 75)), // brown
     },
     BackendSpec {
         name: "redis_lock",
@@ -211,6 +220,7 @@ pub static REGISTRY: &[BackendSpec] = &[
         defective: false,
         ops: &OpsOf::<redis_lock::RedisLockOptions>::NEW,
         live: Some(&live::REDIS_LOCK),
+        colour: Some((227, 119, 194)), // pink
     },
     BackendSpec {
         name: "local",
@@ -218,6 +228,7 @@ pub static REGISTRY: &[BackendSpec] = &[
         defective: true,
         ops: &OpsOf::<local::LocalOptions>::NEW,
         live: Some(&live::LOCAL),
+        colour: Some((214, 39, 40)), // red
     },
 ];
 

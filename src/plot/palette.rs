@@ -1,27 +1,16 @@
 //! One colour per backend, the same in every plot of every report.
 //!
-//! The known backends have fixed colours (a colour-blind-aware categorical palette); any other
-//! name gets a deterministic colour from a hash of the name, so a backend added tomorrow is
-//! still drawn the same way in every figure and every run.
+//! Each backend of the registry has a fixed colour (its entry's `colour`, from a
+//! colour-blind-aware categorical palette); any other name (a backend of your own) gets a
+//! deterministic colour from a hash of the name, so it is drawn the same way in every figure and
+//! every run.
 
 use plotters::style::RGBColor;
 
-/// The fixed palette, by backend name.
-pub const KNOWN: &[(&str, RGBColor)] = &[
-    ("row", RGBColor(31, 119, 180)),           // blue
-    ("local", RGBColor(214, 39, 40)),          // red
-    ("shared_cache", RGBColor(44, 160, 44)),   // green
-    ("advisory", RGBColor(148, 103, 189)),     // purple
-    ("claim_row", RGBColor(140, 86, 75)),      // brown
-    ("redis_lock", RGBColor(227, 119, 194)),   // pink
-    ("redis_gcra", RGBColor(188, 170, 34)),    // olive
-    ("local_divided", RGBColor(23, 190, 207)), // cyan
-];
-
-/// The colour of `backend`.
+/// The colour of `backend`: its registry entry's, else one derived from its name.
 pub fn colour(backend: &str) -> RGBColor {
-    if let Some((_, c)) = KNOWN.iter().find(|(n, _)| *n == backend) {
-        return *c;
+    if let Some((r, g, b)) = crate::backend::spec(backend).and_then(|s| s.colour) {
+        return RGBColor(r, g, b);
     }
     // FNV-1a of the name -> a hue; mid saturation and lightness keep it readable on white.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -70,7 +59,11 @@ mod tests {
         assert_eq!(colour("row"), RGBColor(31, 119, 180));
         let a = colour("some_future_backend");
         assert_eq!(a, colour("some_future_backend"));
-        assert!(KNOWN.iter().all(|(_, c)| *c != a));
+        assert!(
+            crate::backend::REGISTRY
+                .iter()
+                .all(|s| s.colour.map(|(r, g, b)| RGBColor(r, g, b)) != Some(a))
+        );
         assert_eq!(tint(RGBColor(0, 0, 0), 1.0), RGBColor(255, 255, 255));
         assert_eq!(hsl(0.0, 1.0, 0.5), RGBColor(255, 0, 0));
     }
