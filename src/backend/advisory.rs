@@ -24,7 +24,7 @@
 use crate::backend::fallback::FallbackCfg;
 use crate::backend::lockset::{LockOp, LockProcess, LockReply, LockTable, LockUse, Protocol, Release};
 use crate::backend::options::{self, Fallback, OptionError};
-use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreSide};
+use crate::backend::{Backend, Served, Session, StoreCx, StoreSide};
 use crate::clock::Reading;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
@@ -95,7 +95,7 @@ impl Advisory {
 impl Backend for Advisory {
     type Op = LockOp;
     type Reply = LockReply;
-    type Process = AdvisoryProcess;
+    type Process = LockProcess;
     type Store = AdvisoryStore;
 
     fn name(&self) -> &str {
@@ -115,11 +115,10 @@ impl Backend for Advisory {
         })
     }
 
-    fn process(&self, pid: u32) -> AdvisoryProcess {
-        AdvisoryProcess {
-            pid,
-            lock: LockProcess::new(self.proto, Release::Marked, &self.fallback),
-        }
+    fn process(&self, pid: u32) -> LockProcess {
+        // unlocked after the fetch (`concurrency`) or after the hold (`fake_rate`); an unlock
+        // cut short is sent again by the next acquire
+        LockProcess::new(pid, self.proto, Release::Marked, &self.fallback)
     }
 
     fn store(&self) -> AdvisoryStore {
@@ -189,36 +188,5 @@ impl StoreSide for AdvisoryStore {
 
     fn on_store_restart(&mut self, cx: &mut StoreCx) {
         self.locks.clear(cx, ReleaseReason::StoreRestart);
-    }
-}
-
-/// One process's side: the lock protocol, releasing after the fetch (or after a fake-rate
-/// hold).
-#[derive(Debug)]
-pub struct AdvisoryProcess {
-    pid: u32,
-    lock: LockProcess,
-}
-
-impl ProcessSide for AdvisoryProcess {
-    type Op = LockOp;
-    type Reply = LockReply;
-
-    fn acquire(&mut self, _cx: &mut ProcCx) -> Step<LockOp> {
-        self.lock.acquire(self.pid)
-    }
-
-    fn on_reply(&mut self, cx: &mut ProcCx, op: &LockOp, reply: LockReply) -> Step<LockOp> {
-        self.lock.on_reply(cx, op, reply)
-    }
-
-    fn on_store_error(&mut self, cx: &mut ProcCx, op: &LockOp) -> Step<LockOp> {
-        self.lock.on_store_error(cx, op)
-    }
-
-    fn after_fetch(&mut self, cx: &mut ProcCx, _status: u16) -> Step<LockOp> {
-        // Unlocked now (`concurrency`) or after the hold (`fake_rate`); an unlock cut short
-        // is sent again by the next acquire.
-        self.lock.after_fetch(cx.t)
     }
 }

@@ -16,7 +16,7 @@
 use crate::backend::fallback::FallbackCfg;
 use crate::backend::lockset::{LockOp, LockProcess, LockReply, LockTable, LockUse, Protocol, Release};
 use crate::backend::options::{self, Fallback, OptionError};
-use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreSide};
+use crate::backend::{Backend, Served, Session, StoreCx, StoreSide};
 use crate::clock::Reading;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
@@ -68,7 +68,7 @@ impl ClaimRow {
 impl Backend for ClaimRow {
     type Op = LockOp;
     type Reply = LockReply;
-    type Process = ClaimRowProcess;
+    type Process = LockProcess;
     type Store = ClaimRowStore;
 
     fn name(&self) -> &str {
@@ -79,11 +79,9 @@ impl Backend for ClaimRow {
         serde_json::json!({ "locks": self.proto.k, "lock_use": "concurrency", "poll_ns": self.proto.poll.0, "fallback": self.fallback.mode_name() })
     }
 
-    fn process(&self, pid: u32) -> ClaimRowProcess {
-        ClaimRowProcess {
-            pid,
-            lock: LockProcess::new(self.proto, Release::Once, &self.fallback),
-        }
+    fn process(&self, pid: u32) -> LockProcess {
+        // released at once (a claim is only ever a concurrency slot), and only once
+        LockProcess::new(pid, self.proto, Release::Once, &self.fallback)
     }
 
     fn store(&self) -> ClaimRowStore {
@@ -113,33 +111,4 @@ impl StoreSide for ClaimRowStore {
         }
     }
     // A crash leaves the claim: no hook. The holder's work ends; its claim does not.
-}
-
-/// One process's side: claim, fetch, release once.
-#[derive(Debug)]
-pub struct ClaimRowProcess {
-    pid: u32,
-    lock: LockProcess,
-}
-
-impl ProcessSide for ClaimRowProcess {
-    type Op = LockOp;
-    type Reply = LockReply;
-
-    fn acquire(&mut self, _cx: &mut ProcCx) -> Step<LockOp> {
-        self.lock.acquire(self.pid)
-    }
-
-    fn on_reply(&mut self, cx: &mut ProcCx, op: &LockOp, reply: LockReply) -> Step<LockOp> {
-        self.lock.on_reply(cx, op, reply)
-    }
-
-    fn on_store_error(&mut self, cx: &mut ProcCx, op: &LockOp) -> Step<LockOp> {
-        self.lock.on_store_error(cx, op)
-    }
-
-    fn after_fetch(&mut self, cx: &mut ProcCx, _status: u16) -> Step<LockOp> {
-        // Released at once (a claim is only ever a concurrency slot), and only once.
-        self.lock.after_fetch(cx.t)
-    }
 }

@@ -13,7 +13,7 @@
 //! *store's* reason and the holder's own end is reported again).
 
 use crate::backend::fallback::{FallbackCfg, ProcFallback};
-use crate::backend::{ProcCx, Session, Step, StoreCx, StoreOp, StoreReply};
+use crate::backend::{ProcCx, ProcessSide, Session, Step, StoreCx, StoreOp, StoreReply};
 use crate::time::{Instant, Nanos};
 use crate::trace::{Event, OpKind, ReleaseReason};
 use serde::{Deserialize, Serialize};
@@ -192,9 +192,11 @@ pub enum Release {
     Once,
 }
 
-/// One process's side of the protocol: the lock it believes it holds, and its fallback.
+/// One process's side of the protocol: the lock it believes it holds, and its fallback. The
+/// process side of `advisory` and `claim_row` (they differ in how they release).
 #[derive(Debug)]
 pub struct LockProcess {
+    pid: u32,
     proto: Protocol,
     release: Release,
     fallback: ProcFallback,
@@ -209,9 +211,10 @@ pub struct LockProcess {
 }
 
 impl LockProcess {
-    /// A process holding nothing, outside fallback.
-    pub fn new(proto: Protocol, release: Release, fallback: &FallbackCfg) -> LockProcess {
+    /// Process `pid`, holding nothing, outside fallback.
+    pub fn new(pid: u32, proto: Protocol, release: Release, fallback: &FallbackCfg) -> LockProcess {
         LockProcess {
+            pid,
             proto,
             release,
             fallback: fallback.fresh(),
@@ -225,13 +228,13 @@ impl LockProcess {
     /// The process wants a lock: a fresh round of tries from its first lock, unless it is still
     /// releasing the last one (woken after a fake-rate hold, or a job that began while an
     /// unlock was cut short), which it unlocks first.
-    pub fn acquire(&mut self, pid: u32) -> Step<LockOp> {
+    fn want(&mut self) -> Step<LockOp> {
         match self.held {
             Some(lock) if self.releasing => Step::Send(LockOp::Unlock { lock }),
             _ => {
                 self.tried = 0;
                 Step::Send(LockOp::TryLock {
-                    lock: self.proto.first(pid),
+                    lock: self.proto.first(self.pid),
                 })
             }
         }
@@ -239,7 +242,7 @@ impl LockProcess {
 
     /// The store answered `op`: an unlock ends the job; a try either got a lock (fetch now),
     /// moves on to the next lock, or polls again after a full round.
-    pub fn on_reply(&mut self, cx: &mut ProcCx, op: &LockOp, reply: LockReply) -> Step<LockOp> {
+    fn replied(&mut self, cx: &mut ProcCx, op: &LockOp, reply: LockReply) -> Step<LockOp> {
         self.fallback.on_success(cx);
         match *op {
             LockOp::Unlock { .. } => self.released(),
@@ -274,7 +277,7 @@ impl LockProcess {
 
     /// The store failed `op`: a failed unlock ends the job (what the store does with the
     /// lock is its own side's business); a failed try falls back.
-    pub fn on_store_error(&mut self, cx: &mut ProcCx, op: &LockOp) -> Step<LockOp> {
+    fn failed(&mut self, cx: &mut ProcCx, op: &LockOp) -> Step<LockOp> {
         match op {
             LockOp::Unlock { .. } => self.released(),
             LockOp::TryLock { .. } => self.fallback.on_error(cx, 1.0),
@@ -283,7 +286,7 @@ impl LockProcess {
 
     /// After the fetch: release as [`Release`] says. A fallback fetch held no lock: the job
     /// ends.
-    pub fn after_fetch(&mut self, t: Instant) -> Step<LockOp> {
+    fn release_after_fetch(&mut self, t: Instant) -> Step<LockOp> {
         let Some(lock) = self.held else {
             return Step::Done;
         };
@@ -302,5 +305,26 @@ impl LockProcess {
                 }
             }
         }
+    }
+}
+
+impl ProcessSide for LockProcess {
+    type Op = LockOp;
+    type Reply = LockReply;
+
+    fn acquire(&mut self, _cx: &mut ProcCx) -> Step<LockOp> {
+        self.want()
+    }
+
+    fn on_reply(&mut self, cx: &mut ProcCx, op: &LockOp, reply: LockReply) -> Step<LockOp> {
+        self.replied(cx, op, reply)
+    }
+
+    fn on_store_error(&mut self, cx: &mut ProcCx, op: &LockOp) -> Step<LockOp> {
+        self.failed(cx, op)
+    }
+
+    fn after_fetch(&mut self, cx: &mut ProcCx, _status: u16) -> Step<LockOp> {
+        self.release_after_fetch(cx.t)
     }
 }

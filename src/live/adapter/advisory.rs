@@ -1,7 +1,7 @@
 //! `advisory` live: `pg_try_advisory_lock` / `pg_advisory_unlock` on the worker's own session,
 //! keyed per run ([`crate::live::pg::advisory_key`]).
 
-use super::{Executed, LiveStore, Open, PgLink, Served, StoreFailure, StoreUse, pg_failure};
+use super::{Executed, LiveStore, Open, PgLink, StoreFailure, StoreUse, pg_failure};
 use crate::backend::advisory::Advisory;
 use crate::backend::lockset::{LockOp, LockReply};
 use crate::live::pg;
@@ -25,22 +25,13 @@ impl LiveStore for AdvisorySql {
         match *op {
             LockOp::TryLock { lock } => {
                 let (taken, at) = pg::advisory_try(&rc.client, &schema, lock).await.map_err(pg_failure)?;
-                Ok(if taken {
-                    Executed::reply(LockReply::Locked { lock }).with(Served::LockAcquired { lock, at: at * 1000 })
-                } else {
-                    Executed::reply(LockReply::Busy)
-                })
+                Ok(Executed::tried(taken, lock, at))
             }
             LockOp::Unlock { lock } => {
                 let (mine, at) = pg::advisory_unlock(&rc.client, &schema, lock)
                     .await
                     .map_err(pg_failure)?;
-                let e = Executed::reply(LockReply::Unlocked);
-                Ok(if mine {
-                    e.with(Served::LockReleased { lock, at: at * 1000 })
-                } else {
-                    e
-                })
+                Ok(Executed::unlocked(mine, lock, at))
             }
         }
     }

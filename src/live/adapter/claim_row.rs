@@ -1,7 +1,7 @@
 //! `claim_row` live: claim and release a slot row (`UPDATE ... WHERE holder IS NULL`); the
 //! holder id is the worker's session.
 
-use super::{Executed, LiveStore, Open, PgLink, Served, StoreFailure, StoreUse, pg_failure};
+use super::{Executed, LiveStore, Open, PgLink, StoreFailure, StoreUse, pg_failure};
 use crate::backend::claim_row::ClaimRow;
 use crate::backend::lockset::{LockOp, LockReply};
 use crate::live::pg;
@@ -30,23 +30,16 @@ impl LiveStore for ClaimSql {
                     .await
                     .map_err(pg_failure)?
                 {
-                    Some((true, at)) => {
-                        Executed::reply(LockReply::Locked { lock }).with(Served::LockAcquired { lock, at: at * 1000 })
-                    }
+                    Some((true, at)) => Executed::tried(true, lock, at),
                     Some((false, _)) => Executed::reply(LockReply::Locked { lock }),
-                    None => Executed::reply(LockReply::Busy),
+                    None => Executed::tried(false, lock, 0),
                 },
             ),
             LockOp::Unlock { lock } => {
                 let (mine, at) = pg::release(&rc.client, &schema, lock as i32, self.holder)
                     .await
                     .map_err(pg_failure)?;
-                let e = Executed::reply(LockReply::Unlocked);
-                Ok(if mine {
-                    e.with(Served::LockReleased { lock, at: at * 1000 })
-                } else {
-                    e
-                })
+                Ok(Executed::unlocked(mine, lock, at))
             }
         }
     }

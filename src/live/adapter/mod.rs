@@ -164,6 +164,28 @@ impl<R> Executed<R> {
     }
 }
 
+impl Executed<crate::backend::lockset::LockReply> {
+    /// The answer to a try: the lock `taken` at store time `at_us` (µs), or busy.
+    pub fn tried(taken: bool, lock: u32, at_us: i64) -> Self {
+        use crate::backend::lockset::LockReply;
+        if taken {
+            Executed::reply(LockReply::Locked { lock }).with(Served::LockAcquired { lock, at: at_us * 1000 })
+        } else {
+            Executed::reply(LockReply::Busy)
+        }
+    }
+
+    /// The answer to an unlock: a store-side release only if the lock was still `mine`.
+    pub fn unlocked(mine: bool, lock: u32, at_us: i64) -> Self {
+        let e = Executed::reply(crate::backend::lockset::LockReply::Unlocked);
+        if mine {
+            e.with(Served::LockReleased { lock, at: at_us * 1000 })
+        } else {
+            e
+        }
+    }
+}
+
 /// A backend's store side, for real: one worker's connection.
 #[allow(async_fn_in_trait)] // run on one worker's single-threaded runtime: no Send bound needed
 pub trait LiveStore {

@@ -1,7 +1,7 @@
 //! `redis_lock` live: `SET key token NX PX ttl` and a compare-and-delete script on Redis
 //! ([`crate::live::redis`]); the token is the worker's session (`pid:incarnation`).
 
-use super::{Executed, LiveStore, Open, RedisLink, Served, StoreFailure, StoreUse, redis_failure};
+use super::{Executed, LiveStore, Open, RedisLink, StoreFailure, StoreUse, redis_failure};
 use crate::backend::lockset::{LockOp, LockReply};
 use crate::backend::redis_lock::RedisLock;
 use crate::live::proto::WorkerSpec;
@@ -28,16 +28,12 @@ impl LiveStore for LockScript {
         match *op {
             LockOp::TryLock { lock } => {
                 let (taken, at) = lredis::lock_try(con, &key, &token, ttl_ms).map_err(redis_failure)?;
-                if taken {
-                    Ok(Executed::reply(LockReply::Locked { lock }).with(Served::LockAcquired { lock, at: at * 1000 }))
-                } else {
-                    Ok(Executed::reply(LockReply::Busy))
-                }
+                Ok(Executed::tried(taken, lock, at))
             }
             LockOp::Unlock { lock } => {
                 let (_, at) = lredis::lock_release(con, &key, &token).map_err(redis_failure)?;
                 // The walk (the critical section) is over, whether or not the key was ours.
-                Ok(Executed::reply(LockReply::Unlocked).with(Served::LockReleased { lock, at: at * 1000 }))
+                Ok(Executed::unlocked(true, lock, at))
             }
         }
     }
