@@ -126,8 +126,9 @@ pub struct Worker<P> {
     pub job_start: Instant,
     /// Kills armed for this process, in arming order (they outlive an incarnation).
     pub armed: Vec<Armed>,
-    /// The backend's process side (a restart builds a fresh one).
-    pub process: P,
+    /// The backend's process side (a restart builds a fresh one). Boxed: the loop's own
+    /// fields stay together in few cache lines, whatever the size of a backend's state.
+    pub process: Box<P>,
 }
 
 impl<P: ProcessSide> Worker<P> {
@@ -147,7 +148,7 @@ impl<P: ProcessSide> Worker<P> {
             job_seq: 0,
             job_start: Instant::ZERO,
             armed: Vec::new(),
-            process,
+            process: Box::new(process),
         }
     }
 

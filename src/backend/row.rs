@@ -24,7 +24,8 @@
 //!   so the row lock is held until it commits and every other reserver waits behind it:
 //!   throughput falls to about 1 / hold.
 //! - **Store failure:** the process falls back ([`super::fallback`]), logging the switch; it
-//!   paces its fallback by its own multiplier, or the shared one it last read.
+//!   paces its fallback by its own multiplier, or the shared one its last report was answered
+//!   with.
 //! - **SIGKILL leaves:** at most one reserved-but-unused slot: the pace is at most one interval
 //!   ahead, and self-heals within one interval. No claim, nothing to reconcile. (Killed inside
 //!   an open transaction, the update is rolled back when the store notices the session died.)
@@ -137,15 +138,13 @@ impl StoreOp for PaceOp {
 /// The store's answer to a [`PaceOp`].
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub enum PaceReply {
-    /// A slot, in the authority's clock frame, that clock's reading when it granted, and the
-    /// multiplier the statement applied (`RETURNING ... backoff_multiplier`).
+    /// A slot, in the authority's clock frame, and that clock's reading when it granted.
+    // (kept to two words: a simulator event carries it, and events fit one cache line)
     Slot {
         /// The slot.
         slot: Reading,
         /// The authority's `now`.
         now: Reading,
-        /// The multiplier applied.
-        multiplier: f64,
     },
     /// Shared backoff state after a report.
     Backoff(BackoffReply),
@@ -316,11 +315,7 @@ impl StoreSide for RowStore {
                 let hold = self.in_transaction.as_ref().map_or(Nanos::ZERO, |d| d.sample(cx.rng));
                 self.open_tx = (hold.0 > 0).then_some((from, before, cx.t + hold));
                 Served {
-                    reply: PaceReply::Slot {
-                        slot,
-                        now,
-                        multiplier: m,
-                    },
+                    reply: PaceReply::Slot { slot, now },
                     hold,
                 }
             }
@@ -348,8 +343,8 @@ pub struct RowProcess {
     wait: WaitMode,
     backoff: LocalBackoff,
     fallback: ProcFallback,
-    // The shared multiplier as the store last reported it (what paces a fallback when the
-    // multiplier is kept in the store).
+    // The shared multiplier as the store last reported it (the answer to its last report):
+    // what paces a fallback when the multiplier is kept in the store.
     shared_multiplier: f64,
 }
 
@@ -367,10 +362,7 @@ impl ProcessSide for RowProcess {
     fn on_reply(&mut self, cx: &mut ProcCx, _op: &PaceOp, reply: PaceReply) -> Step<PaceOp> {
         self.fallback.on_success(cx);
         match reply {
-            PaceReply::Slot { slot, now, multiplier } => {
-                if self.backoff.own_multiplier().is_none() {
-                    self.shared_multiplier = multiplier;
-                }
+            PaceReply::Slot { slot, now } => {
                 let wake: Instant = match (self.wait, self.clock) {
                     (WaitMode::Relative, ClockSource::Store) => cx.after_mono(Nanos((slot - now).max(0) as u64)),
                     (WaitMode::Relative, ClockSource::ProcessMonotonic) => {

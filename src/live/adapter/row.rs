@@ -53,7 +53,7 @@ fn slot_reply(g: Granted, on_process_clock: bool) -> Executed<PaceReply> {
             multiplier,
         }
     };
-    Executed::reply(PaceReply::Slot { slot, now, multiplier }).with(served)
+    Executed::reply(PaceReply::Slot { slot, now }).with(served)
 }
 
 /// A backoff update's reply and its multiplier change.
