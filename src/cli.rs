@@ -85,14 +85,14 @@ pub enum Command {
     /// List every backend with a one-line summary.
     Backends,
     /// The defect matrix: every scenario x every backend it compares, against every property;
-    /// compared with `sims/expected-matrix.toml` (exit 1 on any difference).
+    /// compared with `tests/expected-matrix.toml` (exit 1 on any difference).
     Matrix {
         /// Scenario files; default: every sims/*.toml.
         files: Vec<PathBuf>,
         /// Seeds per run (the scenario's seed, seed + 1, ...); a cell fails if any seed fails.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         cases: u64,
-        /// The expected matrix; default `sims/expected-matrix.toml` when it exists.
+        /// The expected matrix; default `tests/expected-matrix.toml` when it exists.
         #[arg(long)]
         expected: Option<PathBuf>,
         /// Print one JSON object (columns, rows, mismatches) instead of the table.

@@ -6,7 +6,7 @@
 //! With `--cases N` each run is repeated with the scenario's seed, seed + 1, ..., seed + N - 1; a
 //! cell fails if any seed fails (its witness names the seed).
 //!
-//! `sims/expected-matrix.toml` states, from the design records' reasoning, which properties
+//! `tests/expected-matrix.toml` states, from the design records' reasoning, which properties
 //! each run must break; every property it does not list must pass (or not apply):
 //!
 //! ```toml
@@ -27,6 +27,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+/// Where `pacesim matrix` finds the expected matrix by default (relative to the working
+/// directory): beside the tests that compare with it, not among the scenarios in `sims/`.
+pub const DEFAULT_EXPECTED: &str = "tests/expected-matrix.toml";
 
 /// The properties, in column order (every checker verdict name).
 pub const PROPERTIES: &[&str] = &[
@@ -201,7 +205,7 @@ pub struct Expectation {
     pub why: String,
 }
 
-/// `sims/expected-matrix.toml`: scenario name -> backend -> expectation.
+/// `tests/expected-matrix.toml`: scenario name -> backend -> expectation.
 pub type Expected = BTreeMap<String, BTreeMap<String, Expectation>>;
 
 /// Read and check an expected-matrix file.
@@ -426,11 +430,11 @@ impl MatrixOutcome {
 }
 
 /// `pacesim matrix`: load `files` (default: every `sims/*.toml`) and `expected` (default:
-/// `sims/expected-matrix.toml` when it exists), run the matrix with `cases` seeds per run,
+/// `tests/expected-matrix.toml` when it exists), run the matrix with `cases` seeds per run,
 /// and compare.
 pub fn evaluate(files: Vec<PathBuf>, cases: u64, expected: Option<&Path>) -> Result<MatrixOutcome, MatrixError> {
     let scenarios = crate::run::scenarios(files)?;
-    let default = Path::new("sims/expected-matrix.toml");
+    let default = Path::new(DEFAULT_EXPECTED);
     let path = expected.or_else(|| default.exists().then_some(default));
     let exp = path.map(load_expected).transpose()?;
     let matrix = run(&scenarios, cases)?;

@@ -46,7 +46,6 @@ fn every_scenario() -> Vec<Scenario> {
     files
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with("expected"))
         .map(|p| Scenario::load(&p).unwrap())
         .collect()
 }
