@@ -152,9 +152,15 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Run only the runs numbered i modulo n (`--shard 0/4` .. `3/4`); combine the shards'
-        /// outputs with `pacesim merge`.
+        /// outputs with `pacesim merge`. Without it the shard comes from the scheduler:
+        /// JOB_COMPLETION_INDEX (Kubernetes Indexed Job, with `--shards`) or
+        /// SLURM_ARRAY_TASK_ID (Slurm array); neither means the whole sweep.
         #[arg(long)]
         shard: Option<String>,
+        /// The shard count when the index comes from the scheduler (a Kubernetes Indexed Job's
+        /// completions); also `PACESIM_SHARDS`. Slurm arrays give it as SLURM_ARRAY_TASK_COUNT.
+        #[arg(long)]
+        shards: Option<u64>,
     },
     /// Combine the outputs of `sweep --shard` runs into the whole sweep's outputs.
     Merge {
@@ -249,13 +255,15 @@ pub fn main_with(cli: Cli) -> i32 {
             seeds,
             out,
             shard,
-        } => match sweep::sweep_file(&file, &grid, seeds, out.as_deref(), shard.as_deref()) {
+            shards,
+        } => match sweep::sweep_file(&file, &grid, seeds, out.as_deref(), shard.as_deref(), shards) {
             Ok(s) => {
                 match s.manifest.shard {
                     Some(sh) => println!(
-                        "shard {}/{}: {} of {} runs written to {} (combine the shards with `pacesim merge`)",
+                        "shard {}/{} (from {}): {} of {} runs written to {} (combine the shards with `pacesim merge`)",
                         sh.index,
                         sh.count,
+                        s.shard_from.unwrap_or("--shard"),
                         s.rows.len(),
                         s.manifest.runs,
                         s.dir.display()
