@@ -15,12 +15,14 @@ simulate *ARGS:
 test:
     cargo test --release --all-targets
 
-# What CI runs: formatting, lints and docs with warnings denied, then the tests.
+# What CI runs: formatting, lints and docs with warnings denied, then the tests, then the
+# loom models (and their broken twins, which must be caught).
 ci:
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
     just test
+    just loom
 
 # Deeper property testing (2,000 cases per property).
 deep:

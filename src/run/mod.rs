@@ -141,6 +141,21 @@ pub fn scenarios(files: Vec<PathBuf>) -> Result<Vec<Scenario>, LoadError> {
     files.iter().map(|f| load_scenario(f)).collect()
 }
 
+/// The command that reproduces one run exactly: `pacesim run FILE --seed N --backend B` (the
+/// file quoted for a POSIX shell when it needs it).
+pub fn reproduce(file: &Path, seed: u64, backend: &str) -> String {
+    let f = file.display().to_string();
+    let plain = !f.is_empty()
+        && f.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '+' | ':' | '@' | ','));
+    let f = if plain {
+        f
+    } else {
+        format!("'{}'", f.replace('\'', "'\\''"))
+    };
+    format!("pacesim run {f} --seed {seed} --backend {backend}")
+}
+
 /// Why one run (`pacesim run`) or one trace check (`pacesim check`) gave no summary.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
