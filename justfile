@@ -17,12 +17,14 @@ test:
     cargo test --release --all-targets
     cargo test --release --doc
 
-# What CI runs: formatting, lints and docs with warnings denied, then the tests.
+# What CI runs: formatting, lints and docs with warnings denied, then the tests, then the
+# loom models (and their broken twins, which must be caught).
 ci:
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
     just test
+    just loom
 
 # Deeper property testing (2,000 cases per property).
 deep:
@@ -30,9 +32,12 @@ deep:
 
 # Engine events/s; R1-small and R1-large fetches/s against a bare event loop (the ratio);
 # property-suite rate; peak memory. `--quick`: each case once; `--only large`: R1-large only.
+# Then R1 as whole processes against the outside bare loop ../shared/bench/r1-bare (built with
+# pacesim's release settings; PROFILE=fat builds both with fat LTO, REPS=N repetitions).
 # Performance figures, release build.
 bench *ARGS:
     cargo bench --bench perf -- {{ARGS}}
+    benches/outside/r1-bare.sh
 
 # `just bench-scale --duration 60s` for a quick look.
 # 100,000 processes at 10,000/s for an hour of virtual time: wall time, peak memory (< 500 MB).

@@ -10,7 +10,7 @@
 use crate::live::{self, LiveOptions, conform};
 use crate::run::{self, compare};
 use crate::summary::Summary;
-use crate::{matrix, report, sweep};
+use crate::{junit, matrix, report, sweep};
 use clap::{Parser, Subcommand};
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -52,6 +52,10 @@ pub enum Command {
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
+        /// Also write JUnit XML here: one test case per scenario x backend x property, a
+        /// failure's message the checker's witness (with the command that reproduces it).
+        #[arg(long)]
+        junit: Option<PathBuf>,
     },
     /// Run the checkers on a trace file (from `run --trace` or a live run).
     Check {
@@ -81,23 +85,31 @@ pub enum Command {
         /// instead of tables.
         #[arg(long)]
         json: bool,
+        /// Also write JUnit XML here: one test case per scenario x backend x property, a
+        /// failure's message the checker's witness (with the command that reproduces it).
+        #[arg(long)]
+        junit: Option<PathBuf>,
     },
     /// List every backend with a one-line summary.
     Backends,
     /// The defect matrix: every scenario x every backend it compares, against every property;
-    /// compared with `sims/expected-matrix.toml` (exit 1 on any difference).
+    /// compared with `tests/expected-matrix.toml` (exit 1 on any difference).
     Matrix {
         /// Scenario files; default: every sims/*.toml.
         files: Vec<PathBuf>,
         /// Seeds per run (the scenario's seed, seed + 1, ...); a cell fails if any seed fails.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         cases: u64,
-        /// The expected matrix; default `sims/expected-matrix.toml` when it exists.
+        /// The expected matrix; default `tests/expected-matrix.toml` when it exists.
         #[arg(long)]
         expected: Option<PathBuf>,
         /// Print one JSON object (columns, rows, mismatches) instead of the table.
         #[arg(long)]
         json: bool,
+        /// Also write JUnit XML here: one test case per scenario x backend x property, a
+        /// failure's message the checker's witness (with the command that reproduces it).
+        #[arg(long)]
+        junit: Option<PathBuf>,
     },
     /// Run a scenario for real: worker processes against PostgreSQL / Redis and a local
     /// destination (connection settings: PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE,
@@ -152,9 +164,15 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Run only the runs numbered i modulo n (`--shard 0/4` .. `3/4`); combine the shards'
-        /// outputs with `pacesim merge`.
+        /// outputs with `pacesim merge`. Without it the shard comes from the scheduler:
+        /// JOB_COMPLETION_INDEX (Kubernetes Indexed Job, with `--shards`) or
+        /// SLURM_ARRAY_TASK_ID (Slurm array); neither means the whole sweep.
         #[arg(long)]
         shard: Option<String>,
+        /// The shard count when the index comes from the scheduler (a Kubernetes Indexed Job's
+        /// completions); also `PACESIM_SHARDS`. Slurm arrays give it as SLURM_ARRAY_TASK_COUNT.
+        #[arg(long)]
+        shards: Option<u64>,
     },
     /// Combine the outputs of `sweep --shard` runs into the whole sweep's outputs.
     Merge {
@@ -186,21 +204,40 @@ pub fn main_with(cli: Cli) -> i32 {
             backend,
             trace,
             json,
-        } => summary_status(run::one(&file, seed, backend.as_deref(), trace.as_deref()), json),
+            junit,
+        } => match run::one(&file, seed, backend.as_deref(), trace.as_deref()) {
+            Ok(s) => {
+                if let Some(j) = &junit
+                    && let Err(e) = junit::write(j, &junit::from_summaries([(file.as_path(), &s)]))
+                {
+                    return bad(format!("{}: {e}", j.display()));
+                }
+                print_summary(&s, Some(&file), json);
+                status(s.all_pass())
+            }
+            Err(e) => bad(e),
+        },
         Command::Check { trace, rate, json } => summary_status(run::check(&trace, rate), json),
         Command::Simulate {
             files,
             seeds,
             out,
             json,
-        } => simulate(files, seeds, out.as_deref(), json),
+            junit,
+        } => simulate(files, seeds, out.as_deref(), json, junit.as_deref()),
         Command::Matrix {
             files,
             cases,
             expected,
             json,
+            junit,
         } => match matrix::evaluate(files, cases, expected.as_deref()) {
             Ok(o) => {
+                if let Some(j) = &junit
+                    && let Err(e) = junit::write(j, &matrix::junit_cases(&o.matrix))
+                {
+                    return bad(format!("{}: {e}", j.display()));
+                }
                 print_matrix(&o, json);
                 status(o.matches())
             }
@@ -221,7 +258,7 @@ pub fn main_with(cli: Cli) -> i32 {
             json,
         } => match live::run_file(&file, seed, backend.as_deref(), trace.as_deref(), &live_options(json)) {
             Ok(r) => {
-                print_summary(&r.summary, json);
+                print_summary(&r.summary, None, json);
                 status(r.summary.all_pass())
             }
             Err(e) => live_failed(e),
@@ -249,13 +286,15 @@ pub fn main_with(cli: Cli) -> i32 {
             seeds,
             out,
             shard,
-        } => match sweep::sweep_file(&file, &grid, seeds, out.as_deref(), shard.as_deref()) {
+            shards,
+        } => match sweep::sweep_file(&file, &grid, seeds, out.as_deref(), shard.as_deref(), shards) {
             Ok(s) => {
                 match s.manifest.shard {
                     Some(sh) => println!(
-                        "shard {}/{}: {} of {} runs written to {} (combine the shards with `pacesim merge`)",
+                        "shard {}/{} (from {}): {} of {} runs written to {} (combine the shards with `pacesim merge`)",
                         sh.index,
                         sh.count,
+                        s.shard_from.unwrap_or("--shard"),
                         s.rows.len(),
                         s.manifest.runs,
                         s.dir.display()
@@ -296,7 +335,7 @@ fn status(pass: bool) -> i32 {
 fn summary_status(result: Result<Summary, run::RunError>, json: bool) -> i32 {
     match result {
         Ok(s) => {
-            print_summary(&s, json);
+            print_summary(&s, None, json);
             status(s.all_pass())
         }
         Err(e) => bad(e),
@@ -321,10 +360,15 @@ fn live_failed(e: live::CommandError) -> i32 {
     }
 }
 
-/// Print one run's summary as a short table, or as one JSON object.
-fn print_summary(s: &Summary, json: bool) {
+/// Print one run's summary as a short table, or as one JSON object. With the scenario `file`
+/// (`run`), a failing run also names the command that reproduces it (`reproduce`).
+fn print_summary(s: &Summary, file: Option<&Path>, json: bool) {
+    let reproduce = file
+        .filter(|_| !s.all_pass())
+        .map(|f| run::reproduce(f, s.seed, &s.backend));
     if json {
-        println!("{}", serde_json::to_string(s).expect("summary serialises"));
+        let text = serde_json::to_string(s).expect("summary serialises");
+        println!("{}", with_reproduce(text, reproduce.as_deref()));
         return;
     }
     println!(
@@ -346,6 +390,22 @@ fn print_summary(s: &Summary, json: bool) {
     for (name, c) in &s.checks {
         println!("  {:<16} {}  {}", name, if c.pass { "pass" } else { "FAIL" }, c.detail);
     }
+    if let Some(cmd) = reproduce {
+        println!("  reproduce: {cmd}");
+    }
+}
+
+/// A JSON object with a last field `reproduce` added when there is a command (the fields keep
+/// their order).
+fn with_reproduce(mut object: String, cmd: Option<&str>) -> String {
+    if let Some(cmd) = cmd
+        && object.ends_with('}')
+    {
+        object.pop();
+        let sep = if object.ends_with('{') { "" } else { "," };
+        object.push_str(&format!("{sep}\"reproduce\":{}}}", serde_json::json!(cmd)));
+    }
+    object
 }
 
 /// Print the matrix (table or JSON) and how it compares with its expectation.
@@ -367,7 +427,7 @@ fn print_matrix(o: &matrix::MatrixOutcome, json: bool) {
     }
 }
 
-fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool) -> i32 {
+fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool, junit: Option<&Path>) -> i32 {
     // the command that regenerates the report, for its index
     let mut command = String::from("pacesim simulate");
     for f in &files {
@@ -379,7 +439,12 @@ fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool) -> 
     if let Some(dir) = out {
         command.push_str(&format!(" --out {}", dir.display()));
     }
-    let scenarios = match run::scenarios(files) {
+    let files = if files.is_empty() {
+        run::default_scenarios()
+    } else {
+        files
+    };
+    let scenarios = match run::scenarios(files.clone()) {
         Ok(s) => s,
         Err(e) => return bad(e),
     };
@@ -392,13 +457,28 @@ fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool) -> 
         Ok(a) => a,
         Err(e) => return bad(e),
     };
-    for sr in &all {
+    // run_all keeps the scenarios' order: the i-th result is the i-th file's
+    for (sr, file) in all.iter().zip(&files) {
         if json {
             for r in &sr.runs {
-                println!("{}", serde_json::to_string(&r.row).expect("summary serialises"));
+                let text = serde_json::to_string(&r.row).expect("summary serialises");
+                let cmd = (!r.row.summary.all_pass()).then(|| run::reproduce(file, r.seed, &r.backend));
+                println!("{}", with_reproduce(text, cmd.as_deref()));
             }
         } else {
             print_table(sr);
+            for r in sr.runs.iter().filter(|r| !r.row.summary.all_pass()) {
+                println!("reproduce: {}", run::reproduce(file, r.seed, &r.backend));
+            }
+        }
+    }
+    if let Some(j) = junit {
+        let runs = all
+            .iter()
+            .zip(&files)
+            .flat_map(|(sr, f)| sr.runs.iter().map(move |r| (f.as_path(), &r.row.summary)));
+        if let Err(e) = junit::write(j, &junit::from_summaries(runs)) {
+            return bad(format!("{}: {e}", j.display()));
         }
     }
     if let Some(dir) = out {

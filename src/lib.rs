@@ -87,6 +87,8 @@ pub mod cli;
 #[doc(hidden)]
 pub mod engine;
 #[doc(hidden)]
+pub mod junit;
+#[doc(hidden)]
 pub mod matrix;
 #[doc(hidden)]
 pub mod plot;

@@ -6,7 +6,7 @@
 //! With `--cases N` each run is repeated with the scenario's seed, seed + 1, ..., seed + N - 1; a
 //! cell fails if any seed fails (its witness names the seed).
 //!
-//! `sims/expected-matrix.toml` states, from the design records' reasoning, which properties
+//! `tests/expected-matrix.toml` states, from the design records' reasoning, which properties
 //! each run must break; every property it does not list must pass (or not apply):
 //!
 //! ```toml
@@ -27,6 +27,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+/// Where `pacesim matrix` finds the expected matrix by default (relative to the working
+/// directory): beside the tests that compare with it, not among the scenarios in `sims/`.
+pub const DEFAULT_EXPECTED: &str = "tests/expected-matrix.toml";
 
 /// The properties, in column order (every checker verdict name).
 pub const PROPERTIES: &[&str] = &[
@@ -61,6 +65,10 @@ pub struct Cell {
     pub detail: String,
     /// The seed the detail comes from.
     pub seed: u64,
+    /// For a FAIL, the command that reproduces it (`pacesim run FILE --seed N --backend B`),
+    /// when the scenario's file is known ([`evaluate`] fills it in).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reproduce: Option<String>,
 }
 
 /// One row: a scenario run with one backend.
@@ -142,6 +150,7 @@ pub fn run(scenarios: &[Scenario], cases: u64) -> Result<Matrix, MatrixError> {
                                     outcome: Outcome::NotApplicable,
                                     detail: String::new(),
                                     seed: v.seed,
+                                    reproduce: None,
                                 },
                             )
                         })
@@ -155,6 +164,7 @@ pub fn run(scenarios: &[Scenario], cases: u64) -> Result<Matrix, MatrixError> {
                 outcome: Outcome::NotApplicable,
                 detail: String::new(),
                 seed: v.seed,
+                reproduce: None,
             });
             match (cell.outcome, c.pass) {
                 (Outcome::NotApplicable, pass) => {
@@ -162,6 +172,7 @@ pub fn run(scenarios: &[Scenario], cases: u64) -> Result<Matrix, MatrixError> {
                         outcome: if pass { Outcome::Pass } else { Outcome::Fail },
                         detail: c.detail.clone(),
                         seed: v.seed,
+                        reproduce: None,
                     }
                 }
                 (Outcome::Pass, false) => {
@@ -169,6 +180,7 @@ pub fn run(scenarios: &[Scenario], cases: u64) -> Result<Matrix, MatrixError> {
                         outcome: Outcome::Fail,
                         detail: c.detail.clone(),
                         seed: v.seed,
+                        reproduce: None,
                     }
                 }
                 _ => {}
@@ -201,7 +213,7 @@ pub struct Expectation {
     pub why: String,
 }
 
-/// `sims/expected-matrix.toml`: scenario name -> backend -> expectation.
+/// `tests/expected-matrix.toml`: scenario name -> backend -> expectation.
 pub type Expected = BTreeMap<String, BTreeMap<String, Expectation>>;
 
 /// Read and check an expected-matrix file.
@@ -341,6 +353,40 @@ pub fn table(m: &Matrix) -> String {
                 d = d.chars().take(217).collect::<String>() + "...";
             }
             let _ = writeln!(out, "  {} {p} (seed {}): {d}", r.key(), c.seed);
+            if let Some(cmd) = &c.reproduce {
+                let _ = writeln!(out, "      reproduce: {cmd}");
+            }
+        }
+    }
+    out
+}
+
+/// The matrix as JUnit test cases ([`crate::junit`]): one per row x property column; a FAIL
+/// carries its witness and reproducer, a property that does not apply is skipped.
+pub fn junit_cases(m: &Matrix) -> Vec<crate::junit::Case> {
+    use crate::junit::{Case, CaseOutcome};
+    let mut out = Vec::new();
+    for r in &m.rows {
+        for p in &m.columns {
+            let outcome = match r.cells.get(p) {
+                Some(c) if c.outcome == Outcome::Pass => CaseOutcome::Pass,
+                Some(c) if c.outcome == Outcome::Fail => CaseOutcome::Fail {
+                    witness: format!("seed {}: {}", c.seed, c.detail),
+                    reproduce: c.reproduce.clone().unwrap_or_else(|| {
+                        format!(
+                            "pacesim run <{}.toml> --seed {} --backend {}",
+                            r.scenario, c.seed, r.backend
+                        )
+                    }),
+                },
+                _ => CaseOutcome::Skipped,
+            };
+            out.push(Case {
+                scenario: r.scenario.clone(),
+                backend: r.backend.clone(),
+                property: p.clone(),
+                outcome,
+            });
         }
     }
     out
@@ -426,14 +472,32 @@ impl MatrixOutcome {
 }
 
 /// `pacesim matrix`: load `files` (default: every `sims/*.toml`) and `expected` (default:
-/// `sims/expected-matrix.toml` when it exists), run the matrix with `cases` seeds per run,
+/// `tests/expected-matrix.toml` when it exists), run the matrix with `cases` seeds per run,
 /// and compare.
 pub fn evaluate(files: Vec<PathBuf>, cases: u64, expected: Option<&Path>) -> Result<MatrixOutcome, MatrixError> {
-    let scenarios = crate::run::scenarios(files)?;
-    let default = Path::new("sims/expected-matrix.toml");
+    let files = if files.is_empty() {
+        crate::run::default_scenarios()
+    } else {
+        files
+    };
+    let scenarios = crate::run::scenarios(files.clone())?;
+    let default = Path::new(DEFAULT_EXPECTED);
     let path = expected.or_else(|| default.exists().then_some(default));
     let exp = path.map(load_expected).transpose()?;
-    let matrix = run(&scenarios, cases)?;
+    let mut matrix = run(&scenarios, cases)?;
+    for row in &mut matrix.rows {
+        let Some(file) = scenarios
+            .iter()
+            .zip(&files)
+            .find(|x| x.0.name == row.scenario)
+            .map(|x| x.1)
+        else {
+            continue;
+        };
+        for cell in row.cells.values_mut().filter(|c| c.outcome == Outcome::Fail) {
+            cell.reproduce = Some(crate::run::reproduce(file, cell.seed, &row.backend));
+        }
+    }
     let mismatches = exp.as_ref().map(|e| compare(&matrix, e)).unwrap_or_default();
     Ok(MatrixOutcome {
         matrix,

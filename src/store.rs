@@ -163,3 +163,58 @@ impl<Op> Store<Op> {
         self.clock.read(t)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{Entity, stream};
+
+    fn store() -> Store<u32> {
+        let sc = crate::scenario::Scenario::parse(
+            "t",
+            "name = 't'\nduration = '1s'\n[pacer]\nbackend = 'row'\nrate = 7.0\n[processes]\ncount = 4\n",
+        )
+        .expect("a valid scenario");
+        Store::new(&sc.store, stream(1, Entity::Store))
+    }
+
+    fn op(pid: u32) -> Waiter<u32> {
+        Waiter::Op {
+            pid,
+            incarnation: 0,
+            seq: u64::from(pid),
+            op: pid,
+        }
+    }
+
+    fn pid(w: Option<Waiter<u32>>) -> Option<u32> {
+        match w {
+            Some(Waiter::Op { pid, .. }) => Some(pid),
+            Some(Waiter::Foreign { .. }) => Some(u32::MAX),
+            None => None,
+        }
+    }
+
+    /// Waiters behind the store's lock are served in arrival order (FIFO), a foreign
+    /// transaction included, and the lock is free once the queue is empty.
+    #[test]
+    fn waiters_are_served_in_arrival_order() {
+        let mut s = store();
+        assert_eq!(pid(s.admit(op(7))), Some(7), "a free store serves at once");
+        for p in [3, 1, 4] {
+            assert_eq!(pid(s.admit(op(p))), None, "a busy store queues");
+        }
+        assert_eq!(pid(s.admit(Waiter::Foreign { hold: Nanos(1) })), None);
+        assert_eq!(pid(s.admit(op(5))), None);
+        let mut order = Vec::new();
+        while let Some(p) = pid(s.release()) {
+            order.push(p);
+        }
+        assert_eq!(order, vec![3, 1, 4, u32::MAX, 5], "served first come, first served");
+        // the lock is free again: the next arrival is served at once
+        assert_eq!(pid(s.admit(op(9))), Some(9));
+        assert_eq!(pid(s.admit(op(2))), None);
+        assert_eq!(pid(s.release()), Some(2));
+        assert_eq!(pid(s.release()), None);
+    }
+}

@@ -22,6 +22,20 @@
 //! exactly the runs whose number is `i` modulo `n`, so `n` machines that each run one shard
 //! cover the sweep once, with nothing to coordinate but the command line.
 //!
+//! # The shard from a cluster scheduler
+//!
+//! Without `--shard`, the shard comes from the scheduler's environment ([`Shard::resolve`]):
+//!
+//! - a Kubernetes Indexed Job: `JOB_COMPLETION_INDEX` is the index; the count is the Job's
+//!   `completions`, which Kubernetes does not export: pass it as `--shards N` or
+//!   `PACESIM_SHARDS=N`;
+//! - a Slurm job array: index `SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN` (divided by
+//!   `SLURM_ARRAY_TASK_STEP` when the array has a step), count `SLURM_ARRAY_TASK_COUNT` (or
+//!   `--shards N`);
+//! - a GitHub Actions matrix has no such variable: pass `--shard ${{ matrix.shard }}/N`.
+//!
+//! `--shard` always wins; neither `--shard` nor a scheduler variable means the whole sweep.
+//!
 //! # Outputs (in `--out`, default `reports/sweep/<scenario>`)
 //!
 //! - `runs.csv` and `runs.jsonl`: one row per run, by run number: grid values, seed, fetches,
@@ -113,6 +127,95 @@ impl Shard {
             return Err(err());
         }
         Ok(Shard { index, count })
+    }
+
+    /// This process's shard: `--shard i/n` when given (`shards`, `--shards N`, must then agree
+    /// with `n`), else from a cluster scheduler's environment (see the module docs), else
+    /// `None` (the whole sweep). `env` reads an environment variable. Returns the shard and
+    /// where it came from (`--shard`, `JOB_COMPLETION_INDEX`, `SLURM_ARRAY_TASK_ID`).
+    pub fn resolve(
+        shard: Option<&str>,
+        shards: Option<u64>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<(Shard, &'static str)>, SweepError> {
+        let var = |name: &'static str| -> Result<Option<u64>, SweepError> {
+            match env(name) {
+                None => Ok(None),
+                Some(v) if v.trim().is_empty() => Ok(None),
+                Some(v) => v.trim().parse().map(Some).map_err(|_| SweepError::ShardEnv {
+                    message: format!("{name}={v}: not a whole number"),
+                }),
+            }
+        };
+        let shards = match (shards, var("PACESIM_SHARDS")?) {
+            (Some(0), _) | (None, Some(0)) => {
+                return Err(SweepError::ShardEnv {
+                    message: "the shard count (--shards or PACESIM_SHARDS) must be at least 1".into(),
+                });
+            }
+            (Some(n), _) | (None, Some(n)) => Some(n),
+            (None, None) => None,
+        };
+        let check = |index: u64, count: u64, from: &'static str| {
+            if index >= count {
+                Err(SweepError::ShardEnv {
+                    message: format!("{from}: shard index {index} is not below the shard count {count}"),
+                })
+            } else {
+                Ok(Some((Shard { index, count }, from)))
+            }
+        };
+        if let Some(spec) = shard {
+            let s = Shard::parse(spec)?;
+            if let Some(n) = shards.filter(|&n| n != s.count) {
+                return Err(SweepError::ShardEnv {
+                    message: format!("--shard {spec} and a shard count of {n} disagree"),
+                });
+            }
+            return Ok(Some((s, "--shard")));
+        }
+        if let Some(index) = var("JOB_COMPLETION_INDEX")? {
+            let Some(count) = shards else {
+                return Err(SweepError::ShardEnv {
+                    message: format!(
+                        "JOB_COMPLETION_INDEX={index} (a Kubernetes Indexed Job) but no shard count: \
+                         pass --shards N or set PACESIM_SHARDS=N (the Job's completions)"
+                    ),
+                });
+            };
+            return check(index, count, "JOB_COMPLETION_INDEX");
+        }
+        if let Some(id) = var("SLURM_ARRAY_TASK_ID")? {
+            let min = var("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+            let step = var("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1);
+            let count = match (shards, var("SLURM_ARRAY_TASK_COUNT")?) {
+                (Some(n), _) | (None, Some(n)) => n,
+                (None, None) => {
+                    return Err(SweepError::ShardEnv {
+                        message: format!("SLURM_ARRAY_TASK_ID={id} but no SLURM_ARRAY_TASK_COUNT: pass --shards N"),
+                    });
+                }
+            };
+            if id < min || (id - min) % step != 0 {
+                return Err(SweepError::ShardEnv {
+                    message: format!(
+                        "SLURM_ARRAY_TASK_ID={id} is not in the array {min}, {min}+{step}, ...: \
+                         use a contiguous array (--array=0-{})",
+                        count.saturating_sub(1)
+                    ),
+                });
+            }
+            return check((id - min) / step, count, "SLURM_ARRAY_TASK_ID");
+        }
+        if let Some(n) = shards {
+            return Err(SweepError::ShardEnv {
+                message: format!(
+                    "a shard count of {n} but no shard index: pass --shard i/{n}, or run under a \
+                     Kubernetes Indexed Job (JOB_COMPLETION_INDEX) or a Slurm array (SLURM_ARRAY_TASK_ID)"
+                ),
+            });
+        }
+        Ok(None)
     }
 
     /// Does run number `run` belong to this shard?
@@ -639,6 +742,9 @@ pub struct Swept {
     pub rows: Vec<Row>,
     /// The directory the outputs went to.
     pub dir: PathBuf,
+    /// Where the shard came from (`--shard`, `JOB_COMPLETION_INDEX`, `SLURM_ARRAY_TASK_ID`),
+    /// for a sharded sweep.
+    pub shard_from: Option<&'static str>,
 }
 
 impl Swept {
@@ -649,7 +755,8 @@ impl Swept {
 }
 
 /// `pacesim sweep`: plan `file` over the `grid` axes (`KEY=V1,V2,...`) and `seeds`, run the
-/// runs `shard` (`i/n`) owns, or all, and write the outputs into `out` (default
+/// runs this process's shard owns ([`Shard::resolve`]: `shard` (`i/n`), else the scheduler's
+/// environment with `shards` as the count), or all, and write the outputs into `out` (default
 /// [`default_out`]).
 pub fn sweep_file(
     file: &Path,
@@ -657,9 +764,11 @@ pub fn sweep_file(
     seeds: u64,
     out: Option<&Path>,
     shard: Option<&str>,
+    shards: Option<u64>,
 ) -> Result<Swept, SweepError> {
     let axes = grid.iter().map(|g| Axis::parse(g)).collect::<Result<Vec<_>, _>>()?;
-    let shard = shard.map(Shard::parse).transpose()?;
+    let resolved = Shard::resolve(shard, shards, &|k| std::env::var(k).ok())?;
+    let shard = resolved.map(|r| r.0);
     let plan = Plan::new(file, axes, seeds)?;
     let rows = plan.run(shard);
     let manifest = Manifest {
@@ -668,7 +777,12 @@ pub fn sweep_file(
     };
     let dir = out.map_or_else(|| default_out(&manifest.scenario, shard), Path::to_path_buf);
     write(&dir, &manifest, &rows)?;
-    Ok(Swept { manifest, rows, dir })
+    Ok(Swept {
+        manifest,
+        rows,
+        dir,
+        shard_from: resolved.map(|r| r.1),
+    })
 }
 
 /// `pacesim merge`: read the shards' outputs (directories or their `runs.jsonl` files),
@@ -678,7 +792,12 @@ pub fn merge_files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Swept, Swee
     let (manifest, rows) = merge(shards)?;
     let dir = out.map_or_else(|| default_out(&manifest.scenario, None), Path::to_path_buf);
     write(&dir, &manifest, &rows)?;
-    Ok(Swept { manifest, rows, dir })
+    Ok(Swept {
+        manifest,
+        rows,
+        dir,
+        shard_from: None,
+    })
 }
 
 /// Why a sweep or a merge did not complete.
@@ -712,6 +831,12 @@ pub enum SweepError {
     Shard {
         /// The shard as given.
         spec: String,
+    },
+    /// The shard from the scheduler's environment (or `--shards`) is missing or inconsistent.
+    #[error("sweep shard: {message}")]
+    ShardEnv {
+        /// What is wrong, naming the variable.
+        message: String,
     },
     /// `--seeds 0`.
     #[error("--seeds must be at least 1")]
@@ -819,6 +944,60 @@ mod tests {
         assert_eq!(Shard::parse("1/4").unwrap(), Shard { index: 1, count: 4 });
         for bad in ["4/4", "1/0", "x/2", "3"] {
             assert!(Shard::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_shard_comes_from_the_scheduler_when_not_given() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| vars.iter().find(|v| v.0 == k).map(|v| v.1.to_string())
+        };
+        let r = |shard, shards, vars| Shard::resolve(shard, shards, &env(vars));
+        let s = |index, count| Shard { index, count };
+        assert_eq!(r(None, None, &[]).unwrap(), None);
+        assert_eq!(r(Some("1/3"), None, &[]).unwrap(), Some((s(1, 3), "--shard")));
+        // --shard wins over the environment
+        let k8s: &[(&str, &str)] = &[("JOB_COMPLETION_INDEX", "2"), ("PACESIM_SHARDS", "4")];
+        assert_eq!(r(Some("0/4"), None, k8s).unwrap(), Some((s(0, 4), "--shard")));
+        assert_eq!(r(None, None, k8s).unwrap(), Some((s(2, 4), "JOB_COMPLETION_INDEX")));
+        assert_eq!(
+            r(None, Some(4), &[("JOB_COMPLETION_INDEX", "3")]).unwrap(),
+            Some((s(3, 4), "JOB_COMPLETION_INDEX"))
+        );
+        let slurm: &[(&str, &str)] = &[
+            ("SLURM_ARRAY_TASK_ID", "7"),
+            ("SLURM_ARRAY_TASK_MIN", "5"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ];
+        assert_eq!(r(None, None, slurm).unwrap(), Some((s(2, 4), "SLURM_ARRAY_TASK_ID")));
+        let stepped: &[(&str, &str)] = &[
+            ("SLURM_ARRAY_TASK_ID", "4"),
+            ("SLURM_ARRAY_TASK_MIN", "0"),
+            ("SLURM_ARRAY_TASK_STEP", "2"),
+            ("SLURM_ARRAY_TASK_COUNT", "3"),
+        ];
+        assert_eq!(r(None, None, stepped).unwrap(), Some((s(2, 3), "SLURM_ARRAY_TASK_ID")));
+        for (shard, shards, vars, says) in [
+            (None, None, &[("JOB_COMPLETION_INDEX", "2")][..], "no shard count"),
+            (None, Some(2), &[("JOB_COMPLETION_INDEX", "2")][..], "not below"),
+            (
+                None,
+                None,
+                &[("JOB_COMPLETION_INDEX", "x"), ("PACESIM_SHARDS", "2")][..],
+                "not a whole number",
+            ),
+            (
+                None,
+                None,
+                &[("SLURM_ARRAY_TASK_ID", "1")][..],
+                "no SLURM_ARRAY_TASK_COUNT",
+            ),
+            (None, Some(3), &[][..], "no shard index"),
+            (Some("0/2"), Some(3), &[][..], "disagree"),
+            (None, Some(0), &[("JOB_COMPLETION_INDEX", "0")][..], "at least 1"),
+        ] {
+            let e = r(shard, shards, vars).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
         }
     }
 

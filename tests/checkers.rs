@@ -907,6 +907,38 @@ fn fairness_reports_jains_index() {
     );
 }
 
+/// The ceiling's boundary: with `burst = 2` (the header's), exactly `burst` arrivals (and granted
+/// slots) at one instant, then paced at the interval, conform; exactly `burst + 1` do not. A
+/// ceiling that tolerated one more than the burst would pass the second trace.
+#[test]
+fn ceiling_passes_exactly_burst_and_fails_burst_plus_one() {
+    let h = header("row", 4, 7.0, json!({}));
+    assert_eq!(h.burst, 2);
+    let trace = |together: u64| {
+        let mut ev = Vec::new();
+        for k in 0..together {
+            ev.extend(reserve(0, k as u32, 0, 1.0));
+            ev.extend(fetch(0, k as u32, 200));
+        }
+        // then paced at exactly the interval, starting one interval per extra slot later
+        for k in 1..10 {
+            let t = (together - 1 + k) * I;
+            ev.extend(reserve(t, (k % 4) as u32, t, 1.0));
+            ev.extend(fetch(t, (k % 4) as u32, 200));
+        }
+        ev.push(end(20 * I));
+        ev
+    };
+    let v = check(&h, &trace(h.burst));
+    passes(&v, "ceiling");
+    passes(&v, "slot_ceiling");
+    let v = check(&h, &trace(h.burst + 1));
+    let d = fails(&v, "ceiling");
+    assert!(d.contains("need burst 3 (allowed 2)"), "{d}");
+    let d = fails(&v, "slot_ceiling");
+    assert!(d.contains("need burst 3 (allowed 2)"), "{d}");
+}
+
 // ---- the simulator's row backend: no false alarms, and the defects caught -----------------
 
 fn sim_row(extra_pacer: &str, n: u32, limit: f64, lat: &str, seed: u64) -> BTreeMap<String, (bool, String)> {

@@ -1,7 +1,10 @@
 //! Generated whole scenarios (proptest): every correct backend passes every applicable checker;
-//! every defective variant is found failing. A failing case shrinks to a minimal scenario,
-//! printed as a ready-to-run TOML file (also written under `target/proptest-failures/`):
-//! `pacesim run that.toml` reproduces it exactly. Regressions persist in
+//! every defective variant is found failing. The first failing case of a property is printed
+//! at once, unshrunk, as a ready-to-run TOML file (written under `target/proptest-failures/`;
+//! `pacesim run that.toml` reproduces it exactly), straight to stderr past the test harness's
+//! capture, so a CI log shows it while shrinking runs. Shrinking is bounded (about a minute,
+//! [`SHRINK_MS`]; `PROPTEST_MAX_SHRINK_TIME` in ms overrides it), then the shrunk case is
+//! printed the same way as the test's failure. Regressions persist in
 //! `proptest-regressions/` (committed). The depth is 48 cases per property, 480 for
 //! `correct_backends_pass_everything` (cheap, and its false alarms need many cases to show);
 //! `PROPTEST_CASES` sets every property's depth.
@@ -12,7 +15,16 @@ use pacesim::scenario::Scenario;
 use pacesim::summary::{Summary, simulate};
 use pacesim::time::Nanos;
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
+use proptest::test_runner::{FileFailurePersistence, TestCaseError};
+use std::cell::Cell;
+use std::io::Write as _;
+
+/// How long a failing property may shrink, in milliseconds: the shrunk case is printed within
+/// about this long of the first failure (proptest checks between cases; a case takes well under
+/// a second).
+const SHRINK_MS: u32 = 60_000;
+/// At most this many shrinking steps, whatever the time.
+const SHRINK_ITERS: u32 = 2_000;
 
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
@@ -42,8 +54,47 @@ fn config_times(factor: u32) -> ProptestConfig {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(20261129),
         ),
+        max_shrink_time: if std::env::var_os("PROPTEST_MAX_SHRINK_TIME").is_some() {
+            ProptestConfig::default().max_shrink_time
+        } else {
+            SHRINK_MS
+        },
+        max_shrink_iters: if std::env::var_os("PROPTEST_MAX_SHRINK_ITERS").is_some() {
+            ProptestConfig::default().max_shrink_iters
+        } else {
+            SHRINK_ITERS
+        },
         ..ProptestConfig::default()
     }
+}
+
+thread_local! {
+    /// Whether this property (each runs on its own test thread) has announced its first failure.
+    static ANNOUNCED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The verdict of one case: on failure, announce the first failing case of this property at
+/// once (unshrunk), then fail the case so proptest shrinks it.
+fn verdict(pass: bool, what: &str, repro: &Repro) -> Result<(), TestCaseError> {
+    if pass {
+        return Ok(());
+    }
+    if let Some(dir) = repro.file.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::write(&repro.file, &repro.toml);
+    let msg = &repro.msg;
+    if !ANNOUNCED.with(|a| a.replace(true)) {
+        let name = std::thread::current().name().unwrap_or("generated").to_string();
+        // std::io::stderr() directly, not eprintln!: the harness captures the macros' output
+        // until the test ends, which is after shrinking.
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n=== {name}: FIRST FAILING CASE (unshrunk; shrinking for at most {} s now): {what}{msg}=== end of the unshrunk case",
+            SHRINK_MS / 1000
+        );
+    }
+    Err(TestCaseError::fail(format!("{what}{msg}")))
 }
 
 fn ms(x: u64) -> Nanos {
@@ -172,14 +223,20 @@ fn offered_load(sc: &Scenario) -> f64 {
     f64::from(sc.processes.count) / (cycle / 1e9).max(1e-9)
 }
 
-/// Run, and on failure explain with a reproducible file.
-fn run_explained(sc: &Scenario) -> (Summary, String) {
+/// A case's reproducer: the scenario as TOML, the file it goes to when the case fails, and the
+/// failure's explanation.
+struct Repro {
+    file: std::path::PathBuf,
+    toml: String,
+    msg: String,
+}
+
+/// Run, and prepare the explanation of a failure with a reproducible file.
+fn run_explained(sc: &Scenario) -> (Summary, Repro) {
     let s = simulate(sc, None, None).expect("simulate");
     let toml = toml::to_string(sc).expect("scenarios serialise");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/proptest-failures");
-    let _ = std::fs::create_dir_all(&dir);
     let file = dir.join(format!("{}-{}.toml", sc.pacer.backend, s.trace_hash));
-    let _ = std::fs::write(&file, &toml);
     let failed: Vec<String> = s
         .checks
         .iter()
@@ -191,7 +248,7 @@ fn run_explained(sc: &Scenario) -> (Summary, String) {
         failed.join("\n"),
         file.display()
     );
-    (s, msg)
+    (s, Repro { file, toml, msg })
 }
 
 proptest! {
@@ -200,8 +257,8 @@ proptest! {
     /// Correct backends pass every applicable checker, with kills, outages and store latency.
     #[test]
     fn correct_backends_pass_everything(sc in scenario_strategy(&["row", "shared_cache", "redis_gcra"])) {
-        let (s, msg) = run_explained(&sc);
-        prop_assert!(s.all_pass(), "{}", msg);
+        let (s, repro) = run_explained(&sc);
+        verdict(s.all_pass(), "a correct backend failed a check", &repro)?;
     }
 }
 
@@ -217,8 +274,8 @@ proptest! {
         sc.checks.burst = 2;
         sc.fetch.duration = Dist::Constant { value: Nanos::ZERO };
         sc.processes.requests = Some(6);
-        let (s, msg) = run_explained(&sc);
-        prop_assert!(!s.checks["ceiling"].pass, "local escaped the ceiling check{}", msg);
+        let (s, repro) = run_explained(&sc);
+        verdict(!s.checks["ceiling"].pass, "local escaped the ceiling check", &repro)?;
     }
 
     /// Per-process monotonic clocks with different epochs are caught: always by some check
@@ -231,10 +288,10 @@ proptest! {
         sc.pacer.set("clock", "'process_monotonic'");
         sc.pacer.set("stale_after", "'10s'"); // the reset that turns starvation into N x rate
         sc.checks.burst = 2;
-        let (s, msg) = run_explained(&sc);
-        prop_assert!(!s.all_pass(), "process clocks escaped every check{}", msg);
+        let (s, repro) = run_explained(&sc);
+        verdict(!s.all_pass(), "process clocks escaped every check", &repro)?;
         if offered_load(&sc) >= 2.0 * sc.pacer.rate {
-            prop_assert!(!s.checks["ceiling"].pass, "process clocks escaped the ceiling check at twice the rate's demand{}", msg);
+            verdict(!s.checks["ceiling"].pass, "process clocks escaped the ceiling check at twice the rate's demand", &repro)?;
         }
     }
 
@@ -248,8 +305,8 @@ proptest! {
         sc.faults.clear();
         sc.checks.burst = 2;
         sc.pacer.set("in_transaction", "{ hold = { dist = 'constant', value = '300ms' } }");
-        let (s, msg) = run_explained(&sc);
-        prop_assert!(!s.checks["liveness"].pass || !s.checks["ceiling"].pass, "in-transaction serialisation escaped{}", msg);
+        let (s, repro) = run_explained(&sc);
+        verdict(!s.checks["liveness"].pass || !s.checks["ceiling"].pass, "in-transaction serialisation escaped", &repro)?;
     }
 
     /// Per-process backoff state is caught by backoff coherence when 429s happen.
@@ -261,7 +318,7 @@ proptest! {
         sc.duration = Nanos(20_000_000_000);
         sc.destination.limit = Some(sc.pacer.rate * 0.6);
         sc.pacer.set("backoff", "'per_process'");
-        let (s, msg) = run_explained(&sc);
-        prop_assert!(!s.checks["backoff_coherence"].pass, "per-process backoff escaped coherence{}", msg);
+        let (s, repro) = run_explained(&sc);
+        verdict(!s.checks["backoff_coherence"].pass, "per-process backoff escaped coherence", &repro)?;
     }
 }

@@ -1,10 +1,11 @@
 //! The defect matrix: every scenario in `sims/` with every backend it compares, against every
-//! property, must equal `sims/expected-matrix.toml` (written from the design records'
+//! property, must equal `tests/expected-matrix.toml` (written from the design records'
 //! reasoning). And flipping a backend to its defective behaviour must turn it red.
 
 use pacesim::matrix::{self, Outcome};
 use pacesim::scenario::Scenario;
 use std::path::{Path, PathBuf};
+mod common;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -15,14 +16,13 @@ fn scenarios() -> Vec<Scenario> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with("expected"))
         .collect();
     files.sort();
     files.iter().map(|p| Scenario::load(p).unwrap()).collect()
 }
 
 fn expected() -> matrix::Expected {
-    matrix::load_expected(&root().join("sims/expected-matrix.toml")).unwrap()
+    matrix::load_expected(&root().join("tests/expected-matrix.toml")).unwrap()
 }
 
 fn load(name: &str) -> Scenario {
@@ -35,7 +35,7 @@ fn the_matrix_equals_the_expected_matrix() {
     let diffs = matrix::compare(&m, &expected());
     assert!(
         diffs.is_empty(),
-        "the defect matrix differs from sims/expected-matrix.toml:\n{}",
+        "the defect matrix differs from tests/expected-matrix.toml:\n{}",
         diffs.join("\n")
     );
 }
@@ -113,4 +113,35 @@ fn the_cli_prints_the_matrix_as_json() {
     assert_eq!(v["rows"][4]["backend"], "local");
     assert_eq!(v["rows"][4]["cells"]["ceiling"]["outcome"], "fail");
     assert!(v["mismatches"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn run_on_a_file_that_is_not_a_scenario_says_what_it_is_in_one_line() {
+    let (code, _, err) = common::pacesim(&["run", "tests/expected-matrix.toml"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("tests/expected-matrix.toml: not a scenario: it is an expected matrix"),
+        "{err}"
+    );
+    let (code, _, err) = common::pacesim(&["simulate", "sims/four-limiters.toml", "tests/expected-matrix.toml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a scenario"), "{err}");
+    // a scenario with a mistake is still reported by file, line and field
+    let d = std::env::temp_dir().join(format!("pacesim-notscenario-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let bad = d.join("bad.toml");
+    std::fs::write(&bad, "name = \"x\"\nbogus = 1\n").unwrap();
+    let (code, _, err) = common::pacesim(&["run", bad.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("bad.toml:2: bogus: unknown field"), "{err}");
+    let other = d.join("other.toml");
+    std::fs::write(&other, "[server]\nport = 1\n").unwrap();
+    let (code, _, err) = common::pacesim(&["run", other.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("not a scenario: it has none of a scenario's keys"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
 }

@@ -179,8 +179,14 @@ fn table_numbers_are_the_json_and_the_trace_numbers() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), sr.runs.len());
     for (line, run) in lines.iter().zip(&sr.runs) {
-        // the very same text the report's rows serialise to
-        assert_eq!(*line, serde_json::to_string(&run.row).unwrap());
+        // the very same text the report's rows serialise to, plus, last, the reproducer of a
+        // failing run
+        let (row_text, reproduce) = match line.rfind(",\"reproduce\":") {
+            Some(i) => (format!("{}}}", &line[..i]), Some(&line[i..])),
+            None => (line.to_string(), None),
+        };
+        assert_eq!(row_text, serde_json::to_string(&run.row).unwrap());
+        assert_eq!(reproduce.is_some(), !run.row.summary.all_pass(), "{line}");
         let one = Command::new(exe)
             .args(["run", "--json", "--backend", &run.backend])
             .arg(&scenario_file)

@@ -538,3 +538,105 @@ fn s3_same_429_burst_per_process_streak_clusters_but_does_not_recover_faster() {
         "grants paced by their own multiplier while another process held a smaller one"
     );
 }
+
+/// The advisory lock of a holder SIGKILLed while holding it is released by the store exactly
+/// `detect_dead` after the crash (here 2 s, not the 5 s default), from that holder, and then
+/// taken by another process: a lock never freed, or freed at the wrong time, fails here
+/// directly rather than only in the expected matrix.
+#[test]
+fn advisory_lock_of_a_killed_holder_is_released_detect_dead_after_the_crash() {
+    for (detect_dead, ns) in [("'2s'", 2_000_000_000u64), ("'5s'", 5_000_000_000)] {
+        let mut sc = load("kill-holder-advisory.toml");
+        sc.pacer.set("detect_dead", detect_dead);
+        let evs = trace(&sc);
+        let (crash, dead) = evs
+            .iter()
+            .find_map(|e| match e {
+                Event::Crash { t, pid, point } => {
+                    assert_eq!(point, "holding_lock");
+                    Some((*t, *pid))
+                }
+                _ => None,
+            })
+            .expect("the kill fired");
+        // the lock the dead process held when it died (in the store: its own section ends at
+        // the crash, `holder_died`, but the store's lock stays until it notices)
+        let store_release = |reason: &str| reason != "holder_died";
+        let held = evs
+            .iter()
+            .filter(|e| e.t() <= crash)
+            .fold(None, |held, e| match e {
+                Event::LockAcquired { pid, lock, .. } if *pid == dead => Some(*lock),
+                Event::LockReleased { pid, reason, .. } if *pid == dead && store_release(reason) => None,
+                _ => held,
+            })
+            .expect("the holder held a lock when it was killed");
+        let release = evs
+            .iter()
+            .find_map(|e| match e {
+                Event::LockReleased { t, pid, lock, reason }
+                    if *t >= crash && *pid == dead && store_release(reason) =>
+                {
+                    Some((*t, *lock, reason.clone()))
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("detect_dead {detect_dead}: the dead holder's lock was never released"));
+        assert_eq!(
+            release,
+            (crash + ns, held, "session_gone".to_string()),
+            "detect_dead {detect_dead}: released at {} s after the crash",
+            secs(release.0 - crash)
+        );
+        // nobody takes that lock before the release, and someone does afterwards
+        assert!(
+            !evs.iter().any(|e| matches!(e, Event::LockAcquired { t, lock, .. }
+                if *t > crash && *t < release.0 && *lock == held)),
+            "detect_dead {detect_dead}: lock {held} taken while the dead session still held it"
+        );
+        assert!(
+            evs.iter().any(|e| matches!(e, Event::LockAcquired { t, pid, lock }
+                if *t >= release.0 && *pid != dead && *lock == held)),
+            "detect_dead {detect_dead}: lock {held} was not taken again after its release"
+        );
+    }
+}
+
+/// `fail_closed` schedules no fetch while a process is in fallback (the store refused it):
+/// between a process's fallback entry and exit it starts no fetch, for every backend the
+/// scenario compares; the same outage with `fail_open` does fetch in fallback (the test is not
+/// vacuous). A `fail_closed` that behaved as `fail_open` fails here directly.
+#[test]
+fn fail_closed_schedules_no_fetch_during_an_outage() {
+    // fetches started by each process while it was in fallback, and how many entries there were
+    let in_fallback = |evs: &[Event]| {
+        let mut inside = std::collections::BTreeMap::new();
+        let (mut fetches, mut entries) = (0, 0);
+        for e in evs {
+            match e {
+                Event::Fallback { pid, enter, .. } => {
+                    inside.insert(*pid, *enter);
+                    entries += usize::from(*enter);
+                }
+                Event::FetchStart { pid, .. } if inside.get(pid) == Some(&true) => fetches += 1,
+                _ => {}
+            }
+        }
+        (fetches, entries)
+    };
+    let sc = load("outage-fail-closed.toml");
+    assert_eq!(sc.pacer.options["fallback"].as_str(), Some("fail_closed"));
+    for b in sc.compared_backends() {
+        let v = sc.with_backend(&b).unwrap();
+        let (fetches, entries) = in_fallback(&trace(&v));
+        assert!(
+            entries >= v.processes.count as usize,
+            "{b}: every process entered fallback"
+        );
+        assert_eq!(fetches, 0, "{b}: fail_closed started {fetches} fetches in fallback");
+        let mut open = v.clone();
+        open.pacer.set("fallback", "'fail_open'");
+        let (fetches, _) = in_fallback(&trace(&open));
+        assert!(fetches > 10, "{b}: fail_open fetched only {fetches} times in fallback");
+    }
+}

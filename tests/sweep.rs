@@ -4,7 +4,7 @@
 use pacesim::sweep::{self, Axis, Plan, Shard};
 use std::path::{Path, PathBuf};
 mod common;
-use common::pacesim;
+use common::{pacesim, pacesim_env};
 
 const SCENARIO: &str = r#"
 name = "sweep-test"
@@ -113,6 +113,88 @@ fn four_shards_merged_equal_the_unsharded_sweep_byte_for_byte() {
     let (code, _, err) = pacesim(&["merge", inputs[0], inputs[1], "--out", d.join("bad").to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains("10 of 20 runs present"), "{err}");
+    std::fs::remove_dir_all(&d).ok();
+}
+
+/// Each shard as a cluster scheduler starts it: no `--shard`, the index and count in the
+/// environment (Kubernetes Indexed Job for shards 0 and 1, Slurm array tasks 5..7 for a second
+/// three-way split); each set merges into the unsharded sweep byte for byte, and an incomplete,
+/// duplicated or foreign set is refused.
+#[test]
+fn shards_from_scheduler_variables_merge_into_the_unsharded_sweep() {
+    let d = tmp("env");
+    let file = d.join("s.toml");
+    std::fs::write(&file, SCENARIO).unwrap();
+    let f = file.to_str().unwrap();
+    let sweep = |dir: &Path, env: &[(&str, &str)], extra: &[&str]| {
+        let mut args = vec!["sweep", f, "--seeds", "3", "--out", dir.to_str().unwrap()];
+        args.extend(GRID);
+        args.extend(extra);
+        let (code, out, err) = pacesim_env(&args, env);
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let full = d.join("full");
+    let out = sweep(&full, &[], &[]);
+    assert!(out.contains("12 runs"), "{out}");
+
+    // Kubernetes: JOB_COMPLETION_INDEX, the count from PACESIM_SHARDS or --shards
+    let k0 = d.join("k0");
+    let out = sweep(&k0, &[("JOB_COMPLETION_INDEX", "0"), ("PACESIM_SHARDS", "2")], &[]);
+    assert!(out.contains("shard 0/2 (from JOB_COMPLETION_INDEX)"), "{out}");
+    let k1 = d.join("k1");
+    let out = sweep(&k1, &[("JOB_COMPLETION_INDEX", "1")], &["--shards", "2"]);
+    assert!(
+        out.contains("shard 1/2 (from JOB_COMPLETION_INDEX): 6 of 12 runs"),
+        "{out}"
+    );
+    // Slurm: tasks 5, 6, 7 of an array starting at 5
+    let mut slurm = Vec::new();
+    for id in ["5", "6", "7"] {
+        let dir = d.join(format!("slurm{id}"));
+        let vars = [
+            ("SLURM_ARRAY_TASK_ID", id),
+            ("SLURM_ARRAY_TASK_MIN", "5"),
+            ("SLURM_ARRAY_TASK_COUNT", "3"),
+        ];
+        let out = sweep(&dir, &vars, &[]);
+        assert!(out.contains("(from SLURM_ARRAY_TASK_ID): 4 of 12 runs"), "{out}");
+        slurm.push(dir);
+    }
+    let merge = |inputs: &[&Path], out: &Path| {
+        let mut args = vec!["merge"];
+        args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+        args.extend(["--out", out.to_str().unwrap()]);
+        pacesim(&args)
+    };
+    for (inputs, name) in [
+        (vec![k1.as_path(), k0.as_path()], "merged-k8s"),
+        (slurm.iter().map(PathBuf::as_path).collect(), "merged-slurm"),
+    ] {
+        let merged = d.join(name);
+        let (code, _, err) = merge(&inputs, &merged);
+        assert_eq!(code, 0, "{err}");
+        for file in FILES {
+            assert_eq!(read(&merged, file), read(&full, file), "{name}: {file} differs");
+        }
+    }
+    // missing, duplicate and foreign shards are refused
+    let (code, _, err) = merge(&[&k0], &d.join("bad"));
+    assert_eq!(code, 2);
+    assert!(err.contains("6 of 12 runs present"), "{err}");
+    let (code, _, err) = merge(&[&k0, &k0, &k1], &d.join("bad"));
+    assert_eq!(code, 2);
+    assert!(err.contains("appears twice"), "{err}");
+    let (code, _, err) = merge(&[&k0, &slurm[1], &slurm[2]], &d.join("bad"));
+    assert_eq!(code, 2, "a 2-way and a 3-way split of one sweep must not merge");
+    assert!(!err.is_empty());
+    // the index without a count is refused, naming what to pass
+    let bad = d.join("bad");
+    let mut args = vec!["sweep", f, "--out", bad.to_str().unwrap()];
+    args.extend(GRID);
+    let (code, _, err) = pacesim_env(&args, &[("JOB_COMPLETION_INDEX", "0")]);
+    assert_eq!(code, 2);
+    assert!(err.contains("pass --shards N or set PACESIM_SHARDS"), "{err}");
     std::fs::remove_dir_all(&d).ok();
 }
 

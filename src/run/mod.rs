@@ -34,6 +34,14 @@ pub enum LoadError {
         /// What is wrong (names the scenario and the field).
         message: String,
     },
+    /// The file is TOML (or JSON) but not a scenario at all: `what` says what it is.
+    #[error("{file}: not a scenario: {what}")]
+    NotAScenario {
+        /// The file.
+        file: PathBuf,
+        /// What the file is instead, and what to do with it.
+        what: String,
+    },
     /// No files were named and `sims/` holds none.
     #[error("no scenario files (looked in sims/*.toml)")]
     NoScenarios,
@@ -41,7 +49,7 @@ pub enum LoadError {
 
 /// Load a scenario and apply `--seed` / `--backend` overrides.
 pub fn load(file: &Path, seed: Option<u64>, backend: Option<&str>) -> Result<Scenario, LoadError> {
-    let mut sc = Scenario::load(file)?;
+    let mut sc = load_scenario(file)?;
     if let Some(s) = seed {
         sc.seed = s;
     }
@@ -54,7 +62,63 @@ pub fn load(file: &Path, seed: Option<u64>, backend: Option<&str>) -> Result<Sce
     Ok(sc)
 }
 
-/// The scenario files a command runs by default: `sims/*.toml` except `expected*`, sorted.
+/// The top-level keys of a scenario file ([`Scenario`]'s fields): a TOML file with none of
+/// them is not a scenario with a mistake in it but another kind of file.
+const SCENARIO_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "seed",
+    "duration",
+    "pacer",
+    "processes",
+    "store",
+    "fetch",
+    "destination",
+    "backoff",
+    "checks",
+    "faults",
+];
+
+/// Load one scenario file. A file that is not a scenario at all (an expected matrix, a trace,
+/// TOML without any scenario key) is reported as what it is, in one line, rather than by the
+/// first key the scenario parser does not know.
+pub fn load_scenario(file: &Path) -> Result<Scenario, LoadError> {
+    Scenario::load(file).map_err(|e| match not_a_scenario(file) {
+        Some(what) => LoadError::NotAScenario {
+            file: file.to_path_buf(),
+            what,
+        },
+        None => e.into(),
+    })
+}
+
+/// What a file that failed to load as a scenario is, when it is clearly something else.
+fn not_a_scenario(file: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let table: toml::Table = match toml::from_str(&text) {
+        Ok(t) => t,
+        Err(_) if text.trim_start().starts_with('{') => {
+            return Some("it is JSON (a trace? `pacesim check FILE` checks a trace)".into());
+        }
+        Err(_) => return None, // a scenario with a syntax error: the parser says where
+    };
+    if table.keys().any(|k| SCENARIO_KEYS.contains(&k.as_str())) {
+        return None; // a scenario with a mistake in it: the parser names the field
+    }
+    if !table.is_empty() && crate::matrix::load_expected(file).is_ok() {
+        return Some(
+            "it is an expected matrix (scenario -> backend -> verdicts); \
+             `pacesim matrix --expected FILE` reads it"
+                .into(),
+        );
+    }
+    Some(format!(
+        "it has none of a scenario's keys ({})",
+        SCENARIO_KEYS.join(", ")
+    ))
+}
+
+/// The scenario files a command runs by default: `sims/*.toml`, sorted.
 pub fn default_scenarios() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir("sims")
         .map(|d| {
@@ -63,10 +127,6 @@ pub fn default_scenarios() -> Vec<PathBuf> {
                 .collect()
         })
         .unwrap_or_default();
-    v.retain(|p| {
-        !p.file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("expected"))
-    });
     v.sort();
     v
 }
@@ -78,7 +138,22 @@ pub fn scenarios(files: Vec<PathBuf>) -> Result<Vec<Scenario>, LoadError> {
     if files.is_empty() {
         return Err(LoadError::NoScenarios);
     }
-    files.iter().map(|f| Ok(Scenario::load(f)?)).collect()
+    files.iter().map(|f| load_scenario(f)).collect()
+}
+
+/// The command that reproduces one run exactly: `pacesim run FILE --seed N --backend B` (the
+/// file quoted for a POSIX shell when it needs it).
+pub fn reproduce(file: &Path, seed: u64, backend: &str) -> String {
+    let f = file.display().to_string();
+    let plain = !f.is_empty()
+        && f.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '+' | ':' | '@' | ','));
+    let f = if plain {
+        f
+    } else {
+        format!("'{}'", f.replace('\'', "'\\''"))
+    };
+    format!("pacesim run {f} --seed {seed} --backend {backend}")
 }
 
 /// Why one run (`pacesim run`) or one trace check (`pacesim check`) gave no summary.
