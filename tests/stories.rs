@@ -553,7 +553,7 @@ fn advisory_lock_of_a_killed_holder_is_released_detect_dead_after_the_crash() {
             .iter()
             .find_map(|e| match e {
                 Event::Crash { t, pid, point } => {
-                    assert_eq!(point, "holding_lock");
+                    assert_eq!(*point, pacesim::trace::CrashPoint::HoldingLock);
                     Some((*t, *pid))
                 }
                 _ => None,
@@ -561,7 +561,8 @@ fn advisory_lock_of_a_killed_holder_is_released_detect_dead_after_the_crash() {
             .expect("the kill fired");
         // the lock the dead process held when it died (in the store: its own section ends at
         // the crash, `holder_died`, but the store's lock stays until it notices)
-        let store_release = |reason: &str| reason != "holder_died";
+        let store_release =
+            |reason: &pacesim::trace::ReleaseReason| *reason != pacesim::trace::ReleaseReason::HolderDied;
         let held = evs
             .iter()
             .filter(|e| e.t() <= crash)
@@ -577,14 +578,14 @@ fn advisory_lock_of_a_killed_holder_is_released_detect_dead_after_the_crash() {
                 Event::LockReleased { t, pid, lock, reason }
                     if *t >= crash && *pid == dead && store_release(reason) =>
                 {
-                    Some((*t, *lock, reason.clone()))
+                    Some((*t, *lock, *reason))
                 }
                 _ => None,
             })
             .unwrap_or_else(|| panic!("detect_dead {detect_dead}: the dead holder's lock was never released"));
         assert_eq!(
             release,
-            (crash + ns, held, "session_gone".to_string()),
+            (crash + ns, held, pacesim::trace::ReleaseReason::SessionGone),
             "detect_dead {detect_dead}: released at {} s after the crash",
             secs(release.0 - crash)
         );

@@ -7,7 +7,10 @@
 //! event is covered without editing this file; a new event variant fails to compile in
 //! [`every_variant`] until it is given an example.
 
-use pacesim::trace::{Event, Header, OpKind, TRACE_VERSION, TraceHash};
+use pacesim::trace::{
+    CrashPoint, Event, FallbackMode, FaultKind, Header, MultiplierCause, OpKind, ReleaseReason, StoreErrorKind,
+    TRACE_VERSION, TraceHash, UncappedReason,
+};
 use serde_json::{Value, json};
 
 /// One example of every event variant. The exhaustive match makes a new variant a compile
@@ -37,7 +40,7 @@ fn every_variant() -> Vec<Event> {
         Event::StoreError {
             t: 14,
             pid: 2,
-            error: "refused".into(),
+            error: StoreErrorKind::Refused,
         },
         Event::FetchStart { t: 15, pid: 2 },
         Event::Arrival {
@@ -55,43 +58,43 @@ fn every_variant() -> Vec<Event> {
             pid: Some(2),
             from: 1.0,
             to: 2.0,
-            cause: "429".into(),
+            cause: MultiplierCause::TooManyRequests,
         },
         Event::Multiplier {
             t: 18,
             pid: None,
             from: 2.0,
             to: 1.0,
-            cause: "decay".into(),
+            cause: MultiplierCause::Decay,
         },
         Event::LockAcquired { t: 19, pid: 2, lock: 1 },
         Event::LockReleased {
             t: 20,
             pid: 2,
             lock: 1,
-            reason: "release".into(),
+            reason: ReleaseReason::Release,
         },
         Event::Uncapped {
             t: 21,
             pid: 2,
-            reason: "max_wait".into(),
+            reason: UncappedReason::SafetyValve,
         },
         Event::Fallback {
             t: 22,
             pid: 2,
             enter: true,
-            mode: "divided".into(),
+            mode: FallbackMode::Divided,
         },
         Event::Crash {
             t: 23,
             pid: 2,
-            point: "mid_fetch".into(),
+            point: CrashPoint::MidFetch,
         },
         Event::Restart { t: 24, pid: 2 },
         Event::Fault {
             t: 25,
             id: 3,
-            kind: "store_outage".into(),
+            kind: FaultKind::StoreOutage,
             start: true,
         },
         Event::End { t: 26 },
@@ -133,7 +136,7 @@ fn header() -> Header {
         rate: 7.0,
         burst: 2,
         multiplier_cap: 8.0,
-        backend_detail: json!({"interval_ns": 5}),
+        backend_detail: serde_json::from_value(json!({"interval_ns": 5})).unwrap(),
     }
 }
 
@@ -170,8 +173,15 @@ fn alternatives(key: &str, v: &Value) -> Vec<Value> {
         }
         Value::String(s) => {
             let mut out = vec![json!(format!("{s}x")), json!("")];
-            // an operation kind: another kind
+            // a named value (an operation kind, a reason, a cause, ...): another of its kind
             out.extend(["reserve", "report", "gcra", "try_lock", "unlock", "acquire"].map(|k| json!(k)));
+            out.extend(StoreErrorKind::ALL.iter().map(|k| json!(k.name())));
+            out.extend(MultiplierCause::ALL.iter().map(|k| json!(k.name())));
+            out.extend(ReleaseReason::ALL.iter().map(|k| json!(k.name())));
+            out.extend(UncappedReason::ALL.iter().map(|k| json!(k.name())));
+            out.extend(FallbackMode::ALL.iter().map(|k| json!(k.name())));
+            out.extend(CrashPoint::ALL.iter().map(|k| json!(k.name())));
+            out.extend(FaultKind::ALL.iter().map(|k| json!(k.name())));
             out.retain(|x| x != v);
             out
         }
