@@ -13,6 +13,7 @@
 //! is printed and the exit status.
 
 pub mod compare;
+pub mod input;
 
 use crate::scenario::{Scenario, ScenarioError};
 use crate::summary::{self, Summary};
@@ -106,9 +107,12 @@ pub enum RunError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// `--rate` is not a positive number.
-    #[error("--rate must be above 0, got {0}")]
+    /// `--rate` is not a usable ceiling.
+    #[error("--rate must be between {min:e} and {max:e} per second, got {0}", min = crate::scenario::MIN_RATE, max = crate::scenario::MAX_RATE)]
     BadRate(f64),
+    /// The trace file is not a trace the checkers can judge (names file, line and field).
+    #[error(transparent)]
+    BadTrace(#[from] input::InputError),
     /// The trace does not read (names file and line).
     #[error(transparent)]
     ReadTrace(#[from] ReadError),
@@ -136,12 +140,21 @@ pub fn one(file: &Path, seed: Option<u64>, backend: Option<&str>, trace: Option<
 /// `pacesim check`: summarise the trace file `trace` (the checkers' verdicts included),
 /// against the ceiling `rate` instead of the header's when given.
 pub fn check(trace: &Path, rate: Option<f64>) -> Result<Summary, RunError> {
-    let f = std::fs::File::open(trace).map_err(|source| RunError::OpenTrace {
-        path: trace.to_path_buf(),
-        source,
-    })?;
+    let open = || {
+        std::fs::File::open(trace).map_err(|source| RunError::OpenTrace {
+            path: trace.to_path_buf(),
+            source,
+        })
+    };
     let name = trace.display().to_string();
-    let reader = std::io::BufReader::new(f);
+    if let Some(r) = rate
+        && !(r.is_finite() && r > 0.0 && crate::scenario::rate_in_range(r).is_ok())
+    {
+        return Err(RunError::BadRate(r));
+    }
+    // nothing in the file is trusted: one bounded pass first, then the checkers read it
+    input::validate(&name, std::io::BufReader::new(open()?), rate)?;
+    let reader = std::io::BufReader::new(open()?);
     let summary = match rate {
         None => summary::from_trace(&name, reader),
         Some(r) if r.is_finite() && r > 0.0 => summary::from_trace(&name, RateOverride::new(reader, r)),
