@@ -47,6 +47,9 @@ use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
+/// The most runs one sweep plans (grid points x seeds): more is not a sweep that finishes.
+pub const MAX_RUNS: u64 = 1_000_000;
+
 /// Short grid keys and the scenario fields they set.
 pub const ALIASES: &[(&str, &str)] = &[
     ("processes", "processes.count"),
@@ -168,11 +171,32 @@ impl Plan {
         if seeds == 0 {
             return Err(SweepError::NoSeeds);
         }
+        if let Some((i, a)) = axes
+            .iter()
+            .enumerate()
+            .find_map(|(i, a)| axes[..i].iter().find(|b| b.path == a.path).map(|b| (i, b)))
+        {
+            return Err(SweepError::RepeatedAxis {
+                first: a.key.clone(),
+                again: axes[i].key.clone(),
+                path: a.path.clone(),
+            });
+        }
         let base = Scenario::parse(label, text)?;
         let doc: toml::Table = toml::from_str(text).map_err(|source| SweepError::Toml {
             label: label.into(),
             source,
         })?;
+        let points_n = axes.iter().try_fold(1u64, |n, a| n.checked_mul(a.values.len() as u64));
+        match points_n.and_then(|p| p.checked_mul(seeds)) {
+            Some(r) if r <= MAX_RUNS => {}
+            _ => {
+                return Err(SweepError::TooManyRuns {
+                    points: points_n.map_or_else(|| "too many".to_string(), |p| p.to_string()),
+                    seeds,
+                });
+            }
+        }
         let mut points = Vec::new();
         for values in cross_product(&axes) {
             let mut d = doc.clone();
@@ -553,7 +577,13 @@ pub fn merge(shards: Vec<(Manifest, Vec<Row>)>) -> Result<(Manifest, Vec<Row>), 
     let (first, mut rows) = it.next().ok_or(SweepError::NoInputs)?;
     let plan = Manifest { shard: None, ..first };
     for (m, r) in it {
-        let m = Manifest { shard: None, ..m };
+        // a sweep is its content (the scenario text's hash, axes, seeds), not how its file
+        // path was spelled (`a.toml`, `./a.toml`, an absolute path)
+        let m = Manifest {
+            shard: None,
+            file: plan.file.clone(),
+            ..m
+        };
         if m != plan {
             return Err(SweepError::DifferentSweeps {
                 first: Box::new(plan),
@@ -623,7 +653,8 @@ pub fn summary_table(m: &Manifest, points: &[PointSummary]) -> String {
 
 /// The default output directory of a sweep of `scenario`.
 pub fn default_out(scenario: &str, shard: Option<Shard>) -> PathBuf {
-    let base = Path::new("reports").join("sweep").join(scenario);
+    // the name is the user's text: one safe path component, never `..` or an absolute path
+    let base = Path::new("reports").join("sweep").join(crate::report::slug(scenario));
     match shard {
         Some(s) => base.join(format!("shard-{}-of-{}", s.index, s.count)),
         None => base,
@@ -716,6 +747,24 @@ pub enum SweepError {
     /// `--seeds 0`.
     #[error("--seeds must be at least 1")]
     NoSeeds,
+    /// Two `--grid` axes set the same scenario field.
+    #[error("--grid {again}: sets `{path}`, which --grid {first} already sets (give each field one axis)")]
+    RepeatedAxis {
+        /// The first axis's key.
+        first: String,
+        /// The repeated axis's key.
+        again: String,
+        /// The scenario field both set.
+        path: String,
+    },
+    /// Grid points x seeds is more than [`MAX_RUNS`].
+    #[error("sweep: {points} grid points x {seeds} seeds is more than {MAX_RUNS} runs")]
+    TooManyRuns {
+        /// Grid points (as text: the product may itself overflow).
+        points: String,
+        /// `--seeds`.
+        seeds: u64,
+    },
     /// The scenario file could not be read.
     #[error("{file}: cannot read: {source}")]
     ReadScenario {
