@@ -31,6 +31,12 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// Refuse a run whose estimated memory is above this (e.g. 8GiB, 512MiB); default 4GiB.
+    #[arg(long, global = true, value_parser = run::budget::parse_size)]
+    pub max_memory: Option<u64>,
+    /// Stop (exit 2) a command still running after this wall-clock time (e.g. 10m, 90s).
+    #[arg(long, global = true, value_parser = crate::time::parse_duration)]
+    pub max_wall: Option<crate::time::Nanos>,
 }
 
 /// Subcommands.
@@ -179,6 +185,17 @@ pub enum Command {
 
 /// Run the CLI; returns the process exit status.
 pub fn main_with(cli: Cli) -> i32 {
+    if let Some(m) = cli.max_memory {
+        run::budget::set_limit(m);
+    }
+    if let Some(w) = cli.max_wall {
+        // a watchdog: the run itself cannot be interrupted part way, the process can
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_nanos(w.0));
+            eprintln!("error: --max-wall {w}: still running after {w} of wall-clock time; stopped");
+            std::process::exit(EXIT_BAD_INPUT);
+        });
+    }
     match cli.command {
         Command::Run {
             file,

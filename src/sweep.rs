@@ -217,6 +217,7 @@ impl Plan {
                 source,
             })?;
             let sc = Scenario::parse(&format!("{label} [{point}]"), &src)?;
+            crate::run::budget::check(&sc, seeds)?;
             points.push((values, sc));
         }
         let runs = points.len() as u64 * seeds;
@@ -747,6 +748,9 @@ pub enum SweepError {
     /// `--seeds 0`.
     #[error("--seeds must be at least 1")]
     NoSeeds,
+    /// A grid point would need more memory than `--max-memory`.
+    #[error(transparent)]
+    Memory(#[from] crate::run::budget::BudgetError),
     /// Two `--grid` axes set the same scenario field.
     #[error("--grid {again}: sets `{path}`, which --grid {first} already sets (give each field one axis)")]
     RepeatedAxis {

@@ -12,8 +12,10 @@
 //! Everything here returns a typed result and prints nothing; the command line decides what
 //! is printed and the exit status.
 
+pub mod budget;
 pub mod compare;
 pub mod input;
+pub mod progress;
 
 use crate::scenario::{Scenario, ScenarioError};
 use crate::summary::{self, Summary};
@@ -110,6 +112,9 @@ pub enum RunError {
     /// `--rate` is not a usable ceiling.
     #[error("--rate must be between {min:e} and {max:e} per second, got {0}", min = crate::scenario::MIN_RATE, max = crate::scenario::MAX_RATE)]
     BadRate(f64),
+    /// The run would need more memory than `--max-memory`.
+    #[error(transparent)]
+    Memory(#[from] budget::BudgetError),
     /// The trace file is not a trace the checkers can judge (names file, line and field).
     #[error(transparent)]
     BadTrace(#[from] input::InputError),
@@ -122,6 +127,7 @@ pub enum RunError {
 /// (JSON Lines) if given, and summarise it.
 pub fn one(file: &Path, seed: Option<u64>, backend: Option<&str>, trace: Option<&Path>) -> Result<Summary, RunError> {
     let sc = load(file, seed, backend)?;
+    budget::check(&sc, 1)?;
     let out: Option<Box<dyn Write + Send>> = match trace {
         Some(p) => match std::fs::File::create(p) {
             Ok(f) => Some(Box::new(std::io::BufWriter::new(f))),
@@ -134,7 +140,9 @@ pub fn one(file: &Path, seed: Option<u64>, backend: Option<&str>, trace: Option<
         },
         None => None,
     };
-    summary::simulate(&sc, out, None).map_err(RunError::WriteTrace)
+    let mut progress = progress::Progress::on_terminal(sc.duration);
+    let extra = progress.as_mut().map(|p| p as &mut dyn crate::trace::Sink);
+    summary::simulate(&sc, out, extra).map_err(RunError::WriteTrace)
 }
 
 /// `pacesim check`: summarise the trace file `trace` (the checkers' verdicts included),
