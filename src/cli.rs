@@ -136,7 +136,7 @@ pub enum Command {
         #[arg(long)]
         calibrate: bool,
         /// Largest relative difference of the achieved rates that passes.
-        #[arg(long, default_value_t = 0.02)]
+        #[arg(long, default_value_t = 0.02, value_parser = conform::parse_tolerance, allow_hyphen_values = true)]
         tolerance: f64,
         /// Print one JSON object instead of tables.
         #[arg(long)]
@@ -256,7 +256,11 @@ pub fn main_with(cli: Cli) -> i32 {
                 } else {
                     print!("{}", conform::table(&c));
                 }
-                status(c.agrees(tolerance))
+                let differ = c.disagreements(tolerance);
+                for d in &differ {
+                    eprintln!("conform: {d}");
+                }
+                status(differ.is_empty())
             }
             Err(e) => live_failed(e),
         },

@@ -500,3 +500,17 @@ fn i04_max_wall_bounds_a_long_run() {
     assert!(e.contains("--max-wall 1s: still running after 1s"), "{e}");
     assert!(t.elapsed().as_secs() < 20, "{:?}", t.elapsed());
 }
+
+// ---- item 17: conform ----
+
+#[test]
+fn i17_conform_rejects_a_tolerance_that_is_not_a_number_at_least_zero() {
+    for t in ["nan", "-1", "inf"] {
+        let (code, _, e) = pacesim(&["conform", "sims/four-limiters.toml", "--tolerance", t]);
+        assert_eq!(code, 2, "{t}: {e}");
+        assert!(
+            e.contains("--tolerance") && e.contains("must be a finite number >= 0"),
+            "{t}: {e}"
+        );
+    }
+}
