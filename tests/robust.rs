@@ -514,3 +514,32 @@ fn i17_conform_rejects_a_tolerance_that_is_not_a_number_at_least_zero() {
         );
     }
 }
+
+// ---- item 16: live settings ----
+
+/// `pacesim ARGS` with environment `vars`: exit code and stderr.
+fn pacesim_env(args: &[&str], vars: &[(&str, &str)]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
+        .args(args)
+        .envs(vars.iter().copied())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn i16_a_bad_pgport_is_named_and_a_redis_password_never_printed() {
+    for port in ["abc", "99999"] {
+        let (code, e) = pacesim_env(&["live", "sims/four-limiters.toml"], &[("PGPORT", port)]);
+        assert_eq!(code, 2, "{e}");
+        assert!(e.contains(&format!("setting PGPORT is invalid at PGPORT (`{port}` is not a port")), "{e}");
+    }
+    let (code, e) = pacesim_env(
+        &["live", "sims/redis-lock-short-ttl.toml"],
+        &[("REDIS_URL", "redis://:s3cret@127.0.0.1:1/")],
+    );
+    assert_eq!(code, 2, "{e}");
+    assert!(e.contains("Redis is not reachable at redis://:***@127.0.0.1:1/"), "{e}");
+    assert!(!e.contains("s3cret"), "{e}");
+}

@@ -178,7 +178,7 @@ pub fn reservation_rtts(events: &[Event], processes: u32, warmup: usize) -> Vec<
 /// Measure `count` sequential `row` reservations on one connection (after 20 warm-up ones)
 /// and fit the one-way latency.
 pub async fn calibrate(count: usize) -> Result<Calibration, LiveError> {
-    let (settings, admin) = PgSettings::from_env()
+    let (settings, admin) = PgSettings::try_from_env()?
         .connect_resolving_user(Duration::from_secs(3))
         .await?;
     let schema = pg::schema_name(&format!("{}_calibrate", crate::live::runner::new_run_id()));

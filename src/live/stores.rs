@@ -19,7 +19,7 @@ impl Stores {
         let t = Duration::from_secs(3);
         let mut s = Stores { pg: None, redis: None };
         if used == StoreUse::Postgres {
-            let (settings, admin) = PgSettings::from_env().connect_resolving_user(t).await?;
+            let (settings, admin) = PgSettings::try_from_env()?.connect_resolving_user(t).await?;
             // Schemas left by runs whose parent was SIGKILLed (and so could not clean up).
             if let Ok(orphans) = pg::orphan_schemas(&admin).await {
                 for o in orphans {
