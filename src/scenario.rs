@@ -553,7 +553,18 @@ fn key_of(line: &str) -> Option<&str> {
         return None;
     }
     let k = t.split('=').next()?.trim();
-    (!k.is_empty() && k.len() < t.len()).then_some(k)
+    (!k.is_empty() && k.len() < t.len() && is_toml_key(k)).then_some(k)
+}
+
+/// A TOML key, possibly dotted: segments bare (`A-Za-z0-9_-`) or quoted. Prose that happens to
+/// contain `=` (a line of a multi-line string) is not one.
+fn is_toml_key(k: &str) -> bool {
+    k.split('.').all(|seg| {
+        let seg = seg.trim();
+        let quoted = seg.len() >= 2
+            && ((seg.starts_with('"') && seg.ends_with('"')) || (seg.starts_with('\'') && seg.ends_with('\'')));
+        quoted || (!seg.is_empty() && seg.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+    })
 }
 
 fn field_at_line(src: &str, line: usize) -> String {
