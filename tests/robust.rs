@@ -525,7 +525,10 @@ fn pacesim_env(args: &[&str], vars: &[(&str, &str)]) -> (i32, String) {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 #[test]
@@ -533,7 +536,10 @@ fn i16_a_bad_pgport_is_named_and_a_redis_password_never_printed() {
     for port in ["abc", "99999"] {
         let (code, e) = pacesim_env(&["live", "sims/four-limiters.toml"], &[("PGPORT", port)]);
         assert_eq!(code, 2, "{e}");
-        assert!(e.contains(&format!("setting PGPORT is invalid at PGPORT (`{port}` is not a port")), "{e}");
+        assert!(
+            e.contains(&format!("setting PGPORT is invalid at PGPORT (`{port}` is not a port")),
+            "{e}"
+        );
     }
     let (code, e) = pacesim_env(
         &["live", "sims/redis-lock-short-ttl.toml"],
