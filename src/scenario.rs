@@ -284,28 +284,37 @@ impl Scenario {
 
     /// Load a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        use std::io::Read;
         let file = path.display().to_string();
-        let io = |message: String| ScenarioError::Io {
-            file: file.clone(),
-            message,
-        };
-        let f = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
-        // read at most one byte past the limit: a device or a huge file fails fast
-        let mut bytes = Vec::new();
-        f.take(MAX_FILE_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| io(e.to_string()))?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(io(format!(
-                "larger than {} MiB: not a scenario file",
-                MAX_FILE_BYTES >> 20
-            )));
-        }
-        let src = String::from_utf8(bytes).map_err(|e| io(format!("not UTF-8 text: {e}")))?;
+        let src = read_bounded(path)?;
         Scenario::parse(&file, &src)
     }
+}
 
+/// Read a scenario file's text, at most [`MAX_FILE_BYTES`]: a device (`/dev/zero`) or a huge
+/// file is refused after reading one byte past the limit, never read whole.
+pub fn read_bounded(path: &Path) -> Result<String, ScenarioError> {
+    use std::io::Read;
+    let file = path.display().to_string();
+    let io = |message: String| ScenarioError::Io {
+        file: file.clone(),
+        message,
+    };
+    let f = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
+    // read at most one byte past the limit: a device or a huge file fails fast
+    let mut bytes = Vec::new();
+    f.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io(e.to_string()))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(io(format!(
+            "larger than {} MiB: not a scenario file",
+            MAX_FILE_BYTES >> 20
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| io(format!("not UTF-8 text: {e}")))
+}
+
+impl Scenario {
     /// Parse and validate scenario text; `file` names it in errors.
     pub fn parse(file: &str, src: &str) -> Result<Scenario, ScenarioError> {
         let sc: Scenario = toml::from_str(src).map_err(|e| {

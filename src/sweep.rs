@@ -159,10 +159,7 @@ impl Plan {
     /// here, before anything runs).
     pub fn new(file: &Path, axes: Vec<Axis>, seeds: u64) -> Result<Plan, SweepError> {
         let label = file.display().to_string();
-        let text = std::fs::read_to_string(file).map_err(|source| SweepError::ReadScenario {
-            file: file.to_path_buf(),
-            source,
-        })?;
+        let text = crate::scenario::read_bounded(file)?;
         Plan::from_text(&label, &text, axes, seeds)
     }
 

@@ -300,6 +300,8 @@ fn i02_check_and_run_of_dev_zero_fail_fast() {
     assert!(e.contains("/dev/zero:1: (line): longer than"), "{e}");
     let e = refused(&["run", "/dev/zero"]);
     assert!(e.contains("/dev/zero: cannot read: larger than"), "{e}");
+    let e = refused(&["sweep", "/dev/zero", "--grid", "rate=1,2"]);
+    assert!(e.contains("/dev/zero: cannot read: larger than"), "{e}");
     assert!(t.elapsed().as_secs() < 20, "took {:?}", t.elapsed());
 }
 
