@@ -631,3 +631,42 @@ fn processes_of(run_id: &str) -> Vec<u32> {
     }
     out
 }
+
+/// Issue 17 item 14: a worker restarted while the store proxy refuses connections keeps
+/// trying (its backend's fallback decides what it does meanwhile) instead of the whole run
+/// aborting with "worker 1: cannot connect to PostgreSQL"; `run` completes the same scenario.
+#[test]
+fn a_worker_restarted_during_an_outage_keeps_trying() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((pgs, rt)) = stores("a_worker_restarted_during_an_outage_keeps_trying") else {
+        return;
+    };
+    for backend in ["row", "advisory"] {
+        let mut sc = outage("divided");
+        if backend == "advisory" {
+            sc.pacer.backend = "advisory".into();
+            sc.pacer
+                .options
+                .insert("fallback".into(), toml::Value::String("fail_closed".into()));
+        }
+        sc.faults.push(pacesim::fault::FaultSpec::Kill {
+            at: Some(pacesim::time::Nanos::from_millis(1200)),
+            rate: None,
+            process: Some(1),
+            point: None,
+            restart_after: Some(pacesim::time::Nanos::from_millis(100)),
+        });
+        let r = run_blocking(&sc, &opts()).unwrap_or_else(|e| panic!("{backend}: {e}"));
+        let evs = r.events();
+        assert!(
+            evs.iter().any(|e| matches!(e, Event::Restart { pid: 1, .. })),
+            "{backend}"
+        );
+        // the restarted worker fetches again once the outage is over
+        let back = evs
+            .iter()
+            .any(|e| matches!(e, Event::Arrival { pid: 1, t, .. } if *t > 2_000_000_000));
+        assert!(back, "{backend}: the restarted worker never fetched after the outage");
+        nothing_left(&r, &pgs, &rt);
+    }
+}
