@@ -31,6 +31,12 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// Refuse a run whose estimated memory is above this (e.g. 8GiB, 512MiB); default 4GiB.
+    #[arg(long, global = true, value_parser = run::budget::parse_size)]
+    pub max_memory: Option<u64>,
+    /// Stop (exit 2) a command still running after this wall-clock time (e.g. 10m, 90s).
+    #[arg(long, global = true, value_parser = crate::time::parse_duration)]
+    pub max_wall: Option<crate::time::Nanos>,
 }
 
 /// Subcommands.
@@ -142,7 +148,7 @@ pub enum Command {
         #[arg(long)]
         calibrate: bool,
         /// Largest relative difference of the achieved rates that passes.
-        #[arg(long, default_value_t = 0.02)]
+        #[arg(long, default_value_t = 0.02, value_parser = conform::parse_tolerance, allow_hyphen_values = true)]
         tolerance: f64,
         /// Print one JSON object instead of tables.
         #[arg(long)]
@@ -197,6 +203,17 @@ pub enum Command {
 
 /// Run the CLI; returns the process exit status.
 pub fn main_with(cli: Cli) -> i32 {
+    if let Some(m) = cli.max_memory {
+        run::budget::set_limit(m);
+    }
+    if let Some(w) = cli.max_wall {
+        // a watchdog: the run itself cannot be interrupted part way, the process can
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_nanos(w.0));
+            eprintln!("error: --max-wall {w}: still running after {w} of wall-clock time; stopped");
+            std::process::exit(EXIT_BAD_INPUT);
+        });
+    }
     match cli.command {
         Command::Run {
             file,
@@ -276,7 +293,11 @@ pub fn main_with(cli: Cli) -> i32 {
                 } else {
                     print!("{}", conform::table(&c));
                 }
-                status(c.agrees(tolerance))
+                let differ = c.disagreements(tolerance);
+                for d in &differ {
+                    eprintln!("conform: {d}");
+                }
+                status(differ.is_empty())
             }
             Err(e) => live_failed(e),
         },

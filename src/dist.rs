@@ -13,6 +13,13 @@ use rand::RngExt;
 use rand_distr::{Distribution, Exp};
 use serde::{Deserialize, Serialize};
 
+/// The largest lognormal `sigma`: beyond it a draw spans more than 17 orders of magnitude
+/// around the median, which no latency does.
+pub const MAX_SIGMA: f64 = 10.0;
+
+/// The largest draw, in nanoseconds (about 31.7 years): larger draws saturate to it.
+pub const MAX_DRAW: u64 = 1_000_000_000_000_000_000;
+
 /// A distribution of non-negative durations.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "dist", rename_all = "lowercase", deny_unknown_fields)]
@@ -59,9 +66,10 @@ impl Dist {
     pub fn validate(&self) -> Result<(), String> {
         match self {
             Dist::Uniform { low, high } if low > high => Err(format!("uniform: low ({low}) is above high ({high})")),
-            Dist::Lognormal { sigma, .. } if !(sigma.is_finite() && *sigma >= 0.0) => {
-                Err(format!("lognormal: sigma must be a finite number >= 0, got {sigma}"))
-            }
+            Dist::Lognormal { sigma, .. } if !(sigma.is_finite() && (0.0..=MAX_SIGMA).contains(sigma)) => Err(format!(
+                "lognormal: sigma must be a number in [0, {MAX_SIGMA}], got {}",
+                crate::scenario::short(*sigma)
+            )),
             Dist::Lognormal { median, .. } if median.0 == 0 => Err("lognormal: median must be above 0".into()),
             _ => Ok(()),
         }
@@ -105,7 +113,12 @@ impl Dist {
                 // a logarithm per draw (the same single normal draw)
                 let z: f64 = rand_distr::StandardNormal.sample(rng);
                 let v = median.0 as f64 * (sigma * z).exp();
-                Nanos(if v.is_finite() { v.min(1e18).round() as u64 } else { 0 })
+                // saturate: a draw beyond the clock's range is the range's end, never zero
+                Nanos(if v.is_nan() {
+                    MAX_DRAW
+                } else {
+                    v.clamp(0.0, MAX_DRAW as f64).round() as u64
+                })
             }
         }
     }

@@ -245,6 +245,20 @@ impl FaultSpec {
                 {
                     return Err(("rate".into(), format!("must be above 0, got {r}")));
                 }
+                if let Some(r) = rate {
+                    crate::scenario::rate_in_range(*r).map_err(|m| ("rate".to_string(), m))?;
+                }
+                if let Some(t) = at
+                    && *t >= sc.duration
+                {
+                    return Err((
+                        "at".into(),
+                        format!(
+                            "the kill can never happen: `at` ({t}) is not before the run's duration ({})",
+                            sc.duration
+                        ),
+                    ));
+                }
                 if let Some(e) = process.and_then(bad_pid) {
                     return Err(e);
                 }
@@ -252,6 +266,23 @@ impl FaultSpec {
             FaultSpec::Partition { processes, .. } | FaultSpec::Clock { processes, .. } => {
                 if let Some(e) = processes.iter().find_map(|&p| bad_pid(p)) {
                     return Err(("processes".into(), e.1));
+                }
+                if processes.is_empty() && matches!(self, FaultSpec::Partition { .. }) {
+                    return Err((
+                        "processes".into(),
+                        "a partition needs at least one process to cut off".into(),
+                    ));
+                }
+                if let FaultSpec::Clock { drift_ppm, .. } = self
+                    && !(drift_ppm.is_finite() && *drift_ppm > -1e6 && *drift_ppm < 1e6)
+                {
+                    return Err((
+                        "drift_ppm".into(),
+                        format!(
+                            "must be a number above -1000000 and below 1000000 (a clock that runs, \
+                             at most twice as fast), got {drift_ppm}"
+                        ),
+                    ));
                 }
             }
             FaultSpec::StoreLatency { added, .. } => added.validate().map_err(|m| ("added".to_string(), m))?,

@@ -287,13 +287,36 @@ impl Scenario {
     /// Load a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
-        let src = std::fs::read_to_string(path).map_err(|e| ScenarioError::Io {
-            file: file.clone(),
-            message: e.to_string(),
-        })?;
+        let src = read_bounded(path)?;
         Scenario::parse(&file, &src)
     }
+}
 
+/// Read a scenario file's text, at most [`MAX_FILE_BYTES`]: a device (`/dev/zero`) or a huge
+/// file is refused after reading one byte past the limit, never read whole.
+pub fn read_bounded(path: &Path) -> Result<String, ScenarioError> {
+    use std::io::Read;
+    let file = path.display().to_string();
+    let io = |message: String| ScenarioError::Io {
+        file: file.clone(),
+        message,
+    };
+    let f = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
+    // read at most one byte past the limit: a device or a huge file fails fast
+    let mut bytes = Vec::new();
+    f.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io(e.to_string()))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(io(format!(
+            "larger than {} MiB: not a scenario file",
+            MAX_FILE_BYTES >> 20
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| io(format!("not UTF-8 text: {e}")))
+}
+
+impl Scenario {
     /// Parse and validate scenario text; `file` names it in errors.
     pub fn parse(file: &str, src: &str) -> Result<Scenario, ScenarioError> {
         let sc: Scenario = toml::from_str(src).map_err(|e| {
@@ -341,6 +364,9 @@ impl Scenario {
                 format!("must be a number above 0, got {}", self.pacer.rate),
             );
         }
+        if let Err(m) = rate_in_range(self.pacer.rate) {
+            return err("pacer.rate", m);
+        }
         if self.processes.count == 0 {
             return err("processes.count", "must be at least 1".into());
         }
@@ -357,6 +383,11 @@ impl Scenario {
             && !(r.is_finite() && r > 0.0)
         {
             return err("processes.arrival_rate", format!("must be above 0, got {r}"));
+        }
+        if let Some(r) = self.processes.arrival_rate
+            && let Err(m) = rate_in_range(r)
+        {
+            return err("processes.arrival_rate", m);
         }
         for (f, d) in [
             ("store.latency", &self.store.latency),
@@ -381,6 +412,17 @@ impl Scenario {
         {
             return err("destination.limit", format!("must be above 0, got {l}"));
         }
+        if let Some(l) = self.destination.limit
+            && let Err(m) = rate_in_range(l)
+        {
+            return err("destination.limit", m);
+        }
+        if self.destination.limit_burst == Some(0) {
+            return err("destination.limit_burst", "must be at least 1".into());
+        }
+        if self.store.timeout.is_some_and(|t| t.0 == 0) {
+            return err("store.timeout", "must be above 0".into());
+        }
         self.backoff.config().map_err(|e| {
             use crate::pacer::BackoffConfigError as E;
             let f = match e {
@@ -393,6 +435,12 @@ impl Scenario {
         })?;
         if self.checks.burst == 0 {
             return err("checks.burst", "must be at least 1".into());
+        }
+        if !(0.0..=1.0).contains(&self.checks.epsilon) {
+            return err(
+                "checks.epsilon",
+                format!("must be a number in [0, 1], got {}", self.checks.epsilon),
+            );
         }
         let known = crate::backend::names();
         for (i, b) in std::iter::once(&self.pacer.backend)
@@ -429,6 +477,39 @@ impl Scenario {
         }
     }
 }
+
+/// The lowest rate a scenario may ask for, per second: its interval (`1 s / rate`, about 11.6
+/// days) times any backoff multiplier must stay far inside the nanosecond clock's range.
+pub const MIN_RATE: f64 = 1e-6;
+/// The highest rate, per second: one request per nanosecond, the clock's resolution.
+pub const MAX_RATE: f64 = 1e9;
+
+/// Check that `rate` (per second, finite and above 0) has an interval the nanosecond clock
+/// can express: `MIN_RATE..=MAX_RATE`.
+pub fn rate_in_range(rate: f64) -> Result<(), String> {
+    if (MIN_RATE..=MAX_RATE).contains(&rate) {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be between {MIN_RATE:e} and {MAX_RATE:e} per second (an interval between 1 ns and \
+             about 11.6 days), got {}",
+            short(rate)
+        ))
+    }
+}
+
+/// A number for a message: plain when it reads well, else in scientific notation (`1e-11`,
+/// not `0.00000000001`; `1e300`, not 301 digits).
+pub fn short(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-4..1e15).contains(&x.abs()) {
+        x.to_string()
+    } else {
+        format!("{x:e}")
+    }
+}
+
+/// The largest scenario file read, in bytes: anything larger is not a scenario (`/dev/zero`).
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
 
 /// The design record's key test in its smallest form, as scenario-file text: four processes,
 /// 10 requests each, through one `row` at 50/s, within 5 s; everything else defaulted. For
@@ -483,7 +564,18 @@ fn key_of(line: &str) -> Option<&str> {
         return None;
     }
     let k = t.split('=').next()?.trim();
-    (!k.is_empty() && k.len() < t.len()).then_some(k)
+    (!k.is_empty() && k.len() < t.len() && is_toml_key(k)).then_some(k)
+}
+
+/// A TOML key, possibly dotted: segments bare (`A-Za-z0-9_-`) or quoted. Prose that happens to
+/// contain `=` (a line of a multi-line string) is not one.
+fn is_toml_key(k: &str) -> bool {
+    k.split('.').all(|seg| {
+        let seg = seg.trim();
+        let quoted = seg.len() >= 2
+            && ((seg.starts_with('"') && seg.ends_with('"')) || (seg.starts_with('\'') && seg.ends_with('\'')));
+        quoted || (!seg.is_empty() && seg.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+    })
 }
 
 fn field_at_line(src: &str, line: usize) -> String {

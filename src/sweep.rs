@@ -61,6 +61,9 @@ use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
+/// The most runs one sweep plans (grid points x seeds): more is not a sweep that finishes.
+pub const MAX_RUNS: u64 = 1_000_000;
+
 /// Short grid keys and the scenario fields they set.
 pub const ALIASES: &[(&str, &str)] = &[
     ("processes", "processes.count"),
@@ -259,10 +262,7 @@ impl Plan {
     /// here, before anything runs).
     pub fn new(file: &Path, axes: Vec<Axis>, seeds: u64) -> Result<Plan, SweepError> {
         let label = file.display().to_string();
-        let text = std::fs::read_to_string(file).map_err(|source| SweepError::ReadScenario {
-            file: file.to_path_buf(),
-            source,
-        })?;
+        let text = crate::scenario::read_bounded(file)?;
         Plan::from_text(&label, &text, axes, seeds)
     }
 
@@ -271,11 +271,32 @@ impl Plan {
         if seeds == 0 {
             return Err(SweepError::NoSeeds);
         }
+        if let Some((i, a)) = axes
+            .iter()
+            .enumerate()
+            .find_map(|(i, a)| axes[..i].iter().find(|b| b.path == a.path).map(|b| (i, b)))
+        {
+            return Err(SweepError::RepeatedAxis {
+                first: a.key.clone(),
+                again: axes[i].key.clone(),
+                path: a.path.clone(),
+            });
+        }
         let base = Scenario::parse(label, text)?;
         let doc: toml::Table = toml::from_str(text).map_err(|source| SweepError::Toml {
             label: label.into(),
             source,
         })?;
+        let points_n = axes.iter().try_fold(1u64, |n, a| n.checked_mul(a.values.len() as u64));
+        match points_n.and_then(|p| p.checked_mul(seeds)) {
+            Some(r) if r <= MAX_RUNS => {}
+            _ => {
+                return Err(SweepError::TooManyRuns {
+                    points: points_n.map_or_else(|| "too many".to_string(), |p| p.to_string()),
+                    seeds,
+                });
+            }
+        }
         let mut points = Vec::new();
         for values in cross_product(&axes) {
             let mut d = doc.clone();
@@ -296,6 +317,7 @@ impl Plan {
                 source,
             })?;
             let sc = Scenario::parse(&format!("{label} [{point}]"), &src)?;
+            crate::run::budget::check(&sc, seeds)?;
             points.push((values, sc));
         }
         let runs = points.len() as u64 * seeds;
@@ -656,7 +678,13 @@ pub fn merge(shards: Vec<(Manifest, Vec<Row>)>) -> Result<(Manifest, Vec<Row>), 
     let (first, mut rows) = it.next().ok_or(SweepError::NoInputs)?;
     let plan = Manifest { shard: None, ..first };
     for (m, r) in it {
-        let m = Manifest { shard: None, ..m };
+        // a sweep is its content (the scenario text's hash, axes, seeds), not how its file
+        // path was spelled (`a.toml`, `./a.toml`, an absolute path)
+        let m = Manifest {
+            shard: None,
+            file: plan.file.clone(),
+            ..m
+        };
         if m != plan {
             return Err(SweepError::DifferentSweeps {
                 first: Box::new(plan),
@@ -726,7 +754,8 @@ pub fn summary_table(m: &Manifest, points: &[PointSummary]) -> String {
 
 /// The default output directory of a sweep of `scenario`.
 pub fn default_out(scenario: &str, shard: Option<Shard>) -> PathBuf {
-    let base = Path::new("reports").join("sweep").join(scenario);
+    // the name is the user's text: one safe path component, never `..` or an absolute path
+    let base = Path::new("reports").join("sweep").join(crate::report::slug(scenario));
     match shard {
         Some(s) => base.join(format!("shard-{}-of-{}", s.index, s.count)),
         None => base,
@@ -841,6 +870,27 @@ pub enum SweepError {
     /// `--seeds 0`.
     #[error("--seeds must be at least 1")]
     NoSeeds,
+    /// A grid point would need more memory than `--max-memory`.
+    #[error(transparent)]
+    Memory(#[from] crate::run::budget::BudgetError),
+    /// Two `--grid` axes set the same scenario field.
+    #[error("--grid {again}: sets `{path}`, which --grid {first} already sets (give each field one axis)")]
+    RepeatedAxis {
+        /// The first axis's key.
+        first: String,
+        /// The repeated axis's key.
+        again: String,
+        /// The scenario field both set.
+        path: String,
+    },
+    /// Grid points x seeds is more than [`MAX_RUNS`].
+    #[error("sweep: {points} grid points x {seeds} seeds is more than {MAX_RUNS} runs")]
+    TooManyRuns {
+        /// Grid points (as text: the product may itself overflow).
+        points: String,
+        /// `--seeds`.
+        seeds: u64,
+    },
     /// The scenario file could not be read.
     #[error("{file}: cannot read: {source}")]
     ReadScenario {

@@ -631,3 +631,113 @@ fn processes_of(run_id: &str) -> Vec<u32> {
     }
     out
 }
+
+/// Issue 17 item 14: a worker restarted while the store proxy refuses connections keeps
+/// trying (its backend's fallback decides what it does meanwhile) instead of the whole run
+/// aborting with "worker 1: cannot connect to PostgreSQL"; `run` completes the same scenario.
+#[test]
+fn a_worker_restarted_during_an_outage_keeps_trying() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((pgs, rt)) = stores("a_worker_restarted_during_an_outage_keeps_trying") else {
+        return;
+    };
+    for backend in ["row", "advisory"] {
+        let mut sc = outage("divided");
+        if backend == "advisory" {
+            sc.pacer.backend = "advisory".into();
+            sc.pacer
+                .options
+                .insert("fallback".into(), toml::Value::String("fail_closed".into()));
+        }
+        sc.faults.push(pacesim::fault::FaultSpec::Kill {
+            at: Some(pacesim::time::Nanos::from_millis(1200)),
+            rate: None,
+            process: Some(1),
+            point: None,
+            restart_after: Some(pacesim::time::Nanos::from_millis(100)),
+        });
+        let r = run_blocking(&sc, &opts()).unwrap_or_else(|e| panic!("{backend}: {e}"));
+        let evs = r.events();
+        assert!(
+            evs.iter().any(|e| matches!(e, Event::Restart { pid: 1, .. })),
+            "{backend}"
+        );
+        // the restarted worker fetches again once the outage is over
+        let back = evs
+            .iter()
+            .any(|e| matches!(e, Event::Arrival { pid: 1, t, .. } if *t > 2_000_000_000));
+        assert!(back, "{backend}: the restarted worker never fetched after the outage");
+        nothing_left(&r, &pgs, &rt);
+    }
+}
+
+/// Issue 17 item 15: start-up cleanup drops only what is provably abandoned. Another host's
+/// live run (its parent pid does not exist here) holds a fresh lease and keeps its schema
+/// and keys; a run whose lease went stale loses them; a schema without a lease is left alone.
+#[test]
+fn start_up_cleanup_drops_only_abandoned_schemas_and_keys() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((pgs, rt)) = stores("start_up_cleanup_drops_only_abandoned_schemas_and_keys") else {
+        return;
+    };
+    let c = rt.block_on(pgs.connect(Duration::from_secs(2))).unwrap();
+    let (other, stale, unleased) = ("4000000001_0badf00d", "4000000002_0badf00d", "4000000003_0badf00d");
+    let schema = |id: &str| pg::schema_name(id);
+    rt.block_on(async {
+        for id in [other, stale, unleased] {
+            let _ = pg::drop_schema(&c, &schema(id)).await;
+            let _ = pg::drop_lease(&c, &schema(id)).await;
+            pg::create_schema(&c, &schema(id), 1).await.unwrap();
+        }
+        pg::take_lease(&c, &schema(other), "other-host:1").await.unwrap();
+        pg::take_lease(&c, &schema(stale), "gone-host:1").await.unwrap();
+        c.execute(
+            &format!(
+                "UPDATE {} SET heartbeat = clock_timestamp() - interval '1 hour' WHERE schema_name = $1",
+                pg::LEASES
+            ),
+            &[&schema(stale)],
+        )
+        .await
+        .unwrap();
+    });
+    let mut con = RedisSettings::from_env().connect(None, Duration::from_secs(2)).unwrap();
+    let key = |id: &str| format!("{}lock", pacesim::live::redis::key_prefix(id));
+    for id in [other, stale] {
+        let _: () = redis::cmd("SET").arg(key(id)).arg("x").query(&mut con).unwrap();
+    }
+    pacesim::live::redis::renew_lease(&mut con, other, "other-host:1").unwrap();
+
+    // one run on each store: each cleans up at start
+    for backend in ["row", "redis_gcra"] {
+        let mut sc = scenario(FOUR_LIMITERS);
+        sc.pacer.backend = backend.into();
+        let r = run_blocking(&sc, &opts()).unwrap_or_else(|e| panic!("{backend}: {e}"));
+        nothing_left(&r, &pgs, &rt);
+    }
+
+    let exists = |id: &str| rt.block_on(pg::schema_exists(&c, &schema(id))).unwrap();
+    let has_key =
+        |con: &mut redis::Connection, id: &str| -> bool { redis::cmd("EXISTS").arg(key(id)).query(con).unwrap() };
+    let kept = (exists(other), exists(unleased), has_key(&mut con, other));
+    let dropped = (!exists(stale), !has_key(&mut con, stale));
+    // leave nothing of this test behind
+    rt.block_on(async {
+        for id in [other, stale, unleased] {
+            let _ = pg::drop_schema(&c, &schema(id)).await;
+            let _ = pg::drop_lease(&c, &schema(id)).await;
+        }
+    });
+    let _ = pacesim::live::redis::delete_prefix(&mut con, &pacesim::live::redis::key_prefix(other));
+    let _ = pacesim::live::redis::drop_lease(&mut con, other);
+    assert_eq!(
+        kept,
+        (true, true, true),
+        "another host's schema and keys, and an unleased schema, survive"
+    );
+    assert_eq!(
+        dropped,
+        (true, true),
+        "the stale lease's schema and the unleased keys are dropped"
+    );
+}

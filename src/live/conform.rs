@@ -178,7 +178,7 @@ pub fn reservation_rtts(events: &[Event], processes: u32, warmup: usize) -> Vec<
 /// Measure `count` sequential `row` reservations on one connection (after 20 warm-up ones)
 /// and fit the one-way latency.
 pub async fn calibrate(count: usize) -> Result<Calibration, LiveError> {
-    let (settings, admin) = PgSettings::from_env()
+    let (settings, admin) = PgSettings::try_from_env()?
         .connect_resolving_user(Duration::from_secs(3))
         .await?;
     let schema = pg::schema_name(&format!("{}_calibrate", crate::live::runner::new_run_id()));
@@ -399,12 +399,45 @@ impl Conformance {
     /// True when the achieved rates agree within `tolerance` (relative) and every check has
     /// the same verdict both ways.
     pub fn agrees(&self, tolerance: f64) -> bool {
-        let verdicts_agree = self
-            .sim
-            .checks
-            .iter()
-            .all(|(k, v)| self.live.checks.get(k).is_some_and(|l| l.pass == v.pass));
-        self.rate_difference.abs() <= tolerance && verdicts_agree
+        self.disagreements(tolerance).is_empty()
+    }
+
+    /// Each comparison that failed, one line each: the achieved rates further apart than
+    /// `tolerance` (or not comparable), and each check whose verdict differs (or that ran one
+    /// way only). Empty when the two runs agree.
+    pub fn disagreements(&self, tolerance: f64) -> Vec<String> {
+        let mut out = Vec::new();
+        let within = self.rate_difference.abs() <= tolerance;
+        if !within {
+            out.push(format!(
+                "achieved rate: live {:.3}/s vs simulated {:.3}/s, a relative difference of {:+.4} \
+                 (tolerance {tolerance})",
+                self.live.achieved_rate, self.sim.achieved_rate, self.rate_difference
+            ));
+        }
+        let verdict = |p: bool| if p { "pass" } else { "FAIL" };
+        for (k, v) in &self.sim.checks {
+            match self.live.checks.get(k) {
+                Some(l) if l.pass == v.pass => {}
+                Some(l) => out.push(format!(
+                    "check {k}: simulated {}, live {} ({})",
+                    verdict(v.pass),
+                    verdict(l.pass),
+                    if l.pass { &v.detail } else { &l.detail }
+                )),
+                None => out.push(format!("check {k}: ran in simulation only")),
+            }
+        }
+        out
+    }
+}
+
+/// `conform --tolerance`: a relative difference, a finite number >= 0.
+pub fn parse_tolerance(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
+        Ok(t) => Err(format!("must be a finite number >= 0, got {t}")),
+        Err(e) => Err(format!("`{s}` is not a number: {e}")),
     }
 }
 
@@ -422,6 +455,44 @@ pub fn conform_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_disagreement_names_the_comparison_that_failed() {
+        let sc = Scenario::parse("t.toml", crate::scenario::FOUR_LIMITERS).unwrap();
+        let sim = crate::summary::simulate(&sc, None, None).unwrap();
+        let mut live = sim.clone();
+        let mut c = Conformance {
+            sim,
+            live: live.clone(),
+            sim_stall_ms: None,
+            live_stall_ms: None,
+            calibration: None,
+            cost: None,
+            rate_difference: 0.0,
+        };
+        assert!(c.agrees(0.02) && c.disagreements(0.02).is_empty());
+        c.rate_difference = 0.05;
+        let d = c.disagreements(0.02);
+        assert_eq!(d.len(), 1);
+        assert!(d[0].starts_with("achieved rate: live "), "{d:?}");
+        c.rate_difference = f64::NAN;
+        assert!(!c.agrees(0.02), "a rate that cannot be compared does not agree");
+        c.rate_difference = 0.0;
+        live.checks.get_mut("ceiling").unwrap().pass = false;
+        c.live = live;
+        let d = c.disagreements(0.02);
+        assert_eq!(d.len(), 1);
+        assert!(d[0].starts_with("check ceiling: simulated pass, live FAIL"), "{d:?}");
+    }
+
+    #[test]
+    fn tolerance_is_a_finite_number_at_least_zero() {
+        assert_eq!(parse_tolerance("0.02"), Ok(0.02));
+        assert_eq!(parse_tolerance("0"), Ok(0.0));
+        for bad in ["nan", "-1", "inf", "x"] {
+            assert!(parse_tolerance(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn lognormal_fit_recovers_parameters() {

@@ -9,6 +9,11 @@
 //! | `cache` | `shared_cache` | a key-value cache table (`cache_key`, `value`, `expires`), the pace under one key |
 //! | `slots` | `claim_row`    | one row per concurrency slot: `holder`, `claimed_at` |
 //!
+//! Each schema has a lease (`pacesim_lease.runs`: owner and a heartbeat the run renews every
+//! 2 s); start-up cleanup drops only schemas whose lease is stale, so runs on other hosts or
+//! in other containers sharing the server never lose theirs. Redis keys have the same lease
+//! (`pacesim:lease:<run>`, a TTL renewed by the heartbeat).
+//!
 //! Advisory locks live in the server's memory, keyed by a number derived from the schema name,
 //! so concurrent runs never contend.
 //!
@@ -57,24 +62,67 @@ pub async fn drop_schema(c: &Client, schema: &str) -> Result<(), tokio_postgres:
         .await
 }
 
-/// Schemas of earlier runs whose parent process is gone (killed with SIGKILL, so it could not
-/// clean up): `pacesim_live_<pid>_...` where no process `<pid>` exists.
+/// The lease table: one row per live run's schema, with its owner (host and process) and a
+/// heartbeat the run refreshes every [`HEARTBEAT`]. Runs on other hosts or in other containers
+/// share the server, so a schema is provably abandoned only when its lease has not been
+/// refreshed for [`LEASE_STALE`]; a schema without a lease is never touched.
+pub const LEASES: &str = "pacesim_lease.runs";
+/// How often a run refreshes its lease (PostgreSQL row and Redis key).
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+/// A lease older than this is abandoned (its run was SIGKILLed or its host is gone).
+pub const LEASE_STALE: Duration = Duration::from_secs(60);
+
+/// Take the lease of `schema` for `owner` (before the schema exists).
+pub async fn take_lease(c: &Client, schema: &str, owner: &str) -> Result<(), tokio_postgres::Error> {
+    let create = format!(
+        "CREATE SCHEMA IF NOT EXISTS pacesim_lease;
+         CREATE TABLE IF NOT EXISTS {LEASES} (
+             schema_name text PRIMARY KEY, owner text NOT NULL, heartbeat timestamptz NOT NULL)"
+    );
+    // two runs creating the table at once: one of them sees a unique violation; once more
+    if c.batch_execute(&create).await.is_err() {
+        c.batch_execute(&create).await?;
+    }
+    c.execute(
+        &format!("INSERT INTO {LEASES} VALUES ($1, $2, clock_timestamp())"),
+        &[&schema, &owner],
+    )
+    .await
+    .map(drop)
+}
+
+/// Refresh the lease of `schema`.
+pub async fn renew_lease(c: &Client, schema: &str) -> Result<(), tokio_postgres::Error> {
+    c.execute(
+        &format!("UPDATE {LEASES} SET heartbeat = clock_timestamp() WHERE schema_name = $1"),
+        &[&schema],
+    )
+    .await
+    .map(drop)
+}
+
+/// Drop the lease of `schema` (after its schema).
+pub async fn drop_lease(c: &Client, schema: &str) -> Result<(), tokio_postgres::Error> {
+    c.execute(&format!("DELETE FROM {LEASES} WHERE schema_name = $1"), &[&schema])
+        .await
+        .map(drop)
+}
+
+/// Schemas of earlier runs that are provably abandoned: a lease not refreshed for
+/// [`LEASE_STALE`] on the server's clock, whichever host owned it. Schemas without a lease
+/// (another version's, or a run still creating its lease) are never listed.
 pub async fn orphan_schemas(c: &Client) -> Result<Vec<String>, tokio_postgres::Error> {
     let rows = c
         .query(
-            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'pacesim\\_live\\_%'",
-            &[],
+            &format!(
+                "SELECT schema_name FROM {LEASES}
+                  WHERE heartbeat < clock_timestamp() - $1::float8 * interval '1 second'
+                    AND schema_name LIKE 'pacesim\\_live\\_%'"
+            ),
+            &[&LEASE_STALE.as_secs_f64()],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| r.get::<_, String>(0))
-        .filter(|n| {
-            let pid = n.trim_start_matches("pacesim_live_").split('_').next().unwrap_or("");
-            pid.parse::<u32>()
-                .is_ok_and(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
-        })
-        .collect())
+    Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
 }
 
 /// Names of the run's schema if it still exists (tests use this to prove cleanup).

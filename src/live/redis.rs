@@ -197,6 +197,50 @@ pub fn keys_with_prefix(con: &mut Connection, prefix: &str) -> RedisResult<Vec<S
     }
 }
 
+/// The lease key of run `run_id`: its owner, with a TTL of [`crate::live::pg::LEASE_STALE`]
+/// refreshed every heartbeat. A run's keys (`pacesim:live:<run>:...`) whose lease key is gone
+/// are provably abandoned.
+pub fn lease_key(run_id: &str) -> String {
+    format!("pacesim:lease:{run_id}")
+}
+
+/// Take or refresh the lease of run `run_id`.
+pub fn renew_lease(con: &mut Connection, run_id: &str, owner: &str) -> RedisResult<()> {
+    let ttl = crate::live::pg::LEASE_STALE.as_millis() as u64;
+    redis::cmd("SET")
+        .arg(lease_key(run_id))
+        .arg(owner)
+        .arg("PX")
+        .arg(ttl)
+        .query(con)
+}
+
+/// Drop the lease of run `run_id`.
+pub fn drop_lease(con: &mut Connection, run_id: &str) -> RedisResult<()> {
+    redis::cmd("DEL").arg(lease_key(run_id)).query(con)
+}
+
+/// Delete the keys of runs whose lease has expired (their parent was SIGKILLed, or their host
+/// is gone); the keys of runs that hold a lease are never touched. Returns how many.
+pub fn delete_abandoned(con: &mut Connection) -> RedisResult<usize> {
+    let keys = keys_with_prefix(con, "pacesim:live:")?;
+    let mut runs: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
+    for k in keys {
+        if let Some(run) = k.strip_prefix("pacesim:live:").and_then(|r| r.split(':').next()) {
+            runs.entry(run.to_string()).or_default().push(k.clone());
+        }
+    }
+    let mut n = 0;
+    for (run, keys) in runs {
+        let leased: bool = redis::cmd("EXISTS").arg(lease_key(&run)).query(con)?;
+        if !leased {
+            let _: i64 = redis::cmd("DEL").arg(&keys).query(con)?;
+            n += keys.len();
+        }
+    }
+    Ok(n)
+}
+
 /// Delete every key under `prefix`; the number deleted.
 pub fn delete_prefix(con: &mut Connection, prefix: &str) -> RedisResult<usize> {
     let keys = keys_with_prefix(con, prefix)?;

@@ -34,12 +34,42 @@ pub struct PgSettings {
 }
 
 impl PgSettings {
-    /// From `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`, with loopback defaults.
+    /// From `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`, with loopback defaults;
+    /// a `PGPORT` that is not a port is an error naming it (never a silent 5432).
+    pub fn try_from_env() -> Result<PgSettings, Missing> {
+        PgSettings::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// [`try_from_env`](Self::try_from_env) with the default port in place of a bad `PGPORT`:
+    /// for tests that only look for a server; commands use `try_from_env`.
     pub fn from_env() -> PgSettings {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        PgSettings {
+        PgSettings::try_from_env().unwrap_or_else(|_| {
+            PgSettings::from_vars(|k| if k == "PGPORT" { None } else { std::env::var(k).ok() })
+                .expect("no PGPORT, no error")
+        })
+    }
+
+    /// The settings from variables looked up by `lookup` (the environment, or a test's map).
+    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<PgSettings, Missing> {
+        let var = |k: &str| lookup(k).filter(|v| !v.is_empty());
+        let port = match var("PGPORT") {
+            None => 5432,
+            Some(p) => match p.trim().parse::<u16>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Err(Missing {
+                        server: "PostgreSQL",
+                        problem: "setting PGPORT is invalid".into(),
+                        addr: "PGPORT".into(),
+                        detail: format!("`{}` is not a port number from 1 to 65535", one_line(&p)),
+                        hint: "set PGPORT to the server's port, or unset it for 5432".into(),
+                    });
+                }
+            },
+        };
+        Ok(PgSettings {
             host: var("PGHOST").unwrap_or_else(|| "127.0.0.1".into()),
-            port: var("PGPORT").and_then(|p| p.parse().ok()).unwrap_or(5432),
+            port,
             user: var("PGUSER")
                 .or_else(|| var("USER"))
                 .or_else(|| var("LOGNAME"))
@@ -47,7 +77,7 @@ impl PgSettings {
             password: var("PGPASSWORD"),
             dbname: var("PGDATABASE").unwrap_or_else(|| "test".into()),
             options: var("PGOPTIONS"),
-        }
+        })
     }
 
     /// True when `PGUSER` was not set, so a missing role may fall back to `postgres`.
@@ -167,8 +197,18 @@ impl RedisSettings {
         Ok(con)
     }
 
-    /// Check that the server answers `PING`.
+    /// Check that the server answers `PING` (a URL that does not parse, or a refused
+    /// password, is named as such).
     pub fn check(&self, timeout: Duration) -> Result<(), Missing> {
+        if let Err(e) = redis::Client::open(self.url.as_str()) {
+            return Err(Missing {
+                server: "Redis",
+                problem: "setting REDIS_URL is invalid".into(),
+                addr: redact_url(&self.url),
+                detail: redact(&e.to_string(), &self.url),
+                hint: "set REDIS_URL to redis://[user:password@]host:port/db".into(),
+            });
+        }
         let r = self
             .connect(None, timeout)
             .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
@@ -178,10 +218,12 @@ impl RedisSettings {
 
 /// A store that could not be reached, and how to start it. Displays as one line.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("{server} is not reachable at {addr} ({detail}); {hint}")]
+#[error("{server} {problem} at {addr} ({detail}); {hint}")]
 pub struct Missing {
     /// `PostgreSQL` or `Redis`.
     pub server: &'static str,
+    /// What is wrong: `is not reachable`, `has no database `test``, `refused the login`, ...
+    pub problem: String,
     /// Where it was looked for.
     pub addr: String,
     /// The client's error.
@@ -200,24 +242,96 @@ impl Missing {
                     .max()
             })
             .unwrap_or_else(|| "<version>".into());
+        let mut detail = one_line(detail);
+        if let Some(p) = &s.password {
+            detail = detail.replace(p.as_str(), "***");
+        }
+        let (problem, hint) = if detail.contains("database") && detail.contains("does not exist") {
+            (
+                format!("has no database `{}`", s.dbname),
+                format!("create it (`createdb {}`) or set PGDATABASE", s.dbname),
+            )
+        } else if detail.contains("role") && detail.contains("does not exist") {
+            (
+                format!("has no role `{}`", s.user),
+                format!("create it (`createuser {}`) or set PGUSER", s.user),
+            )
+        } else if detail.contains("password authentication failed") || detail.contains("no password") {
+            (
+                format!("refused the login of role `{}`", s.user),
+                "check PGUSER and PGPASSWORD".into(),
+            )
+        } else {
+            (
+                "is not reachable".into(),
+                format!(
+                    "start it (Debian: `pg_ctlcluster {version} main start`) or set PGHOST/PGPORT/PGUSER/PGPASSWORD/PGDATABASE (database `{}`, role `{}`)",
+                    s.dbname, s.user
+                ),
+            )
+        };
         Missing {
             server: "PostgreSQL",
+            problem,
             addr: s.addr(),
-            detail: one_line(detail),
-            hint: format!(
-                "start it (Debian: `pg_ctlcluster {version} main start`) or set PGHOST/PGPORT/PGUSER/PGPASSWORD/PGDATABASE (database `{}`, role `{}`)",
-                s.dbname, s.user
-            ),
+            detail,
+            hint,
         }
     }
 
     fn redis(s: &RedisSettings, detail: &str) -> Missing {
+        let detail = redact(&one_line(detail), &s.url);
+        let auth = [
+            "NOAUTH",
+            "WRONGPASS",
+            "invalid password",
+            "Authentication",
+            "AuthenticationFailed",
+        ]
+        .iter()
+        .any(|w| detail.contains(w));
+        let (problem, hint) = if auth {
+            (
+                "refused the password".to_string(),
+                "check the user and password in REDIS_URL (redis://user:password@host:port/db)".to_string(),
+            )
+        } else {
+            (
+                "is not reachable".to_string(),
+                "start it (`redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no`) or set REDIS_URL".to_string(),
+            )
+        };
         Missing {
             server: "Redis",
-            addr: s.url.clone(),
-            detail: one_line(detail),
-            hint: "start it (`redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no`) or set REDIS_URL".into(),
+            problem,
+            addr: redact_url(&s.url),
+            detail,
+            hint,
         }
+    }
+}
+
+/// The password of a URL's `user:password@`, if any.
+fn url_password(url: &str) -> Option<&str> {
+    let rest = &url[url.find("://")? + 3..];
+    let userinfo = &rest[..rest.find('@')?];
+    let (_, pw) = userinfo.split_once(':')?;
+    (!pw.is_empty()).then_some(pw)
+}
+
+/// `url` with its password replaced by `***` (for messages).
+pub fn redact_url(url: &str) -> String {
+    match url_password(url) {
+        Some(pw) => url.replacen(&format!(":{pw}@"), ":***@", 1),
+        None => url.to_string(),
+    }
+}
+
+/// `text` with the password of `url` replaced by `***` wherever it appears.
+fn redact(text: &str, url: &str) -> String {
+    match url_password(url) {
+        Some(pw) => text.replace(pw, "***"),
+        None => text.to_string(),
     }
 }
 
@@ -258,5 +372,68 @@ mod tests {
         let line = m.to_string();
         assert!(line.starts_with("PostgreSQL is not reachable at 127.0.0.1:1 (connection refused (os error 111))"));
         assert!(line.contains("pg_ctlcluster") && !line.contains('\n'), "{line}");
+    }
+
+    #[test]
+    fn a_bad_pgport_is_named_never_silently_5432() {
+        for bad in ["abc", "99999", "0", "-1"] {
+            let e = PgSettings::from_vars(|k| (k == "PGPORT").then(|| bad.to_string())).unwrap_err();
+            assert!(
+                e.to_string().starts_with(&format!(
+                    "PostgreSQL setting PGPORT is invalid at PGPORT (`{bad}` is not a port"
+                )),
+                "{e}"
+            );
+        }
+        let s = PgSettings::from_vars(|k| (k == "PGPORT").then(|| "6543".into())).unwrap();
+        assert_eq!(s.port, 6543);
+    }
+
+    #[test]
+    fn the_real_cause_is_named_and_secrets_redacted() {
+        let s = PgSettings {
+            host: "127.0.0.1".into(),
+            port: 5432,
+            user: "u".into(),
+            password: Some("hunter2".into()),
+            dbname: "nodb".into(),
+            options: None,
+        };
+        let m = Missing::postgres(&s, "db error: FATAL: database \"nodb\" does not exist");
+        assert!(
+            m.to_string()
+                .starts_with("PostgreSQL has no database `nodb` at 127.0.0.1:5432"),
+            "{m}"
+        );
+        let m = Missing::postgres(&s, "db error: FATAL: role \"u\" does not exist");
+        assert!(m.to_string().starts_with("PostgreSQL has no role `u`"), "{m}");
+        let m = Missing::postgres(&s, "password authentication failed for user \"u\" (hunter2)");
+        assert!(m.to_string().starts_with("PostgreSQL refused the login"), "{m}");
+        assert!(!m.to_string().contains("hunter2"), "{m}");
+
+        let r = RedisSettings {
+            url: "redis://user:s3cret@127.0.0.1:6379/".into(),
+        };
+        let m = Missing::redis(&r, "WRONGPASS invalid username-password pair (s3cret)");
+        let line = m.to_string();
+        assert!(
+            line.starts_with("Redis refused the password at redis://user:***@127.0.0.1:6379/"),
+            "{line}"
+        );
+        assert!(!line.contains("s3cret"), "{line}");
+        let m = Missing::redis(&r, "Connection refused (os error 111)");
+        assert!(
+            m.to_string().starts_with("Redis is not reachable at redis://user:***@"),
+            "{m}"
+        );
+        let bad = RedisSettings {
+            url: "http://:pw@nowhere".into(),
+        };
+        let e = bad.check(Duration::from_millis(100)).unwrap_err().to_string();
+        assert!(
+            e.starts_with("Redis setting REDIS_URL is invalid at http://:***@nowhere"),
+            "{e}"
+        );
+        assert!(!e.contains(":pw@"), "{e}");
     }
 }

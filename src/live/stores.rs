@@ -11,22 +11,53 @@ use std::time::Duration;
 pub(super) struct Stores {
     pub(super) pg: Option<(PgSettings, String)>,
     pub(super) redis: Option<(RedisSettings, String)>,
+    /// The run's id (its Redis lease).
+    run_id: String,
+    /// Refreshes the run's leases while it lasts.
+    heartbeat: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Who owns a run's schema and keys, for the leases: `PACESIM_OWNER`, else this host's name
+/// and the parent's pid.
+pub fn owner() -> String {
+    std::env::var("PACESIM_OWNER")
+        .ok()
+        .filter(|o| !o.is_empty())
+        .unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            format!("{}:{}", host.trim(), std::process::id())
+        })
 }
 
 impl Stores {
     pub(super) async fn setup(sc: &Scenario, run_id: &str, live: &dyn LiveSpec) -> Result<Stores, LiveError> {
         let used = live.store();
         let t = Duration::from_secs(3);
-        let mut s = Stores { pg: None, redis: None };
+        let mut s = Stores {
+            pg: None,
+            redis: None,
+            run_id: run_id.to_string(),
+            heartbeat: None,
+        };
+        let owner = owner();
         if used == StoreUse::Postgres {
-            let (settings, admin) = PgSettings::from_env().connect_resolving_user(t).await?;
-            // Schemas left by runs whose parent was SIGKILLed (and so could not clean up).
+            let (settings, admin) = PgSettings::try_from_env()?.connect_resolving_user(t).await?;
+            // Schemas left by runs whose lease went stale (SIGKILLed, or their host is gone):
+            // never a schema another live run, on any host, still renews.
             if let Ok(orphans) = pg::orphan_schemas(&admin).await {
                 for o in orphans {
-                    let _ = pg::drop_schema(&admin, &o).await;
+                    if pg::drop_schema(&admin, &o).await.is_ok() {
+                        let _ = pg::drop_lease(&admin, &o).await;
+                    }
                 }
             }
             let schema = pg::schema_name(run_id);
+            pg::take_lease(&admin, &schema, &owner).await.map_err(|e| {
+                LiveError::Setup(format!(
+                    "taking the lease of schema {schema}: {}",
+                    crate::live::settings::error_chain(&e)
+                ))
+            })?;
             pg::create_schema(&admin, &schema, live.slots(sc)).await.map_err(|e| {
                 LiveError::Setup(format!(
                     "creating schema {schema}: {}",
@@ -43,29 +74,77 @@ impl Stores {
             })
             .await
             .map_err(|e| LiveError::Setup(e.to_string()))??;
+            // the lease first, then the keys of runs whose lease expired
+            let (r2, id, o) = (r.clone(), run_id.to_string(), owner.clone());
+            tokio::task::spawn_blocking(move || {
+                let mut c = r2.connect(None, t)?;
+                lredis::renew_lease(&mut c, &id, &o)?;
+                lredis::delete_abandoned(&mut c).map(drop)
+            })
+            .await
+            .map_err(|e| LiveError::Setup(e.to_string()))?
+            .map_err(|e| LiveError::Setup(format!("taking the Redis lease: {e}")))?;
             s.redis = Some((r, lredis::key_prefix(run_id)));
         }
+        s.heartbeat = Some(s.start_heartbeat(owner));
         Ok(s)
+    }
+
+    /// Renew the run's leases every [`pg::HEARTBEAT`] until [`cleanup`](Self::cleanup).
+    fn start_heartbeat(&self, owner: String) -> tokio::task::JoinHandle<()> {
+        let pg = self.pg.clone();
+        let redis = self.redis.as_ref().map(|(r, _)| r.clone());
+        let run_id = self.run_id.clone();
+        tokio::spawn(async move {
+            let mut client = None;
+            loop {
+                tokio::time::sleep(pg::HEARTBEAT).await;
+                if let Some((settings, schema)) = &pg {
+                    if client.is_none() {
+                        client = settings.connect(Duration::from_secs(5)).await.ok();
+                    }
+                    if let Some(c) = &client
+                        && pg::renew_lease(c, schema).await.is_err()
+                    {
+                        client = None;
+                    }
+                }
+                if let Some(r) = &redis {
+                    let (r, id, o) = (r.clone(), run_id.clone(), owner.clone());
+                    let _ = tokio::task::spawn_blocking(move || {
+                        let mut c = r.connect(None, Duration::from_secs(5))?;
+                        lredis::renew_lease(&mut c, &id, &o)
+                    })
+                    .await;
+                }
+            }
+        })
     }
 
     /// Drop the schema and delete the keys; problems are returned, not raised.
     pub(super) async fn cleanup(&self) -> Vec<String> {
         let mut warnings = Vec::new();
+        if let Some(h) = &self.heartbeat {
+            h.abort();
+        }
         if let Some((settings, schema)) = &self.pg {
             match settings.connect(Duration::from_secs(5)).await {
                 Ok(c) => {
                     if let Err(e) = pg::drop_schema(&c, schema).await {
                         warnings.push(format!("dropping schema {schema}: {e}"));
+                    } else if let Err(e) = pg::drop_lease(&c, schema).await {
+                        warnings.push(format!("dropping the lease of schema {schema}: {e}"));
                     }
                 }
                 Err(e) => warnings.push(format!("dropping schema {schema}: {e}")),
             }
         }
         if let Some((settings, prefix)) = &self.redis {
-            let (s, p) = (settings.clone(), prefix.clone());
+            let (s, p, id) = (settings.clone(), prefix.clone(), self.run_id.clone());
             let r = tokio::task::spawn_blocking(move || {
                 let mut c = s.connect(None, Duration::from_secs(5))?;
-                lredis::delete_prefix(&mut c, &p)
+                let n = lredis::delete_prefix(&mut c, &p)?;
+                lredis::drop_lease(&mut c, &id).map(|()| n)
             })
             .await;
             match r {

@@ -38,6 +38,24 @@ pub fn slug(name: &str) -> String {
     }
 }
 
+/// Check that scenarios named `names` get one report directory each: two names that are
+/// equal, or equal after [`slug`] (`a/b` and `a_b`), would write into one directory and the
+/// index would link both to it.
+pub fn distinct_dirs<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), ReportError> {
+    let mut seen: std::collections::BTreeMap<String, &str> = std::collections::BTreeMap::new();
+    for n in names {
+        let s = slug(n);
+        if let Some(first) = seen.insert(s.clone(), n) {
+            return Err(ReportError::SameDir {
+                first: first.to_string(),
+                second: n.to_string(),
+                dir: s,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// `<scenario>/summary.json`.
 #[derive(Debug, Serialize)]
 pub struct ScenarioJson<'a> {
@@ -76,6 +94,16 @@ pub enum ReportError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Two scenarios would share one report directory.
+    #[error("scenarios `{first}` and `{second}` would share the report directory `{dir}`: give them distinct names")]
+    SameDir {
+        /// The first scenario's name.
+        first: String,
+        /// The other scenario's name.
+        second: String,
+        /// The directory both map to.
+        dir: String,
+    },
     /// A plot could not be drawn or written (names the file).
     #[error(transparent)]
     Plot(#[from] crate::plot::PlotError),
@@ -100,6 +128,7 @@ fn is_generated(p: &Path) -> bool {
 /// Write `out/<scenario>/` (plots and `summary.json`) for every scenario, and `out/index.md`,
 /// which names `command` as the way to regenerate it.
 pub fn write(out: &Path, all: &[ScenarioRuns], command: &str) -> Result<Vec<Written>, ReportError> {
+    distinct_dirs(all.iter().map(|sr| sr.scenario.name.as_str()))?;
     std::fs::create_dir_all(out).map_err(ReportError::io(out))?;
     let written: Vec<Result<Written, ReportError>> = all.par_iter().map(|sr| write_scenario(out, sr)).collect();
     let written: Vec<Written> = written.into_iter().collect::<Result<_, _>>()?;

@@ -177,6 +177,9 @@ pub enum CompareError {
     /// the scenario and the field).
     #[error("{0}")]
     Variant(String),
+    /// The runs would need more memory than `--max-memory`.
+    #[error(transparent)]
+    Memory(#[from] super::budget::BudgetError),
     /// A run failed to stream its events.
     #[error("{scenario} / {backend}: {source}")]
     Io {
@@ -207,6 +210,8 @@ pub struct Planned {
 pub fn plan(scenarios: &[Scenario], seeds: u64) -> Result<Vec<Planned>, CompareError> {
     let mut v = Vec::new();
     for (i, sc) in scenarios.iter().enumerate() {
+        let runs = (sc.compared_backends().len() as u64).saturating_mul(seeds.max(1));
+        super::budget::check(sc, runs)?;
         for b in sc.compared_backends() {
             let variant = sc.with_backend(&b).map_err(CompareError::Variant)?;
             for k in 0..seeds.max(1) {

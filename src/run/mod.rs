@@ -12,7 +12,10 @@
 //! Everything here returns a typed result and prints nothing; the command line decides what
 //! is printed and the exit status.
 
+pub mod budget;
 pub mod compare;
+pub mod input;
+pub mod progress;
 
 use crate::scenario::{Scenario, ScenarioError};
 use crate::summary::{self, Summary};
@@ -181,9 +184,15 @@ pub enum RunError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// `--rate` is not a positive number.
-    #[error("--rate must be above 0, got {0}")]
+    /// `--rate` is not a usable ceiling.
+    #[error("--rate must be between {min:e} and {max:e} per second, got {0}", min = crate::scenario::MIN_RATE, max = crate::scenario::MAX_RATE)]
     BadRate(f64),
+    /// The run would need more memory than `--max-memory`.
+    #[error(transparent)]
+    Memory(#[from] budget::BudgetError),
+    /// The trace file is not a trace the checkers can judge (names file, line and field).
+    #[error(transparent)]
+    BadTrace(#[from] input::InputError),
     /// The trace does not read (names file and line).
     #[error(transparent)]
     ReadTrace(#[from] ReadError),
@@ -193,6 +202,7 @@ pub enum RunError {
 /// (JSON Lines) if given, and summarise it.
 pub fn one(file: &Path, seed: Option<u64>, backend: Option<&str>, trace: Option<&Path>) -> Result<Summary, RunError> {
     let sc = load(file, seed, backend)?;
+    budget::check(&sc, 1)?;
     let out: Option<Box<dyn Write + Send>> = match trace {
         Some(p) => match std::fs::File::create(p) {
             Ok(f) => Some(Box::new(std::io::BufWriter::new(f))),
@@ -205,18 +215,29 @@ pub fn one(file: &Path, seed: Option<u64>, backend: Option<&str>, trace: Option<
         },
         None => None,
     };
-    summary::simulate(&sc, out, None).map_err(RunError::WriteTrace)
+    let mut progress = progress::Progress::on_terminal(sc.duration);
+    let extra = progress.as_mut().map(|p| p as &mut dyn crate::trace::Sink);
+    summary::simulate(&sc, out, extra).map_err(RunError::WriteTrace)
 }
 
 /// `pacesim check`: summarise the trace file `trace` (the checkers' verdicts included),
 /// against the ceiling `rate` instead of the header's when given.
 pub fn check(trace: &Path, rate: Option<f64>) -> Result<Summary, RunError> {
-    let f = std::fs::File::open(trace).map_err(|source| RunError::OpenTrace {
-        path: trace.to_path_buf(),
-        source,
-    })?;
+    let open = || {
+        std::fs::File::open(trace).map_err(|source| RunError::OpenTrace {
+            path: trace.to_path_buf(),
+            source,
+        })
+    };
     let name = trace.display().to_string();
-    let reader = std::io::BufReader::new(f);
+    if let Some(r) = rate
+        && !(r.is_finite() && r > 0.0 && crate::scenario::rate_in_range(r).is_ok())
+    {
+        return Err(RunError::BadRate(r));
+    }
+    // nothing in the file is trusted: one bounded pass first, then the checkers read it
+    input::validate(&name, std::io::BufReader::new(open()?), rate)?;
+    let reader = std::io::BufReader::new(open()?);
     let summary = match rate {
         None => summary::from_trace(&name, reader),
         Some(r) if r.is_finite() && r > 0.0 => summary::from_trace(&name, RateOverride::new(reader, r)),

@@ -47,9 +47,12 @@ impl Open for AdvisorySql {
 
     async fn open(spec: &WorkerSpec, _b: &Advisory, timeout: Duration) -> Result<AdvisorySql, String> {
         let mut link = PgLink::new(spec, timeout)?;
-        link.client()
+        let opened = link
+            .client()
             .await
-            .map_err(|_| "cannot connect to PostgreSQL".to_string())?;
+            .map(drop)
+            .map_err(|_| "cannot connect to PostgreSQL".to_string());
+        super::first_connection(spec, opened)?;
         Ok(AdvisorySql { link })
     }
 }

@@ -63,9 +63,12 @@ impl Open for ClaimSql {
 
     async fn open(spec: &WorkerSpec, _b: &ClaimRow, timeout: Duration) -> Result<ClaimSql, String> {
         let mut link = PgLink::new(spec, timeout)?;
-        link.client()
+        let opened = link
+            .client()
             .await
-            .map_err(|_| "cannot connect to PostgreSQL".to_string())?;
+            .map(drop)
+            .map_err(|_| "cannot connect to PostgreSQL".to_string());
+        super::first_connection(spec, opened)?;
         Ok(ClaimSql {
             link,
             holder: ((spec.pid as i32) << 16) | (spec.incarnation as i32 & 0xFFFF),

@@ -285,6 +285,18 @@ pub static LOCAL: LiveOf<crate::backend::local::LocalOptions, local::NoConn> = L
 
 // ---- connections shared by the adapters ----------------------------------------------------
 
+/// The first connection of a worker's store link (`opened`: connecting, or warming up). A
+/// worker started with the run connects before it reports ready, and a store down then is a
+/// setup error; a restarted worker (its origin already given) may start during an outage: it
+/// opens anyway, its first operation fails like any other (the link reconnects on each use)
+/// and the backend's fallback decides, instead of the whole run aborting.
+pub fn first_connection(spec: &WorkerSpec, opened: Result<(), String>) -> Result<(), String> {
+    match opened {
+        Err(_) if spec.origin.is_some() => Ok(()),
+        r => r,
+    }
+}
+
 /// A worker's PostgreSQL connection with the run's statements prepared, reconnected on
 /// demand; it awaits an open transaction's COMMIT before the connection is used again.
 #[derive(Debug)]

@@ -78,7 +78,8 @@ impl Open for GcraScript {
 
     async fn open(spec: &WorkerSpec, b: &RedisGcra, timeout: Duration) -> Result<GcraScript, String> {
         let mut link = RedisLink::new(spec, timeout)?;
-        link.con().map_err(|_| "cannot connect to Redis".to_string())?;
+        let opened = link.con().map(drop).map_err(|_| "cannot connect to Redis".to_string());
+        super::first_connection(spec, opened)?;
         Ok(GcraScript {
             link,
             interval_us: b.gcra().interval() as f64 / 1000.0,

@@ -49,7 +49,8 @@ impl Open for LockScript {
 
     async fn open(spec: &WorkerSpec, b: &RedisLock, timeout: Duration) -> Result<LockScript, String> {
         let mut link = RedisLink::new(spec, timeout)?;
-        link.con().map_err(|_| "cannot connect to Redis".to_string())?;
+        let opened = link.con().map(drop).map_err(|_| "cannot connect to Redis".to_string());
+        super::first_connection(spec, opened)?;
         Ok(LockScript {
             link,
             token: format!("{}:{}", spec.pid, spec.incarnation),

@@ -143,7 +143,8 @@ impl Open for RowSql {
 
     async fn open(spec: &WorkerSpec, row: &Row, timeout: Duration) -> Result<RowSql, String> {
         let mut link = PgLink::new(spec, timeout)?;
-        warm(&mut link).await?;
+        let warmed = warm(&mut link).await;
+        super::first_connection(spec, warmed)?;
         Ok(RowSql {
             link,
             interval_us: row.interval().0 as f64 / 1000.0,
@@ -188,7 +189,8 @@ impl Open for CacheSql {
 
     async fn open(spec: &WorkerSpec, row: &Row, timeout: Duration) -> Result<CacheSql, String> {
         let mut link = PgLink::new(spec, timeout)?;
-        warm(&mut link).await?;
+        let warmed = warm(&mut link).await;
+        super::first_connection(spec, warmed)?;
         Ok(CacheSql {
             link,
             interval_us: row.interval().0 as f64 / 1000.0,

@@ -1,0 +1,290 @@
+//! Issue 17's "what must hold": mutated scenario files (from `sims/`), edited traces (real
+//! `--trace` output) and the command line's arguments never panic or abort. A scenario either
+//! loads or is refused naming file, line and field; a trace either checks or is refused; the
+//! binary exits 0, 1 or 2. `just fuzz` runs it deeper (`PROPTEST_CASES`).
+
+use pacesim::scenario::{FOUR_LIMITERS, Scenario};
+use proptest::prelude::*;
+use std::path::{Path, PathBuf};
+
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn config(default: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases: cases(default),
+        failure_persistence: None,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(
+            std::env::var("PROPTEST_RNG_SEED")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(17),
+        ),
+        ..ProptestConfig::default()
+    }
+}
+
+/// Every shipped scenario's text, by file name.
+fn sims() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = pacesim::run::default_scenarios()
+        .into_iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Values that have broken parsers and simulators before.
+const NASTY: &[&str] = &[
+    "0",
+    "-1",
+    "1",
+    "4294967295",
+    "18446744073709551615",
+    "9223372036854775808",
+    "1e300",
+    "1e-11",
+    "nan",
+    "inf",
+    "-inf",
+    "0.0",
+    "\"0s\"",
+    "\"-5s\"",
+    "\"1e308s\"",
+    "\"1ns\"",
+    "\"100000h\"",
+    "\"\"",
+    "\"../../../x\"",
+    "\"/tmp/x\"",
+    "[]",
+    "[1, 2]",
+    "{}",
+    "true",
+    "{ dist = \"lognormal\", median = \"1ms\", sigma = 1e300 }",
+    "{ dist = \"uniform\", low = \"2s\", high = \"1s\" }",
+];
+
+/// One edit of a scenario file.
+#[derive(Clone, Debug)]
+enum Edit {
+    /// Replace the value of the `key = value` line at this index (modulo their count).
+    Value(usize, &'static str),
+    /// Delete a line.
+    Delete(usize),
+    /// Duplicate a line.
+    Duplicate(usize),
+    /// Cut the file at a byte offset (a char boundary at or before it).
+    Truncate(usize),
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        4 => (any::<usize>(), proptest::sample::select(NASTY)).prop_map(|(i, v)| Edit::Value(i, v)),
+        1 => any::<usize>().prop_map(Edit::Delete),
+        1 => any::<usize>().prop_map(Edit::Duplicate),
+        1 => any::<usize>().prop_map(Edit::Truncate),
+    ]
+}
+
+fn apply(src: &str, e: &Edit) -> String {
+    let lines: Vec<&str> = src.lines().collect();
+    match *e {
+        Edit::Value(i, v) => {
+            let kv: Vec<usize> = (0..lines.len())
+                .filter(|&j| {
+                    let t = lines[j].trim_start();
+                    !t.starts_with('#') && !t.starts_with('[') && t.contains(" = ")
+                })
+                .collect();
+            if kv.is_empty() {
+                return src.to_string();
+            }
+            let j = kv[i % kv.len()];
+            let key = lines[j].split(" = ").next().unwrap();
+            let mut out: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+            out[j] = format!("{key} = {v}");
+            out.join("\n") + "\n"
+        }
+        Edit::Delete(i) if !lines.is_empty() => {
+            let mut out = lines.clone();
+            out.remove(i % lines.len());
+            out.join("\n") + "\n"
+        }
+        Edit::Duplicate(i) if !lines.is_empty() => {
+            let mut out = lines.clone();
+            let j = i % lines.len();
+            out.insert(j, lines[j]);
+            out.join("\n") + "\n"
+        }
+        Edit::Truncate(i) => {
+            let mut k = i % (src.len() + 1);
+            while !src.is_char_boundary(k) {
+                k -= 1;
+            }
+            src[..k].to_string()
+        }
+        _ => src.to_string(),
+    }
+}
+
+/// An error line must be `t.toml:LINE: FIELD: message`, on one line.
+fn assert_names_file_line_field(e: &str) {
+    assert!(!e.contains('\n'), "one line: {e}");
+    let rest = e
+        .strip_prefix("t.toml:")
+        .unwrap_or_else(|| panic!("names the file: {e}"));
+    let (line, rest) = rest.split_once(": ").unwrap_or_else(|| panic!("names the line: {e}"));
+    assert!(line.parse::<usize>().is_ok(), "a line number: {e}");
+    let (field, _) = rest.split_once(": ").unwrap_or_else(|| panic!("names the field: {e}"));
+    assert!(!field.is_empty() && !field.contains(' '), "a field: {e}");
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// Any edit of any shipped scenario parses, or is refused naming file, line and field;
+    /// whatever parses fits the memory estimate's arithmetic (no overflow, no panic).
+    #[test]
+    fn mutated_scenarios_load_or_name_file_line_and_field(
+        file in 0usize..64,
+        edits in proptest::collection::vec(edit(), 1..4),
+    ) {
+        let all = sims();
+        let (_, text) = &all[file % all.len()];
+        let mut src = text.clone();
+        for e in &edits {
+            src = apply(&src, e);
+        }
+        match Scenario::parse("t.toml", &src) {
+            Ok(sc) => {
+                let _ = pacesim::run::budget::estimate(&sc, 1);
+                let _ = sc.interval();
+            }
+            Err(e) => assert_names_file_line_field(&e.to_string()),
+        }
+    }
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fuzz-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A real trace of FOUR_LIMITERS with a kill, as lines (made once).
+fn real_trace() -> Vec<String> {
+    static TRACE: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    TRACE.get_or_init(make_trace).clone()
+}
+
+fn make_trace() -> Vec<String> {
+    let src = format!("{FOUR_LIMITERS}[[faults]]\nkind = \"kill\"\nat = \"100ms\"\nrestart_after = \"50ms\"\n");
+    let sc = Scenario::parse("t.toml", &src).unwrap();
+    let d = tmp("trace");
+    let p = d.join("t.jsonl");
+    let f = std::fs::File::create(&p).unwrap();
+    pacesim::summary::simulate(&sc, Some(Box::new(std::io::BufWriter::new(f))), None).unwrap();
+    std::fs::read_to_string(&p).unwrap().lines().map(String::from).collect()
+}
+
+/// JSON values to put in a trace field.
+const NASTY_JSON: &[&str] = &[
+    "0",
+    "-1",
+    "-50",
+    "1e300",
+    "4000000000",
+    "18446744073709551615",
+    "0.5",
+    "null",
+    "\"x\"",
+    "[]",
+    "{}",
+    "true",
+    "999",
+    "1e-11",
+];
+
+proptest! {
+    #![proptest_config(config(64))]
+
+    /// Any edit of a real trace (a field set to a nasty value, a line dropped or cut) checks or
+    /// is refused with an error; never a panic or an abort.
+    #[test]
+    fn edited_traces_check_or_are_refused(
+        line in any::<usize>(),
+        field in any::<usize>(),
+        value in proptest::sample::select(NASTY_JSON),
+        cut in any::<bool>(),
+        drop_line in any::<bool>(),
+    ) {
+        let mut lines = real_trace();
+        let i = line % lines.len();
+        if drop_line {
+            lines.remove(i);
+        } else if let Ok(serde_json::Value::Object(mut m)) = serde_json::from_str::<serde_json::Value>(&lines[i]) {
+            let keys: Vec<String> = m.keys().cloned().collect();
+            let k = keys[field % keys.len()].clone();
+            m.insert(k, serde_json::from_str(value).unwrap());
+            lines[i] = serde_json::Value::Object(m).to_string();
+        }
+        let mut text = lines.join("\n") + "\n";
+        if cut {
+            text.truncate(text.len() * (field % 100) / 100);
+        }
+        let d = tmp("edit");
+        let p = d.join("t.jsonl");
+        std::fs::write(&p, text).unwrap();
+        let r = pacesim::run::check(&p, None);
+        if let Err(e) = r {
+            assert!(!e.to_string().is_empty());
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(12))]
+
+    /// The binary on mutated scenarios and arguments: exit 0, 1 or 2, never a panic (101) or a
+    /// signal; `--max-wall` bounds each run.
+    #[test]
+    fn the_command_line_exits_0_1_or_2(
+        file in 0usize..64,
+        edits in proptest::collection::vec(edit(), 0..3),
+        command in proptest::sample::select(&["run", "simulate", "check"][..]),
+        seed in proptest::sample::select(&["0", "1", "18446744073709551615", "-1", "x"][..]),
+    ) {
+        let all = sims();
+        let (_, text) = &all[file % all.len()];
+        let mut src = text.clone();
+        for e in &edits {
+            src = apply(&src, e);
+        }
+        let d = tmp("cli");
+        let p = d.join("t.toml");
+        std::fs::write(&p, &src).unwrap();
+        let p = p.to_str().unwrap();
+        let args: Vec<&str> = match command {
+            "run" => vec!["run", p, "--seed", seed, "--max-wall", "5s"],
+            "simulate" => vec!["simulate", p, "--seeds", seed, "--max-wall", "5s"],
+            _ => vec!["check", p, "--max-wall", "5s"],
+        };
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
+            .args(&args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        let code = out.status.code();
+        let err = String::from_utf8_lossy(&out.stderr);
+        prop_assert!(matches!(code, Some(0..=2)), "{args:?}: {code:?}\n{err}");
+        prop_assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

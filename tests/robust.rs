@@ -1,0 +1,553 @@
+//! Issue 17's reproducers, one named regression test each: malformed and extreme input is
+//! refused with an error naming file, line and field (exit 2), never a panic, an abort or a
+//! wrong answer with exit 0.
+
+use pacesim::dist::Dist;
+use pacesim::scenario::{FOUR_LIMITERS, Scenario};
+use pacesim::time::Nanos;
+use std::path::{Path, PathBuf};
+mod common;
+use common::pacesim;
+
+fn tmp(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("robust-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The parse error of scenario text `src`, as printed.
+fn err(src: &str) -> String {
+    match Scenario::parse("t.toml", src) {
+        Ok(_) => panic!("accepted:\n{src}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// FOUR_LIMITERS with `backend` and one pacer option on line 7.
+fn with_option(backend: &str, option: &str) -> String {
+    FOUR_LIMITERS
+        .replace("\"row\"", &format!("\"{backend}\""))
+        .replace("rate = 50.0", &format!("rate = 50.0\n{option}"))
+}
+
+/// FOUR_LIMITERS (9 lines) with `tail` appended from line 10.
+fn with_tail(tail: &str) -> String {
+    format!("{FOUR_LIMITERS}{tail}")
+}
+
+/// Neither a panic (101) nor an abort (signal): a clean exit 2 with an error.
+fn refused(args: &[&str]) -> String {
+    let (code, out, err) = pacesim(args);
+    assert_eq!(code, 2, "args {args:?}\nstdout: {out}\nstderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    err
+}
+
+// ---- item 1 ----
+
+#[test]
+fn i01_sweep_grid_backoff_factor_one_is_an_error_not_a_panic() {
+    let d = tmp("i01");
+    let f = d.join("s.toml");
+    std::fs::write(&f, FOUR_LIMITERS).unwrap();
+    let out = d.join("out");
+    let e = refused(&[
+        "sweep",
+        f.to_str().unwrap(),
+        "--grid",
+        "backoff.factor=2.0,1.0",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(e.contains("backoff.factor=1.0"), "{e}");
+    assert!(
+        e.contains("backoff.factor: backoff factor must be finite and > 1.0"),
+        "{e}"
+    );
+    assert!(
+        !out.join("runs.csv").exists(),
+        "nothing runs when a grid point is invalid"
+    );
+}
+
+// ---- items 3, 5, 6, 7 ----
+
+#[test]
+fn i03_poll_zero_is_rejected_for_redis_lock_and_advisory() {
+    for b in ["redis_lock", "advisory", "claim_row"] {
+        let e = err(&with_option(b, "poll = \"0s\""));
+        assert_eq!(e, "t.toml:7: pacer.poll: must be above 0", "{b}");
+    }
+}
+
+#[test]
+fn i05_a_rate_the_nanosecond_interval_cannot_express_is_rejected_with_the_range() {
+    for r in ["1e-10", "1e-11", "2e9", "1e300"] {
+        let e = err(&FOUR_LIMITERS.replace("rate = 50.0", &format!("rate = {r}")));
+        assert!(
+            e.starts_with("t.toml:6: pacer.rate: must be between 1e-6 and 1e9 per second"),
+            "{r}: {e}"
+        );
+    }
+    // the ends of the range are valid
+    for r in ["1e-6", "1e9"] {
+        Scenario::parse("t.toml", &FOUR_LIMITERS.replace("rate = 50.0", &format!("rate = {r}"))).unwrap();
+    }
+    // the same range for the destination's limit and the arrival rate
+    let e = err(&with_tail("[destination]\nlimit = 1e-11\n"));
+    assert!(e.starts_with("t.toml:11: destination.limit: must be between"), "{e}");
+    let e = err(&FOUR_LIMITERS.replace("requests = 10", "arrival_rate = 1e12"));
+    assert!(
+        e.starts_with("t.toml:9: processes.arrival_rate: must be between"),
+        "{e}"
+    );
+}
+
+#[test]
+fn i06_lognormal_sigma_is_bounded() {
+    let lat = |sigma: &str| {
+        with_tail(&format!(
+            "[store]\nlatency = {{ dist = \"lognormal\", median = \"1ms\", sigma = {sigma} }}\n"
+        ))
+    };
+    for s in ["1e300", "11.0", "inf", "nan", "-1.0"] {
+        let e = err(&lat(s));
+        assert!(
+            e.starts_with("t.toml:11: store.latency: lognormal: sigma must be a number in [0, 10]"),
+            "{s}: {e}"
+        );
+    }
+    Scenario::parse("t.toml", &lat("10.0")).unwrap();
+}
+
+#[test]
+fn i06_draws_beyond_the_clock_saturate_never_become_zero() {
+    // unvalidated parameters, as a library user could build them: half the draws overflow
+    let d = Dist::Lognormal {
+        median: Nanos(1_000_000),
+        sigma: 1e300,
+    };
+    let mut rng = pacesim::rng::stream(3, pacesim::rng::Entity::Store);
+    let draws: Vec<u64> = (0..200).map(|_| d.sample(&mut rng).0).collect();
+    let top = draws.iter().filter(|&&v| v == 1_000_000_000_000_000_000).count();
+    assert!(top > 50, "overflowing draws saturate to MAX_DRAW: {top} of 200");
+}
+
+/// Every silent coercion of the issue, each refused naming file, line and field.
+#[test]
+fn i07_silent_coercions_are_rejected_with_file_line_and_field() {
+    let cases: Vec<(String, &str)> = vec![
+        (
+            with_option("redis_gcra", "burst = 0"),
+            "t.toml:7: pacer.burst: must be at least 1",
+        ),
+        (
+            with_option("advisory", "locks = 0"),
+            "t.toml:7: pacer.locks: must be at least 1",
+        ),
+        (
+            with_option("claim_row", "locks = 0"),
+            "t.toml:7: pacer.locks: must be at least 1",
+        ),
+        (
+            with_option("advisory", "connections = 0"),
+            "t.toml:7: pacer.connections: must be at least 1",
+        ),
+        (
+            with_option("redis_lock", "walk = 0"),
+            "t.toml:7: pacer.walk: must be at least 1",
+        ),
+        (
+            with_option("row", "stale_after = \"0s\""),
+            "t.toml:7: pacer.stale_after: must be above 0",
+        ),
+        (
+            with_tail("[destination]\nlimit = 5.0\nlimit_burst = 0\n"),
+            "t.toml:12: destination.limit_burst: must be at least 1",
+        ),
+        (
+            with_tail("[backoff]\ndecay_after = 0\n"),
+            "t.toml:11: backoff.decay_after:",
+        ),
+        (
+            with_tail("[checks]\nepsilon = nan\n"),
+            "t.toml:11: checks.epsilon: must be a number in [0, 1], got NaN",
+        ),
+        (
+            with_tail("[checks]\nepsilon = -5\n"),
+            "t.toml:11: checks.epsilon: must be a number in [0, 1], got -5",
+        ),
+        (
+            with_tail("[checks]\nepsilon = 7\n"),
+            "t.toml:11: checks.epsilon: must be a number in [0, 1], got 7",
+        ),
+        (
+            with_tail("[store]\ntimeout = \"0s\"\n"),
+            "t.toml:11: store.timeout: must be above 0",
+        ),
+        (
+            with_tail("[[faults]]\nkind = \"partition\"\nat = \"1s\"\nduration = \"1s\"\nprocesses = []\n"),
+            "t.toml:14: faults[0].processes: a partition needs at least one process",
+        ),
+    ];
+    for drift in ["nan", "inf", "-inf", "-2000000.0", "-1000000.0", "1e6"] {
+        let src = with_tail(&format!("[[faults]]\nkind = \"clock\"\ndrift_ppm = {drift}\n"));
+        let e = err(&src);
+        assert!(
+            e.starts_with("t.toml:12: faults[0].drift_ppm: must be a number above -1000000"),
+            "{drift}: {e}"
+        );
+    }
+    for (src, want) in cases {
+        let e = err(&src);
+        assert!(e.starts_with(want), "want `{want}`, got `{e}`");
+    }
+    // a drift the clock can run with is still valid
+    Scenario::parse(
+        "t.toml",
+        &with_tail("[[faults]]\nkind = \"clock\"\ndrift_ppm = -500.0\n"),
+    )
+    .unwrap();
+}
+
+// ---- item 8 ----
+
+#[test]
+fn i08_a_kill_after_the_runs_duration_is_rejected() {
+    for at in ["5s", "6s", "1h"] {
+        let e = err(&with_tail(&format!("[[faults]]\nkind = \"kill\"\nat = \"{at}\"\n")));
+        assert!(
+            e.starts_with("t.toml:12: faults[0].at: the kill can never happen"),
+            "{at}: {e}"
+        );
+    }
+    Scenario::parse("t.toml", &with_tail("[[faults]]\nkind = \"kill\"\nat = \"4s\"\n")).unwrap();
+}
+
+// ---- items 2 and 10: `check` trusts nothing in the trace ----
+
+/// A real trace of FOUR_LIMITERS, as lines.
+fn real_trace(d: &Path) -> Vec<String> {
+    let sc = d.join("s.toml");
+    std::fs::write(&sc, FOUR_LIMITERS).unwrap();
+    let t = d.join("t.jsonl");
+    let (code, _, e) = pacesim(&["run", sc.to_str().unwrap(), "--trace", t.to_str().unwrap()]);
+    assert_eq!(code, 0, "{e}");
+    std::fs::read_to_string(&t).unwrap().lines().map(String::from).collect()
+}
+
+fn check_lines(d: &Path, name: &str, lines: &[String]) -> String {
+    let p = d.join(name);
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    refused(&["check", p.to_str().unwrap()])
+}
+
+fn edit(lines: &[String], i: usize, key: &str, value: serde_json::Value) -> Vec<String> {
+    let mut out = lines.to_vec();
+    let mut v: serde_json::Value = serde_json::from_str(&out[i]).unwrap();
+    v[key] = value;
+    out[i] = v.to_string();
+    out
+}
+
+#[test]
+fn i02_check_rejects_a_header_it_cannot_trust() {
+    let d = tmp("i02h");
+    let lines = real_trace(&d);
+    let (code, _, e) = pacesim(&["check", d.join("t.jsonl").to_str().unwrap()]);
+    assert_eq!(code, 0, "the untouched trace checks: {e}");
+    for (i, (key, v)) in [
+        ("rate", serde_json::json!(-50)),
+        ("rate", serde_json::json!(0)),
+        ("rate", serde_json::json!(1e-11)),
+        ("processes", serde_json::json!(4_000_000_000u64)),
+        ("processes", serde_json::json!(0)),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let e = check_lines(&d, &format!("h{i}.jsonl"), &edit(&lines, 0, key, v.clone()));
+        assert!(e.contains(&format!("h{i}.jsonl:1: {key}: ")), "{key} = {v}: {e}");
+    }
+    // `--rate` is checked the same way
+    let e = refused(&["check", d.join("t.jsonl").to_str().unwrap(), "--rate", "1e-11"]);
+    assert!(e.contains("--rate must be between"), "{e}");
+}
+
+#[test]
+fn i02_check_rejects_a_pid_or_status_out_of_range() {
+    let d = tmp("i02e");
+    let lines = real_trace(&d);
+    let with_pid = lines.iter().position(|l| l.contains("\"pid\":")).unwrap();
+    let with_status = lines.iter().position(|l| l.contains("\"status\":")).unwrap();
+    for (name, i, key, v) in [
+        ("pid-huge", with_pid, "pid", serde_json::json!(4_000_000_000u64)),
+        ("pid-count", with_pid, "pid", serde_json::json!(4)),
+        ("status-999", with_status, "status", serde_json::json!(999)),
+        ("status-0", with_status, "status", serde_json::json!(0)),
+    ] {
+        let e = check_lines(&d, name, &edit(&lines, i, key, v));
+        assert!(e.contains(&format!("{name}:{}: {key}: ", i + 1)), "{name}: {e}");
+    }
+}
+
+#[test]
+fn i02_check_and_run_of_dev_zero_fail_fast() {
+    let t = std::time::Instant::now();
+    let e = refused(&["check", "/dev/zero"]);
+    assert!(e.contains("/dev/zero:1: (line): longer than"), "{e}");
+    let e = refused(&["run", "/dev/zero"]);
+    assert!(e.contains("/dev/zero: cannot read: larger than"), "{e}");
+    let e = refused(&["sweep", "/dev/zero", "--grid", "rate=1,2"]);
+    assert!(e.contains("/dev/zero: cannot read: larger than"), "{e}");
+    assert!(t.elapsed().as_secs() < 20, "took {:?}", t.elapsed());
+}
+
+#[test]
+fn i10_a_trace_cut_at_a_line_boundary_does_not_pass_as_complete() {
+    let d = tmp("i10");
+    let lines = real_trace(&d);
+    assert!(lines.last().unwrap().contains("\"end\""));
+    let cut = &lines[..lines.len() - 1];
+    let e = check_lines(&d, "cut.jsonl", cut);
+    assert!(
+        e.contains(&format!("cut.jsonl:{}: end: the trace has no `end` event", cut.len())),
+        "{e}"
+    );
+    // nor one cut in the middle
+    let e = check_lines(&d, "half.jsonl", &lines[..lines.len() / 2]);
+    assert!(e.contains(": end: "), "{e}");
+}
+
+// ---- items 11 to 13: sweeps, reports, paths ----
+
+#[test]
+fn i11_sweep_seeds_overflow_is_refused() {
+    let d = tmp("i11s");
+    let f = d.join("s.toml");
+    std::fs::write(&f, FOUR_LIMITERS).unwrap();
+    let out = d.join("out");
+    let e = refused(&[
+        "sweep",
+        f.to_str().unwrap(),
+        "--grid",
+        "processes=2,4",
+        "--seeds",
+        "9223372036854775808",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        e.contains("2 grid points x 9223372036854775808 seeds is more than"),
+        "{e}"
+    );
+}
+
+#[test]
+fn i11_sweep_repeated_axes_are_refused() {
+    let d = tmp("i11a");
+    let f = d.join("s.toml");
+    std::fs::write(&f, FOUR_LIMITERS).unwrap();
+    let out = d.join("out");
+    let f = f.to_str().unwrap();
+    let out = out.to_str().unwrap();
+    let e = refused(&["sweep", f, "--grid", "rate=10,20", "--grid", "rate=30", "--out", out]);
+    assert!(
+        e.contains("--grid rate: sets `pacer.rate`, which --grid rate already sets"),
+        "{e}"
+    );
+    let e = refused(&[
+        "sweep",
+        f,
+        "--grid",
+        "rate=10,20",
+        "--grid",
+        "pacer.rate=30",
+        "--out",
+        out,
+    ]);
+    assert!(
+        e.contains("--grid pacer.rate: sets `pacer.rate`, which --grid rate already sets"),
+        "{e}"
+    );
+}
+
+#[test]
+fn i12_two_scenarios_sharing_a_report_folder_are_refused() {
+    let d = tmp("i12");
+    let out = d.join("out");
+    for (a, b) in [("same", "same"), ("a/b", "a_b")] {
+        let fa = d.join("a.toml");
+        let fb = d.join("b.toml");
+        std::fs::write(&fa, FOUR_LIMITERS.replace("four-limiters", a)).unwrap();
+        std::fs::write(&fb, FOUR_LIMITERS.replace("four-limiters", b)).unwrap();
+        let e = refused(&[
+            "simulate",
+            fa.to_str().unwrap(),
+            fb.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(
+            e.contains(&format!("scenarios `{a}` and `{b}` would share the report directory")),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn i13_a_scenario_name_never_escapes_reports() {
+    for name in ["../../../x", "/tmp/x", "..", "a/../../b"] {
+        let p = pacesim::sweep::default_out(name, None);
+        let parts: Vec<_> = p.components().collect();
+        assert_eq!(parts.len(), 3, "{name}: {}", p.display());
+        assert!(p.starts_with("reports/sweep"), "{name}: {}", p.display());
+        assert!(
+            matches!(parts[2], std::path::Component::Normal(_)),
+            "{name}: {}",
+            p.display()
+        );
+    }
+}
+
+#[test]
+fn i13_merge_identifies_a_sweep_by_content_not_by_path_spelling() {
+    let d = tmp("i13m");
+    let f = d.join("s.toml");
+    std::fs::write(&f, FOUR_LIMITERS).unwrap();
+    let spelled = [f.to_str().unwrap().to_string(), format!("{}/./s.toml", d.display())];
+    let mut shards = Vec::new();
+    for (i, file) in spelled.iter().enumerate() {
+        let out = d.join(format!("shard{i}"));
+        let (code, _, e) = pacesim(&[
+            "sweep",
+            file,
+            "--grid",
+            "processes=2,4",
+            "--shard",
+            &format!("{i}/2"),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{e}");
+        shards.push(out);
+    }
+    let merged = d.join("merged");
+    let (code, out, e) = pacesim(&[
+        "merge",
+        shards[0].to_str().unwrap(),
+        shards[1].to_str().unwrap(),
+        "--out",
+        merged.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{e}");
+}
+
+// ---- item 4: memory estimated up front; long runs bounded ----
+
+#[test]
+fn i04_a_run_too_large_for_memory_is_refused_before_it_starts() {
+    let d = tmp("i04");
+    let cases = [
+        (
+            "procs",
+            FOUR_LIMITERS.replace("count = 4", "count = 10000000"),
+            "processes.count",
+        ),
+        ("locks", with_option("advisory", "locks = 4294967295"), "pacer.locks"),
+        (
+            "kills",
+            with_tail("[[faults]]\nkind = \"kill\"\nrate = 1e9\nrestart_after = \"0s\"\n"),
+            "faults[0].rate",
+        ),
+    ];
+    let t = std::time::Instant::now();
+    for (name, src, field) in cases {
+        let f = d.join(format!("{name}.toml"));
+        std::fs::write(&f, src).unwrap();
+        let e = refused(&["run", f.to_str().unwrap()]);
+        assert!(
+            e.contains(&format!("four-limiters: {field}: the run would need about ")),
+            "{name}: {e}"
+        );
+        assert!(e.contains("above the limit of 4.0 GiB (--max-memory"), "{name}: {e}");
+    }
+    let f = d.join("s.toml");
+    std::fs::write(&f, FOUR_LIMITERS).unwrap();
+    let f = f.to_str().unwrap();
+    let e = refused(&["simulate", f, "--seeds", "1000000000000"]);
+    assert!(e.contains("four-limiters: --seeds: the run would need about"), "{e}");
+    assert!(t.elapsed().as_secs() < 30, "refused before running: {:?}", t.elapsed());
+    // the limit is the user's
+    let e = refused(&["run", f, "--max-memory", "1MiB"]);
+    assert!(e.contains("above the limit of 1 MiB"), "{e}");
+    let (code, _, e) = pacesim(&["run", f, "--max-memory", "1GiB"]);
+    assert_eq!(code, 0, "{e}");
+    refused(&["run", f, "--max-memory", "lots"]);
+}
+
+#[test]
+fn i04_max_wall_bounds_a_long_run() {
+    let d = tmp("i04w");
+    let f = d.join("long.toml");
+    let long = FOUR_LIMITERS
+        .replace("duration = \"5s\"", "duration = \"10h\"")
+        .replace("rate = 50.0", "rate = 100000.0")
+        .replace("requests = 10\n", "");
+    std::fs::write(&f, long).unwrap();
+    let t = std::time::Instant::now();
+    let e = refused(&["run", f.to_str().unwrap(), "--max-wall", "1s"]);
+    assert!(e.contains("--max-wall 1s: still running after 1s"), "{e}");
+    assert!(t.elapsed().as_secs() < 20, "{:?}", t.elapsed());
+}
+
+// ---- item 17: conform ----
+
+#[test]
+fn i17_conform_rejects_a_tolerance_that_is_not_a_number_at_least_zero() {
+    for t in ["nan", "-1", "inf"] {
+        let (code, _, e) = pacesim(&["conform", "sims/four-limiters.toml", "--tolerance", t]);
+        assert_eq!(code, 2, "{t}: {e}");
+        assert!(
+            e.contains("--tolerance") && e.contains("must be a finite number >= 0"),
+            "{t}: {e}"
+        );
+    }
+}
+
+// ---- item 16: live settings ----
+
+/// `pacesim ARGS` with environment `vars`: exit code and stderr.
+fn pacesim_env(args: &[&str], vars: &[(&str, &str)]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
+        .args(args)
+        .envs(vars.iter().copied())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn i16_a_bad_pgport_is_named_and_a_redis_password_never_printed() {
+    for port in ["abc", "99999"] {
+        let (code, e) = pacesim_env(&["live", "sims/four-limiters.toml"], &[("PGPORT", port)]);
+        assert_eq!(code, 2, "{e}");
+        assert!(
+            e.contains(&format!("setting PGPORT is invalid at PGPORT (`{port}` is not a port")),
+            "{e}"
+        );
+    }
+    let (code, e) = pacesim_env(
+        &["live", "sims/redis-lock-short-ttl.toml"],
+        &[("REDIS_URL", "redis://:s3cret@127.0.0.1:1/")],
+    );
+    assert_eq!(code, 2, "{e}");
+    assert!(e.contains("Redis is not reachable at redis://:***@127.0.0.1:1/"), "{e}");
+    assert!(!e.contains("s3cret"), "{e}");
+}
