@@ -643,6 +643,8 @@ fn a_worker_restarted_during_an_outage_keeps_trying() {
     };
     for backend in ["row", "advisory"] {
         let mut sc = outage("divided");
+        // two seconds after the outage (a loaded CI machine reconnects slowly)
+        sc.duration = pacesim::time::Nanos::from_millis(4000);
         if backend == "advisory" {
             sc.pacer.backend = "advisory".into();
             sc.pacer
@@ -666,7 +668,29 @@ fn a_worker_restarted_during_an_outage_keeps_trying() {
         let back = evs
             .iter()
             .any(|e| matches!(e, Event::Arrival { pid: 1, t, .. } if *t > 2_000_000_000));
-        assert!(back, "{backend}: the restarted worker never fetched after the outage");
+        let after: Vec<String> = evs
+            .iter()
+            .filter(|e| {
+                e.t() > 1_200_000_000
+                    && matches!(
+                        e,
+                        Event::Restart { pid: 1, .. }
+                            | Event::OpSent { pid: 1, .. }
+                            | Event::StoreError { pid: 1, .. }
+                            | Event::Reply { pid: 1, .. }
+                            | Event::Fallback { pid: 1, .. }
+                            | Event::LockAcquired { .. }
+                            | Event::LockReleased { .. }
+                    )
+            })
+            .take(40)
+            .map(|e| format!("{e:?}"))
+            .collect();
+        assert!(
+            back,
+            "{backend}: the restarted worker never fetched after the outage; from 1.95 s:\n{}",
+            after.join("\n")
+        );
         nothing_left(&r, &pgs, &rt);
     }
 }

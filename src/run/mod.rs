@@ -97,7 +97,8 @@ pub fn load_scenario(file: &Path) -> Result<Scenario, LoadError> {
 
 /// What a file that failed to load as a scenario is, when it is clearly something else.
 fn not_a_scenario(file: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(file).ok()?;
+    // bounded like the scenario read itself (`/dev/zero` fails fast)
+    let text = crate::scenario::read_bounded(file).ok()?;
     let table: toml::Table = match toml::from_str(&text) {
         Ok(t) => t,
         Err(_) if text.trim_start().starts_with('{') => {
