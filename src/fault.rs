@@ -48,6 +48,15 @@ pub enum KillPoint {
 }
 
 impl KillPoint {
+    /// Every point.
+    pub const ALL: &'static [KillPoint] = &[
+        KillPoint::MidReservation,
+        KillPoint::HoldingLock,
+        KillPoint::InTransaction,
+        KillPoint::SleepingToSlot,
+        KillPoint::MidFetch,
+    ];
+
     /// Name as written in scenario files and traces.
     pub fn name(self) -> &'static str {
         CrashPoint::from(self).name()

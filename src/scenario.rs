@@ -457,6 +457,9 @@ impl Scenario {
             f.validate(self)
                 .map_err(|(field, m)| (format!("faults[{i}].{field}"), m))?;
         }
+        if let Some((i, m)) = crate::backend::registry::unreachable_kill(self) {
+            return Err((format!("faults[{i}].point"), m));
+        }
         Ok(())
     }
 

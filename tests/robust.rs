@@ -551,3 +551,34 @@ fn i16_a_bad_pgport_is_named_and_a_redis_password_never_printed() {
     assert!(e.contains("Redis is not reachable at redis://:***@127.0.0.1:1/"), "{e}");
     assert!(!e.contains("s3cret"), "{e}");
 }
+
+/// Issue 17 item 8: a kill armed at a point the backend never reaches is refused (it would
+/// never fire and pass quietly): `holding_lock` on `row` (it takes no lock), `in_transaction`
+/// on a `row` without `in_transaction`, `mid_reservation` on `advisory` (it reserves nothing).
+/// A point some backend of a `compare` list reaches is accepted.
+#[test]
+fn i08_a_kill_at_a_point_the_backend_never_reaches_is_rejected() {
+    let kill = |point: &str| format!("[[faults]]\nkind = \"kill\"\nat = \"1s\"\npoint = \"{point}\"\n");
+    let e = err(&with_tail(&kill("holding_lock")));
+    assert_eq!(
+        e,
+        "t.toml:13: faults[0].point: the kill can never happen: no backend this scenario runs (row) reaches `holding_lock`"
+    );
+    let e = err(&with_tail(&kill("in_transaction")));
+    assert!(e.starts_with("t.toml:13: faults[0].point:"), "{e}");
+    let e = err(&format!(
+        "{}{}",
+        with_option("advisory", "locks = 2"),
+        kill("mid_reservation")
+    ));
+    assert!(e.contains("reaches `mid_reservation`"), "{e}");
+    // reached: accepted
+    Scenario::parse("t.toml", &with_tail(&kill("mid_reservation"))).unwrap();
+    let tx = with_option(
+        "row",
+        "in_transaction = { hold = { dist = \"constant\", value = \"5ms\" } }",
+    );
+    Scenario::parse("t.toml", &format!("{tx}{}", kill("in_transaction"))).unwrap();
+    let cmp = with_option("row", "compare = [\"row\", \"advisory\"]");
+    Scenario::parse("t.toml", &format!("{cmp}{}", kill("holding_lock"))).unwrap();
+}

@@ -26,6 +26,7 @@ use crate::backend::lockset::{LockOp, LockProcess, LockReply, LockTable, LockUse
 use crate::backend::options::{self, Fallback, OptionError};
 use crate::backend::{Backend, Served, Session, StoreCx, StoreSide};
 use crate::clock::Reading;
+use crate::fault::KillPoint;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
 use crate::trace::ReleaseReason;
@@ -119,6 +120,10 @@ impl Backend for Advisory {
         // unlocked after the fetch (`concurrency`) or after the hold (`fake_rate`); an unlock
         // cut short is sent again by the next acquire
         LockProcess::new(pid, self.proto, Release::Marked, &self.fallback)
+    }
+
+    fn kill_points(&self) -> Vec<KillPoint> {
+        vec![KillPoint::HoldingLock, KillPoint::SleepingToSlot, KillPoint::MidFetch]
     }
 
     fn store(&self) -> AdvisoryStore {

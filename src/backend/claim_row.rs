@@ -18,6 +18,7 @@ use crate::backend::lockset::{LockOp, LockProcess, LockReply, LockTable, LockUse
 use crate::backend::options::{self, Fallback, OptionError};
 use crate::backend::{Backend, Served, Session, StoreCx, StoreSide};
 use crate::clock::Reading;
+use crate::fault::KillPoint;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
 use serde::{Deserialize, Serialize};
@@ -82,6 +83,10 @@ impl Backend for ClaimRow {
     fn process(&self, pid: u32) -> LockProcess {
         // released at once (a claim is only ever a concurrency slot), and only once
         LockProcess::new(pid, self.proto, Release::Once, &self.fallback)
+    }
+
+    fn kill_points(&self) -> Vec<KillPoint> {
+        vec![KillPoint::HoldingLock, KillPoint::SleepingToSlot, KillPoint::MidFetch]
     }
 
     fn store(&self) -> ClaimRowStore {

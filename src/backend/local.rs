@@ -13,6 +13,7 @@
 use crate::backend::backoff::{LocalBackoff, Placed};
 use crate::backend::options::{OptionError, Placement};
 use crate::backend::{Backend, NoOp, NoStore, ProcCx, ProcessSide, Step};
+use crate::fault::KillPoint;
 use crate::pacer::LocalPacer;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
@@ -72,6 +73,10 @@ impl Backend for Local {
             pacer: LocalPacer::new(self.interval.0),
             backoff: self.placed.local(),
         }
+    }
+
+    fn kill_points(&self) -> Vec<KillPoint> {
+        vec![KillPoint::SleepingToSlot, KillPoint::MidFetch]
     }
 
     fn store(&self) -> NoStore {

@@ -43,6 +43,7 @@ pub mod row;
 pub mod shared_cache;
 
 use crate::clock::{Clock, Reading};
+use crate::fault::KillPoint;
 use crate::rng::Rng;
 use crate::time::{Instant, Nanos};
 use crate::trace::{OpKind, Sink};
@@ -224,6 +225,12 @@ pub trait Backend: Send + Sync + 'static {
     fn process(&self, pid: u32) -> Self::Process;
     /// The store side, empty.
     fn store(&self) -> Self::Store;
+    /// The protocol points at which a kill fault can find a process of this backend (a
+    /// scenario arming a kill at any other point is refused: it would never fire). Default:
+    /// every point, unchecked.
+    fn kill_points(&self) -> Vec<KillPoint> {
+        KillPoint::ALL.to_vec()
+    }
 }
 
 /// An operation no process ever sends: the store side of a backend without a store.

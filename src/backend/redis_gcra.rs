@@ -17,6 +17,7 @@ use crate::backend::fallback::{FallbackCfg, ProcFallback};
 use crate::backend::options::{self, Fallback, OptionError, Placement};
 use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide};
 use crate::clock::Reading;
+use crate::fault::KillPoint;
 use crate::pacer::Gcra;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
@@ -133,6 +134,14 @@ impl Backend for RedisGcra {
             fallback: self.fallback.fresh(),
             shared_multiplier: 1.0,
         }
+    }
+
+    fn kill_points(&self) -> Vec<KillPoint> {
+        vec![
+            KillPoint::MidReservation,
+            KillPoint::SleepingToSlot,
+            KillPoint::MidFetch,
+        ]
     }
 
     fn store(&self) -> GcraStore {

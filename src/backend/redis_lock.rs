@@ -19,6 +19,7 @@ use crate::backend::lockset::{LockOp, LockReply};
 use crate::backend::options::{self, OptionError};
 use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreSide};
 use crate::clock::Reading;
+use crate::fault::KillPoint;
 use crate::pacer::LocalPacer;
 use crate::scenario::Scenario;
 use crate::time::{Instant, Nanos};
@@ -103,6 +104,10 @@ impl Backend for RedisLock {
             first_try: None,
             pacer: LocalPacer::new(self.interval.0),
         }
+    }
+
+    fn kill_points(&self) -> Vec<KillPoint> {
+        vec![KillPoint::HoldingLock, KillPoint::SleepingToSlot, KillPoint::MidFetch]
     }
 
     fn store(&self) -> LockKey {

@@ -83,6 +83,8 @@ pub trait Ops: Sync {
     fn detail(&self, name: &str, sc: &Scenario) -> Result<serde_json::Value, OptionError>;
     /// Simulate `sc` with it, streaming the trace (header first) into `out`.
     fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, OptionError>;
+    /// The kill points its processes can be found at, with `sc`'s options.
+    fn kill_points(&self, name: &str, sc: &Scenario) -> Result<Vec<crate::fault::KillPoint>, OptionError>;
 }
 
 /// The [`Ops`] of options type `O`.
@@ -109,6 +111,9 @@ impl<O: Configure> Ops for OpsOf<O> {
     }
     fn detail(&self, name: &str, sc: &Scenario) -> Result<serde_json::Value, OptionError> {
         Ok(self.build(name, sc, false)?.detail())
+    }
+    fn kill_points(&self, name: &str, sc: &Scenario) -> Result<Vec<crate::fault::KillPoint>, OptionError> {
+        Ok(self.build(name, sc, false)?.kill_points())
     }
     fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, OptionError> {
         let b = self.build(name, sc, false)?;
@@ -240,6 +245,33 @@ pub fn names() -> Vec<&'static str> {
 /// The backend named `name`.
 pub fn spec(name: &str) -> Option<&'static BackendSpec> {
     REGISTRY.iter().find(|b| b.name == name)
+}
+
+/// A kill fault of `sc` armed at a point no backend it runs ever reaches: `(fault index,
+/// message)`. Such a kill would never fire and pass quietly.
+pub fn unreachable_kill(sc: &Scenario) -> Option<(usize, String)> {
+    let runs = sc.compared_backends();
+    for (i, f) in sc.faults.iter().enumerate() {
+        let crate::fault::FaultSpec::Kill { point: Some(p), .. } = f else {
+            continue;
+        };
+        let reached = runs.iter().any(|b| {
+            spec(b)
+                .and_then(|s| s.ops.kill_points(s.name, sc).ok())
+                .is_none_or(|pts| pts.contains(p))
+        });
+        if !reached {
+            return Some((
+                i,
+                format!(
+                    "the kill can never happen: no backend this scenario runs ({}) reaches `{}`",
+                    runs.join(", "),
+                    p.name()
+                ),
+            ));
+        }
+    }
+    None
 }
 
 /// Check the backend options of `sc` for every backend it runs: alone, each option must be

@@ -36,6 +36,7 @@ use crate::backend::options::{self, Fallback, OptionError, Placement};
 use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide};
 use crate::clock::Reading;
 use crate::dist::Dist;
+use crate::fault::KillPoint;
 use crate::scenario::Scenario;
 use crate::time::{Instant, Nanos};
 use crate::trace::{Event, OpKind};
@@ -239,6 +240,18 @@ impl Backend for Row {
             fallback: self.fallback.fresh(),
             shared_multiplier: 1.0,
         }
+    }
+
+    fn kill_points(&self) -> Vec<KillPoint> {
+        let mut v = vec![
+            KillPoint::MidReservation,
+            KillPoint::SleepingToSlot,
+            KillPoint::MidFetch,
+        ];
+        if self.in_transaction.is_some() {
+            v.push(KillPoint::InTransaction);
+        }
+        v
     }
 
     fn store(&self) -> RowStore {
