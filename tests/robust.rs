@@ -582,3 +582,22 @@ fn i08_a_kill_at_a_point_the_backend_never_reaches_is_rejected() {
     let cmp = with_option("row", "compare = [\"row\", \"advisory\"]");
     Scenario::parse("t.toml", &format!("{cmp}{}", kill("holding_lock"))).unwrap();
 }
+
+/// Issue 17 item 9: a steady kill stream that starves every request of the restarted fleet
+/// (1 fetch of 40) fails self_heal, instead of passing as "no demand".
+#[test]
+fn i09_kills_that_starve_the_demand_fail_self_heal() {
+    let src = with_tail(
+        "[store]\nlatency = { dist = \"constant\", value = \"1ms\" }\n[fetch]\nduration = { dist = \"constant\", value = \"10ms\" }\n[[faults]]\nkind = \"kill\"\nrate = 200.0\nrestart_after = \"0s\"\n",
+    );
+    let sc = Scenario::parse("t.toml", &src).unwrap();
+    let s = pacesim::summary::simulate(&sc, None, None).unwrap();
+    assert!(s.fetches < 5, "the stream starves the fleet: {} fetches", s.fetches);
+    let v = &s.checks["self_heal"];
+    assert!(!v.pass, "{}", v.detail);
+    assert!(v.detail.starts_with("kills starved the demand"), "{}", v.detail);
+    // a single kill with a restart heals: the same scenario passes
+    let one = src.replace("rate = 200.0", "at = \"300ms\"");
+    let s = pacesim::summary::simulate(&Scenario::parse("t.toml", &one).unwrap(), None, None).unwrap();
+    assert!(s.checks["self_heal"].pass, "{}", s.checks["self_heal"].detail);
+}

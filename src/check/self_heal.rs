@@ -151,6 +151,12 @@ pub struct SelfHeal {
     // the most severe violation (wedge 3, capacity lost 2, slow heal 1), first among equals
     failure: Option<(u8, String)>,
     failures: u64,
+    // after the first kill: requests for permission, restarts, and fetch starts (kills that
+    // starve every request of a restarted fleet are a failure, not an absence of demand)
+    first_kill: Option<u64>,
+    asks_after_kill: u64,
+    restarts_after_kill: u64,
+    fetches_after_kill: u64,
     end: u64,
 }
 
@@ -189,6 +195,10 @@ impl SelfHeal {
             largest: None,
             failure: None,
             failures: 0,
+            first_kill: None,
+            asks_after_kill: 0,
+            restarts_after_kill: 0,
+            fetches_after_kill: 0,
             end: 0,
         }
     }
@@ -386,6 +396,16 @@ impl Sink for SelfHeal {
     fn event(&mut self, ev: &Event) {
         let t = ev.t();
         self.end = self.end.max(t);
+        if self.first_kill.is_some() {
+            match ev {
+                Event::OpSent { op, .. } if op.asks_permission() => self.asks_after_kill += 1,
+                Event::Restart { .. } => self.restarts_after_kill += 1,
+                Event::FetchStart { .. } => self.fetches_after_kill += 1,
+                _ => {}
+            }
+        } else if matches!(ev, Event::Crash { .. }) {
+            self.first_kill = Some(t);
+        }
         match ev {
             Event::Crash { pid, point, .. }
                 if !self.outages.is_empty() || !self.in_fallback.is_empty() || !self.stranded.is_empty() =>
@@ -549,6 +569,22 @@ impl Checker for SelfHeal {
             );
         }
         self.finish_recovery(end);
+        if let Some(k) = self.first_kill
+            && self.fetches_after_kill == 0
+            && self.asks_after_kill > 0
+            && self.unjudged.is_empty()
+        {
+            self.fail(
+                3,
+                format!(
+                    "kills starved the demand: after the first kill at {}, processes asked for permission {} times ({} restarts) and not one fetch started by the end at {}",
+                    secs(k),
+                    self.asks_after_kill,
+                    self.restarts_after_kill,
+                    secs(end)
+                ),
+            );
+        }
         let largest = match &self.largest {
             Some((g, who)) => format!(
                 "largest stall {} after {who} (normal spacing {}, allowed {})",
