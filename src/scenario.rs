@@ -327,6 +327,51 @@ impl Scenario {
                 String::from("(document)")
             };
             let message = e.message().trim().replace('\n', " ");
+            // a bad value in a tagged table (a fault) is reported at the table's header: find
+            // the key whose value is the one the message quotes
+            if message.starts_with("invalid ")
+                && let Some(lit) = message.split('`').nth(1)
+                && src
+                    .lines()
+                    .nth(line.saturating_sub(1))
+                    .is_some_and(|l| l.trim_start().starts_with("[["))
+            {
+                let hs = headers(src);
+                let table = hs.get(line.saturating_sub(1)).cloned().unwrap_or_default();
+                let hit = src
+                    .lines()
+                    .enumerate()
+                    .skip(line)
+                    .take_while(|(i, _)| hs[*i] == table)
+                    .find(|(_, l)| {
+                        l.split_once('=')
+                            .is_some_and(|(_, v)| v.split('#').next().unwrap_or("").trim().trim_matches('"') == lit)
+                    });
+                if let Some((i, l)) = hit
+                    && let Some(k) = key_of(l)
+                {
+                    (line, field) = (i + 1, format!("{table}.{k}"));
+                }
+            }
+            // a missing field or table: name it, not the key the parser happened to be at
+            if let Some(key) = message
+                .strip_prefix("missing field `")
+                .and_then(|r| r.split('`').next())
+            {
+                let table = headers(src).get(line.saturating_sub(1)).cloned().unwrap_or_default();
+                let is_header = src
+                    .lines()
+                    .nth(line.saturating_sub(1))
+                    .is_some_and(|l| l.trim_start().starts_with('['));
+                field = if table.is_empty() || !is_header {
+                    key.to_string()
+                } else {
+                    format!("{table}.{key}")
+                };
+                if table.is_empty() || !is_header {
+                    line = 0;
+                }
+            }
             // A tagged table (a fault) reports an unknown key at its header: point at the key.
             if let Some(key) = message
                 .strip_prefix("unknown field `")
@@ -450,6 +495,11 @@ impl Scenario {
             if !known.contains(&b.as_str()) {
                 let f = if i == 0 { "pacer.backend" } else { "pacer.compare" };
                 return err(f, format!("unknown backend `{b}` (known: {})", known.join(", ")));
+            }
+        }
+        for (i, b) in self.pacer.compare.iter().enumerate() {
+            if self.pacer.compare[..i].contains(b) {
+                return err("pacer.compare", format!("`{b}` is listed twice"));
             }
         }
         crate::backend::registry::validate_options(self).map_err(|e| (format!("pacer.{}", e.field), e.message))?;
@@ -593,8 +643,9 @@ fn field_at_line(src: &str, line: usize) -> String {
     }
 }
 
-/// The line of a dotted field such as `pacer.rate` or `faults[1].at`; 0 when absent.
-fn line_of_field(src: &str, field: &str) -> usize {
+/// The line of a dotted field such as `pacer.rate` or `faults[1].at` in scenario text `src`;
+/// 0 when absent.
+pub fn line_of_field(src: &str, field: &str) -> usize {
     let (table, key) = match field.rsplit_once('.') {
         Some((t, k)) => (t, k),
         None => ("", field),
@@ -603,6 +654,17 @@ fn line_of_field(src: &str, field: &str) -> usize {
     for (i, line) in src.lines().enumerate() {
         if hs[i] == table && key_of(line) == Some(key) {
             return i + 1;
+        }
+    }
+    // a dotted key (`store.latency = ...`), or a field inside an inline table on one line
+    // (`latency = { median = ... }` for `store.latency.median`)
+    for (i, line) in src.lines().enumerate() {
+        if let Some(k) = key_of(line) {
+            let k = k.replace(' ', "");
+            let full = if hs[i].is_empty() { k } else { format!("{}.{k}", hs[i]) };
+            if field == full || field.starts_with(&format!("{full}.")) {
+                return i + 1;
+            }
         }
     }
     // fall back to the table header's line

@@ -103,6 +103,8 @@ pub struct Figures {
     s503: u64,
     awaiting: Awaiting,
     hist: Histogram<u64>,
+    // round trips of zero time (the histogram's range starts at 1 ns)
+    zero_latency: u64,
     in_fallback: Vec<Option<u64>>,
     fallback_ns: u64,
     crashes: u64,
@@ -121,6 +123,7 @@ impl Default for Figures {
             s503: 0,
             awaiting: Awaiting::default(),
             hist: Histogram::new_with_bounds(1, 10_000_000_000_000, 3).expect("valid histogram bounds"),
+            zero_latency: 0,
             in_fallback: Vec::new(),
             fallback_ns: 0,
             crashes: 0,
@@ -153,7 +156,11 @@ impl Sink for Figures {
             }
             Event::Reply { t, op, .. } if op.asks_permission() => {
                 if let Some(sent) = answered {
-                    self.hist.saturating_record((t - sent).max(1));
+                    // the histogram's range starts at 1 ns: zero round trips are counted apart
+                    match t - sent {
+                        0 => self.zero_latency += 1,
+                        d => self.hist.saturating_record(d),
+                    }
                 }
             }
             Event::StoreError { .. } => self.store_errors += 1,
@@ -181,17 +188,42 @@ impl Sink for Figures {
 impl Figures {
     fn latency(&self) -> Latency {
         let h = &self.hist;
-        if h.is_empty() {
+        let zeros = self.zero_latency;
+        if h.is_empty() && zeros == 0 {
             return Latency::default();
         }
         let ms = |v: u64| v as f64 / 1e6;
+        if zeros == 0 {
+            return Latency {
+                count: h.len(),
+                mean_ms: h.mean() / 1e6,
+                p50_ms: ms(h.value_at_quantile(0.50)),
+                p95_ms: ms(h.value_at_quantile(0.95)),
+                p99_ms: ms(h.value_at_quantile(0.99)),
+                max_ms: ms(h.max()),
+            };
+        }
+        // some round trips took no time at all (a zero-latency store): they are the lowest
+        let total = h.len() + zeros;
+        let q = |p: f64| {
+            let rank = p * total as f64;
+            if rank <= zeros as f64 || h.is_empty() {
+                0.0
+            } else {
+                ms(h.value_at_quantile(((rank - zeros as f64) / h.len() as f64).min(1.0)))
+            }
+        };
         Latency {
-            count: h.len(),
-            mean_ms: h.mean() / 1e6,
-            p50_ms: ms(h.value_at_quantile(0.50)),
-            p95_ms: ms(h.value_at_quantile(0.95)),
-            p99_ms: ms(h.value_at_quantile(0.99)),
-            max_ms: ms(h.max()),
+            count: total,
+            mean_ms: if h.is_empty() {
+                0.0
+            } else {
+                h.mean() * h.len() as f64 / total as f64 / 1e6
+            },
+            p50_ms: q(0.50),
+            p95_ms: q(0.95),
+            p99_ms: q(0.99),
+            max_ms: if h.is_empty() { 0.0 } else { ms(h.max()) },
         }
     }
 

@@ -316,7 +316,19 @@ impl Plan {
                 label: format!("{label} [{point}]"),
                 source,
             })?;
-            let sc = Scenario::parse(&format!("{label} [{point}]"), &src)?;
+            // an error names the line of the user's file (not of the regenerated text), or 0
+            // when the field is only on the grid
+            let sc = Scenario::parse(&format!("{label} [{point}]"), &src).map_err(|e| match e {
+                crate::scenario::ScenarioError::Invalid {
+                    file, field, message, ..
+                } => crate::scenario::ScenarioError::Invalid {
+                    line: crate::scenario::line_of_field(text, &field),
+                    file,
+                    field,
+                    message,
+                },
+                other => other,
+            })?;
             crate::run::budget::check(&sc, seeds)?;
             points.push((values, sc));
         }

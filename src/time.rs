@@ -115,6 +115,17 @@ pub fn parse_duration(s: &str) -> Result<Nanos, String> {
     if s == "0" {
         return Ok(Nanos::ZERO);
     }
+    if s.starts_with('-') {
+        return Err(format!("duration `{s}` is negative: a duration is 0 or more"));
+    }
+    if let Some(i) = s.find(['e', 'E'])
+        && s[..i].parse::<f64>().is_ok()
+        && s[i + 1..].starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '+')
+    {
+        return Err(format!(
+            "duration `{s}`: exponent notation is not accepted; write digits and a unit (ns, us, ms, s, m, h)"
+        ));
+    }
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .ok_or_else(|| format!("duration `{s}` needs a unit (ns, us, ms, s, m, h)"))?;

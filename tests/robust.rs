@@ -601,3 +601,67 @@ fn i09_kills_that_starve_the_demand_fail_self_heal() {
     let s = pacesim::summary::simulate(&Scenario::parse("t.toml", &one).unwrap(), None, None).unwrap();
     assert!(s.checks["self_heal"].pass, "{}", s.checks["self_heal"].detail);
 }
+
+/// Issue 17's message nits: each error names the real problem, its line and its field.
+#[test]
+fn messages_name_the_real_problem() {
+    let e = err(&FOUR_LIMITERS.replace("\"5s\"", "\"-5s\""));
+    assert_eq!(
+        e,
+        "t.toml:3: duration: duration `-5s` is negative: a duration is 0 or more"
+    );
+    let e = err(&FOUR_LIMITERS.replace("\"5s\"", "\"1e308s\""));
+    assert!(
+        e.starts_with("t.toml:3: duration: duration `1e308s`: exponent notation"),
+        "{e}"
+    );
+    // a missing [pacer] is named, not the first key of the file
+    let no_pacer = "name = \"x\"\nduration = \"1s\"\n[processes]\ncount = 2\n";
+    assert_eq!(err(no_pacer), "t.toml:0: pacer: missing field `pacer`");
+    // a bad value inside a fault names the key, not only the fault
+    let e = err(&with_tail("[[faults]]\nkind = \"kill\"\nat = 5\n"));
+    assert!(e.starts_with("t.toml:12: faults[0].at: invalid type"), "{e}");
+    // dotted keys and inline tables have a line
+    let dotted = FOUR_LIMITERS.replace(
+        "duration = \"5s\"",
+        "duration = \"5s\"\nstore.latency = { dist = \"lognormal\", median = \"1ms\", sigma = 99.0 }",
+    );
+    assert!(err(&dotted).starts_with("t.toml:4: store.latency:"), "{}", err(&dotted));
+    // a backend compared twice
+    let twice = FOUR_LIMITERS.replace("rate = 50.0", "rate = 50.0\ncompare = [\"row\", \"row\"]");
+    assert_eq!(err(&twice), "t.toml:7: pacer.compare: `row` is listed twice");
+}
+
+/// A UTF-8 byte-order mark is accepted before a trace's header (as before a scenario's first
+/// line), and a zero-latency store's round trips print as 0 ms, not 1e-06.
+#[test]
+fn a_bom_is_accepted_in_traces_and_zero_latency_is_zero() {
+    let d = tmp("bom");
+    let lines = real_trace(&d);
+    let p = d.join("bom.jsonl");
+    std::fs::write(&p, format!("\u{feff}{}\n", lines.join("\n"))).unwrap();
+    let (code, out, e) = pacesim(&["check", p.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{e}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["reservation"]["p50_ms"], 0.0, "{}", v["reservation"]);
+    assert_eq!(v["reservation"]["mean_ms"], 0.0);
+}
+
+/// Issue 17's sweep nit: an error in a grid point names the line of the user's file.
+#[test]
+fn a_sweep_error_cites_the_users_line() {
+    let d = tmp("sweep-line");
+    let f = d.join("s.toml");
+    std::fs::write(&f, FOUR_LIMITERS).unwrap();
+    let out = d.join("out");
+    let (code, _, e) = pacesim(&[
+        "sweep",
+        f.to_str().unwrap(),
+        "--grid",
+        "rate=0",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{e}");
+    assert!(e.contains("[rate=0]:6: pacer.rate: must be a number above 0"), "{e}");
+}

@@ -88,6 +88,9 @@ pub fn validate(file: &str, mut input: impl BufRead, rate_override: Option<f64>)
             }
             Err(Some(e)) => return Err(err(line + 1, "(file)", format!("cannot read: {e}"))),
         }
+        if line == 1 && buf.starts_with(b"\xEF\xBB\xBF") {
+            buf.drain(..3); // a UTF-8 byte-order mark, accepted as TOML accepts it
+        }
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
         }

@@ -40,6 +40,12 @@ pub fn read(file: &str, input: impl BufRead, sink: &mut dyn Sink) -> Result<Head
             line: i + 1,
             message,
         };
+        // a UTF-8 byte-order mark before the header is accepted, as in scenario files
+        let line = if i == 0 {
+            line.trim_start_matches('\u{feff}').to_string()
+        } else {
+            line
+        };
         if line.trim().is_empty() {
             continue;
         }
