@@ -254,7 +254,9 @@ proptest! {
     #![proptest_config(config(12))]
 
     /// The binary on mutated scenarios and arguments: exit 0, 1 or 2, never a panic (101) or a
-    /// signal; `--max-wall` bounds each run.
+    /// signal; `--max-wall` bounds each run, and its address space is capped at 6 GiB (the
+    /// default `--max-memory` is 4 GiB): a run that outgrew it would abort on allocation, a
+    /// signal, and fail here.
     #[test]
     fn the_command_line_exits_0_1_or_2(
         file in 0usize..64,
@@ -277,11 +279,21 @@ proptest! {
             "simulate" => vec!["simulate", p, "--seeds", seed, "--max-wall", "5s"],
             _ => vec!["check", p, "--max-wall", "5s"],
         };
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
-            .args(&args)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .unwrap();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"));
+        cmd.args(&args).current_dir(env!("CARGO_MANIFEST_DIR"));
+        // SAFETY: only setrlimit (async-signal-safe) between fork and exec.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                let cap = 6u64 << 30;
+                let lim = libc::rlimit { rlim_cur: cap, rlim_max: cap };
+                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = cmd.output().unwrap();
         let code = out.status.code();
         let err = String::from_utf8_lossy(&out.stderr);
         prop_assert!(matches!(code, Some(0..=2)), "{args:?}: {code:?}\n{err}");
