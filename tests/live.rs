@@ -765,3 +765,46 @@ fn start_up_cleanup_drops_only_abandoned_schemas_and_keys() {
         "the stale lease's schema and the unleased keys are dropped"
     );
 }
+
+/// Issue 17: two live runs share one PostgreSQL and one Redis (the second as another host or
+/// container: another owner id, started while the first runs), and neither loses anything:
+/// both complete with their own trace, and each leaves nothing behind.
+#[test]
+fn two_runs_of_different_owners_share_the_servers() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((pgs, rt)) = stores("two_runs_of_different_owners_share_the_servers") else {
+        return;
+    };
+    for backend in ["row", "redis_gcra"] {
+        let src = format!(
+            "name = \"shared-servers\"\nduration = \"3s\"\n[pacer]\nbackend = \"{backend}\"\nrate = 20.0\n[processes]\ncount = 2\n[fetch]\nduration = {{ dist = \"constant\", value = \"5ms\" }}\n"
+        );
+        let dir = std::env::temp_dir().join(format!("pacesim-two-owners-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("s.toml");
+        std::fs::write(&file, &src).unwrap();
+        // the other host's run: a separate `pacesim live` process with its own owner id
+        let other = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
+            .args(["live", file.to_str().unwrap(), "--json"])
+            .env("PACESIM_OWNER", "other-host:1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // this run starts while the other one runs (its start-up cleanup must leave it alone)
+        std::thread::sleep(Duration::from_millis(1500));
+        let mine = run_blocking(&scenario(&src), &opts()).unwrap_or_else(|e| panic!("{backend}: {e}"));
+        let out = other.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{backend}: the other owner's run did not complete: {:?}\n{err}",
+            out.status
+        );
+        let theirs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(theirs["fetches"].as_u64().unwrap() > 20, "{backend}: {theirs}");
+        assert!(mine.summary.fetches > 20, "{backend}: {}", mine.summary.fetches);
+        nothing_left(&mine, &pgs, &rt);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
