@@ -206,6 +206,11 @@ pub fn main_with(cli: Cli) -> i32 {
     if let Some(m) = cli.max_memory {
         run::budget::set_limit(m);
     }
+    if cli.max_wall.is_some() && matches!(cli.command, Command::Live { .. } | Command::Conform { .. }) {
+        // a live run ends at its scenario's duration and must clean up (workers, schema, keys):
+        // a watchdog's exit would skip that
+        return bad("--max-wall does not apply to live runs: they end at the scenario's duration and clean up");
+    }
     if let Some(w) = cli.max_wall {
         // a watchdog: the run itself cannot be interrupted part way, the process can
         std::thread::spawn(move || {

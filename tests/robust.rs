@@ -665,3 +665,10 @@ fn a_sweep_error_cites_the_users_line() {
     assert_eq!(code, 2, "{e}");
     assert!(e.contains("[rate=0]:6: pacer.rate: must be a number above 0"), "{e}");
 }
+
+/// `--max-wall` would exit a live run before it cleans up (workers, schema, keys): refused.
+#[test]
+fn max_wall_is_refused_for_live_runs() {
+    let e = refused(&["live", "sims/four-limiters.toml", "--max-wall", "1s"]);
+    assert!(e.contains("--max-wall does not apply to live runs"), "{e}");
+}
