@@ -34,7 +34,8 @@ pub struct Cli {
     /// Refuse a run whose estimated memory is above this (e.g. 8GiB, 512MiB); default 4GiB.
     #[arg(long, global = true, value_parser = run::budget::parse_size)]
     pub max_memory: Option<u64>,
-    /// Stop (exit 2) a command still running after this wall-clock time (e.g. 10m, 90s).
+    /// Stop (exit 2) a command still running after this wall-clock time (e.g. 10m, 90s); not
+    /// for live runs, which end at their scenario's duration and clean up.
     #[arg(long, global = true, value_parser = crate::time::parse_duration)]
     pub max_wall: Option<crate::time::Nanos>,
 }
