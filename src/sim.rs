@@ -370,14 +370,13 @@ impl<'a, B: Backend> Sim<'a, B> {
         let now = self.engine.now();
         let sc = self.sc;
         let w = &mut self.workers[pid as usize];
-        // The job's number is the next one; its limits are armed before its first step runs.
-        let (inc, job) = (w.incarnation, w.job_seq + 1);
+        let (inc, job) = (w.incarnation, w.start_job(now));
         for (limit, hard) in [(sc.processes.soft_limit, false), (sc.processes.hard_limit, true)] {
             if let Some(d) = limit {
                 self.engine.after(d, Ev::Limit { pid, inc, job, hard });
             }
         }
-        let a = w.start_job(now, &mut Tracked::new(self.out, &mut self.sections));
+        let a = w.retry(now, &mut Tracked::new(self.out, &mut self.sections));
         self.act(pid, a);
     }
 

@@ -222,11 +222,12 @@ impl<P: ProcessSide> Worker<P> {
         }
     }
 
-    /// 2. A job begins (the driver arms its time limits): ask for permission.
-    pub fn start_job(&mut self, t: Instant, out: &mut dyn Sink) -> Action<P::Op> {
+    /// 2. A job begins: its number, for the time limits the driver arms before it asks for
+    ///    permission ([`Worker::retry`]).
+    pub fn start_job(&mut self, t: Instant) -> u64 {
         self.job_seq += 1;
         self.job_start = t;
-        self.retry(t, out)
+        self.job_seq
     }
 
     /// Ask the process side for permission again (a retry timer fired).

@@ -83,13 +83,8 @@ impl Advisory {
             },
             detect_dead: o.detect_dead.unwrap_or(Nanos(5_000_000_000)),
             connections: o.connections,
-            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::FailClosed), o.cap)?,
+            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::FailClosed), o.cap),
         })
-    }
-
-    /// The protocol options in force.
-    pub fn protocol(&self) -> &Protocol {
-        &self.proto
     }
 }
 

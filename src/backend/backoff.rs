@@ -147,11 +147,6 @@ pub struct LocalBackoff {
 }
 
 impl LocalBackoff {
-    /// Where the pieces live, and the schedule.
-    pub fn placed(&self) -> &Placed {
-        &self.placed
-    }
-
     /// The multiplier the process sends with its request, when it keeps its own.
     pub fn own_multiplier(&self) -> Option<f64> {
         (self.placed.multiplier == Placement::PerProcess).then(|| self.local.multiplier())

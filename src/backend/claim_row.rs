@@ -56,13 +56,8 @@ impl ClaimRow {
                 hold: sc.interval(),
                 poll: o.poll.unwrap_or(Nanos::from_millis(100)),
             },
-            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::FailClosed), o.cap)?,
+            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::FailClosed), o.cap),
         })
-    }
-
-    /// The protocol options in force.
-    pub fn protocol(&self) -> &Protocol {
-        &self.proto
     }
 }
 

@@ -13,7 +13,7 @@
 //! or a timeout) and leaves fallback on the first success. The in-process switch is
 //! [`crate::pacer::FallbackSwitch`], the loom-checked code.
 
-use crate::backend::options::{Fallback, OptionError};
+use crate::backend::options::Fallback;
 use crate::backend::{ProcCx, Step};
 use crate::pacer::{FallbackPolicy, FallbackSwitch};
 use crate::scenario::Scenario;
@@ -33,19 +33,19 @@ pub struct FallbackCfg {
 impl FallbackCfg {
     /// From the options: `mode` (the backend's default when absent) and `cap` (default
     /// `processes.count - 1`, pacesim's choice: the divided pace is then `rate / count`).
-    pub fn new(sc: &Scenario, mode: Fallback, cap: Option<u32>) -> Result<FallbackCfg, OptionError> {
+    pub fn new(sc: &Scenario, mode: Fallback, cap: Option<u32>) -> FallbackCfg {
         let cap = cap.unwrap_or(sc.processes.count.saturating_sub(1));
         let policy = match mode {
             Fallback::FailOpen => FallbackPolicy::FailOpen,
             Fallback::Divided => FallbackPolicy::Divided { cap },
             Fallback::FailClosed => FallbackPolicy::FailClosed,
         };
-        Ok(FallbackCfg {
+        FallbackCfg {
             mode,
             policy,
             rate: sc.pacer.rate,
             retry: sc.interval(),
-        })
+        }
     }
 
     /// The mode's name, as in scenario files.

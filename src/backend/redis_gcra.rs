@@ -97,7 +97,7 @@ impl RedisGcra {
         options::at_least_one("burst", o.burst)?;
         Ok(RedisGcra {
             gcra: Gcra::new(sc.interval().0, o.burst.unwrap_or(1)),
-            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::Divided), o.cap)?,
+            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::Divided), o.cap),
             placed: Placed::new(o.backoff, o.streak, sc.backoff_config()),
         })
     }

@@ -177,7 +177,7 @@ impl Row {
             wait: o.wait.unwrap_or(WaitMode::Relative),
             in_transaction: o.in_transaction.map(|t| t.hold),
             stale_after: o.stale_after,
-            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::Divided), o.cap)?,
+            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::Divided), o.cap),
             placed: Placed::new(o.backoff, o.streak, sc.backoff_config()),
         })
     }

@@ -224,7 +224,8 @@ where
     async fn job_body(&mut self) -> Result<(), String> {
         self.take_armed();
         let now = self.now();
-        let a = self.w.start_job(now, &mut self.out);
+        self.w.start_job(now); // the parent arms the hard limit from the job_start message
+        let a = self.w.retry(now, &mut self.out);
         self.act(a).await
     }
 

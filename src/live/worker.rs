@@ -73,13 +73,23 @@ where
             std::thread::spawn(move || control(armed, go_tx));
         }
         let mut out = Out;
-        let store = match S::open(&spec, &backend, timeout(&spec.scenario)).await {
+        let mut store = match S::open(&spec, &backend, timeout(&spec.scenario)).await {
             Ok(s) => s,
             Err(message) => {
                 out.msg(&ToParent::Fatal { message });
                 return 3;
             }
         };
+        // A worker started with the run connects before it reports ready: a store down then
+        // is a setup error. A restarted worker (its origin already given) may start during an
+        // outage: it goes on, its first operation fails like any other (the link reconnects
+        // on each use) and the backend's fallback decides, instead of the whole run aborting.
+        if let Err(message) = store.connect().await
+            && spec.origin.is_none()
+        {
+            out.msg(&ToParent::Fatal { message });
+            return 3;
+        }
         let origin = match spec.origin {
             Some(o) => o,
             None => {

@@ -46,13 +46,12 @@ impl Open for AdvisorySql {
     const STORE: StoreUse = StoreUse::Postgres;
 
     async fn open(spec: &WorkerSpec, _b: &Advisory, timeout: Duration) -> Result<AdvisorySql, String> {
-        let mut link = PgLink::new(spec, timeout)?;
-        let opened = link
-            .client()
-            .await
-            .map(drop)
-            .map_err(|_| "cannot connect to PostgreSQL".to_string());
-        super::first_connection(spec, opened)?;
-        Ok(AdvisorySql { link })
+        Ok(AdvisorySql {
+            link: PgLink::new(spec, timeout)?,
+        })
+    }
+
+    async fn connect(&mut self) -> Result<(), String> {
+        self.link.connect().await
     }
 }

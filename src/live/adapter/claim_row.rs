@@ -62,16 +62,13 @@ impl Open for ClaimSql {
     }
 
     async fn open(spec: &WorkerSpec, _b: &ClaimRow, timeout: Duration) -> Result<ClaimSql, String> {
-        let mut link = PgLink::new(spec, timeout)?;
-        let opened = link
-            .client()
-            .await
-            .map(drop)
-            .map_err(|_| "cannot connect to PostgreSQL".to_string());
-        super::first_connection(spec, opened)?;
         Ok(ClaimSql {
-            link,
+            link: PgLink::new(spec, timeout)?,
             holder: ((spec.pid as i32) << 16) | (spec.incarnation as i32 & 0xFFFF),
         })
+    }
+
+    async fn connect(&mut self) -> Result<(), String> {
+        self.link.connect().await
     }
 }

@@ -212,8 +212,13 @@ pub trait Open: LiveStore + Sized {
     fn slots(_sc: &Scenario) -> u32 {
         1
     }
-    /// Connect (the first connection must succeed) and warm up.
+    /// The worker's link to its store, not yet connected.
     async fn open(spec: &WorkerSpec, backend: &Self::Backend, timeout: Duration) -> Result<Self, String>;
+    /// Connect and warm up: the worker's first connection (whether it must succeed is the
+    /// worker's business, [`crate::live::worker::main_with`]). Default: nothing to connect.
+    async fn connect(&mut self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The registry's view of a live adapter.
@@ -285,18 +290,6 @@ pub static LOCAL: LiveOf<crate::backend::local::LocalOptions, local::NoConn> = L
 
 // ---- connections shared by the adapters ----------------------------------------------------
 
-/// The first connection of a worker's store link (`opened`: connecting, or warming up). A
-/// worker started with the run connects before it reports ready, and a store down then is a
-/// setup error; a restarted worker (its origin already given) may start during an outage: it
-/// opens anyway, its first operation fails like any other (the link reconnects on each use)
-/// and the backend's fallback decides, instead of the whole run aborting.
-pub fn first_connection(spec: &WorkerSpec, opened: Result<(), String>) -> Result<(), String> {
-    match opened {
-        Err(_) if spec.origin.is_some() => Ok(()),
-        r => r,
-    }
-}
-
 /// A worker's PostgreSQL connection with the run's statements prepared, reconnected on
 /// demand; it awaits an open transaction's COMMIT before the connection is used again.
 #[derive(Debug)]
@@ -364,6 +357,14 @@ impl PgLink {
         }));
     }
 
+    /// Connect now (a worker's first connection).
+    pub async fn connect(&mut self) -> Result<(), String> {
+        self.client()
+            .await
+            .map(drop)
+            .map_err(|_| "cannot connect to PostgreSQL".to_string())
+    }
+
     /// Forget the connection (its state is unknown).
     pub fn reset(&mut self) {
         self.client = None;
@@ -406,6 +407,11 @@ impl RedisLink {
             self.con = Some(self.target.settings.connect(via, self.timeout).map_err(redis_failure)?);
         }
         Ok(self.con.as_mut().expect("connected above"))
+    }
+
+    /// Connect now (a worker's first connection).
+    pub fn connect(&mut self) -> Result<(), String> {
+        self.con().map(drop).map_err(|_| "cannot connect to Redis".to_string())
     }
 
     /// Forget the connection.

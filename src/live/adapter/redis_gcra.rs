@@ -77,14 +77,16 @@ impl Open for GcraScript {
     const STORE: StoreUse = StoreUse::Redis;
 
     async fn open(spec: &WorkerSpec, b: &RedisGcra, timeout: Duration) -> Result<GcraScript, String> {
-        let mut link = RedisLink::new(spec, timeout)?;
-        let opened = link.con().map(drop).map_err(|_| "cannot connect to Redis".to_string());
-        super::first_connection(spec, opened)?;
+        let link = RedisLink::new(spec, timeout)?;
         Ok(GcraScript {
             link,
             interval_us: b.gcra().interval() as f64 / 1000.0,
             burst: b.gcra().burst(),
             backoff: spec.scenario.backoff.clone(),
         })
+    }
+
+    async fn connect(&mut self) -> Result<(), String> {
+        self.link.connect()
     }
 }

@@ -48,13 +48,15 @@ impl Open for LockScript {
     const STORE: StoreUse = StoreUse::Redis;
 
     async fn open(spec: &WorkerSpec, b: &RedisLock, timeout: Duration) -> Result<LockScript, String> {
-        let mut link = RedisLink::new(spec, timeout)?;
-        let opened = link.con().map(drop).map_err(|_| "cannot connect to Redis".to_string());
-        super::first_connection(spec, opened)?;
+        let link = RedisLink::new(spec, timeout)?;
         Ok(LockScript {
             link,
             token: format!("{}:{}", spec.pid, spec.incarnation),
             ttl_ms: b.ttl().0.div_ceil(1_000_000),
         })
+    }
+
+    async fn connect(&mut self) -> Result<(), String> {
+        self.link.connect()
     }
 }

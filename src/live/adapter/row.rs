@@ -141,10 +141,12 @@ impl Open for RowSql {
     type Backend = Row;
     const STORE: StoreUse = StoreUse::Postgres;
 
+    async fn connect(&mut self) -> Result<(), String> {
+        warm(&mut self.link).await
+    }
+
     async fn open(spec: &WorkerSpec, row: &Row, timeout: Duration) -> Result<RowSql, String> {
-        let mut link = PgLink::new(spec, timeout)?;
-        let warmed = warm(&mut link).await;
-        super::first_connection(spec, warmed)?;
+        let link = PgLink::new(spec, timeout)?;
         Ok(RowSql {
             link,
             interval_us: row.interval().0 as f64 / 1000.0,
@@ -187,10 +189,12 @@ impl Open for CacheSql {
     type Backend = Row;
     const STORE: StoreUse = StoreUse::Postgres;
 
+    async fn connect(&mut self) -> Result<(), String> {
+        warm(&mut self.link).await
+    }
+
     async fn open(spec: &WorkerSpec, row: &Row, timeout: Duration) -> Result<CacheSql, String> {
-        let mut link = PgLink::new(spec, timeout)?;
-        let warmed = warm(&mut link).await;
-        super::first_connection(spec, warmed)?;
+        let link = PgLink::new(spec, timeout)?;
         Ok(CacheSql {
             link,
             interval_us: row.interval().0 as f64 / 1000.0,
