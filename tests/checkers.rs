@@ -142,6 +142,99 @@ fn backoff_detail() -> serde_json::Value {
 
 // ---- backoff_coherence ---------------------------------------------------------------------
 
+/// A process cut off from the store at multiplier 2, then a 429 and `clean` clean responses
+/// (response i ends at 11.001 + i s), each report refused; `steps` are the multiplier events its
+/// own pacer writes (pid 1), as (response index, from, to, cause), at that response's end.
+fn cut_off_run(clean: u32, steps: &[(usize, f64, f64, MultiplierCause)]) -> Vec<Event> {
+    let mut ev = outage(10 * S, 20 * S, FaultKind::StoreOutage);
+    ev.push(Event::OpSent {
+        t: 10 * S,
+        pid: 1,
+        op: OpKind::Reserve,
+    });
+    ev.push(Event::StoreError {
+        t: 10 * S + MS,
+        pid: 1,
+        error: StoreErrorKind::Refused,
+    });
+    ev.push(Event::Fallback {
+        t: 10 * S + MS,
+        pid: 1,
+        enter: true,
+        mode: FallbackMode::Divided,
+        multiplier: 2.0,
+    });
+    let codes = std::iter::once(429).chain(std::iter::repeat_n(200, clean as usize));
+    for (i, code) in codes.enumerate() {
+        let t = 11 * S + i as u64 * S;
+        ev.extend(fetch(t, 1, code));
+        let end = t + MS;
+        // the process's own step, at the response
+        for &(_, from, to, cause) in steps.iter().filter(|s| s.0 == i) {
+            ev.push(Event::Multiplier {
+                t: end,
+                pid: Some(1),
+                from,
+                to,
+                cause,
+            });
+        }
+        // the report fails visibly: op_sent report, then store_error
+        ev.push(Event::OpSent {
+            t: end,
+            pid: 1,
+            op: OpKind::Report,
+        });
+        ev.push(Event::StoreError {
+            t: end + MS,
+            pid: 1,
+            error: StoreErrorKind::Refused,
+        });
+    }
+    ev.push(end(21 * S));
+    ev
+}
+
+#[test]
+fn backoff_a_cut_off_process_runs_its_own_schedule() {
+    let h = header("row", 4, 7.0, backoff_detail());
+    // its own pacer doubles on the 429 (response 0) and halves after three clean responses
+    // (the third is response 3)
+    let own = [
+        (0, 2.0, 4.0, MultiplierCause::TooManyRequests),
+        (3, 4.0, 2.0, MultiplierCause::Decay),
+    ];
+    let d = passes(&check(&h, &cut_off_run(3, &own)), "backoff_coherence");
+    assert!(d.contains("2 steps of cut-off processes match their own"), "{d}");
+
+    // a fallback that keeps its pace on a 429: the defect the record's own pacer does not have
+    let d = fails(&check(&h, &cut_off_run(3, &[])), "backoff_coherence");
+    assert!(
+        d.contains(
+            "pid 1, cut off from the store since 10.001s, got a 429 at multiplier 2: its own pacer must back off"
+        ),
+        "{d}"
+    );
+    // a step from the wrong place (it restarted from 1, not from what it last saw)
+    let wrong = [(0, 1.0, 2.0, MultiplierCause::TooManyRequests)];
+    let d = fails(&check(&h, &cut_off_run(0, &wrong)), "backoff_coherence");
+    assert!(
+        d.contains("stepped its own multiplier 1→2 (429), but its schedule on the 429"),
+        "{d}"
+    );
+    // a decay one clean response too early
+    let early = [
+        (0, 2.0, 4.0, MultiplierCause::TooManyRequests),
+        (2, 4.0, 2.0, MultiplierCause::Decay),
+    ];
+    let d = fails(&check(&h, &cut_off_run(3, &early)), "backoff_coherence");
+    assert!(d.contains("with no response of its own that causes it"), "{d}");
+    // the same steps from a process NOT cut off are the fleet's, and diverge from it
+    let mut ev = cut_off_run(3, &own);
+    ev.retain(|e| !matches!(e, Event::Fallback { .. }));
+    fails(&check(&h, &ev), "backoff_coherence");
+}
+
 #[test]
 fn backoff_global_schedule_passes() {
     let h = header("row", 4, 7.0, backoff_detail());
@@ -600,6 +693,7 @@ fn fallback_run(mode: FallbackMode, interval: u64) -> Vec<Event> {
             pid,
             enter: true,
             mode,
+            multiplier: 1.0,
         });
         let mut t = t0 + MS;
         while mode != FallbackMode::FailClosed && t < 20 * S {
@@ -611,6 +705,7 @@ fn fallback_run(mode: FallbackMode, interval: u64) -> Vec<Event> {
             pid,
             enter: false,
             mode,
+            multiplier: 1.0,
         });
     }
     ev.push(end(21 * S));

@@ -84,6 +84,7 @@ fn every_variant() -> Vec<Event> {
             pid: 2,
             enter: true,
             mode: FallbackMode::Divided,
+            multiplier: 1.0,
         },
         Event::Crash {
             t: 23,

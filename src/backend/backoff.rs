@@ -152,12 +152,6 @@ impl LocalBackoff {
         (self.placed.multiplier == Placement::PerProcess).then(|| self.local.multiplier())
     }
 
-    /// The multiplier in force for the process when the store cannot tell it: its own if it
-    /// keeps one, else `shared` (the shared multiplier it last saw).
-    pub fn in_force(&self, shared: f64) -> f64 {
-        self.own_multiplier().unwrap_or(shared)
-    }
-
     /// After a response: update local state, and say what to tell the store.
     pub fn after_response(&mut self, cx: &mut ProcCx, code: u16) -> Option<Signal> {
         let status = Status::from_http(code);

@@ -12,13 +12,34 @@
 //! The process keeps trying the store on every reservation (each attempt costs a round trip,
 //! or a timeout) and leaves fallback on the first success. The in-process switch is
 //! [`crate::pacer::FallbackSwitch`], the loom-checked code.
+//!
+//! **A cut-off process throttles by itself.** The fallback is the process's own pacer, and the
+//! records' pacers back off on 429/503 whatever paces them. A process cut off from the store
+//! cannot read the shared multiplier, so its own pacer starts from the shared multiplier the
+//! store last told it (in the reply to its last report, or to its last GCRA check; 1 before
+//! any) and runs the `[backoff]` schedule on its own responses until it leaves fallback
+//! ([`Pace::Shared`]); the `fallback` event states where it starts. Its steps are
+//! `multiplier` events with its pid; the reports it still tries to send fail visibly
+//! (`op_sent` report, then `store_error`), and the store never hears of those responses.
+//! A backend whose process keeps its own multiplier anyway passes [`Pace::Own`]: that machine
+//! already throttles, and the fallback only scales by it.
 
 use crate::backend::options::Fallback;
 use crate::backend::{ProcCx, Step};
-use crate::pacer::{FallbackPolicy, FallbackSwitch};
+use crate::pacer::{Backoff, BackoffConfig, FallbackPolicy, FallbackSwitch, Status};
 use crate::scenario::Scenario;
 use crate::time::{Instant, Nanos};
 use crate::trace::{Event, FallbackMode};
+
+/// The multiplier a process's fallback pace starts from, and who moves it.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Pace {
+    /// The fleet's shared multiplier as the process last saw it: in
+    /// fallback the process runs the backoff schedule from there on its own responses.
+    Shared(f64),
+    /// The process's own multiplier (it keeps its own schedule in or out of fallback).
+    Own(f64),
+}
 
 /// The fallback options in force (`[pacer] fallback` and `cap`).
 #[derive(Copy, Clone, Debug)]
@@ -28,6 +49,7 @@ pub struct FallbackCfg {
     policy: FallbackPolicy,
     rate: f64,
     retry: Nanos,
+    backoff: BackoffConfig,
 }
 
 impl FallbackCfg {
@@ -45,6 +67,7 @@ impl FallbackCfg {
             policy,
             rate: sc.pacer.rate,
             retry: sc.interval(),
+            backoff: sc.backoff_config(),
         }
     }
 
@@ -68,6 +91,8 @@ impl FallbackCfg {
             cfg: *self,
             switch: FallbackSwitch::new(self.policy, self.rate),
             floor: 0,
+            own: None,
+            paced_by: 1.0,
         }
     }
 }
@@ -81,23 +106,40 @@ pub struct ProcFallback {
     // fallback interval: entering fallback never schedules a fetch closer than that to the
     // last shared one, so a process does not fetch twice in one interval at the switch.
     floor: u64,
+    // invariant: Some exactly while in fallback with a `Pace::Shared` start: the process's own
+    // backoff machine, started at the shared multiplier it last saw.
+    own: Option<Backoff>,
+    // the multiplier the fallback pace was last scaled by
+    paced_by: f64,
 }
 
 impl ProcFallback {
     /// The store failed the process: enter fallback if not already in it, and pace locally
-    /// (the local interval scaled by `multiplier`).
-    pub fn on_error<Op>(&mut self, cx: &mut ProcCx, multiplier: f64) -> Step<Op> {
-        if self.switch.enter_fallback() {
+    /// (the local interval scaled by the multiplier `pace` gives, or by the process's own
+    /// fallback machine once it runs one).
+    pub fn on_error<Op>(&mut self, cx: &mut ProcCx, pace: Pace) -> Step<Op> {
+        let entering = self.switch.enter_fallback();
+        if entering && let Pace::Shared(m) = pace {
+            let cap = self.cfg.backoff.cap();
+            self.own = Backoff::restore(self.cfg.backoff, m.clamp(1.0, cap), 0).ok();
+        }
+        let multiplier = match (&self.own, pace) {
+            (Some(b), _) => b.multiplier(),
+            (None, Pace::Shared(m) | Pace::Own(m)) => m.max(1.0),
+        };
+        self.paced_by = multiplier;
+        if entering {
             cx.out.event(&Event::Fallback {
                 t: cx.t.0,
                 pid: cx.pid,
                 enter: true,
                 mode: self.cfg.trace_mode(),
+                multiplier,
             });
         }
         let now = cx.mono_ns();
         let from = now.max(self.floor);
-        match self.switch.reserve_fallback_scaled(from, multiplier.max(1.0)) {
+        match self.switch.reserve_fallback_scaled(from, multiplier) {
             Ok(slot) => Step::FetchAt(cx.after_mono(Nanos(slot.saturating_sub(now)))),
             Err(_) => Step::RetryAt(cx.t + self.cfg.retry),
         }
@@ -110,14 +152,33 @@ impl ProcFallback {
         self.floor = cx.mono_ns_at(wake).saturating_add(gap);
     }
 
-    /// The store answered again: leave fallback.
+    /// A response arrived: a process in fallback with its own machine runs the schedule on it
+    /// (a step is a `multiplier` event with its pid).
+    pub fn on_response(&mut self, cx: &mut ProcCx, code: u16) {
+        if let Some(b) = &mut self.own
+            && let Some(c) = b.on_response(Status::from_http(code))
+        {
+            cx.out.event(&Event::Multiplier {
+                t: cx.t.0,
+                pid: Some(cx.pid),
+                from: c.from,
+                to: c.to,
+                cause: crate::backend::backoff::cause_of(c.cause),
+            });
+        }
+    }
+
+    /// The store answered again: leave fallback (the process's own machine is dropped: the
+    /// shared multiplier is in force again).
     pub fn on_success(&mut self, cx: &mut ProcCx) {
+        let own = self.own.take();
         if self.switch.exit_fallback().is_some() {
             cx.out.event(&Event::Fallback {
                 t: cx.t.0,
                 pid: cx.pid,
                 enter: false,
                 mode: self.cfg.trace_mode(),
+                multiplier: own.map_or(self.paced_by, |b| b.multiplier()),
             });
         }
     }

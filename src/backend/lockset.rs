@@ -12,7 +12,7 @@
 //! the checker must see is not hidden, because the store's release is reported with the
 //! *store's* reason and the holder's own end is reported again).
 
-use crate::backend::fallback::{FallbackCfg, ProcFallback};
+use crate::backend::fallback::{FallbackCfg, Pace, ProcFallback};
 use crate::backend::{ProcCx, ProcessSide, Session, Step, StoreCx, StoreOp, StoreReply};
 use crate::time::{Instant, Nanos};
 use crate::trace::{Event, OpKind, ReleaseReason};
@@ -280,7 +280,7 @@ impl LockProcess {
     fn failed(&mut self, cx: &mut ProcCx, op: &LockOp) -> Step<LockOp> {
         match op {
             LockOp::Unlock { .. } => self.released(),
-            LockOp::TryLock { .. } => self.fallback.on_error(cx, 1.0),
+            LockOp::TryLock { .. } => self.fallback.on_error(cx, Pace::Own(1.0)),
         }
     }
 

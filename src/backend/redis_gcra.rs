@@ -13,7 +13,7 @@
 //! The decision rule is [`crate::pacer::Gcra`], differentially tested against `governor`.
 
 use crate::backend::backoff::{BackoffReply, LocalBackoff, Placed, SharedBackoff, Signal};
-use crate::backend::fallback::{FallbackCfg, ProcFallback};
+use crate::backend::fallback::{FallbackCfg, Pace, ProcFallback};
 use crate::backend::options::{self, Fallback, OptionError, Placement};
 use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide};
 use crate::clock::Reading;
@@ -246,13 +246,17 @@ impl ProcessSide for GcraProcess {
         match op {
             GcraOp::Report(_) => Step::Done,
             GcraOp::Gcra { .. } => {
-                let m = self.backoff.in_force(self.shared_multiplier);
-                self.fallback.on_error(cx, m)
+                let pace = match self.backoff.own_multiplier() {
+                    Some(m) => Pace::Own(m),
+                    None => Pace::Shared(self.shared_multiplier),
+                };
+                self.fallback.on_error(cx, pace)
             }
         }
     }
 
     fn after_fetch(&mut self, cx: &mut ProcCx, status: u16) -> Step<GcraOp> {
+        self.fallback.on_response(cx, status);
         self.backoff.after_fetch(cx, status, GcraOp::Report)
     }
 }

@@ -31,7 +31,7 @@
 //!   an open transaction, the update is rolled back when the store notices the session died.)
 
 use crate::backend::backoff::{BackoffReply, LocalBackoff, Placed, SharedBackoff, Signal};
-use crate::backend::fallback::{FallbackCfg, ProcFallback};
+use crate::backend::fallback::{FallbackCfg, Pace, ProcFallback};
 use crate::backend::options::{self, Fallback, OptionError, Placement};
 use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide};
 use crate::clock::Reading;
@@ -397,8 +397,11 @@ impl ProcessSide for RowProcess {
     fn on_store_error(&mut self, cx: &mut ProcCx, op: &PaceOp) -> Step<PaceOp> {
         match op {
             PaceOp::Reserve { .. } => {
-                let m = self.backoff.in_force(self.shared_multiplier);
-                self.fallback.on_error(cx, m)
+                let pace = match self.backoff.own_multiplier() {
+                    Some(m) => Pace::Own(m),
+                    None => Pace::Shared(self.shared_multiplier),
+                };
+                self.fallback.on_error(cx, pace)
             }
             // A lost report: the response is forgotten, as a failed UPDATE would be.
             PaceOp::Report(_) => Step::Done,
@@ -406,6 +409,7 @@ impl ProcessSide for RowProcess {
     }
 
     fn after_fetch(&mut self, cx: &mut ProcCx, status: u16) -> Step<PaceOp> {
+        self.fallback.on_response(cx, status);
         self.backoff.after_fetch(cx, status, PaceOp::Report)
     }
 }

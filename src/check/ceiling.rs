@@ -5,7 +5,10 @@
 //! in one streaming pass, reported as `burst_needed`: the smallest burst the sequence needs
 //! (1 = perfectly paced; see [`crate::pacer::BurstMeter`] for the exact formula and its window
 //! form). The interval of each request is the base interval times the backoff multiplier in
-//! force for it (the multiplier of the grant that authorised it, or its process's own).
+//! force for it (the multiplier of the grant that authorised it, or its process's own). A
+//! process cut off from the store (between its `fallback` entry and exit) keeps the one it
+//! last had from the shared authority: the steps its own fallback pacer takes on 429s slow it
+//! down, but they are its own, not the fleet's, so they do not lower the ceiling.
 //!
 //! Two sequences are measured:
 //! - **arrivals** at the destination: what the destination feels, and the verdict (`ceiling`);
@@ -46,6 +49,8 @@ pub struct Ceiling {
     rate: f64,
     // pid -> multiplier in force for that process's next request
     multiplier: Vec<f64>,
+    // pid -> in fallback (its own multiplier steps are not the ceiling's)
+    cut_off: Vec<bool>,
     arrivals: BurstMeter,
     arrival_pids: Vec<(usize, u32)>,
     slots: BurstMeter,
@@ -68,6 +73,7 @@ impl Ceiling {
             burst: h.burst,
             rate: h.rate,
             multiplier: vec![1.0; h.processes as usize],
+            cut_off: vec![false; h.processes as usize],
             arrivals: BurstMeter::new(interval.0),
             arrival_pids: Vec::new(),
             slots: BurstMeter::new(interval.0),
@@ -152,7 +158,14 @@ impl Sink for Ceiling {
                     *m = multiplier;
                 }
             }
-            Event::Multiplier { pid: Some(pid), to, .. } => {
+            Event::Fallback { pid, enter, .. } => {
+                if let Some(c) = self.cut_off.get_mut(pid as usize) {
+                    *c = enter;
+                }
+            }
+            Event::Multiplier { pid: Some(pid), to, .. }
+                if !self.cut_off.get(pid as usize).copied().unwrap_or(false) =>
+            {
                 if let Some(m) = self.multiplier.get_mut(pid as usize) {
                     *m = to;
                 }

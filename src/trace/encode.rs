@@ -373,6 +373,7 @@ mod tests {
                     pid,
                     enter: r.random_bool(0.5),
                     mode: pick(&mut r, FallbackMode::ALL),
+                    multiplier: 1.0 + r.random_range(0..3) as f64,
                 },
                 13 => Event::Crash {
                     t,

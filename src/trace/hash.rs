@@ -176,12 +176,19 @@ impl TraceHash {
                 self.word((*pid).into());
                 self.str(reason.name());
             }
-            Event::Fallback { t, pid, enter, mode } => {
+            Event::Fallback {
+                t,
+                pid,
+                enter,
+                mode,
+                multiplier,
+            } => {
                 self.word(13);
                 self.word(*t);
                 self.word((*pid).into());
                 self.word((*enter).into());
                 self.str(mode.name());
+                self.word(multiplier.to_bits());
             }
             Event::Crash { t, pid, point } => {
                 self.word(14);
@@ -260,6 +267,7 @@ mod tests {
                 pid: 2,
                 enter: true,
                 mode: FallbackMode::Divided,
+                multiplier: 1.0,
             },
         ];
         let h0 = h(&base);
@@ -326,6 +334,7 @@ mod tests {
                     pid: 2,
                     enter: false,
                     mode: FallbackMode::Divided,
+                    multiplier: 1.0,
                 };
                 v
             },
@@ -393,8 +402,9 @@ mod tests {
                 pid: 2,
                 enter: true,
                 mode,
+                multiplier: 1.0,
             };
-            assert_eq!(h(&[ev]), by_name(13, &[1, 2, 1], mode.name(), &[]));
+            assert_eq!(h(&[ev]), by_name(13, &[1, 2, 1], mode.name(), &[1.0f64.to_bits()]));
         }
         for &point in CrashPoint::ALL {
             let ev = Event::Crash { t: 1, pid: 2, point };

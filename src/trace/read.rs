@@ -1,6 +1,6 @@
 //! Reading a JSON Lines trace back.
 
-use super::{Event, Header, Sink, TRACE_VERSION};
+use super::{Event, Header, OLDEST_TRACE_VERSION, Sink, TRACE_VERSION};
 use std::io::{self, BufRead};
 
 /// Errors reading a trace file.
@@ -51,9 +51,9 @@ pub fn read(file: &str, input: impl BufRead, sink: &mut dyn Sink) -> Result<Head
         }
         if header.is_none() {
             let h: Header = serde_json::from_str(&line).map_err(|e| bad(format!("not a trace header: {e}")))?;
-            if h.version != TRACE_VERSION {
+            if !(OLDEST_TRACE_VERSION..=TRACE_VERSION).contains(&h.version) {
                 return Err(bad(format!(
-                    "trace version {} is not supported (expected {TRACE_VERSION})",
+                    "trace version {} is not supported (expected {OLDEST_TRACE_VERSION} to {TRACE_VERSION})",
                     h.version
                 )));
             }

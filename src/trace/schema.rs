@@ -6,7 +6,17 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 /// Version of the trace format; bumped on any incompatible change.
-pub const TRACE_VERSION: u32 = 1;
+///
+/// - 2: `fallback` events carry `multiplier`, the multiplier the process's own fallback pacer
+///   paces by (a version 1 trace lacks it; it reads as 1).
+pub const TRACE_VERSION: u32 = 2;
+
+/// The oldest trace version this build reads.
+pub const OLDEST_TRACE_VERSION: u32 = 1;
+
+fn one() -> f64 {
+    1.0
+}
 
 /// First line of every trace: what produced it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -169,6 +179,11 @@ pub enum Event {
         enter: bool,
         /// The fallback pacer's mode.
         mode: FallbackMode,
+        /// The multiplier the process's own fallback pacer paces by: on entry where it
+        /// starts (the shared multiplier the process last saw, or its own), on exit where it
+        /// ended. Version 1 traces lack it: 1.
+        #[serde(default = "one")]
+        multiplier: f64,
     },
     /// A process was killed (SIGKILL).
     Crash {
@@ -419,6 +434,16 @@ names! {
 }
 
 names! {
+    /// Where a pace backend keeps its backoff multiplier (`backend_detail.backoff`).
+    pub enum BackoffPlace {
+        /// In the shared store: one multiplier for the fleet.
+        Global = "global",
+        /// In each process's memory.
+        PerProcess = "per_process",
+    }
+}
+
+names! {
     /// What the locks of a lock backend are used for (`backend_detail.lock_use`).
     pub enum LockUse {
         /// At most K fetches at once: a lock is held for the fetch.
@@ -517,6 +542,10 @@ pub struct Detail {
     /// `locks`: K, the number of locks (critical sections at once). Absent: 1
     /// ([`Detail::lock_count`]).
     pub locks: Option<u64>,
+    /// `backoff`: where the backend keeps its backoff multiplier. Absent: the backend runs no
+    /// backoff schedule of its own (a lock backend): `backoff_coherence` then does not expect
+    /// a process cut off from the store to back off by itself.
+    pub backoff: Option<BackoffPlace>,
     /// `lock_use`: what the locks are for. Absent: not a lock backend, or a walk lock, which
     /// has no throughput target.
     pub lock_use: Option<LockUse>,
@@ -593,6 +622,7 @@ impl Detail {
             fallback: typed("fallback", take("fallback"))?,
             cap: typed("cap", take("cap"))?,
             locks: typed("locks", take("locks"))?,
+            backoff: typed("backoff", take("backoff"))?,
             lock_use: typed("lock_use", take("lock_use"))?,
             walk: typed("walk", take("walk"))?,
             detect_dead_ns: typed("detect_dead_ns", take("detect_dead_ns"))?,
@@ -622,6 +652,7 @@ impl Detail {
         put("fallback", self.fallback.map(|f| Value::from(f.name())));
         put("cap", self.cap.map(Value::from));
         put("locks", self.locks.map(Value::from));
+        put("backoff", self.backoff.map(|b| Value::from(b.name())));
         put("lock_use", self.lock_use.map(|u| Value::from(u.name())));
         put("walk", self.walk.map(Value::from));
         put("detect_dead_ns", self.detect_dead_ns.map(Value::from));
@@ -725,6 +756,7 @@ mod tests {
             ],
         );
         exact(LockUse::ALL, &["concurrency", "fake_rate"]);
+        exact(BackoffPlace::ALL, &["global", "per_process"]);
         exact(StoreFallback::ALL, &["fail_open", "divided", "fail_closed", "uncapped"]);
         exact(
             FaultKind::ALL,
@@ -813,7 +845,8 @@ mod tests {
         assert_eq!(redis_lock.lock_count(), 1);
     }
 
-    const TYPED: [&str; 14] = [
+    const TYPED: [&str; 15] = [
+        "backoff",
         "backoff_factor",
         "decay_after",
         "epsilon",

@@ -13,6 +13,9 @@
 //!    multipliers diverge (a second process backs off "from 1" while the reference is
 //!    already at 2). The grants must also carry the reference multiplier: a grant at a
 //!    different one is a process pacing with its own, diverged multiplier.
+//!    A process cut off from the store (between its `fallback` entry and exit) runs its own
+//!    copy of the schedule (`cutoff`): from the multiplier its entry states, on its own
+//!    responses; its `multiplier` events are checked against that copy, not the fleet's.
 //! 3. **Spacing.** Consecutive grants of one authority are spaced by the interval times the
 //!    multiplier in force: each slot, mapped to reference time (`t + slot - now`), is at or
 //!    after the previous slot plus the previous grant's `interval`, less the authority's GCRA
@@ -44,6 +47,7 @@
 //! [`Detail::DEFAULT_BACKOFF_FACTOR`]: crate::trace::Detail::DEFAULT_BACKOFF_FACTOR
 //! [`Detail::DEFAULT_DECAY_AFTER`]: crate::trace::Detail::DEFAULT_DECAY_AFTER
 
+mod cutoff;
 mod range;
 mod reference;
 mod spacing;
@@ -73,6 +77,7 @@ impl Failures {
 pub struct BackoffCoherence {
     range: range::Range,
     reference: reference::Reference,
+    cutoff: cutoff::Cutoff,
     spacing: spacing::Spacing,
     failures: Failures,
     // the trace has grants or multiplier changes (else the property does not apply)
@@ -82,9 +87,11 @@ pub struct BackoffCoherence {
 impl BackoffCoherence {
     /// A checker for the trace this header introduces.
     pub fn new(h: &Header) -> BackoffCoherence {
+        let reference = reference::Reference::new(h);
         BackoffCoherence {
             range: range::Range::new(h.multiplier_cap),
-            reference: reference::Reference::new(h),
+            cutoff: cutoff::Cutoff::new(reference.config(), h),
+            reference,
             spacing: spacing::Spacing::new(base_interval(h), h.backend_detail.gcra_burst()),
             failures: Failures::default(),
             seen: false,
@@ -97,6 +104,9 @@ impl Sink for BackoffCoherence {
         let t = ev.t();
         let f = &mut self.failures;
         self.reference.advance(f, t);
+        // a cut-off process's own steps are its own schedule's, not the fleet's
+        let cut_off = matches!(*ev, Event::Multiplier { pid: Some(p), .. } if self.cutoff.owns(p));
+        self.cutoff.event(f, ev);
         match *ev {
             Event::Multiplier {
                 pid, from, to, cause, ..
@@ -105,7 +115,9 @@ impl Sink for BackoffCoherence {
                 let whose = || pid.map_or("shared multiplier".to_string(), |p| format!("pid {p}'s multiplier"));
                 self.range.check(f, from, t, whose);
                 self.range.check(f, to, t, whose);
-                self.reference.observe_change(f, t, pid, from, to, cause);
+                if !cut_off {
+                    self.reference.observe_change(f, t, pid, from, to, cause);
+                }
             }
             Event::Grant { pid, multiplier, .. } => {
                 self.seen = true;
@@ -125,7 +137,8 @@ impl Sink for BackoffCoherence {
 impl Checker for BackoffCoherence {
     fn verdicts(&mut self) -> Vec<Verdict> {
         self.reference.finish(&mut self.failures);
-        if !self.seen {
+        self.cutoff.finish(&mut self.failures, u64::MAX);
+        if !self.seen && self.cutoff.responses == 0 {
             return Vec::new();
         }
         let approx = if self.reference.approximate {
@@ -138,10 +151,15 @@ impl Checker for BackoffCoherence {
                 name: "backoff_coherence",
                 pass: true,
                 detail: format!(
-                    "{} responses, {} multiplier changes match one reference machine ({}){approx}; max multiplier {}; {} grants spaced by interval x multiplier",
+                    "{} responses, {} multiplier changes match one reference machine ({}){approx}{}; max multiplier {}; {} grants spaced by interval x multiplier",
                     self.reference.responses,
                     self.reference.changes,
                     self.reference.config_note,
+                    if self.cutoff.steps > 0 {
+                        format!(" and {} steps of cut-off processes match their own", self.cutoff.steps)
+                    } else {
+                        String::new()
+                    },
                     mult(self.range.max_m),
                     self.spacing.grants
                 ),

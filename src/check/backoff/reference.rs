@@ -585,6 +585,11 @@ impl Reference {
         }
     }
 
+    /// The schedule (`None`: the header states none this build can run).
+    pub(super) fn config(&self) -> Option<BackoffConfig> {
+        self.config
+    }
+
     /// The trace ended: every response not yet reported is applied now.
     pub(super) fn finish(&mut self, f: &mut Failures) {
         let fresh: Vec<u64> = self.fresh.values().copied().collect();
@@ -602,7 +607,7 @@ fn eq(a: f64, b: f64) -> bool {
 }
 
 /// The cause a `multiplier` event names for a change a response of `status` makes.
-fn cause_of(status: Status) -> MultiplierCause {
+pub(super) fn cause_of(status: Status) -> MultiplierCause {
     match status {
         Status::Ok => MultiplierCause::Decay,
         Status::TooManyRequests => MultiplierCause::TooManyRequests,
