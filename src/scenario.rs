@@ -88,6 +88,20 @@ pub struct Scenario {
     /// Fault schedule.
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
+    /// What a design record claims about this scenario's situation; the report quotes it
+    /// beside pacesim's figures (optional).
+    #[serde(default)]
+    pub record: Option<RecordClaim>,
+}
+
+/// A design record's claim, as `[record]` states it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordClaim {
+    /// Which record and where in it (e.g. `global-pace-row, Requirement 4`).
+    pub source: String,
+    /// The claim, in the record's words where it has them.
+    pub claim: String,
 }
 
 fn one() -> u64 {

@@ -641,3 +641,127 @@ fn fail_closed_schedules_no_fetch_during_an_outage() {
         assert!(fetches > 10, "{b}: fail_open fetched only {fetches} times in fallback");
     }
 }
+
+/// Issue 15, item 1: a process cut off from the store throttles by itself. During the outage the
+/// destination answers 429: each process's own pacer doubles its divided pace from the shared
+/// multiplier it last saw (1), up to the cap, and its reports fail visibly (an `op_sent`
+/// report answered by a `store_error`); the shared row never hears of them.
+#[test]
+fn a_cut_off_process_backs_off_on_its_own_429s() {
+    let sc = load("outage-throttle.toml");
+    let evs = trace(&sc);
+    let own: Vec<_> = multipliers(&evs).into_iter().filter(|m| m.1.is_some()).collect();
+    for pid in 0..4u32 {
+        let steps: Vec<(f64, f64)> = own.iter().filter(|m| m.1 == Some(pid)).map(|m| (m.2, m.3)).collect();
+        assert_eq!(steps, [(1.0, 2.0), (2.0, 4.0), (4.0, 8.0)], "pid {pid}'s own steps");
+    }
+    assert!(own.iter().all(|m| (12.0..20.0).contains(&secs(m.0))), "{own:?}");
+    assert!(
+        multipliers(&evs).iter().all(|m| m.1.is_some()),
+        "the shared multiplier never moved: the store heard of no 429"
+    );
+    // every 429 was reported, and every such report failed
+    let mut reported = 0;
+    for w in evs.windows(3) {
+        if let [Event::FetchEnd { status: 429, pid, .. }, ..] = w {
+            let sent = evs
+                .iter()
+                .skip_while(|e| !std::ptr::eq(*e, &w[0]))
+                .find_map(|e| match e {
+                    Event::OpSent { pid: p, op, .. } if p == pid => Some(*op),
+                    _ => None,
+                });
+            assert_eq!(sent, Some(pacesim::trace::OpKind::Report), "pid {pid} reports its 429");
+            reported += 1;
+        }
+    }
+    assert_eq!(reported, 12);
+    // paced slower while backed off: 12 s to 16 s (429s) against 16 s to 20 s (the own
+    // pacers at 8x, nothing decays them in 4 s)
+    assert!(
+        arrivals_between(&evs, 16.5, 20.0) <= 4,
+        "{}",
+        arrivals_between(&evs, 16.5, 20.0)
+    );
+    let s = summary(&sc);
+    assert!(s.checks.values().all(|c| c.pass), "{:?}", s.checks);
+}
+
+/// The store errors a process `pid` got and the operations it sent, by time.
+fn store_traffic(evs: &[Event], pid: u32) -> (Vec<u64>, Vec<u64>) {
+    let errors = evs
+        .iter()
+        .filter_map(|e| match *e {
+            Event::StoreError { t, pid: p, .. } if p == pid => Some(t),
+            _ => None,
+        })
+        .collect();
+    let sent = evs
+        .iter()
+        .filter_map(|e| match *e {
+            Event::OpSent { t, pid: p, .. } if p == pid => Some(t),
+            _ => None,
+        })
+        .collect();
+    (errors, sent)
+}
+
+/// Issue 15, item 5: going back to the store. By default every reservation asks the store, so
+/// in a timeout-mode outage fail_open fetches once per timeout pair per process; with a circuit
+/// breaker (`rejoin_after = "30s"`) a process asks nothing for 30 s after a store error, and its
+/// local pacer runs: fail_open's N x rate in full, divided within the rate.
+#[test]
+fn rejoin_every_reservation_against_a_breaker() {
+    let every = load("outage-timeout-fail-open.toml");
+    let evs = trace(&every);
+    let during = arrivals_between(&evs, 10.0, 30.0);
+    assert!(
+        during <= 10,
+        "one fetch per reserve + report timeout per process: {during}"
+    );
+    for pid in 0..4 {
+        let (errors, sent) = store_traffic(&evs, pid);
+        assert!(errors.len() >= 3, "pid {pid} keeps asking: {errors:?}");
+        assert!(sent.iter().any(|&t| (15.0..30.0).contains(&secs(t))), "pid {pid}");
+    }
+    let s = summary(&every);
+    assert!(
+        s.checks["degradation"].pass && !s.checks["ceiling"].pass,
+        "{:?}",
+        s.checks
+    );
+
+    let breaker = load("outage-timeout-breaker-fail-open.toml");
+    let evs = trace(&breaker);
+    for pid in 0..4 {
+        let (errors, sent) = store_traffic(&evs, pid);
+        let first = errors[0];
+        let quiet: Vec<u64> = sent
+            .iter()
+            .copied()
+            .filter(|&t| t > first && t < first + 30_000_000_000)
+            .collect();
+        assert!(
+            quiet.is_empty(),
+            "pid {pid} asked the store within 30 s of its error at {first}: {quiet:?}"
+        );
+    }
+    // the local pacers at the full rate each, from each process's first reservation that timed
+    // out (~20 s: the report it sent as the store went away timed out first, at ~15 s)
+    let during = arrivals_between(&evs, 21.0, 30.0);
+    assert!(during as f64 > 4.0 * 7.0 * 9.0 * 0.9, "{during}");
+    let s = summary(&breaker);
+    assert!(
+        !s.checks["degradation"].pass && !s.checks["ceiling"].pass,
+        "{:?}",
+        s.checks
+    );
+
+    let divided = load("outage-timeout-breaker-divided.toml");
+    let evs = trace(&divided);
+    let during = arrivals_between(&evs, 21.0, 30.0);
+    assert!((during as f64) < 7.0 * 9.0 * 1.05, "{during}");
+    assert!((during as f64) > 7.0 * 9.0 * 0.8, "{during}");
+    let s = summary(&divided);
+    assert!(s.checks.values().all(|c| c.pass), "{:?}", s.checks);
+}

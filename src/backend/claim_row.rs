@@ -35,6 +35,10 @@ pub struct ClaimRowOptions {
     pub fallback: Option<Fallback>,
     /// The divided fallback's cap. Default `processes.count - 1`.
     pub cap: Option<u32>,
+    /// In fallback, how long a store error keeps the process from asking the store again (a
+    /// circuit breaker). Default: none, every reservation asks (pacesim's choice; the records
+    /// do not say).
+    pub rejoin_after: Option<Nanos>,
 }
 
 /// The claimed-row backend.
@@ -56,7 +60,7 @@ impl ClaimRow {
                 hold: sc.interval(),
                 poll: o.poll.unwrap_or(Nanos::from_millis(100)),
             },
-            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::FailClosed), o.cap),
+            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::FailClosed), o.cap, o.rejoin_after)?,
         })
     }
 }
@@ -72,7 +76,8 @@ impl Backend for ClaimRow {
     }
 
     fn detail(&self) -> serde_json::Value {
-        serde_json::json!({ "locks": self.proto.k, "lock_use": "concurrency", "poll_ns": self.proto.poll.0, "fallback": self.fallback.mode_name() })
+        let detail = serde_json::json!({ "locks": self.proto.k, "lock_use": "concurrency", "poll_ns": self.proto.poll.0, "fallback": self.fallback.mode_name() });
+        self.fallback.stated(detail)
     }
 
     fn process(&self, pid: u32) -> LockProcess {

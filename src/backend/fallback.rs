@@ -9,9 +9,15 @@
 //! - `fail_closed`: stop fetching; ask the store again after one interval (the records'
 //!   concurrency module).
 //!
-//! The process keeps trying the store on every reservation (each attempt costs a round trip,
-//! or a timeout) and leaves fallback on the first success. The in-process switch is
-//! [`crate::pacer::FallbackSwitch`], the loom-checked code.
+//! **Going back to the store** (the records leave it open; `rejoin_after`):
+//! - absent (pacesim's default): the process asks the store on every reservation (each attempt
+//!   costs a round trip, or a timeout) and leaves fallback on the first success;
+//! - `rejoin_after = "30s"`: a circuit breaker. A store error opens it: for that long the
+//!   process paces locally without asking the store; the first reservation after it asks
+//!   again (and an error opens it again). While it is open the process sends no reports
+//!   either: the store never hears of those responses (its own pacer does).
+//!
+//! The in-process switch is [`crate::pacer::FallbackSwitch`], the loom-checked code.
 //!
 //! **A cut-off process throttles by itself.** The fallback is the process's own pacer, and the
 //! records' pacers back off on 429/503 whatever paces them. A process cut off from the store
@@ -24,7 +30,7 @@
 //! A backend whose process keeps its own multiplier anyway passes [`Pace::Own`]: that machine
 //! already throttles, and the fallback only scales by it.
 
-use crate::backend::options::Fallback;
+use crate::backend::options::{self, Fallback, OptionError};
 use crate::backend::{ProcCx, Step};
 use crate::pacer::{Backoff, BackoffConfig, FallbackPolicy, FallbackSwitch, Status};
 use crate::scenario::Scenario;
@@ -50,25 +56,52 @@ pub struct FallbackCfg {
     rate: f64,
     retry: Nanos,
     backoff: BackoffConfig,
+    rejoin_after: Option<Nanos>,
 }
 
 impl FallbackCfg {
-    /// From the options: `mode` (the backend's default when absent) and `cap` (default
-    /// `processes.count - 1`, pacesim's choice: the divided pace is then `rate / count`).
-    pub fn new(sc: &Scenario, mode: Fallback, cap: Option<u32>) -> FallbackCfg {
+    /// From the options: `mode` (the backend's default when absent), `cap` (default
+    /// `processes.count - 1`, pacesim's choice: the divided pace is then `rate / count`) and
+    /// `rejoin_after` (default: none, every reservation asks the store; pacesim's choice).
+    ///
+    /// # Errors
+    ///
+    /// `rejoin_after` is zero.
+    pub fn new(
+        sc: &Scenario,
+        mode: Fallback,
+        cap: Option<u32>,
+        rejoin_after: Option<Nanos>,
+    ) -> Result<FallbackCfg, OptionError> {
+        options::positive("rejoin_after", rejoin_after)?;
         let cap = cap.unwrap_or(sc.processes.count.saturating_sub(1));
         let policy = match mode {
             Fallback::FailOpen => FallbackPolicy::FailOpen,
             Fallback::Divided => FallbackPolicy::Divided { cap },
             Fallback::FailClosed => FallbackPolicy::FailClosed,
         };
-        FallbackCfg {
+        Ok(FallbackCfg {
             mode,
             policy,
             rate: sc.pacer.rate,
             retry: sc.interval(),
             backoff: sc.backoff_config(),
+            rejoin_after,
+        })
+    }
+
+    /// A backend's stated options with the fallback's added: `rejoin_after_ns` when set
+    /// (absent: every reservation asks the store).
+    pub fn stated(&self, mut detail: serde_json::Value) -> serde_json::Value {
+        if let (Some(after), Some(map)) = (self.rejoin_after, detail.as_object_mut()) {
+            map.insert("rejoin_after_ns".into(), after.0.into());
         }
+        detail
+    }
+
+    /// The circuit breaker's cool-down, if any.
+    pub fn rejoin_after(&self) -> Option<Nanos> {
+        self.rejoin_after
     }
 
     /// The mode's name, as in scenario files.
@@ -90,9 +123,10 @@ impl FallbackCfg {
         ProcFallback {
             cfg: *self,
             switch: FallbackSwitch::new(self.policy, self.rate),
-            floor: 0,
+            last_shared: None,
             own: None,
             paced_by: 1.0,
+            breaker: None,
         }
     }
 }
@@ -102,15 +136,18 @@ impl FallbackCfg {
 pub struct ProcFallback {
     cfg: FallbackCfg,
     switch: FallbackSwitch,
-    // invariant: floor = the process's last shared slot (its monotonic clock) plus one
-    // fallback interval: entering fallback never schedules a fetch closer than that to the
-    // last shared one, so a process does not fetch twice in one interval at the switch.
-    floor: u64,
+    // the process's last shared slot (its monotonic clock): a fallback slot is never closer
+    // than one fallback interval (scaled by the multiplier in force) after it, so a process
+    // does not fetch twice in one of its intervals at the switch.
+    last_shared: Option<u64>,
     // invariant: Some exactly while in fallback with a `Pace::Shared` start: the process's own
     // backoff machine, started at the shared multiplier it last saw.
     own: Option<Backoff>,
     // the multiplier the fallback pace was last scaled by
     paced_by: f64,
+    // invariant: Some(t) only in fallback with `rejoin_after` set: before reference time t the
+    // process paces locally without asking the store.
+    breaker: Option<Instant>,
 }
 
 impl ProcFallback {
@@ -123,6 +160,32 @@ impl ProcFallback {
             let cap = self.cfg.backoff.cap();
             self.own = Backoff::restore(self.cfg.backoff, m.clamp(1.0, cap), 0).ok();
         }
+        if let Some(after) = self.cfg.rejoin_after {
+            self.breaker = Some(cx.t + after);
+        }
+        self.local(cx, pace, entering)
+    }
+
+    /// Before asking the store: while the breaker is open the process paces locally, without
+    /// asking (`None`: ask the store).
+    pub fn short_circuit<Op>(&mut self, cx: &mut ProcCx, pace: Pace) -> Option<Step<Op>> {
+        match self.breaker {
+            Some(until) if cx.t < until => Some(self.local(cx, pace, false)),
+            _ => None,
+        }
+    }
+
+    /// After a fetch: while the breaker is open the process does not ask the store, so a
+    /// report it would send is dropped (the store never hears of that response).
+    pub fn hold_report<Op>(&self, cx: &ProcCx, step: Step<Op>) -> Step<Op> {
+        match (step, self.breaker) {
+            (Step::Send(_), Some(until)) if cx.t < until => Step::Done,
+            (step, _) => step,
+        }
+    }
+
+    /// The next local slot (or, fail_closed, the next time to ask), in fallback.
+    fn local<Op>(&mut self, cx: &mut ProcCx, pace: Pace, entering: bool) -> Step<Op> {
         let multiplier = match (&self.own, pace) {
             (Some(b), _) => b.multiplier(),
             (None, Pace::Shared(m) | Pace::Own(m)) => m.max(1.0),
@@ -138,7 +201,11 @@ impl ProcFallback {
             });
         }
         let now = cx.mono_ns();
-        let from = now.max(self.floor);
+        let floor = match (self.last_shared, self.switch.fallback_interval()) {
+            (Some(slot), Some(gap)) => slot.saturating_add(crate::pacer::scale_interval(gap, multiplier)),
+            _ => 0,
+        };
+        let from = now.max(floor);
         match self.switch.reserve_fallback_scaled(from, multiplier) {
             Ok(slot) => Step::FetchAt(cx.after_mono(Nanos(slot.saturating_sub(now)))),
             Err(_) => Step::RetryAt(cx.t + self.cfg.retry),
@@ -146,10 +213,10 @@ impl ProcFallback {
     }
 
     /// The process was granted a shared slot at reference time `wake`: a later fallback must
-    /// not schedule its next fetch closer than one fallback interval after it.
+    /// not schedule its next fetch closer than one fallback interval (times the multiplier in
+    /// force then) after it.
     pub fn note_slot(&mut self, cx: &ProcCx, wake: Instant) {
-        let gap = self.switch.fallback_interval().unwrap_or(0);
-        self.floor = cx.mono_ns_at(wake).saturating_add(gap);
+        self.last_shared = Some(cx.mono_ns_at(wake));
     }
 
     /// A response arrived: a process in fallback with its own machine runs the schedule on it
@@ -172,6 +239,7 @@ impl ProcFallback {
     /// shared multiplier is in force again).
     pub fn on_success(&mut self, cx: &mut ProcCx) {
         let own = self.own.take();
+        self.breaker = None;
         if self.switch.exit_fallback().is_some() {
             cx.out.event(&Event::Fallback {
                 t: cx.t.0,

@@ -39,6 +39,10 @@ pub struct RedisGcraOptions {
     /// GCRA burst: requests that may go back to back. Default 1 (pacesim's choice: a pure
     /// pace, like the row).
     pub burst: Option<u32>,
+    /// In fallback, how long a store error keeps the process from asking the Redis again (a
+    /// circuit breaker). Default: none, every reservation asks (pacesim's choice; the records
+    /// do not say).
+    pub rejoin_after: Option<Nanos>,
 }
 
 /// An operation of `redis_gcra`.
@@ -97,7 +101,7 @@ impl RedisGcra {
         options::at_least_one("burst", o.burst)?;
         Ok(RedisGcra {
             gcra: Gcra::new(sc.interval().0, o.burst.unwrap_or(1)),
-            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::Divided), o.cap),
+            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::Divided), o.cap, o.rejoin_after)?,
             placed: Placed::new(o.backoff, o.streak, sc.backoff_config()),
         })
     }
@@ -119,13 +123,14 @@ impl Backend for RedisGcra {
     }
 
     fn detail(&self) -> serde_json::Value {
-        serde_json::json!({
+        let detail = serde_json::json!({
             "interval_ns": self.gcra.interval(),
             "burst": self.gcra.burst(),
             "fallback": self.fallback.mode_name(),
             "backoff": self.placed.multiplier,
             "streak": self.placed.streak,
-        })
+        });
+        self.fallback.stated(detail)
     }
 
     fn process(&self, _pid: u32) -> GcraProcess {
@@ -210,11 +215,24 @@ pub struct GcraProcess {
     shared_multiplier: f64,
 }
 
+impl GcraProcess {
+    /// What its fallback pace starts from: its own multiplier, or the shared one it last saw.
+    fn pace(&self) -> Pace {
+        match self.backoff.own_multiplier() {
+            Some(m) => Pace::Own(m),
+            None => Pace::Shared(self.shared_multiplier),
+        }
+    }
+}
+
 impl ProcessSide for GcraProcess {
     type Op = GcraOp;
     type Reply = GcraReply;
 
-    fn acquire(&mut self, _cx: &mut ProcCx) -> Step<GcraOp> {
+    fn acquire(&mut self, cx: &mut ProcCx) -> Step<GcraOp> {
+        if let Some(step) = self.fallback.short_circuit(cx, self.pace()) {
+            return step;
+        }
         Step::Send(GcraOp::Gcra {
             multiplier: self.backoff.own_multiplier(),
         })
@@ -246,10 +264,7 @@ impl ProcessSide for GcraProcess {
         match op {
             GcraOp::Report(_) => Step::Done,
             GcraOp::Gcra { .. } => {
-                let pace = match self.backoff.own_multiplier() {
-                    Some(m) => Pace::Own(m),
-                    None => Pace::Shared(self.shared_multiplier),
-                };
+                let pace = self.pace();
                 self.fallback.on_error(cx, pace)
             }
         }
@@ -257,7 +272,8 @@ impl ProcessSide for GcraProcess {
 
     fn after_fetch(&mut self, cx: &mut ProcCx, status: u16) -> Step<GcraOp> {
         self.fallback.on_response(cx, status);
-        self.backoff.after_fetch(cx, status, GcraOp::Report)
+        let step = self.backoff.after_fetch(cx, status, GcraOp::Report);
+        self.fallback.hold_report(cx, step)
     }
 }
 

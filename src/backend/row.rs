@@ -98,6 +98,10 @@ pub struct RowOptions {
     /// and overwritten (recovery code such a design tends to grow). Default: none, no reset
     /// (the record describes none).
     pub stale_after: Option<Nanos>,
+    /// In fallback, how long a store error keeps the process from asking the store again (a
+    /// circuit breaker). Default: none, every reservation asks (pacesim's choice; the records
+    /// do not say).
+    pub rejoin_after: Option<Nanos>,
 }
 
 impl RowOptions {
@@ -177,7 +181,7 @@ impl Row {
             wait: o.wait.unwrap_or(WaitMode::Relative),
             in_transaction: o.in_transaction.map(|t| t.hold),
             stale_after: o.stale_after,
-            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::Divided), o.cap),
+            fallback: FallbackCfg::new(sc, o.fallback.unwrap_or(Fallback::Divided), o.cap, o.rejoin_after)?,
             placed: Placed::new(o.backoff, o.streak, sc.backoff_config()),
         })
     }
@@ -220,7 +224,7 @@ impl Backend for Row {
     }
 
     fn detail(&self) -> serde_json::Value {
-        serde_json::json!({
+        let detail = serde_json::json!({
             "storage": if self.name == "row" { "pace row (migration)" } else { "reserved key in the shared cache table" },
             "interval_ns": self.interval.0,
             "clock": self.clock,
@@ -229,7 +233,8 @@ impl Backend for Row {
             "fallback": self.fallback.mode_name(),
             "backoff": self.placed.multiplier,
             "streak": self.placed.streak,
-        })
+        });
+        self.fallback.stated(detail)
     }
 
     fn process(&self, _pid: u32) -> RowProcess {
@@ -361,11 +366,24 @@ pub struct RowProcess {
     shared_multiplier: f64,
 }
 
+impl RowProcess {
+    /// What its fallback pace starts from: its own multiplier, or the shared one it last saw.
+    fn pace(&self) -> Pace {
+        match self.backoff.own_multiplier() {
+            Some(m) => Pace::Own(m),
+            None => Pace::Shared(self.shared_multiplier),
+        }
+    }
+}
+
 impl ProcessSide for RowProcess {
     type Op = PaceOp;
     type Reply = PaceReply;
 
     fn acquire(&mut self, cx: &mut ProcCx) -> Step<PaceOp> {
+        if let Some(step) = self.fallback.short_circuit(cx, self.pace()) {
+            return step;
+        }
         Step::Send(PaceOp::Reserve {
             proc_now: cx.mono.read(cx.t),
             multiplier: self.backoff.own_multiplier(),
@@ -397,10 +415,7 @@ impl ProcessSide for RowProcess {
     fn on_store_error(&mut self, cx: &mut ProcCx, op: &PaceOp) -> Step<PaceOp> {
         match op {
             PaceOp::Reserve { .. } => {
-                let pace = match self.backoff.own_multiplier() {
-                    Some(m) => Pace::Own(m),
-                    None => Pace::Shared(self.shared_multiplier),
-                };
+                let pace = self.pace();
                 self.fallback.on_error(cx, pace)
             }
             // A lost report: the response is forgotten, as a failed UPDATE would be.
@@ -410,7 +425,8 @@ impl ProcessSide for RowProcess {
 
     fn after_fetch(&mut self, cx: &mut ProcCx, status: u16) -> Step<PaceOp> {
         self.fallback.on_response(cx, status);
-        self.backoff.after_fetch(cx, status, PaceOp::Report)
+        let step = self.backoff.after_fetch(cx, status, PaceOp::Report);
+        self.fallback.hold_report(cx, step)
     }
 }
 

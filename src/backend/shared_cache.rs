@@ -20,6 +20,7 @@
 use crate::backend::options::{Fallback, OptionError, Placement};
 use crate::backend::row::{Row, RowOptions};
 use crate::scenario::Scenario;
+use crate::time::Nanos;
 use serde::{Deserialize, Serialize};
 
 /// `[pacer]` options of `shared_cache` (each as [`RowOptions`] documents it).
@@ -34,6 +35,8 @@ pub struct SharedCacheOptions {
     pub backoff: Option<Placement>,
     /// See [`RowOptions::streak`].
     pub streak: Option<Placement>,
+    /// See [`RowOptions::rejoin_after`].
+    pub rejoin_after: Option<Nanos>,
 }
 
 /// The shared-cache pace: the row's statement under a cache key.
@@ -43,6 +46,7 @@ pub fn new(sc: &Scenario, o: SharedCacheOptions) -> Result<Row, OptionError> {
         cap: o.cap,
         backoff: o.backoff,
         streak: o.streak,
+        rejoin_after: o.rejoin_after,
         ..RowOptions::default()
     };
     Ok(Row::new(sc, row)?.renamed("shared_cache"))

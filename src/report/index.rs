@@ -287,7 +287,13 @@ fn scenario_section(sr: &ScenarioRuns, w: &Written) -> String {
         w.dir,
         w.dir
     );
-    let _ = writeln!(md, "**Reading.** {}\n", reading(sr));
+    if let Some(r) = &sc.record {
+        let claim = r.claim.split_whitespace().collect::<Vec<_>>().join(" ");
+        let _ = writeln!(md, "**The record's claim** ({}): {claim}\n", r.source);
+        let _ = writeln!(md, "**pacesim's figure.** {}\n", reading(sr));
+    } else {
+        let _ = writeln!(md, "**Reading.** {}\n", reading(sr));
+    }
     md.push_str(&table::comparison(sr).markdown());
     md.push('\n');
     if let Some(r) = seeds_reading(sr) {

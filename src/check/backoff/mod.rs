@@ -35,7 +35,8 @@
 //! applied in either order. The checker therefore keeps the set of reference states
 //! consistent with the trace, linearizability-style: a response may be applied at any moment
 //! between its `fetch_end` and the reply to its report (a response whose process sends no
-//! report is applied at its `fetch_end`; one whose report the store refused never was; one
+//! report is applied at its `fetch_end`, unless its process was cut off from the store (in
+//! fallback), which then never reported it; one whose report the store refused never was; one
 //! whose report timed out or whose process died may or may not have been, for up to 10 s).
 //! Responses that change nothing are applied silently; a `multiplier` event must be explained
 //! by applying pending responses ending with one that makes exactly that change. The property

@@ -3,7 +3,7 @@
 //! flight allows, and every grant carries the reference multiplier.
 
 use super::Failures;
-use crate::check::common::{PidMap, mult, secs};
+use crate::check::common::{PidMap, PidSet, mult, secs};
 use crate::pacer::{Backoff, BackoffConfig, Status};
 use crate::trace::{Detail, Event, Header, MultiplierCause, OpKind, StoreErrorKind};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -46,6 +46,8 @@ struct Response {
     t: u64,
     code: u16,
     fate: Fate,
+    // its process was cut off from the store (in fallback) when it ended
+    cut_off: bool,
 }
 
 /// The reference machine and the set of its states consistent with the trace so far.
@@ -66,6 +68,8 @@ pub(super) struct Reference {
     // none floats), so most events skip the scan for old floating responses.
     floating_since: Option<u64>,
     inflight: PidMap<u64>,
+    // processes in fallback (between their `fallback` entry and exit)
+    cut_off: PidSet,
     /// The reordering search was truncated somewhere.
     pub(super) approximate: bool,
     /// Responses seen (`fetch_end` events).
@@ -115,6 +119,7 @@ impl Reference {
             fresh_by_id: BTreeMap::new(),
             floating_since: None,
             inflight: PidMap::new(),
+            cut_off: PidSet::new(),
             approximate: false,
             responses: 0,
             changes: 0,
@@ -223,6 +228,15 @@ impl Reference {
         let Some(code) = self.pending.get(&id).map(|r| r.code) else {
             return;
         };
+        if self
+            .pending
+            .get(&id)
+            .is_some_and(|r| r.cut_off && r.fate == Fate::Fresh)
+        {
+            // a cut-off process that never reported it: the store never heard of it
+            self.drop_response(id);
+            return;
+        }
         let status = Status::from_http(code);
         if self.m <= 1.0 && !status.is_rate_pressure() && self.states.len() == 1 && self.states.first() == Some(&REST) {
             // At rest (multiplier 1, one canonical state that applied nothing) a response that
@@ -503,6 +517,7 @@ impl Reference {
                     t,
                     code: *status,
                     fate: Fate::Fresh,
+                    cut_off: self.cut_off.contains(&pid),
                 };
                 self.note_response(&r);
                 self.responses += 1;
@@ -553,14 +568,24 @@ impl Reference {
                     }
                 }
             }
-            Event::Crash { pid, .. } | Event::Restart { pid, .. } => self.abandon(*pid),
+            Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
+                self.cut_off.remove(pid);
+                self.abandon(*pid);
+            }
+            Event::Fallback { pid, enter, .. } => {
+                self.force_fresh_of(f, *pid, t);
+                if *enter {
+                    self.cut_off.add(*pid);
+                } else {
+                    self.cut_off.remove(pid);
+                }
+            }
             Event::Deny { pid, .. }
             | Event::FetchStart { pid, .. }
             | Event::Arrival { pid, .. }
             | Event::LockAcquired { pid, .. }
             | Event::LockReleased { pid, .. }
-            | Event::Uncapped { pid, .. }
-            | Event::Fallback { pid, .. } => self.force_fresh_of(f, *pid, t),
+            | Event::Uncapped { pid, .. } => self.force_fresh_of(f, *pid, t),
             Event::Reply { .. }
             | Event::Multiplier { .. }
             | Event::Grant { .. }
