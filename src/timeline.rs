@@ -190,6 +190,10 @@ pub struct Timeline {
     sent: Vec<Option<u64>>,
     global_mult: Grid<Gauge>,
     has_global_mult: bool,
+    // the shared multiplier now
+    global_now: f64,
+    // the header says the multiplier is shared (`backoff = "global"`)
+    shared_backoff: bool,
     pp_mult: Vec<f64>,
     pp_mean: Grid<Gauge>,
     pp_max: Grid<Gauge>,
@@ -223,6 +227,8 @@ impl Timeline {
             sent: Vec::new(),
             global_mult: Grid::new(FINE_WIDTH_NS, COARSE_CAP),
             has_global_mult: false,
+            global_now: 1.0,
+            shared_backoff: false,
             pp_mult: Vec::new(),
             pp_mean: Grid::new(FINE_WIDTH_NS, COARSE_CAP),
             pp_max: Grid::new(FINE_WIDTH_NS, COARSE_CAP),
@@ -310,6 +316,7 @@ impl Timeline {
         match pid {
             None => {
                 self.has_global_mult = true;
+                self.global_now = to;
                 self.global_mult.at(t).change(from, to);
             }
             Some(p) => {
@@ -338,6 +345,18 @@ impl Timeline {
             return;
         }
         *slot = enter;
+        // a backend with a shared multiplier: a cut-off process's own steps end with its
+        // fallback (it paces by the shared multiplier again)
+        if !enter && self.shared_backoff && self.series {
+            let shared = self.global_now;
+            if self.pp_mult.get(pid as usize).is_some_and(|m| *m != shared) {
+                let (old_mean, old_max) = self.pp_stats();
+                *Self::pid_slot(&mut self.pp_mult, pid, 1.0) = shared;
+                let (mean, max) = self.pp_stats();
+                self.pp_mean.at(t).change(old_mean, mean);
+                self.pp_max.at(t).change(old_max, max);
+            }
+        }
         if enter {
             self.fallback_count += 1;
             if self.fallback_count == 1 {
@@ -376,6 +395,7 @@ impl Sink for Timeline {
         }
         let interval = (1e9 / h.rate).ceil() as u64;
         self.stall.settle = (10 * interval).max(1_000_000_000);
+        self.shared_backoff = h.backend_detail.backoff == Some(crate::trace::BackoffPlace::Global);
         self.header = Some(h.clone());
     }
 

@@ -313,7 +313,15 @@ pub fn draw_faults<DB: DrawingBackend>(
     y0: f64,
     y1: f64,
 ) -> DrawResult<DB> {
+    // a label starting within 12% of the x range of an earlier one goes one line lower, so
+    // overlapping windows' names do not overprint
+    let xr = chart.x_range();
+    let near = (xr.end - xr.start).abs() * 0.12;
+    let mut starts: Vec<f64> = Vec::new();
     for (kind, s, e) in bands {
+        let row = starts.iter().filter(|p| (*s - **p).abs() < near).count();
+        starts.push(*s);
+        let label_y = y1 - (y1 - y0) * 0.05 * row as f64;
         if e > s {
             chart.draw_series(std::iter::once(Rectangle::new(
                 [(*s, y0), (*e, y1)],
@@ -327,7 +335,7 @@ pub fn draw_faults<DB: DrawingBackend>(
         }
         chart.draw_series(std::iter::once(Text::new(
             kind.name().replace('_', " "),
-            (*s, y1),
+            (*s, label_y),
             text(LABEL - 2, RGBColor(70, 70, 70)),
         )))?;
     }
