@@ -765,3 +765,18 @@ fn rejoin_every_reservation_against_a_breaker() {
     let s = summary(&divided);
     assert!(s.checks.values().all(|c| c.pass), "{:?}", s.checks);
 }
+
+/// Issue 16, item 6: #649's proof across forked processes. Per-process pacers (`local`, the
+/// fix reverted) run the fleet at about N x 20/s against a 20/s ceiling (#649: 63.47/s); the
+/// shared-cache pace holds 20/s.
+#[test]
+fn pr649_forked_proof_per_process_pacers_run_at_n_times_the_ceiling() {
+    let mut sc = load("pr649-forked-proof.toml");
+    let shared = summary(&sc);
+    assert!(shared.achieved_rate <= 20.0 * 1.02, "{}", shared.achieved_rate);
+    assert!(shared.checks["ceiling"].pass, "{:?}", shared.checks["ceiling"]);
+    sc.pacer.backend = "local".into();
+    let local = summary(&sc);
+    assert!(local.achieved_rate > 3.0 * 20.0, "{}", local.achieved_rate);
+    assert!(!local.checks["ceiling"].pass);
+}
