@@ -9,7 +9,7 @@
 //! restart_after = "1s"          # optional: a fresh process replaces it
 //!
 //! [[faults]]
-//! kind = "store_outage"         # also: store_latency, store_restart, partition,
+//! kind = "store_outage"         # also: store_latency, store_restart, state_lost, partition,
 //! at = "5s"                     #       long_transaction, clock
 //! duration = "10s"
 //! mode = "refuse"               # or "timeout"
@@ -159,6 +159,14 @@ pub enum FaultSpec {
         #[serde(default)]
         duration: Nanos,
     },
+    /// What the backend keeps in the store vanishes at `at`: a truncated pace table, the shared
+    /// cache culling the pace key when it is full, a Redis `FLUSHDB` (issue 16, item 4). The
+    /// store stays up and sessions survive; each backend's store side says what it loses
+    /// ([`crate::backend::StoreSide::on_state_lost`]).
+    StateLost {
+        /// When.
+        at: Nanos,
+    },
     /// Some processes cannot reach the store (their operations time out) for a window.
     Partition {
         /// Start.
@@ -226,6 +234,7 @@ impl FaultSpec {
             FaultSpec::StoreOutage { .. } => FaultKind::StoreOutage,
             FaultSpec::StoreLatency { .. } => FaultKind::StoreLatency,
             FaultSpec::StoreRestart { .. } => FaultKind::StoreRestart,
+            FaultSpec::StateLost { .. } => FaultKind::StateLost,
             FaultSpec::Partition { .. } => FaultKind::Partition,
             FaultSpec::LongTransaction { .. } => FaultKind::LongTransaction,
             FaultSpec::DestinationThrottle { .. } => FaultKind::DestinationThrottle,
@@ -325,6 +334,7 @@ impl FaultSpec {
             | FaultSpec::Partition { at, duration, .. }
             | FaultSpec::LongTransaction { at, duration }
             | FaultSpec::DestinationThrottle { at, duration, .. } => Some((at, at + duration)),
+            FaultSpec::StateLost { at } => Some((at, at)),
             _ => None,
         }
     }

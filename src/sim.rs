@@ -575,6 +575,12 @@ impl<'a, B: Backend> Sim<'a, B> {
                     self.store.outage_end();
                 }
             }
+            FaultSpec::StateLost { .. } => {
+                if start {
+                    let now = self.engine.now();
+                    self.with_store(now, |s, cx| s.on_state_lost(cx));
+                }
+            }
             // The destination applies its throttle windows itself, by arrival time.
             FaultSpec::Kill { .. } | FaultSpec::Clock { .. } | FaultSpec::DestinationThrottle { .. } => {}
         }

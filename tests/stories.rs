@@ -780,3 +780,46 @@ fn pr649_forked_proof_per_process_pacers_run_at_n_times_the_ceiling() {
     assert!(local.achieved_rate > 3.0 * 20.0, "{}", local.achieved_rate);
     assert!(!local.checks["ceiling"].pass);
 }
+
+/// Issue 16, item 4: the store's pacing state vanishes. The row is recreated at `now` (no
+/// wedge: fetches go on at the rate), but the slots processes already held bunch with the new
+/// ones: the ceiling breaks for a pace that hands out future slots, not for GCRA.
+#[test]
+fn state_lost_recreates_the_row_and_bunches_the_held_slots() {
+    let mut sc = load("state-lost.toml");
+    let evs = trace(&sc);
+    // not wedged: the rate goes on after the loss
+    let after = arrivals_between(&evs, 12.0, 30.0);
+    assert!(after as f64 >= 7.0 * 18.0 * 0.95, "{after}");
+    // the first grant after the loss starts the pace afresh at `now`
+    let lost = evs
+        .iter()
+        .find_map(|e| match *e {
+            Event::Fault {
+                t,
+                kind: FaultKind::StateLost,
+                start: true,
+                ..
+            } => Some(t),
+            _ => None,
+        })
+        .expect("the fault fired");
+    let first = evs
+        .iter()
+        .find_map(|e| match *e {
+            Event::Grant { t, slot, now, .. } if t > lost => Some((slot, now)),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(first.0, first.1, "the recreated row grants at now");
+    let row = summary(&sc);
+    assert!(!row.checks["ceiling"].pass, "{:?}", row.checks["ceiling"]);
+    assert!(
+        row.checks["backoff_coherence"].pass,
+        "{:?}",
+        row.checks["backoff_coherence"]
+    );
+    sc.pacer.backend = "redis_gcra".into();
+    let gcra = summary(&sc);
+    assert!(gcra.checks.values().all(|c| c.pass), "{:?}", gcra.checks);
+}

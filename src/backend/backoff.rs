@@ -105,6 +105,23 @@ impl SharedBackoff {
         self.shared.multiplier()
     }
 
+    /// The columns vanished (`state_lost`): they come back rested, as the statement that
+    /// recreates them writes them; a multiplier above 1 drops to 1 (a `multiplier` event, cause
+    /// `state_lost`).
+    pub fn lost(&mut self, cx: &mut StoreCx) {
+        let from = self.shared.multiplier();
+        self.shared = self.placed.fresh();
+        if from != 1.0 {
+            cx.out.event(&Event::Multiplier {
+                t: cx.t.0,
+                pid: None,
+                from,
+                to: 1.0,
+                cause: MultiplierCause::StateLost,
+            });
+        }
+    }
+
     /// Store side, atomic: apply a signal to the shared state.
     pub fn serve(&mut self, cx: &mut StoreCx, signal: Signal) -> BackoffReply {
         let cfg = self.placed.config;

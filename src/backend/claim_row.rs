@@ -21,6 +21,7 @@ use crate::clock::Reading;
 use crate::fault::KillPoint;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
+use crate::trace::ReleaseReason;
 use serde::{Deserialize, Serialize};
 
 /// `[pacer]` options of `claim_row`.
@@ -105,6 +106,13 @@ pub struct ClaimRowStore {
 impl StoreSide for ClaimRowStore {
     type Op = LockOp;
     type Reply = LockReply;
+
+    /// The slot rows are truncated: every claim vanishes under its live holder (which goes on
+    /// fetching): the wedge clears, and a second process can claim the slot its holder still
+    /// uses.
+    fn on_state_lost(&mut self, cx: &mut StoreCx) {
+        self.rows.clear(cx, ReleaseReason::StateLost);
+    }
 
     fn serve(&mut self, cx: &mut StoreCx, s: Session, op: &LockOp, _now: Reading) -> Served<LockReply> {
         match *op {

@@ -200,6 +200,12 @@ pub trait StoreSide: Send {
     fn on_crash(&mut self, _cx: &mut StoreCx, _s: Session) {}
     /// The store restarted: session state (locks tied to sessions) is gone; rows survive.
     fn on_store_restart(&mut self, _cx: &mut StoreCx) {}
+
+    /// What the backend keeps in the store's tables or keys vanished (a `state_lost` fault: a
+    /// truncated table, a culled cache key, a flushed Redis): forget it, as the next operation
+    /// would find it. The default keeps everything: right only for a backend that keeps
+    /// nothing in tables or keys (session locks, process-local pacers).
+    fn on_state_lost(&mut self, _cx: &mut StoreCx) {}
     /// A timer this side asked for fired (a TTL expiring, the store noticing a dead session).
     fn on_timer(&mut self, _cx: &mut StoreCx, _token: u64) {}
 }

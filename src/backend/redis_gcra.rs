@@ -172,6 +172,13 @@ impl StoreSide for GcraStore {
     type Op = GcraOp;
     type Reply = GcraReply;
 
+    /// The `tat` key and the backoff hash are gone (a flush, an eviction): the next check
+    /// finds no key and allows at once.
+    fn on_state_lost(&mut self, cx: &mut StoreCx) {
+        self.tat = None;
+        self.backoff.lost(cx);
+    }
+
     fn serve(&mut self, cx: &mut StoreCx, s: Session, op: &GcraOp, now: Reading) -> Served<GcraReply> {
         match *op {
             GcraOp::Gcra { multiplier } => {

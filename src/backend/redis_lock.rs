@@ -130,6 +130,19 @@ impl StoreSide for LockKey {
     type Op = LockOp;
     type Reply = LockReply;
 
+    /// The key is gone (a flush, an eviction) under its live walker, which goes on walking: the
+    /// next try takes it, and two walks overlap.
+    fn on_state_lost(&mut self, cx: &mut StoreCx) {
+        if let Some((holder, _)) = self.key.take() {
+            cx.out.event(&Event::LockReleased {
+                t: cx.t.0,
+                pid: holder.pid,
+                lock: 0,
+                reason: ReleaseReason::StateLost,
+            });
+        }
+    }
+
     fn serve(&mut self, cx: &mut StoreCx, s: Session, op: &LockOp, _now: Reading) -> Served<LockReply> {
         if let Some((_, exp)) = self.key
             && exp <= cx.t

@@ -341,6 +341,15 @@ impl StoreSide for RowStore {
         }
     }
 
+    /// The row is gone (a truncated table; for `shared_cache`, the cache culled the key): the
+    /// next reservation recreates it at `now` ("a truncated table recreates its row rather
+    /// than wedging"), so at most one request goes early; the backoff columns come back rested.
+    fn on_state_lost(&mut self, cx: &mut StoreCx) {
+        self.next_allowed_at = None;
+        self.open_tx = None;
+        self.backoff.lost(cx);
+    }
+
     fn on_crash(&mut self, cx: &mut StoreCx, s: Session) {
         // Killed inside its open transaction: the server aborts it, so the update never
         // happened. (The row lock is modelled as held until the transaction's planned end.)

@@ -78,6 +78,8 @@ pub(super) async fn fault(
             }
         }
         FaultSpec::Clock { .. } => edge(true, 0),
+        // refused before the run starts (runner::run): live mode cannot delete state mid-run yet
+        FaultSpec::StateLost { .. } => {}
         FaultSpec::StoreOutage { at, duration, mode } => {
             clock.sleep_until(at.0).await;
             edge(true, clock.now());

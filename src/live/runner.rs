@@ -148,6 +148,12 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
                 known.join(", ")
             ))
         })?;
+    if let Some(f) = sc.faults.iter().find(|f| matches!(f, FaultSpec::StateLost { .. })) {
+        return Err(LiveError::Unsupported(format!(
+            "fault `{}` is simulated only: live mode does not yet delete a run's table rows or keys mid-run",
+            f.kind()
+        )));
+    }
     let run_id = new_run_id();
     let stores = Stores::setup(sc, &run_id, live).await?;
     if opts.verbose {

@@ -336,6 +336,8 @@ names! {
         Decay = "decay",
         /// Another failed response changed it.
         Error = "error",
+        /// The stored multiplier vanished with the store's state (`state_lost`): back to 1.
+        StateLost = "state_lost",
     }
 }
 
@@ -355,6 +357,8 @@ names! {
         StoreRestart = "store_restart",
         /// The holder was killed (SIGKILL), which ends its critical section.
         HolderDied = "holder_died",
+        /// The lock's row or key vanished with the store's state (a `state_lost` fault).
+        StateLost = "state_lost",
     }
 }
 
@@ -364,7 +368,10 @@ impl ReleaseReason {
     pub const fn ends_section(self) -> bool {
         match self {
             ReleaseReason::Release | ReleaseReason::HolderDied => true,
-            ReleaseReason::Ttl | ReleaseReason::SessionGone | ReleaseReason::StoreRestart => false,
+            ReleaseReason::Ttl
+            | ReleaseReason::SessionGone
+            | ReleaseReason::StoreRestart
+            | ReleaseReason::StateLost => false,
         }
     }
 }
@@ -422,6 +429,8 @@ names! {
         StoreLatency = "store_latency",
         /// The store restarts and loses its session state.
         StoreRestart = "store_restart",
+        /// What the backend keeps in the store vanishes (a truncated table, a culled key).
+        StateLost = "state_lost",
         /// Some processes cannot reach the store.
         Partition = "partition",
         /// A transaction holds the store's lock for long.
@@ -736,10 +745,17 @@ mod tests {
             &["reserve", "report", "gcra", "try_lock", "unlock", "acquire"],
         );
         exact(StoreErrorKind::ALL, &["refused", "timeout"]);
-        exact(MultiplierCause::ALL, &["429", "503", "decay", "error"]);
+        exact(MultiplierCause::ALL, &["429", "503", "decay", "error", "state_lost"]);
         exact(
             ReleaseReason::ALL,
-            &["release", "ttl", "session_gone", "store_restart", "holder_died"],
+            &[
+                "release",
+                "ttl",
+                "session_gone",
+                "store_restart",
+                "holder_died",
+                "state_lost",
+            ],
         );
         exact(UncappedReason::ALL, &["safety_valve", "broker_error"]);
         exact(FallbackMode::ALL, &["fail_open", "divided", "fail_closed"]);
@@ -765,6 +781,7 @@ mod tests {
                 "store_outage",
                 "store_latency",
                 "store_restart",
+                "state_lost",
                 "partition",
                 "long_transaction",
                 "destination_throttle",

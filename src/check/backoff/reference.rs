@@ -70,6 +70,8 @@ pub(super) struct Reference {
     inflight: PidMap<u64>,
     // processes in fallback (between their `fallback` entry and exit)
     cut_off: PidSet,
+    // when the last `state_lost` fault fired
+    lost_at: Option<u64>,
     /// The reordering search was truncated somewhere.
     pub(super) approximate: bool,
     /// Responses seen (`fetch_end` events).
@@ -120,6 +122,7 @@ impl Reference {
             floating_since: None,
             inflight: PidMap::new(),
             cut_off: PidSet::new(),
+            lost_at: None,
             approximate: false,
             responses: 0,
             changes: 0,
@@ -354,6 +357,19 @@ impl Reference {
         cause: MultiplierCause,
     ) {
         self.changes += 1;
+        if cause == MultiplierCause::StateLost {
+            // the stored multiplier vanished with the store's state: it comes back rested
+            if pid.is_some() || !eq(to, 1.0) || self.lost_at != Some(t) {
+                f.fail(format!(
+                    "at {}: multiplier {}→{} (state_lost) without a state_lost fault at that instant, or not back to 1",
+                    secs(t),
+                    mult(from),
+                    mult(to)
+                ));
+            }
+            self.resync(to);
+            return;
+        }
         let Some(config) = self.config else {
             self.m = to;
             return;
@@ -586,6 +602,11 @@ impl Reference {
             | Event::LockAcquired { pid, .. }
             | Event::LockReleased { pid, .. }
             | Event::Uncapped { pid, .. } => self.force_fresh_of(f, *pid, t),
+            Event::Fault {
+                kind: crate::trace::FaultKind::StateLost,
+                start: true,
+                ..
+            } => self.lost_at = Some(t),
             Event::Reply { .. }
             | Event::Multiplier { .. }
             | Event::Grant { .. }

@@ -49,6 +49,12 @@ impl Spacing {
             Event::StoreError { pid, .. } | Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
                 self.outstanding.remove(pid);
             }
+            // the shared pace vanished with the store's state: the next grant starts it afresh
+            Event::Fault {
+                kind: crate::trace::FaultKind::StateLost,
+                start: true,
+                ..
+            } => self.shared_tat = None,
             _ => {}
         }
     }
