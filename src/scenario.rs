@@ -88,6 +88,85 @@ pub struct Scenario {
     /// Fault schedule.
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
+    /// Live mode with an external worker program (`pacesim live`, `pacesim conform`); the
+    /// simulator ignores it. Absent: live mode runs pacesim's own workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveCfg>,
+}
+
+/// `[live]`: an external worker program and what it reports (see the README's "Your own
+/// worker program" section for the environment it gets and the lines it may print).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveCfg {
+    /// The program and its arguments, run as is (no shell), in the scenario file's directory;
+    /// `pacesim live --worker-cmd` overrides it. Absent: pacesim's own workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Kill points the worker reports by printing `{"ev":"point","name":"<point>"}` when it
+    /// reaches them; a kill fault at any other point is refused (it could not fire). Default:
+    /// none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kill_points: Vec<crate::fault::KillPoint>,
+    /// The worker prints `{"ev":"job_start"}` and `{"ev":"job_end"}` around each job, so the
+    /// hard and soft time limits (`processes.hard_limit`, `soft_limit`) can be enforced.
+    /// Default false: a scenario with a time limit is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub jobs: bool,
+    /// The signal sent when a job passes its soft time limit (`SIGUSR1`, as Celery's
+    /// `soft_time_limit`; also `SIGTERM`, `SIGINT`, `SIGHUP`, `SIGUSR2`, `SIGALRM`). Default
+    /// `SIGUSR1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soft_signal: Option<String>,
+    /// How long a worker has to exit after `SIGTERM` at the end of the run before its whole
+    /// process group is SIGKILLed. Default 2 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_grace: Option<Nanos>,
+}
+
+/// The signals `[live] soft_signal` may name, with their numbers.
+pub const SOFT_SIGNALS: &[(&str, i32)] = &[
+    ("SIGUSR1", libc::SIGUSR1),
+    ("SIGUSR2", libc::SIGUSR2),
+    ("SIGTERM", libc::SIGTERM),
+    ("SIGINT", libc::SIGINT),
+    ("SIGHUP", libc::SIGHUP),
+    ("SIGALRM", libc::SIGALRM),
+];
+
+impl LiveCfg {
+    /// The soft-limit signal's number (validated: one of [`SOFT_SIGNALS`]).
+    pub fn soft_signal_number(&self) -> i32 {
+        let name = self.soft_signal.as_deref().unwrap_or("SIGUSR1");
+        SOFT_SIGNALS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(libc::SIGUSR1, |(_, s)| *s)
+    }
+
+    fn validate(&self) -> Result<(), (String, String)> {
+        if let Some(c) = &self.command
+            && c.first().is_none_or(|p| p.trim().is_empty())
+        {
+            return Err((
+                "live.command".into(),
+                "must name a program: [\"python3\", \"worker.py\"]".into(),
+            ));
+        }
+        if let Some(s) = &self.soft_signal
+            && !SOFT_SIGNALS.iter().any(|(n, _)| n == s)
+        {
+            let names: Vec<&str> = SOFT_SIGNALS.iter().map(|(n, _)| *n).collect();
+            return Err((
+                "live.soft_signal".into(),
+                format!("unknown signal `{s}` (one of: {})", names.join(", ")),
+            ));
+        }
+        if self.stop_grace.is_some_and(|g| g.0 > 60_000_000_000) {
+            return Err(("live.stop_grace".into(), "must be at most 60s".into()));
+        }
+        Ok(())
+    }
 }
 
 fn one() -> u64 {
@@ -509,6 +588,9 @@ impl Scenario {
         }
         if let Some((i, m)) = crate::backend::registry::unreachable_kill(self) {
             return Err((format!("faults[{i}].point"), m));
+        }
+        if let Some(l) = &self.live {
+            l.validate()?;
         }
         Ok(())
     }

@@ -41,6 +41,74 @@ pub struct Verdict {
     pub detail: String,
 }
 
+/// How a verdict's detail begins when the trace lacks what the checker needs (an external
+/// worker that does not report those events): it counts as passing, and says what it needs.
+pub const NOT_JUDGED: &str = "not judged: needs ";
+
+/// What an external worker's trace holds, for [`Suite::verdicts`]: which checks it can judge.
+/// Only traces whose header names an external `worker` are screened this way; pacesim's own
+/// workers report every event.
+#[derive(Debug, Default)]
+struct Seen {
+    grant: bool,
+    multiplier: bool,
+    lock: bool,
+    asks: bool,
+    pressure: bool,
+    crash: bool,
+    /// The header's `demand = "closed_loop"`: demand is known from the fetches alone.
+    implied_demand: bool,
+    /// The design the worker implements takes locks (its detail states locks or a TTL).
+    lock_design: bool,
+}
+
+impl Seen {
+    fn event(&mut self, ev: &Event) {
+        match ev {
+            Event::Grant { .. } => {
+                self.grant = true;
+                self.asks = true;
+            }
+            Event::Multiplier { .. } => self.multiplier = true,
+            Event::LockAcquired { .. } | Event::LockReleased { .. } => self.lock = true,
+            Event::OpSent { op, .. } if op.asks_permission() => self.asks = true,
+            Event::FetchEnd { status, .. } if *status == 429 || *status == 503 => self.pressure = true,
+            Event::Crash { .. } => self.crash = true,
+            _ => {}
+        }
+    }
+
+    /// The verdict of check `name` as it stands, or what replaces it: `Some(needs)` when the
+    /// trace lacks what the check needs.
+    fn needs(&self, name: &str) -> Option<&'static str> {
+        let demand = "op_sent or grant events (when a process asks for permission), or a closed loop without think time";
+        match name {
+            "slot_ceiling" if !self.grant => Some("grant events (the slots the pacer granted)"),
+            "backoff_coherence" if !self.multiplier && (self.pressure || !self.grant) => {
+                Some("multiplier events (the worker's backoff multiplier) to judge its backoff")
+            }
+            "mutual_exclusion" if self.lock_design && !self.lock => {
+                Some("lock_acquired and lock_released events (the worker's critical sections)")
+            }
+            "self_heal" if self.crash && !self.asks && !self.implied_demand => Some(demand),
+            "liveness" if !self.asks && !self.implied_demand && !self.lock_design => Some(demand),
+            _ => None,
+        }
+    }
+}
+
+/// The order [`Suite::verdicts`] reports checks in.
+const ORDER: [&str; 8] = [
+    "ceiling",
+    "slot_ceiling",
+    "backoff_coherence",
+    "self_heal",
+    "degradation",
+    "liveness",
+    "mutual_exclusion",
+    "fairness",
+];
+
 /// A streaming checker.
 pub trait Checker: Sink {
     /// The verdicts, after the last event; empty when the property does not apply to the trace.
@@ -52,6 +120,8 @@ pub trait Checker: Sink {
 pub struct Suite {
     ceiling: Option<ceiling::Ceiling>,
     others: Option<Others>,
+    // Some for an external worker's trace (see `Seen`)
+    external: Option<Seen>,
 }
 
 #[derive(Debug)]
@@ -90,6 +160,15 @@ impl Suite {
 
     /// All verdicts, in a fixed order: `ceiling`, `slot_ceiling`, `backoff_coherence`,
     /// `self_heal`, `degradation`, `liveness`, `mutual_exclusion`, `fairness`.
+    ///
+    /// For an external worker's trace (its header's `backend_detail` names a `worker`), a
+    /// check whose events the worker did not report is "not judged" ([`NOT_JUDGED`], passing,
+    /// naming what it needs) rather than judged on missing evidence: `slot_ceiling` needs
+    /// grants; `backoff_coherence` multiplier events (when the run saw 429/503 or has no
+    /// grants); `mutual_exclusion`, for a lock design, lock events; `self_heal` (after a kill)
+    /// and `liveness` need to know when processes wait for permission: `op_sent` / `grant`
+    /// events, or the header's `demand = "closed_loop"`. `ceiling`, `degradation` and
+    /// `fairness` need only the arrivals and the fault windows, and are always judged.
     pub fn verdicts(&mut self) -> Vec<Verdict> {
         let mut v = Vec::new();
         if let Some(c) = &mut self.ceiling {
@@ -99,6 +178,20 @@ impl Suite {
             for c in o.all() {
                 v.extend(c.verdicts());
             }
+        }
+        if let Some(seen) = &self.external {
+            let mut out = Vec::new();
+            for name in ORDER {
+                match seen.needs(name) {
+                    Some(needs) => out.push(Verdict {
+                        name,
+                        pass: true,
+                        detail: format!("{NOT_JUDGED}{needs}"),
+                    }),
+                    None => out.extend(v.iter().filter(|x| x.name == name).cloned()),
+                }
+            }
+            return out;
         }
         v
     }
@@ -115,8 +208,17 @@ impl Sink for Suite {
             mutual_exclusion: mutual_exclusion::MutualExclusion::new(h),
             fairness: fairness::Fairness::new(h),
         });
+        let d = &h.backend_detail;
+        self.external = d.other.contains_key("worker").then(|| Seen {
+            implied_demand: d.other.get("demand").and_then(|v| v.as_str()) == Some("closed_loop"),
+            lock_design: d.locks.is_some() || d.ttl_ns.is_some() || d.lock_use.is_some(),
+            ..Seen::default()
+        });
     }
     fn event(&mut self, ev: &Event) {
+        if let Some(s) = &mut self.external {
+            s.event(ev);
+        }
         if let Some(c) = &mut self.ceiling {
             c.event(ev);
         }

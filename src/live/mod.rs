@@ -55,6 +55,7 @@ pub mod clock;
 pub mod conform;
 pub mod destination;
 pub mod driver;
+pub mod external;
 mod faults;
 pub mod pg;
 pub mod proto;
@@ -107,6 +108,9 @@ pub enum CommandError {
     /// The live run failed, or was interrupted.
     #[error(transparent)]
     Live(#[from] LiveError),
+    /// The external worker command cannot run (`--worker-cmd`, or `[live] command`).
+    #[error("{0}")]
+    WorkerCommand(String),
     /// The trace file could not be written.
     #[error("{path}: {source}")]
     Trace {
@@ -124,17 +128,50 @@ impl CommandError {
     }
 }
 
-/// `pacesim live`: load `file` with the overrides, run it live, and write its trace to
-/// `trace` (JSON Lines) if given.
+/// The external worker a live command runs, if any: `--worker-cmd` (split like a shell's
+/// words, run in the current directory) wins over the scenario's `[live] command` (run in the
+/// scenario file's directory). The program must exist and be executable.
+pub fn worker_command(
+    sc: &crate::scenario::Scenario,
+    file: &Path,
+    cli: Option<&str>,
+) -> Result<Option<external::WorkerCommand>, CommandError> {
+    if let Some(c) = cli {
+        let argv = external::split_command(c).map_err(|e| CommandError::WorkerCommand(format!("--worker-cmd: {e}")))?;
+        return external::WorkerCommand::resolve(argv, None)
+            .map(Some)
+            .map_err(|e| CommandError::WorkerCommand(format!("--worker-cmd: {e}")));
+    }
+    let Some(argv) = sc.live.as_ref().and_then(|l| l.command.clone()) else {
+        return Ok(None);
+    };
+    let dir = file
+        .parent()
+        .map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d })
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    external::WorkerCommand::resolve(argv, Some(dir))
+        .map(Some)
+        .map_err(|e| CommandError::WorkerCommand(format!("{}: live.command: {e}", file.display())))
+}
+
+/// `pacesim live`: load `file` with the overrides, run it live (with the external worker of
+/// `worker_cmd` or `[live] command`, if any), and write its trace to `trace` (JSON Lines) if
+/// given.
 pub fn run_file(
     file: &Path,
     seed: Option<u64>,
     backend: Option<&str>,
     trace: Option<&Path>,
+    worker_cmd: Option<&str>,
     opts: &LiveOptions,
 ) -> Result<LiveRun, CommandError> {
     let sc = crate::run::load(file, seed, backend)?;
-    let r = run_blocking(&sc, opts)?;
+    let mut opts = opts.clone();
+    if let Some(w) = worker_command(&sc, file, worker_cmd)? {
+        opts.worker = Some(w);
+    }
+    let r = run_blocking(&sc, &opts)?;
     if let Some(p) = trace {
         std::fs::write(p, &r.trace).map_err(|source| CommandError::Trace {
             path: p.to_path_buf(),
