@@ -81,7 +81,8 @@ impl Seen {
     /// The verdict of check `name` as it stands, or what replaces it: `Some(needs)` when the
     /// trace lacks what the check needs.
     fn needs(&self, name: &str) -> Option<&'static str> {
-        let demand = "op_sent or grant events (when a process asks for permission), or a closed loop without think time";
+        let demand =
+            "op_sent or grant events (when a process asks for permission), or a closed loop without think time";
         match name {
             "slot_ceiling" if !self.grant => Some("grant events (the slots the pacer granted)"),
             "backoff_coherence" if !self.multiplier && (self.pressure || !self.grant) => {

@@ -113,7 +113,9 @@ fn check_executable(p: &Path) -> Result<(), String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err("no such file".into()),
         Err(e) => Err(e.to_string()),
         Ok(m) if m.is_dir() => Err("is a directory".into()),
-        Ok(m) if m.permissions().mode() & 0o111 == 0 => Err("is not executable (chmod +x, or run it with its interpreter)".into()),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => {
+            Err("is not executable (chmod +x, or run it with its interpreter)".into())
+        }
         Ok(_) => Ok(()),
     }
 }
@@ -338,7 +340,10 @@ fn redis_url_via(url: &str, host: &str, port: u16) -> String {
         Some(i) => rest.split_at(i),
         None => (rest, ""),
     };
-    let auth = authority.rsplit_once('@').map(|(a, _)| format!("{a}@")).unwrap_or_default();
+    let auth = authority
+        .rsplit_once('@')
+        .map(|(a, _)| format!("{a}@"))
+        .unwrap_or_default();
     format!("{scheme}://{auth}{host}:{port}{path}")
 }
 
@@ -486,13 +491,22 @@ pub enum Line {
 }
 
 /// The events only the harness records: a worker printing one is refused.
-const HARNESS_EVENTS: &[&str] = &["fetch_start", "arrival", "fetch_end", "crash", "restart", "fault", "end", "header"];
+const HARNESS_EVENTS: &[&str] = &[
+    "fetch_start",
+    "arrival",
+    "fetch_end",
+    "crash",
+    "restart",
+    "fault",
+    "end",
+    "header",
+];
 
 /// Read one stdout line of worker `pid`, stamped `now` unless it gives its own `t` (ns since
 /// `PACESIM_CLOCK_ORIGIN_NS`). `Err` says what is wrong with it.
 pub fn parse_line(line: &str, pid: u32, now: u64) -> Result<Line, String> {
-    let v: serde_json::Value =
-        serde_json::from_str(line.trim()).map_err(|_| "is not an event line (one JSON object with an \"ev\" field)".to_string())?;
+    let v: serde_json::Value = serde_json::from_str(line.trim())
+        .map_err(|_| "is not an event line (one JSON object with an \"ev\" field)".to_string())?;
     let serde_json::Value::Object(mut m) = v else {
         return Err("is not an event line (one JSON object with an \"ev\" field)".into());
     };
@@ -512,8 +526,13 @@ pub fn parse_line(line: &str, pid: u32, now: u64) -> Result<Line, String> {
         "job_start" => return Ok(Line::JobStart),
         "job_end" => return Ok(Line::JobEnd),
         e if HARNESS_EVENTS.contains(&e) => {
+            let article = if e.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                "an"
+            } else {
+                "a"
+            };
             return Err(format!(
-                "is a `{e}` event, which only the harness records (it sees every fetch at the destination and every kill)"
+                "is {article} `{e}` event: only the harness records those (it sees every fetch at the destination and every kill)"
             ));
         }
         _ => {}
@@ -589,10 +608,7 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
             Err(e) => {
                 return (
                     pid,
-                    Ended::Failed(format!(
-                        "cannot start worker {pid} (`{}`): {e}",
-                        ctx.cmd.display()
-                    )),
+                    Ended::Failed(format!("cannot start worker {pid} (`{}`): {e}", ctx.cmd.display())),
                 );
             }
         };
@@ -762,7 +778,9 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                 let lived = (ctx.clock.now().saturating_sub(spawned_at)) as f64 / 1e9;
                 let reached = ctx.arrivals(pid);
                 return match status {
-                    Ok(s) if s.success() && (reached > 0 || ctx.sc.processes.requests == Some(0)) => (pid, Ended::Finished),
+                    Ok(s) if s.success() && (reached > 0 || ctx.sc.processes.requests == Some(0)) => {
+                        (pid, Ended::Finished)
+                    }
                     Ok(s) => (
                         pid,
                         Ended::Failed(format!(
@@ -795,7 +813,10 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
             }
         }
         incarnation += 1;
-        ctx.push(Event::Restart { t: ctx.clock.now(), pid });
+        ctx.push(Event::Restart {
+            t: ctx.clock.now(),
+            pid,
+        });
     }
 }
 
@@ -860,7 +881,10 @@ mod tests {
             ("hello", "not an event line"),
             ("[1,2]", "not an event line"),
             (r#"{"x":1}"#, "no \"ev\""),
-            (r#"{"ev":"arrival","status":200}"#, "only the harness records"),
+            (
+                r#"{"ev":"arrival","status":200}"#,
+                "an `arrival` event: only the harness records",
+            ),
             (r#"{"ev":"grant","slot":1}"#, "not a valid `grant` event"),
             (r#"{"ev":"point","name":"nowhere"}"#, "names no kill point"),
             (r#"{"ev":"deny","pid":3}"#, "gives pid 3"),
