@@ -119,7 +119,7 @@ pub struct LiveCfg {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soft_signal: Option<String>,
     /// How long a worker has to exit after `SIGTERM` at the end of the run before its whole
-    /// process group is SIGKILLed. Default 2 s.
+    /// process group is SIGKILLed. Default 2 s, at most 5 s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_grace: Option<Nanos>,
 }
@@ -162,8 +162,9 @@ impl LiveCfg {
                 format!("unknown signal `{s}` (one of: {})", names.join(", ")),
             ));
         }
-        if self.stop_grace.is_some_and(|g| g.0 > 60_000_000_000) {
-            return Err(("live.stop_grace".into(), "must be at most 60s".into()));
+        // the runner gives stopping supervisors 10 s before it drops them (a SIGKILL then)
+        if self.stop_grace.is_some_and(|g| g.0 > 5_000_000_000) {
+            return Err(("live.stop_grace".into(), "must be at most 5s".into()));
         }
         Ok(())
     }
@@ -768,6 +769,34 @@ mod tests {
 
     fn err(src: &str) -> String {
         Scenario::parse("t.toml", src).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_live_table_is_checked_and_named_in_errors() {
+        let with = |t: &str| format!("{GOOD}\n[live]\n{t}\n");
+        let s = Scenario::parse(
+            "t.toml",
+            &with("command = [\"python3\", \"w.py\"]\nkill_points = [\"holding_lock\"]\njobs = true\nsoft_signal = \"SIGTERM\"\nstop_grace = \"1s\""),
+        )
+        .unwrap();
+        let l = s.live.as_ref().unwrap();
+        assert_eq!(l.command.as_deref().unwrap(), ["python3", "w.py"]);
+        assert_eq!(l.kill_points, [crate::fault::KillPoint::HoldingLock]);
+        assert_eq!(l.soft_signal_number(), libc::SIGTERM);
+        assert_eq!(
+            Scenario::parse("t.toml", GOOD).unwrap().live,
+            None,
+            "absent: pacesim's own workers"
+        );
+        let line = GOOD.lines().count() + 3;
+        assert_eq!(
+            err(&with("command = []")),
+            format!("t.toml:{line}: live.command: must name a program: [\"python3\", \"worker.py\"]")
+        );
+        assert!(err(&with("soft_signal = \"SIGSTOP\"")).contains("live.soft_signal: unknown signal `SIGSTOP`"));
+        assert!(err(&with("stop_grace = \"1m\"")).contains("live.stop_grace: must be at most 5s"));
+        assert!(err(&with("kill_points = [\"nowhere\"]")).contains("live.kill_points"));
+        assert!(err(&with("bogus = 1")).contains("unknown field `bogus`"));
     }
 
     #[test]

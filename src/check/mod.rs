@@ -230,3 +230,133 @@ impl Sink for Suite {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{Header, OpKind};
+
+    fn header(src_backend: &str, worker: bool, closed_loop: bool) -> Header {
+        let sc = crate::scenario::Scenario::parse(
+            "t.toml",
+            &format!(
+                "name = \"t\"\nduration = \"2s\"\n[pacer]\nbackend = \"{src_backend}\"\nrate = 10.0\n[processes]\ncount = 2\n"
+            ),
+        )
+        .unwrap();
+        let mut h = crate::sim::header(&sc, "live");
+        if worker {
+            h.backend_detail.other.insert("worker".into(), "python3 w.py".into());
+        }
+        if closed_loop {
+            h.backend_detail.other.insert("demand".into(), "closed_loop".into());
+        }
+        h
+    }
+
+    fn verdicts(h: &Header, evs: &[Event]) -> Vec<Verdict> {
+        let mut s = Suite::new();
+        s.header(h);
+        for e in evs {
+            s.event(e);
+        }
+        s.verdicts()
+    }
+
+    fn get<'a>(v: &'a [Verdict], name: &str) -> Option<&'a Verdict> {
+        v.iter().find(|x| x.name == name)
+    }
+
+    /// Two processes, each fetching every 100 ms (the rate), one killed at 0.55 s.
+    fn fetches() -> Vec<Event> {
+        let mut evs = Vec::new();
+        for i in 0..18u64 {
+            let (t, pid) = (i * 100_000_000, (i % 2) as u32);
+            evs.push(Event::FetchStart { t, pid });
+            evs.push(Event::Arrival { t, pid, status: 200 });
+            evs.push(Event::FetchEnd {
+                t: t + 10_000_000,
+                pid,
+                status: 200,
+            });
+        }
+        evs.push(Event::Crash {
+            t: 550_000_000,
+            pid: 1,
+            point: crate::trace::CrashPoint::Immediate,
+        });
+        evs.sort_by_key(Event::t);
+        evs
+    }
+
+    #[test]
+    fn an_external_trace_without_events_says_what_each_check_needs() {
+        let v = verdicts(&header("row", true, false), &fetches());
+        for (name, needs) in [
+            ("slot_ceiling", "grant events"),
+            ("self_heal", "op_sent or grant events"),
+            ("liveness", "op_sent or grant events"),
+            ("backoff_coherence", "multiplier events"),
+        ] {
+            let x = get(&v, name).unwrap_or_else(|| panic!("no {name}"));
+            assert!(
+                x.pass && x.detail.starts_with(NOT_JUDGED) && x.detail.contains(needs),
+                "{name}: {}",
+                x.detail
+            );
+        }
+        let c = get(&v, "ceiling").unwrap();
+        assert!(!c.detail.starts_with(NOT_JUDGED), "{}", c.detail);
+        // pacesim's own trace with the same events is judged as it always was
+        let own = verdicts(&header("row", false, false), &fetches());
+        assert!(own.iter().all(|x| !x.detail.starts_with(NOT_JUDGED)), "{own:?}");
+    }
+
+    #[test]
+    fn a_closed_loop_or_reported_asks_let_liveness_and_self_heal_judge() {
+        let v = verdicts(&header("row", true, true), &fetches());
+        for name in ["liveness", "self_heal"] {
+            let x = get(&v, name).unwrap_or_else(|| panic!("no {name}"));
+            assert!(!x.detail.starts_with(NOT_JUDGED), "{name}: {}", x.detail);
+        }
+        let mut evs = fetches();
+        evs.insert(
+            0,
+            Event::OpSent {
+                t: 0,
+                pid: 0,
+                op: OpKind::Reserve,
+            },
+        );
+        let v = verdicts(&header("row", true, false), &evs);
+        assert!(!get(&v, "self_heal").unwrap().detail.starts_with(NOT_JUDGED));
+        // a walk lock without lock events: mutual exclusion cannot be judged
+        let v = verdicts(&header("redis_lock", true, true), &fetches());
+        let me = get(&v, "mutual_exclusion").unwrap();
+        assert!(
+            me.detail.contains("lock_acquired and lock_released events"),
+            "{}",
+            me.detail
+        );
+        assert!(get(&v, "liveness").is_none(), "a walk lock has no throughput target");
+    }
+
+    #[test]
+    fn implied_demand_catches_a_closed_loop_that_starves() {
+        // one fetch per second at a 10/s rate while both processes always want the next one
+        let mut evs = Vec::new();
+        for i in 0..4u64 {
+            let t = i * 1_000_000_000;
+            let pid = (i % 2) as u32;
+            evs.push(Event::FetchStart { t, pid });
+            evs.push(Event::FetchEnd {
+                t: t + 10_000_000,
+                pid,
+                status: 200,
+            });
+        }
+        let v = verdicts(&header("row", true, true), &evs);
+        let l = get(&v, "liveness").unwrap();
+        assert!(!l.pass, "{}", l.detail);
+    }
+}

@@ -178,7 +178,7 @@ async fn serve(sock: TcpStream, shared: Arc<Shared>) {
                 continue;
             }
             if !line.contains("hold=") {
-                hold = x.fetch.sample(&mut *x.rng.lock().expect("fetch rng")).0;
+                hold = x.fetch.sample(&mut x.rng.lock().expect("fetch rng")).0;
             }
         }
         // 3. Decide: the simulator's destination (true limit, 503s).

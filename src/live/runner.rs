@@ -233,6 +233,7 @@ fn store_faults(sc: &Scenario) -> bool {
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_inner(
     sc: Scenario,
     opts: LiveOptions,
