@@ -476,3 +476,85 @@ fn workers_that_go_wrong_get_a_message_naming_them_and_exit_2() {
     let _ = std::fs::remove_dir_all(f.parent().unwrap());
     let _ = std::fs::remove_dir_all(g.parent().unwrap());
 }
+
+/// A worker that reports its jobs. Its first incarnation ignores the soft-limit signal and
+/// overruns its first job: the hard limit kills it. The next one ends a job early when the
+/// soft limit's signal comes, and notes it in the file named by its argument.
+const JOBS: &str = r#"
+import json, os, signal, sys, time, urllib.request
+first = os.environ["PACESIM_INCARNATION"] == "0"
+class Soft(Exception): pass
+def soft(*_):
+    with open(sys.argv[1], "a") as f: f.write("soft\n")
+    raise Soft()
+signal.signal(signal.SIGUSR1, signal.SIG_IGN if first else soft)
+while True:
+    print(json.dumps({"ev": "job_start"}), flush=True)
+    urllib.request.urlopen(os.environ["PACESIM_DESTINATION_URL"]).read()
+    try:
+        time.sleep(2.0)
+    except Soft:
+        pass
+    print(json.dumps({"ev": "job_end"}), flush=True)
+"#;
+
+#[test]
+fn time_limits_signal_and_kill_a_worker_that_reports_its_jobs() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(pgs) = ready("time_limits_signal_and_kill_a_worker_that_reports_its_jobs") else {
+        return;
+    };
+    let f = shell_scenario(
+        "limits",
+        "soft_limit = \"400ms\"\nhard_limit = \"800ms\"\n[live]\njobs = true\n",
+    );
+    let src = std::fs::read_to_string(&f).unwrap().replace("count = 3", "count = 1");
+    std::fs::write(&f, src.replace("duration = \"2s\"", "duration = \"4s\"")).unwrap();
+    let script = f.with_file_name("jobs.py");
+    let marker = f.with_file_name("soft.txt");
+    std::fs::write(&script, JOBS).unwrap();
+    let sc = Scenario::load(&f).unwrap();
+    let cmd = format!("python3 {} {}", script.display(), marker.display());
+    let w = worker_command(&sc, &f, Some(&cmd)).unwrap().unwrap();
+    let r = run_blocking(
+        &sc,
+        &LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim")).with_worker(w),
+    )
+    .unwrap();
+    nothing_left(&r, &pgs);
+    let evs = r.events();
+    let crash = evs
+        .iter()
+        .find_map(|e| match *e {
+            Event::Crash {
+                t,
+                point: CrashPoint::HardLimit,
+                ..
+            } => Some(t),
+            _ => None,
+        })
+        .expect("the first job overran its hard limit and was killed");
+    assert!(
+        evs.iter().any(|e| matches!(e, Event::Restart { t, .. } if *t >= crash)),
+        "restarted"
+    );
+    let soft = std::fs::read_to_string(&marker).unwrap_or_default();
+    assert!(
+        soft.contains("soft"),
+        "the restarted worker never got the soft limit's signal"
+    );
+    // the second incarnation's jobs end at the soft limit, well before their 2 s sleep
+    let after: Vec<u64> = evs
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Arrival { t, .. } if t > crash => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert!(after.len() >= 2, "jobs ended early and more began: {after:?}");
+    assert!(
+        evs.iter().filter(|e| matches!(e, Event::Crash { .. })).count() == 1,
+        "only the first incarnation ignored the soft limit"
+    );
+    let _ = std::fs::remove_dir_all(f.parent().unwrap());
+}

@@ -31,7 +31,7 @@ def now_ns():
 
 
 def event(ev, **fields):
-    """Print one event line, e.g. event("lock_acquired", lock=0)."""
+    """Print one event line, e.g. event("lock_acquired", lock=0); stamped now unless t= is given."""
     print(json.dumps({"ev": ev, "t": now_ns(), **fields}), flush=True)
 
 

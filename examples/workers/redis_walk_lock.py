@@ -11,7 +11,7 @@ import time
 
 import redis
 
-from pacesim_worker import PACER, RATE, REDIS_PREFIX, REDIS_URL, event, fetch, jobs
+from pacesim_worker import PACER, RATE, REDIS_PREFIX, REDIS_URL, event, fetch, jobs, now_ns
 
 KEY = f"{REDIS_PREFIX}fc:download_lock:patreon"  # keys must start with the run's prefix
 TTL_MS = PACER["ttl_ns"] // 1_000_000
@@ -30,19 +30,32 @@ def walk():
         time.sleep(1.0 / RATE)  # the walk paces its own requests
 
 
-for _ in jobs():
+def take():
+    """Take the lock: True, or False once max_wait has passed (the safety valve)."""
     waited = 0.0
     while not r.set(KEY, token, nx=True, px=TTL_MS):
         if waited >= MAX_WAIT:
-            event("uncapped", reason="max_wait")
-            walk()
-            break
-        time.sleep(POLL)
+            return False
+        time.sleep(POLL)  # the short countdown before the job tries again
         waited += POLL
-    else:
-        event("lock_acquired", lock=0)
-        event("point", name="holding_lock")  # lets pacesim kill it here (kill_points)
+    return True
+
+
+for _ in jobs():
+    try:
+        locked = take()
+    except redis.RedisError:  # a broker hiccup degrades to uncapped
+        event("uncapped", reason="broker_error")
         walk()
-        r.eval(RELEASE, 1, KEY, token)
-        event("lock_released", lock=0, reason="release")
-        time.sleep(POLL)  # the next job comes from the queue: waiting workers get their turn
+        continue
+    if not locked:
+        event("uncapped", reason="safety_valve")
+        walk()
+        continue
+    event("lock_acquired", lock=0)
+    event("point", name="holding_lock")  # lets pacesim kill it here (kill_points)
+    walk()
+    released = now_ns()  # the section ends before the key goes: stamp it before the DEL
+    r.eval(RELEASE, 1, KEY, token)
+    event("lock_released", t=released, lock=0, reason="release")
+    time.sleep(POLL)  # the next job comes from the queue: waiting workers get their turn
