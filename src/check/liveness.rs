@@ -32,6 +32,11 @@
 //!   `epsilon` is [`Detail::epsilon`] (the scenario's `checks.epsilon`), else
 //!   [`Detail::DEFAULT_EPSILON`], which the verdict then names.
 //!
+//! An external worker's trace with `demand = "closed_loop"` in its detail (no asks reported,
+//! a closed loop without think time) infers demand from the fetches
+//! ([`crate::check::common::Demand::for_header`]), and is judged like a pace backend's unless
+//! the detail states a walk lock (`ttl_ns` or `walk`).
+//!
 //! It catches the in-transaction serialisation (every reserver waits behind an open
 //! transaction: throughput about 1 / hold) and connection exhaustion (holders occupy every
 //! session), and a wedged pace. Applies to pace backends (the trace has grants) and to lock

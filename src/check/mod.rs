@@ -12,6 +12,11 @@
 //! | `mutual_exclusion` | [`mutual_exclusion`]: at most K critical sections | lock events |
 //! | `fairness` | [`fairness`]: Jain's index (reported, always passes) | always |
 //!
+//! A trace from an external worker program (its header's `backend_detail` names the `worker`;
+//! [`crate::live::external`]) holds what the destination and the harness saw, plus whatever
+//! events the worker chose to print: a check whose events are missing reads "not judged: needs
+//! ..." instead of judging on missing evidence ([`Suite::verdicts`]).
+//!
 //! Checkers are configured from the header: the rate, the burst, the multiplier cap, and the
 //! typed part of `backend_detail` ([`crate::trace::Detail`]: the backend's facts and the
 //! scenario settings; each field says what its absence means). Each checker's docs say which

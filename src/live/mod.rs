@@ -24,6 +24,12 @@
 //!    and the plots read it unchanged. The schema and keys are dropped afterwards, also after
 //!    a failure or Ctrl-C.
 //!
+//! With `--worker-cmd 'python3 my_worker.py'` (or `[live] command` in the scenario) the
+//! workers are any program instead ([`external`]): N copies, each in its own process group,
+//! told who they are and where the stores and the destination are in `PACESIM_*` environment
+//! variables; the destination records their fetches, the harness their kills, and they may
+//! print event lines for the checks that need more.
+//!
 //! `pacesim conform FILE [--calibrate]` ([`conform`]) runs a scenario both ways and prints the
 //! two side by side; `--calibrate` first fits the simulator's store latency to the live store.
 //!

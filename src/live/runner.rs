@@ -5,7 +5,8 @@
 //! 1. check the store the backend needs and create the run's schema / key prefix;
 //! 2. start the destination, and the fault proxies when the scenario has store faults;
 //! 3. spawn one supervisor task per worker; each spawns its worker process, forwards its
-//!    events, and kills or restarts it as faults say;
+//!    events, and kills or restarts it as faults say (for an external program,
+//!    `external.rs`: the origin is fixed before they start, and they get no `go`);
 //! 4. once every worker is connected, fix the origin (reference time 0) and send `go`;
 //! 5. drive the fault schedule; stop at the scenario's duration, when every worker is done,
 //!    or on SIGINT/SIGTERM;
