@@ -2,7 +2,7 @@
 //! 'python3 my_worker.py'`, or `[live] command = [...]` in the scenario).
 //!
 //! The harness starts N copies of the command, each in its own process group, and tells each
-//! who it is and where to go in environment variables ([`worker_env`]; the README's "Your own
+//! who it is and where to go in environment variables (`worker_env`; the README's "Your own
 //! worker program" section lists them). A worker fetches by sending `GET` to its destination
 //! URL; the destination stamps each arrival, and records the fetch's start and end itself.
 //! That is all the harness needs. A worker may also print event lines on stdout (one JSON
@@ -41,7 +41,7 @@ use tokio::sync::mpsc;
 /// An external worker command, checked: its program exists and is executable.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkerCommand {
-    /// The program and its arguments (argv[0] as given).
+    /// The program and its arguments (the first word as given).
     pub argv: Vec<String>,
     /// The program file found (on `PATH`, or relative to `cwd`).
     pub program: PathBuf,
