@@ -652,7 +652,49 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                 }
             };
             tokio::select! {
-                status = child.wait() => break status,
+                // commands and deadlines first, then the worker's lines, its exit last: lines
+                // it printed before it exited are read before its exit is seen
+                biased;
+                cmd = cmds.recv(), if cmds_open => match cmd {
+                    Some(Cmd::Kill { restart_after }) => {
+                        if restart.is_none() && !stopping {
+                            restart = Some(restart_after);
+                            kill(&mut held, CrashPoint::Immediate);
+                        }
+                    }
+                    Some(Cmd::Arm { point, restart_after }) => {
+                        if restart.is_none() && !stopping {
+                            armed = Some((point, restart_after, ctx.clock.now()));
+                        }
+                    }
+                    Some(Cmd::Stop) | None => {
+                        cmds_open = cmd.is_some();
+                        if !stopping {
+                            stopping = true;
+                            group.signal(libc::SIGTERM);
+                            stop_deadline = Some(ctx.clock.now() + grace);
+                        }
+                    }
+                },
+                _ = at(hard_deadline) => {
+                    hard_deadline = None;
+                    soft_deadline = None;
+                    if restart.is_none() && !stopping {
+                        // Past the hard limit the job is killed; the pool starts a fresh worker.
+                        restart = Some(Some(Nanos::ZERO));
+                        kill(&mut held, CrashPoint::HardLimit);
+                    }
+                }
+                _ = at(soft_deadline) => {
+                    soft_deadline = None;
+                    if restart.is_none() && !stopping {
+                        group.signal_leader(soft_signal);
+                    }
+                }
+                _ = at(stop_deadline) => {
+                    stop_deadline = None;
+                    group.signal(libc::SIGKILL);
+                }
                 line = out.next_line(), if out_open => match line {
                     Ok(Some(line)) => {
                         lines += 1;
@@ -714,46 +756,7 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                     }
                     _ => err_open = false,
                 },
-                cmd = cmds.recv(), if cmds_open => match cmd {
-                    Some(Cmd::Kill { restart_after }) => {
-                        if restart.is_none() && !stopping {
-                            restart = Some(restart_after);
-                            kill(&mut held, CrashPoint::Immediate);
-                        }
-                    }
-                    Some(Cmd::Arm { point, restart_after }) => {
-                        if restart.is_none() && !stopping {
-                            armed = Some((point, restart_after, ctx.clock.now()));
-                        }
-                    }
-                    Some(Cmd::Stop) | None => {
-                        cmds_open = cmd.is_some();
-                        if !stopping {
-                            stopping = true;
-                            group.signal(libc::SIGTERM);
-                            stop_deadline = Some(ctx.clock.now() + grace);
-                        }
-                    }
-                },
-                _ = at(hard_deadline) => {
-                    hard_deadline = None;
-                    soft_deadline = None;
-                    if restart.is_none() && !stopping {
-                        // Past the hard limit the job is killed; the pool starts a fresh worker.
-                        restart = Some(Some(Nanos::ZERO));
-                        kill(&mut held, CrashPoint::HardLimit);
-                    }
-                }
-                _ = at(soft_deadline) => {
-                    soft_deadline = None;
-                    if restart.is_none() && !stopping {
-                        group.signal_leader(soft_signal);
-                    }
-                }
-                _ = at(stop_deadline) => {
-                    stop_deadline = None;
-                    group.signal(libc::SIGKILL);
-                }
+                status = child.wait() => break status,
             }
         };
         // The leader is gone; whatever it forked goes with its group.
