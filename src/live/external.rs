@@ -55,7 +55,8 @@ impl WorkerCommand {
         self.argv
             .iter()
             .map(|a| {
-                if a.is_empty() || a.contains(|c: char| c.is_whitespace() || c == '\'' || c == '"') {
+                let plain = |c: char| c.is_ascii_alphanumeric() || "_./:=@%+,-".contains(c);
+                if a.is_empty() || !a.chars().all(plain) {
                     format!("'{}'", a.replace('\'', "'\\''"))
                 } else {
                     a.clone()
@@ -826,6 +827,19 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn displays_a_command_a_shell_would_split_back() {
+        let c = |argv: &[&str]| WorkerCommand {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            program: PathBuf::from("/bin/x"),
+            cwd: None,
+        };
+        assert_eq!(c(&["python3", "w.py", "--n=2"]).display(), "python3 w.py --n=2");
+        let odd = c(&["python3", "-c", "print(1); x = 'a'", ""]);
+        assert_eq!(odd.display(), "python3 -c 'print(1); x = '\\''a'\\''' ''");
+        assert_eq!(split_command(&odd.display()).unwrap(), odd.argv);
+    }
 
     #[test]
     fn splits_like_a_shell() {
