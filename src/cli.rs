@@ -164,8 +164,9 @@ pub enum Command {
         /// Print one JSON object instead of tables.
         #[arg(long)]
         json: bool,
-        /// Run this program live instead of pacesim's own workers (as `live --worker-cmd`),
-        /// against the simulator's model of the scenario's backend.
+        /// Run this program live instead of pacesim's own workers (as `live --worker-cmd`;
+        /// the scenario's `[live] command` is used without it), against the simulator's model
+        /// of the scenario's backend.
         #[arg(long, value_name = "COMMAND")]
         worker_cmd: Option<String>,
     },
