@@ -361,7 +361,10 @@ pub(super) fn worker_env(ctx: &ExtCtx, pid: u32, incarnation: u32, remaining: Op
         ("PACESIM_DESTINATION_URL".into(), ctx.url(pid)),
         ("PACESIM_CLOCK_ORIGIN_NS".into(), ctx.clock.origin().to_string()),
         ("PACESIM_DURATION_S".into(), format!("{}", sc.duration.0 as f64 / 1e9)),
+        // a Python worker's prints reach the harness at once, and leave no __pycache__ in
+        // the team's tree
         ("PYTHONUNBUFFERED".into(), "1".into()),
+        ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
     ];
     if let Some(r) = remaining {
         env.push(("PACESIM_REQUESTS".into(), r.to_string()));
