@@ -55,6 +55,7 @@ loom:
 
 # Connection settings: PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, REDIS_URL (loopback
 # defaults). Without the servers they print "LIVE TESTS NOT RUN" and pass.
-# The live tests: real worker processes against PostgreSQL and Redis.
+# The Python examples (examples/workers/) need psycopg and redis-py (.ci/run installs them).
+# The live tests: pacesim's workers and the Python examples against PostgreSQL and Redis.
 live:
-    cargo test --test live -- --nocapture
+    cargo test --test live --test external_workers -- --nocapture

@@ -120,14 +120,16 @@ pub enum Command {
     },
     /// Run a scenario for real: worker processes against PostgreSQL / Redis and a local
     /// destination (connection settings: PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE,
-    /// REDIS_URL). Prints the same summary as `run`.
+    /// REDIS_URL). Prints the same summary as `run`. The workers are pacesim's own, or your
+    /// program (`--worker-cmd`, or `[live] command` in the scenario).
     Live {
         /// Scenario file (sims/*.toml).
         file: PathBuf,
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
-        /// Override the scenario's backend (see `pacesim backends`).
+        /// Override the scenario's backend (see `pacesim backends`); with an external worker,
+        /// the design it implements, whose options the checkers read.
         #[arg(long)]
         backend: Option<String>,
         /// Write the trace as JSON Lines to this file.
@@ -136,8 +138,16 @@ pub enum Command {
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
+        /// Run this program as the N workers instead of pacesim's own, e.g. 'python3
+        /// my_worker.py' (split into words like a shell, but run without one, in the current
+        /// directory; overrides the scenario's `[live] command`). Each copy gets its identity
+        /// and targets in PACESIM_* environment variables and fetches PACESIM_DESTINATION_URL
+        /// (the README's "Your own worker program").
+        #[arg(long, value_name = "COMMAND")]
+        worker_cmd: Option<String>,
     },
-    /// Run a scenario in simulation and live, and print both side by side.
+    /// Run a scenario in simulation and live, and print both side by side (achieved rate,
+    /// largest 1 s window, burst, stall after kills, checks), with a tolerance verdict.
     Conform {
         /// Scenario file (sims/*.toml).
         file: PathBuf,
@@ -154,6 +164,11 @@ pub enum Command {
         /// Print one JSON object instead of tables.
         #[arg(long)]
         json: bool,
+        /// Run this program live instead of pacesim's own workers (as `live --worker-cmd`;
+        /// the scenario's `[live] command` is used without it), against the simulator's model
+        /// of the scenario's backend.
+        #[arg(long, value_name = "COMMAND")]
+        worker_cmd: Option<String>,
     },
     /// Run one scenario over a grid of parameter values x seeds, in parallel: one CSV/JSON row
     /// per run and a summary with 95% confidence intervals per grid point (see `sweep.rs`).
@@ -279,9 +294,20 @@ pub fn main_with(cli: Cli) -> i32 {
             backend,
             trace,
             json,
-        } => match live::run_file(&file, seed, backend.as_deref(), trace.as_deref(), &live_options(json)) {
+            worker_cmd,
+        } => match live::run_file(
+            &file,
+            seed,
+            backend.as_deref(),
+            trace.as_deref(),
+            worker_cmd.as_deref(),
+            &live_options(json),
+        ) {
             Ok(r) => {
                 print_summary(&r.summary, None, json);
+                for n in &r.notes {
+                    eprintln!("note: {n}");
+                }
                 status(r.summary.all_pass())
             }
             Err(e) => live_failed(e),
@@ -292,7 +318,14 @@ pub fn main_with(cli: Cli) -> i32 {
             calibrate,
             tolerance,
             json,
-        } => match conform::conform_file(&file, backend.as_deref(), calibrate, &live_options(json)) {
+            worker_cmd,
+        } => match conform::conform_file(
+            &file,
+            backend.as_deref(),
+            calibrate,
+            worker_cmd.as_deref(),
+            &live_options(json),
+        ) {
             Ok(c) => {
                 if json {
                     println!("{}", serde_json::to_string(&c).expect("conformance serialises"));
@@ -415,10 +448,21 @@ fn print_summary(s: &Summary, file: Option<&Path>, json: bool) {
         s.reservation.mean_ms, s.reservation.p50_ms, s.reservation.p95_ms, s.reservation.p99_ms, s.trace_hash
     );
     for (name, c) in &s.checks {
-        println!("  {:<16} {}  {}", name, if c.pass { "pass" } else { "FAIL" }, c.detail);
+        println!("  {:<16} {}  {}", name, verdict_word(c), c.detail);
     }
     if let Some(cmd) = reproduce {
         println!("  reproduce: {cmd}");
+    }
+}
+
+/// `pass`, `FAIL`, or `-` for a check that was not judged (its detail says what it needs).
+fn verdict_word(c: &crate::summary::CheckOut) -> &'static str {
+    if c.detail.starts_with(crate::check::NOT_JUDGED) {
+        "-   "
+    } else if c.pass {
+        "pass"
+    } else {
+        "FAIL"
     }
 }
 

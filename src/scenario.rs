@@ -92,6 +92,10 @@ pub struct Scenario {
     /// beside pacesim's figures (optional).
     #[serde(default)]
     pub record: Option<RecordClaim>,
+    /// Live mode with an external worker program (`pacesim live`, `pacesim conform`); the
+    /// simulator ignores it. Absent: live mode runs pacesim's own workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveCfg>,
 }
 
 /// A design record's claim, as `[record]` states it.
@@ -102,6 +106,82 @@ pub struct RecordClaim {
     pub source: String,
     /// The claim, in the record's words where it has them.
     pub claim: String,
+}
+
+/// `[live]`: an external worker program and what it reports (see the README's "Your own
+/// worker program" section for the environment it gets and the lines it may print).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveCfg {
+    /// The program and its arguments, run as is (no shell), in the scenario file's directory;
+    /// `pacesim live --worker-cmd` overrides it. Absent: pacesim's own workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Kill points the worker reports by printing `{"ev":"point","name":"<point>"}` when it
+    /// reaches them; a kill fault at any other point is refused (it could not fire). Default:
+    /// none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kill_points: Vec<crate::fault::KillPoint>,
+    /// The worker prints `{"ev":"job_start"}` and `{"ev":"job_end"}` around each job, so the
+    /// hard and soft time limits (`processes.hard_limit`, `soft_limit`) can be enforced.
+    /// Default false: a scenario with a time limit is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub jobs: bool,
+    /// The signal sent when a job passes its soft time limit (`SIGUSR1`, as Celery's
+    /// `soft_time_limit`; also `SIGTERM`, `SIGINT`, `SIGHUP`, `SIGUSR2`, `SIGALRM`). Default
+    /// `SIGUSR1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soft_signal: Option<String>,
+    /// How long a worker has to exit after `SIGTERM` at the end of the run before its whole
+    /// process group is SIGKILLed. Default 2 s, at most 5 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_grace: Option<Nanos>,
+}
+
+/// The signals `[live] soft_signal` may name, with their numbers.
+pub const SOFT_SIGNALS: &[(&str, i32)] = &[
+    ("SIGUSR1", libc::SIGUSR1),
+    ("SIGUSR2", libc::SIGUSR2),
+    ("SIGTERM", libc::SIGTERM),
+    ("SIGINT", libc::SIGINT),
+    ("SIGHUP", libc::SIGHUP),
+    ("SIGALRM", libc::SIGALRM),
+];
+
+impl LiveCfg {
+    /// The soft-limit signal's number (validated: one of [`SOFT_SIGNALS`]).
+    pub fn soft_signal_number(&self) -> i32 {
+        let name = self.soft_signal.as_deref().unwrap_or("SIGUSR1");
+        SOFT_SIGNALS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(libc::SIGUSR1, |(_, s)| *s)
+    }
+
+    fn validate(&self) -> Result<(), (String, String)> {
+        if let Some(c) = &self.command
+            && c.first().is_none_or(|p| p.trim().is_empty())
+        {
+            return Err((
+                "live.command".into(),
+                "must name a program: [\"python3\", \"worker.py\"]".into(),
+            ));
+        }
+        if let Some(s) = &self.soft_signal
+            && !SOFT_SIGNALS.iter().any(|(n, _)| n == s)
+        {
+            let names: Vec<&str> = SOFT_SIGNALS.iter().map(|(n, _)| *n).collect();
+            return Err((
+                "live.soft_signal".into(),
+                format!("unknown signal `{s}` (one of: {})", names.join(", ")),
+            ));
+        }
+        // the runner gives stopping supervisors 10 s before it drops them (a SIGKILL then)
+        if self.stop_grace.is_some_and(|g| g.0 > 5_000_000_000) {
+            return Err(("live.stop_grace".into(), "must be at most 5s".into()));
+        }
+        Ok(())
+    }
 }
 
 fn one() -> u64 {
@@ -524,6 +604,9 @@ impl Scenario {
         if let Some((i, m)) = crate::backend::registry::unreachable_kill(self) {
             return Err((format!("faults[{i}].point"), m));
         }
+        if let Some(l) = &self.live {
+            l.validate()?;
+        }
         Ok(())
     }
 
@@ -700,6 +783,34 @@ mod tests {
 
     fn err(src: &str) -> String {
         Scenario::parse("t.toml", src).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_live_table_is_checked_and_named_in_errors() {
+        let with = |t: &str| format!("{GOOD}\n[live]\n{t}\n");
+        let s = Scenario::parse(
+            "t.toml",
+            &with("command = [\"python3\", \"w.py\"]\nkill_points = [\"holding_lock\"]\njobs = true\nsoft_signal = \"SIGTERM\"\nstop_grace = \"1s\""),
+        )
+        .unwrap();
+        let l = s.live.as_ref().unwrap();
+        assert_eq!(l.command.as_deref().unwrap(), ["python3", "w.py"]);
+        assert_eq!(l.kill_points, [crate::fault::KillPoint::HoldingLock]);
+        assert_eq!(l.soft_signal_number(), libc::SIGTERM);
+        assert_eq!(
+            Scenario::parse("t.toml", GOOD).unwrap().live,
+            None,
+            "absent: pacesim's own workers"
+        );
+        let line = GOOD.lines().count() + 3;
+        assert_eq!(
+            err(&with("command = []")),
+            format!("t.toml:{line}: live.command: must name a program: [\"python3\", \"worker.py\"]")
+        );
+        assert!(err(&with("soft_signal = \"SIGSTOP\"")).contains("live.soft_signal: unknown signal `SIGSTOP`"));
+        assert!(err(&with("stop_grace = \"1m\"")).contains("live.stop_grace: must be at most 5s"));
+        assert!(err(&with("kill_points = [\"nowhere\"]")).contains("live.kill_points"));
+        assert!(err(&with("bogus = 1")).contains("unknown field `bogus`"));
     }
 
     #[test]

@@ -47,6 +47,12 @@ pub struct Demand {
     // invariant: total time with count > 0 up to `last`.
     busy_ns: u64,
     last: u64,
+    // Some when demand is implied by a closed loop without think time (an external worker
+    // that reports no asks): a live process waits from each fetch end until its next fetch
+    // start, while it has requests left (`requests` per process, or unbounded)
+    implied: Option<Option<u64>>,
+    // fetch starts per process (for `implied` with a request bound)
+    starts: Vec<u64>,
 }
 
 impl Demand {
@@ -56,6 +62,26 @@ impl Demand {
             waiting: vec![None; processes as usize],
             ..Demand::default()
         }
+    }
+
+    /// For the trace `h` introduces: [`Demand::new`], or, when the header's `backend_detail`
+    /// says `demand = "closed_loop"` (an external worker in a closed loop without think time,
+    /// which reports no asks), demand inferred from the fetches: a live process waits for
+    /// permission from each of its fetch ends until its next fetch start, unless it has made
+    /// its `requests` (per process, when the detail gives them). A process's wait before its
+    /// first fetch (its start-up) is not counted.
+    pub fn for_header(h: &crate::trace::Header) -> Demand {
+        let mut d = Demand::new(h.processes);
+        let o = &h.backend_detail.other;
+        if o.get("demand").and_then(|v| v.as_str()) == Some("closed_loop") {
+            d.implied = Some(o.get("requests").and_then(|v| v.as_u64()));
+        }
+        d
+    }
+
+    /// Whether demand is inferred from the fetches ([`Demand::for_header`]).
+    pub fn implied(&self) -> bool {
+        self.implied.is_some()
     }
 
     fn slot(&mut self, pid: u32) -> &mut Option<u64> {
@@ -98,7 +124,23 @@ impl Demand {
         match *ev {
             Event::OpSent { pid, op, t } if op.asks_permission() => self.start(pid, t),
             Event::Grant { pid, t, .. } => self.start(pid, t),
-            Event::FetchStart { pid, .. } => self.stop(pid),
+            Event::FetchStart { pid, .. } => {
+                self.stop(pid);
+                if self.implied.is_some() {
+                    let i = pid as usize;
+                    if i >= self.starts.len() {
+                        self.starts.resize(i + 1, 0);
+                    }
+                    self.starts[i] += 1;
+                }
+            }
+            Event::FetchEnd { pid, t, .. } => {
+                if let Some(bound) = self.implied
+                    && bound.is_none_or(|r| self.starts.get(pid as usize).copied().unwrap_or(0) < r)
+                {
+                    self.start(pid, t);
+                }
+            }
             Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
                 self.stop(pid);
                 let i = pid as usize;

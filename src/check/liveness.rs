@@ -32,6 +32,11 @@
 //!   `epsilon` is [`Detail::epsilon`] (the scenario's `checks.epsilon`), else
 //!   [`Detail::DEFAULT_EPSILON`], which the verdict then names.
 //!
+//! An external worker's trace with `demand = "closed_loop"` in its detail (no asks reported,
+//! a closed loop without think time) infers demand from the fetches
+//! ([`crate::check::common::Demand::for_header`]), and is judged like a pace backend's unless
+//! the detail states a walk lock (`ttl_ns` or `walk`).
+//!
 //! It catches the in-transaction serialisation (every reserver waits behind an open
 //! transaction: throughput about 1 / hold) and connection exhaustion (holders occupy every
 //! session), and a wedged pace. Applies to pace backends (the trace has grants) and to lock
@@ -74,6 +79,8 @@ pub struct Liveness {
     grants: bool,
     // the longest a divided fallback parks a process on a local slot, at multiplier 1 (ns)
     fallback_park: u64,
+    // the detail states a walk lock (a TTL or fetches per walk): no throughput target
+    walk_lock: bool,
 }
 
 impl Liveness {
@@ -110,11 +117,12 @@ impl Liveness {
             lock_cap,
             lock_use,
             offered,
-            demand: Demand::new(h.processes),
+            demand: Demand::for_header(h),
             fallback_park: match d.fallback {
                 Some(StoreFallback::Divided) | None => base_interval(h).saturating_mul(d.fallback_cap(h.processes) + 1),
                 Some(_) => 0,
             },
+            walk_lock: d.ttl_ns.is_some() || d.walk.is_some(),
             m: 1.0,
             slots: BinaryHeap::new(),
             excluded: BTreeSet::new(),
@@ -234,7 +242,10 @@ impl Sink for Liveness {
 impl Checker for Liveness {
     fn verdicts(&mut self) -> Vec<Verdict> {
         let lock_target = self.lock_use.is_some();
-        if !self.grants && !lock_target {
+        // an external closed loop: demand is known from the fetches, so the rate is owed
+        // (not for a walk lock, which has no throughput target)
+        let implied = self.demand.implied() && !self.walk_lock;
+        if !self.grants && !lock_target && !implied {
             return Vec::new();
         }
         let eps = self.epsilon;

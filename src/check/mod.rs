@@ -12,6 +12,11 @@
 //! | `mutual_exclusion` | [`mutual_exclusion`]: at most K critical sections | lock events |
 //! | `fairness` | [`fairness`]: Jain's index (reported, always passes) | always |
 //!
+//! A trace from an external worker program (its header's `backend_detail` names the `worker`;
+//! [`crate::live::external`]) holds what the destination and the harness saw, plus whatever
+//! events the worker chose to print: a check whose events are missing reads "not judged: needs
+//! ..." instead of judging on missing evidence ([`Suite::verdicts`]).
+//!
 //! Checkers are configured from the header: the rate, the burst, the multiplier cap, and the
 //! typed part of `backend_detail` ([`crate::trace::Detail`]: the backend's facts and the
 //! scenario settings; each field says what its absence means). Each checker's docs say which
@@ -41,6 +46,75 @@ pub struct Verdict {
     pub detail: String,
 }
 
+/// How a verdict's detail begins when the trace lacks what the checker needs (an external
+/// worker that does not report those events): it counts as passing, and says what it needs.
+pub const NOT_JUDGED: &str = "not judged: needs ";
+
+/// What an external worker's trace holds, for [`Suite::verdicts`]: which checks it can judge.
+/// Only traces whose header names an external `worker` are screened this way; pacesim's own
+/// workers report every event.
+#[derive(Debug, Default)]
+struct Seen {
+    grant: bool,
+    multiplier: bool,
+    lock: bool,
+    asks: bool,
+    pressure: bool,
+    crash: bool,
+    /// The header's `demand = "closed_loop"`: demand is known from the fetches alone.
+    implied_demand: bool,
+    /// The design the worker implements takes locks (its detail states locks or a TTL).
+    lock_design: bool,
+}
+
+impl Seen {
+    fn event(&mut self, ev: &Event) {
+        match ev {
+            Event::Grant { .. } => {
+                self.grant = true;
+                self.asks = true;
+            }
+            Event::Multiplier { .. } => self.multiplier = true,
+            Event::LockAcquired { .. } | Event::LockReleased { .. } => self.lock = true,
+            Event::OpSent { op, .. } if op.asks_permission() => self.asks = true,
+            Event::FetchEnd { status, .. } if *status == 429 || *status == 503 => self.pressure = true,
+            Event::Crash { .. } => self.crash = true,
+            _ => {}
+        }
+    }
+
+    /// The verdict of check `name` as it stands, or what replaces it: `Some(needs)` when the
+    /// trace lacks what the check needs.
+    fn needs(&self, name: &str) -> Option<&'static str> {
+        let demand =
+            "op_sent or grant events (when a process asks for permission), or a closed loop without think time";
+        match name {
+            "slot_ceiling" if !self.grant => Some("grant events (the slots the pacer granted)"),
+            "backoff_coherence" if !self.multiplier && (self.pressure || !self.grant) => {
+                Some("multiplier events (the worker's backoff multiplier) to judge its backoff")
+            }
+            "mutual_exclusion" if self.lock_design && !self.lock => {
+                Some("lock_acquired and lock_released events (the worker's critical sections)")
+            }
+            "self_heal" if self.crash && !self.asks && !self.implied_demand => Some(demand),
+            "liveness" if !self.asks && !self.implied_demand && !self.lock_design => Some(demand),
+            _ => None,
+        }
+    }
+}
+
+/// The order [`Suite::verdicts`] reports checks in.
+const ORDER: [&str; 8] = [
+    "ceiling",
+    "slot_ceiling",
+    "backoff_coherence",
+    "self_heal",
+    "degradation",
+    "liveness",
+    "mutual_exclusion",
+    "fairness",
+];
+
 /// A streaming checker.
 pub trait Checker: Sink {
     /// The verdicts, after the last event; empty when the property does not apply to the trace.
@@ -52,6 +126,8 @@ pub trait Checker: Sink {
 pub struct Suite {
     ceiling: Option<ceiling::Ceiling>,
     others: Option<Others>,
+    // Some for an external worker's trace (see `Seen`)
+    external: Option<Seen>,
 }
 
 #[derive(Debug)]
@@ -90,6 +166,15 @@ impl Suite {
 
     /// All verdicts, in a fixed order: `ceiling`, `slot_ceiling`, `backoff_coherence`,
     /// `self_heal`, `degradation`, `liveness`, `mutual_exclusion`, `fairness`.
+    ///
+    /// For an external worker's trace (its header's `backend_detail` names a `worker`), a
+    /// check whose events the worker did not report is "not judged" ([`NOT_JUDGED`], passing,
+    /// naming what it needs) rather than judged on missing evidence: `slot_ceiling` needs
+    /// grants; `backoff_coherence` multiplier events (when the run saw 429/503 or has no
+    /// grants); `mutual_exclusion`, for a lock design, lock events; `self_heal` (after a kill)
+    /// and `liveness` need to know when processes wait for permission: `op_sent` / `grant`
+    /// events, or the header's `demand = "closed_loop"`. `ceiling`, `degradation` and
+    /// `fairness` need only the arrivals and the fault windows, and are always judged.
     pub fn verdicts(&mut self) -> Vec<Verdict> {
         let mut v = Vec::new();
         if let Some(c) = &mut self.ceiling {
@@ -99,6 +184,20 @@ impl Suite {
             for c in o.all() {
                 v.extend(c.verdicts());
             }
+        }
+        if let Some(seen) = &self.external {
+            let mut out = Vec::new();
+            for name in ORDER {
+                match seen.needs(name) {
+                    Some(needs) => out.push(Verdict {
+                        name,
+                        pass: true,
+                        detail: format!("{NOT_JUDGED}{needs}"),
+                    }),
+                    None => out.extend(v.iter().filter(|x| x.name == name).cloned()),
+                }
+            }
+            return out;
         }
         v
     }
@@ -115,8 +214,17 @@ impl Sink for Suite {
             mutual_exclusion: mutual_exclusion::MutualExclusion::new(h),
             fairness: fairness::Fairness::new(h),
         });
+        let d = &h.backend_detail;
+        self.external = d.other.contains_key("worker").then(|| Seen {
+            implied_demand: d.other.get("demand").and_then(|v| v.as_str()) == Some("closed_loop"),
+            lock_design: d.locks.is_some() || d.ttl_ns.is_some() || d.lock_use.is_some(),
+            ..Seen::default()
+        });
     }
     fn event(&mut self, ev: &Event) {
+        if let Some(s) = &mut self.external {
+            s.event(ev);
+        }
         if let Some(c) = &mut self.ceiling {
             c.event(ev);
         }
@@ -125,5 +233,135 @@ impl Sink for Suite {
                 c.event(ev);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{Header, OpKind};
+
+    fn header(src_backend: &str, worker: bool, closed_loop: bool) -> Header {
+        let sc = crate::scenario::Scenario::parse(
+            "t.toml",
+            &format!(
+                "name = \"t\"\nduration = \"2s\"\n[pacer]\nbackend = \"{src_backend}\"\nrate = 10.0\n[processes]\ncount = 2\n"
+            ),
+        )
+        .unwrap();
+        let mut h = crate::sim::header(&sc, "live");
+        if worker {
+            h.backend_detail.other.insert("worker".into(), "python3 w.py".into());
+        }
+        if closed_loop {
+            h.backend_detail.other.insert("demand".into(), "closed_loop".into());
+        }
+        h
+    }
+
+    fn verdicts(h: &Header, evs: &[Event]) -> Vec<Verdict> {
+        let mut s = Suite::new();
+        s.header(h);
+        for e in evs {
+            s.event(e);
+        }
+        s.verdicts()
+    }
+
+    fn get<'a>(v: &'a [Verdict], name: &str) -> Option<&'a Verdict> {
+        v.iter().find(|x| x.name == name)
+    }
+
+    /// Two processes, each fetching every 100 ms (the rate), one killed at 0.55 s.
+    fn fetches() -> Vec<Event> {
+        let mut evs = Vec::new();
+        for i in 0..18u64 {
+            let (t, pid) = (i * 100_000_000, (i % 2) as u32);
+            evs.push(Event::FetchStart { t, pid });
+            evs.push(Event::Arrival { t, pid, status: 200 });
+            evs.push(Event::FetchEnd {
+                t: t + 10_000_000,
+                pid,
+                status: 200,
+            });
+        }
+        evs.push(Event::Crash {
+            t: 550_000_000,
+            pid: 1,
+            point: crate::trace::CrashPoint::Immediate,
+        });
+        evs.sort_by_key(Event::t);
+        evs
+    }
+
+    #[test]
+    fn an_external_trace_without_events_says_what_each_check_needs() {
+        let v = verdicts(&header("row", true, false), &fetches());
+        for (name, needs) in [
+            ("slot_ceiling", "grant events"),
+            ("self_heal", "op_sent or grant events"),
+            ("liveness", "op_sent or grant events"),
+            ("backoff_coherence", "multiplier events"),
+        ] {
+            let x = get(&v, name).unwrap_or_else(|| panic!("no {name}"));
+            assert!(
+                x.pass && x.detail.starts_with(NOT_JUDGED) && x.detail.contains(needs),
+                "{name}: {}",
+                x.detail
+            );
+        }
+        let c = get(&v, "ceiling").unwrap();
+        assert!(!c.detail.starts_with(NOT_JUDGED), "{}", c.detail);
+        // pacesim's own trace with the same events is judged as it always was
+        let own = verdicts(&header("row", false, false), &fetches());
+        assert!(own.iter().all(|x| !x.detail.starts_with(NOT_JUDGED)), "{own:?}");
+    }
+
+    #[test]
+    fn a_closed_loop_or_reported_asks_let_liveness_and_self_heal_judge() {
+        let v = verdicts(&header("row", true, true), &fetches());
+        for name in ["liveness", "self_heal"] {
+            let x = get(&v, name).unwrap_or_else(|| panic!("no {name}"));
+            assert!(!x.detail.starts_with(NOT_JUDGED), "{name}: {}", x.detail);
+        }
+        let mut evs = fetches();
+        evs.insert(
+            0,
+            Event::OpSent {
+                t: 0,
+                pid: 0,
+                op: OpKind::Reserve,
+            },
+        );
+        let v = verdicts(&header("row", true, false), &evs);
+        assert!(!get(&v, "self_heal").unwrap().detail.starts_with(NOT_JUDGED));
+        // a walk lock without lock events: mutual exclusion cannot be judged
+        let v = verdicts(&header("redis_lock", true, true), &fetches());
+        let me = get(&v, "mutual_exclusion").unwrap();
+        assert!(
+            me.detail.contains("lock_acquired and lock_released events"),
+            "{}",
+            me.detail
+        );
+        assert!(get(&v, "liveness").is_none(), "a walk lock has no throughput target");
+    }
+
+    #[test]
+    fn implied_demand_catches_a_closed_loop_that_starves() {
+        // one fetch per second at a 10/s rate while both processes always want the next one
+        let mut evs = Vec::new();
+        for i in 0..4u64 {
+            let t = i * 1_000_000_000;
+            let pid = (i % 2) as u32;
+            evs.push(Event::FetchStart { t, pid });
+            evs.push(Event::FetchEnd {
+                t: t + 10_000_000,
+                pid,
+                status: 200,
+            });
+        }
+        let v = verdicts(&header("row", true, true), &evs);
+        let l = get(&v, "liveness").unwrap();
+        assert!(!l.pass, "{}", l.detail);
     }
 }

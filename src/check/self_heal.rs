@@ -179,7 +179,7 @@ impl SelfHeal {
             base: base_interval(h),
             slack,
             slack_note,
-            demand: Demand::new(h.processes),
+            demand: Demand::for_header(h),
             global_m: 1.0,
             starts: VecDeque::new(),
             pending_slot: PidMap::new(),

@@ -45,6 +45,31 @@ struct Shared {
     dest: Mutex<Destination>,
     clock: Arc<OnceLock<RunClock>>,
     log: EventLog,
+    external: Option<External>,
+}
+
+/// How the destination serves external worker programs: they only send `GET` requests, so
+/// the destination itself records each fetch's start and end and draws its duration.
+struct External {
+    /// Worker processes in the run (valid `pid`s are below it).
+    processes: u32,
+    /// The fetch duration, drawn for each request without a `hold` parameter.
+    fetch: crate::dist::Dist,
+    rng: Mutex<crate::rng::Rng>,
+    /// Requests that named no valid process (`?pid=` missing or out of range), for the
+    /// runner's message.
+    strays: Arc<Mutex<Vec<String>>>,
+}
+
+/// The destination's settings for external worker programs (see [`start_external`]).
+#[derive(Clone, Debug)]
+pub struct ExternalCfg {
+    /// Worker processes in the run.
+    pub processes: u32,
+    /// Fetch duration (the scenario's `fetch.duration`).
+    pub fetch: crate::dist::Dist,
+    /// Where requests that named no valid process are listed (their request lines).
+    pub strays: Arc<Mutex<Vec<String>>>,
 }
 
 /// Start the destination on an ephemeral loopback port. Arrivals are stamped with `clock`
@@ -56,12 +81,46 @@ pub async fn start(
     clock: Arc<OnceLock<RunClock>>,
     log: EventLog,
 ) -> std::io::Result<DestinationServer> {
+    start_with(cfg, throttles, seed, clock, log, None).await
+}
+
+/// [`start`] for external worker programs: besides each arrival, the destination records the
+/// fetch's start (at the arrival: on loopback the request left a moment before) and its end
+/// (when the response is written), and holds each response for a fetch duration it draws from
+/// `ext.fetch` (a request may still give its own `hold`). A request without a valid `?pid=`
+/// is answered 400 and listed in `ext.strays`.
+pub async fn start_external(
+    cfg: &DestinationCfg,
+    throttles: Vec<(u64, u64, u16)>,
+    seed: u64,
+    clock: Arc<OnceLock<RunClock>>,
+    log: EventLog,
+    ext: ExternalCfg,
+) -> std::io::Result<DestinationServer> {
+    let external = External {
+        processes: ext.processes,
+        fetch: ext.fetch,
+        rng: Mutex::new(rng::stream(seed ^ 0x6578_7465_726e, Entity::Destination)),
+        strays: ext.strays,
+    };
+    start_with(cfg, throttles, seed, clock, log, Some(external)).await
+}
+
+async fn start_with(
+    cfg: &DestinationCfg,
+    throttles: Vec<(u64, u64, u16)>,
+    seed: u64,
+    clock: Arc<OnceLock<RunClock>>,
+    log: EventLog,
+    external: Option<External>,
+) -> std::io::Result<DestinationServer> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
         dest: Mutex::new(Destination::new(cfg, rng::stream(seed, Entity::Destination)).with_throttles(throttles)),
         clock,
         log,
+        external,
     });
     let task = tokio::spawn(async move {
         loop {
@@ -90,7 +149,7 @@ async fn serve(sock: TcpStream, shared: Arc<Shared>) {
         }
         // 1. Stamp the arrival on the run clock, before anything else.
         let t = shared.clock.get().map_or(0, RunClock::now);
-        let (pid, hold) = parse_request_line(&line);
+        let (pid, mut hold) = parse_request_line(&line);
         // 2. Skip the rest of the head.
         let mut h = String::new();
         loop {
@@ -101,13 +160,36 @@ async fn serve(sock: TcpStream, shared: Arc<Shared>) {
                 Ok(_) => {}
             }
         }
+        if let Some(x) = &shared.external {
+            if !valid_pid(&line, x.processes) {
+                {
+                    let mut strays = x.strays.lock().expect("strays");
+                    if strays.len() < 8 {
+                        strays.push(line.trim().to_string());
+                    }
+                }
+                if wr
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+            if !line.contains("hold=") {
+                hold = x.fetch.sample(&mut x.rng.lock().expect("fetch rng")).0;
+            }
+        }
         // 3. Decide: the simulator's destination (true limit, 503s).
         let status = shared.dest.lock().expect("destination lock").arrive(Instant(t));
-        shared
-            .log
-            .lock()
-            .expect("event log")
-            .push(Event::Arrival { t, pid, status });
+        {
+            let mut log = shared.log.lock().expect("event log");
+            if shared.external.is_some() {
+                log.push(Event::FetchStart { t, pid });
+            }
+            log.push(Event::Arrival { t, pid, status });
+        }
         // 4. Answer after the fetch duration.
         if hold > 0 {
             tokio::time::sleep(Duration::from_nanos(hold)).await;
@@ -119,7 +201,16 @@ async fn serve(sock: TcpStream, shared: Arc<Shared>) {
             _ => "Status",
         };
         let resp = format!("HTTP/1.1 {status} {reason}\r\nContent-Length: 0\r\n\r\n");
-        if wr.write_all(resp.as_bytes()).await.is_err() {
+        let written = wr.write_all(resp.as_bytes()).await.is_ok();
+        if shared.external.is_some() && written {
+            let t = shared.clock.get().map_or(0, RunClock::now);
+            shared
+                .log
+                .lock()
+                .expect("event log")
+                .push(Event::FetchEnd { t, pid, status });
+        }
+        if !written {
             return;
         }
     }
@@ -139,6 +230,16 @@ fn parse_request_line(line: &str) -> (u32, u64) {
         }
     }
     (pid, hold)
+}
+
+/// Whether the request line names a process below `processes` (`?pid=N`).
+fn valid_pid(line: &str, processes: u32) -> bool {
+    let target = line.split_whitespace().nth(1).unwrap_or("");
+    let query = target.split_once('?').map_or("", |q| q.1);
+    query
+        .split('&')
+        .filter_map(|kv| kv.strip_prefix("pid="))
+        .any(|v| v.parse::<u32>().is_ok_and(|p| p < processes))
 }
 
 /// A worker's keep-alive connection to the destination.

@@ -24,6 +24,12 @@
 //!    and the plots read it unchanged. The schema and keys are dropped afterwards, also after
 //!    a failure or Ctrl-C.
 //!
+//! With `--worker-cmd 'python3 my_worker.py'` (or `[live] command` in the scenario) the
+//! workers are any program instead ([`external`]): N copies, each in its own process group,
+//! told who they are and where the stores and the destination are in `PACESIM_*` environment
+//! variables; the destination records their fetches, the harness their kills, and they may
+//! print event lines for the checks that need more.
+//!
 //! `pacesim conform FILE [--calibrate]` ([`conform`]) runs a scenario both ways and prints the
 //! two side by side; `--calibrate` first fits the simulator's store latency to the live store.
 //!
@@ -55,6 +61,7 @@ pub mod clock;
 pub mod conform;
 pub mod destination;
 pub mod driver;
+pub mod external;
 mod faults;
 pub mod pg;
 pub mod proto;
@@ -107,6 +114,9 @@ pub enum CommandError {
     /// The live run failed, or was interrupted.
     #[error(transparent)]
     Live(#[from] LiveError),
+    /// The external worker command cannot run (`--worker-cmd`, or `[live] command`).
+    #[error("{0}")]
+    WorkerCommand(String),
     /// The trace file could not be written.
     #[error("{path}: {source}")]
     Trace {
@@ -124,17 +134,50 @@ impl CommandError {
     }
 }
 
-/// `pacesim live`: load `file` with the overrides, run it live, and write its trace to
-/// `trace` (JSON Lines) if given.
+/// The external worker a live command runs, if any: `--worker-cmd` (split like a shell's
+/// words, run in the current directory) wins over the scenario's `[live] command` (run in the
+/// scenario file's directory). The program must exist and be executable.
+pub fn worker_command(
+    sc: &crate::scenario::Scenario,
+    file: &Path,
+    cli: Option<&str>,
+) -> Result<Option<external::WorkerCommand>, CommandError> {
+    if let Some(c) = cli {
+        let argv = external::split_command(c).map_err(|e| CommandError::WorkerCommand(format!("--worker-cmd: {e}")))?;
+        return external::WorkerCommand::resolve(argv, None)
+            .map(Some)
+            .map_err(|e| CommandError::WorkerCommand(format!("--worker-cmd: {e}")));
+    }
+    let Some(argv) = sc.live.as_ref().and_then(|l| l.command.clone()) else {
+        return Ok(None);
+    };
+    let dir = file
+        .parent()
+        .map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d })
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    external::WorkerCommand::resolve(argv, Some(dir))
+        .map(Some)
+        .map_err(|e| CommandError::WorkerCommand(format!("{}: live.command: {e}", file.display())))
+}
+
+/// `pacesim live`: load `file` with the overrides, run it live (with the external worker of
+/// `worker_cmd` or `[live] command`, if any), and write its trace to `trace` (JSON Lines) if
+/// given.
 pub fn run_file(
     file: &Path,
     seed: Option<u64>,
     backend: Option<&str>,
     trace: Option<&Path>,
+    worker_cmd: Option<&str>,
     opts: &LiveOptions,
 ) -> Result<LiveRun, CommandError> {
     let sc = crate::run::load(file, seed, backend)?;
-    let r = run_blocking(&sc, opts)?;
+    let mut opts = opts.clone();
+    if let Some(w) = worker_command(&sc, file, worker_cmd)? {
+        opts.worker = Some(w);
+    }
+    let r = run_blocking(&sc, &opts)?;
     if let Some(p) = trace {
         std::fs::write(p, &r.trace).map_err(|source| CommandError::Trace {
             path: p.to_path_buf(),

@@ -5,7 +5,8 @@
 //! 1. check the store the backend needs and create the run's schema / key prefix;
 //! 2. start the destination, and the fault proxies when the scenario has store faults;
 //! 3. spawn one supervisor task per worker; each spawns its worker process, forwards its
-//!    events, and kills or restarts it as faults say;
+//!    events, and kills or restarts it as faults say (for an external program,
+//!    `external.rs`: the origin is fixed before they start, and they get no `go`);
 //! 4. once every worker is connected, fix the origin (reference time 0) and send `go`;
 //! 5. drive the fault schedule; stop at the scenario's duration, when every worker is done,
 //!    or on SIGINT/SIGTERM;
@@ -18,6 +19,7 @@
 
 use crate::fault::FaultSpec;
 use crate::live::clock::{RunClock, mono_ns};
+use crate::live::external::{self, ExtCtx, Targets, WorkerCommand};
 use crate::live::faults::fault;
 use crate::live::proto::{PgStore, RedisStore};
 use crate::live::proxy::Proxy;
@@ -41,8 +43,12 @@ pub struct LiveOptions {
     pub exe: PathBuf,
     /// Stop cleanly on SIGINT/SIGTERM (the CLI does; a test harness need not).
     pub handle_signals: bool,
-    /// One progress line on stderr (run id, schema, key prefix).
+    /// One progress line on stderr (run id, schema, key prefix); an external worker's stderr
+    /// is forwarded, prefixed with its index.
     pub verbose: bool,
+    /// Run this external program as the workers instead of pacesim's own (`--worker-cmd`, or
+    /// the scenario's `[live] command`; see [`crate::live::external`]).
+    pub worker: Option<WorkerCommand>,
 }
 
 impl LiveOptions {
@@ -52,6 +58,7 @@ impl LiveOptions {
             exe: std::env::current_exe().unwrap_or_else(|_| "pacesim".into()),
             handle_signals: true,
             verbose: true,
+            worker: None,
         }
     }
 
@@ -61,7 +68,14 @@ impl LiveOptions {
             exe: exe.into(),
             handle_signals: false,
             verbose: false,
+            worker: None,
         }
+    }
+
+    /// The same options with an external worker command.
+    pub fn with_worker(mut self, worker: WorkerCommand) -> LiveOptions {
+        self.worker = Some(worker);
+        self
     }
 }
 
@@ -82,6 +96,9 @@ pub struct LiveRun {
     pub worker_os_pids: Vec<u32>,
     /// Problems during cleanup (none normally).
     pub warnings: Vec<String>,
+    /// What the run could not do as asked, or saw go wrong without failing it (an external
+    /// worker that never reached the destination, a kill point armed that never fired).
+    pub notes: Vec<String>,
 }
 
 impl LiveRun {
@@ -134,9 +151,21 @@ pub fn new_run_id() -> String {
 /// Run a scenario live. Cleanup (workers, schema, keys) happens whatever the outcome; `cancel`
 /// turning true stops the run (SIGINT/SIGTERM).
 pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool>) -> Result<LiveRun, LiveError> {
-    let live = crate::backend::spec(&sc.pacer.backend)
-        .and_then(|s| s.live)
-        .ok_or_else(|| {
+    if let Some(f) = sc.faults.iter().find(|f| matches!(f, FaultSpec::StateLost { .. })) {
+        return Err(LiveError::Unsupported(format!(
+            "fault `{}` is simulated only: live mode does not yet delete a run's table rows or keys mid-run",
+            f.kind()
+        )));
+    }
+    let adapter = crate::backend::spec(&sc.pacer.backend).and_then(|s| s.live);
+    let run_id = new_run_id();
+    let stores = if opts.worker.is_some() {
+        external::unsupported(sc).map_err(LiveError::Unsupported)?;
+        // the stores the named design uses (none for an in-process pacer)
+        let (used, slots) = adapter.map_or((crate::live::StoreUse::None, 1), |l| (l.store(), l.slots(sc)));
+        Stores::setup_for(&run_id, used, slots).await?
+    } else {
+        let live = adapter.ok_or_else(|| {
             let known: Vec<&str> = crate::backend::REGISTRY
                 .iter()
                 .filter(|s| s.live.is_some())
@@ -148,24 +177,22 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
                 known.join(", ")
             ))
         })?;
-    if let Some(f) = sc.faults.iter().find(|f| matches!(f, FaultSpec::StateLost { .. })) {
-        return Err(LiveError::Unsupported(format!(
-            "fault `{}` is simulated only: live mode does not yet delete a run's table rows or keys mid-run",
-            f.kind()
-        )));
-    }
-    let run_id = new_run_id();
-    let stores = Stores::setup(sc, &run_id, live).await?;
+        Stores::setup(sc, &run_id, live).await?
+    };
     if opts.verbose {
         eprintln!(
-            "live: run {run_id}: {} worker processes, backend {}, schema {}, key prefix {}",
+            "live: run {run_id}: {} worker processes, {}, schema {}, key prefix {}",
             sc.processes.count,
-            sc.pacer.backend,
+            match &opts.worker {
+                Some(w) => format!("external worker `{}` (design: {})", w.display(), sc.pacer.backend),
+                None => format!("backend {}", sc.pacer.backend),
+            },
             stores.pg.as_ref().map_or("-", |p| p.1.as_str()),
             stores.redis.as_ref().map_or("-", |r| r.1.as_str()),
         );
     }
     let os_pids: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let notes: Arc<Mutex<Vec<String>>> = Arc::default();
     let inner = tokio::spawn(run_inner(
         sc.clone(),
         opts.clone(),
@@ -173,6 +200,7 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
         stores.pg.clone(),
         stores.redis.clone(),
         Arc::clone(&os_pids),
+        Arc::clone(&notes),
         cancel,
     ));
     let r = inner.await;
@@ -187,6 +215,7 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
     };
     let summary = summary::from_trace("live", &trace[..]).map_err(|e| LiveError::Worker(format!("live trace: {e}")))?;
     let worker_os_pids = os_pids.lock().expect("pids").clone();
+    let notes = notes.lock().expect("notes").clone();
     Ok(LiveRun {
         summary,
         trace,
@@ -195,6 +224,7 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
         key_prefix: stores.redis.map(|r| r.1),
         worker_os_pids,
         warnings,
+        notes,
     })
 }
 
@@ -210,6 +240,7 @@ fn store_faults(sc: &Scenario) -> bool {
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_inner(
     sc: Scenario,
     opts: LiveOptions,
@@ -217,6 +248,7 @@ async fn run_inner(
     pg_target: Option<(PgSettings, String)>,
     redis_target: Option<(RedisSettings, String)>,
     os_pids: Arc<Mutex<Vec<u32>>>,
+    notes: Arc<Mutex<Vec<String>>>,
     mut cancel: watch::Receiver<bool>,
 ) -> Result<Vec<u8>, LiveError> {
     let n = sc.processes.count;
@@ -224,15 +256,35 @@ async fn run_inner(
     let clock_cell: Arc<OnceLock<RunClock>> = Arc::default();
     let setup = |what: &str, e: &dyn std::fmt::Display| LiveError::Setup(format!("{what}: {e}"));
 
-    // 1. The destination.
-    let dest = destination::start(
-        &sc.destination,
-        crate::fault::throttles(&sc.faults),
-        sc.seed,
-        Arc::clone(&clock_cell),
-        Arc::clone(&log),
-    )
-    .await
+    // 1. The destination (for external workers it also records each fetch's start and end).
+    let strays: Arc<Mutex<Vec<String>>> = Arc::default();
+    let dest = match &opts.worker {
+        None => {
+            destination::start(
+                &sc.destination,
+                crate::fault::throttles(&sc.faults),
+                sc.seed,
+                Arc::clone(&clock_cell),
+                Arc::clone(&log),
+            )
+            .await
+        }
+        Some(_) => {
+            destination::start_external(
+                &sc.destination,
+                crate::fault::throttles(&sc.faults),
+                sc.seed,
+                Arc::clone(&clock_cell),
+                Arc::clone(&log),
+                destination::ExternalCfg {
+                    processes: n,
+                    fetch: sc.fetch.duration.clone(),
+                    strays: Arc::clone(&strays),
+                },
+            )
+            .await
+        }
+    }
     .map_err(|e| setup("starting the destination", &e))?;
 
     // 2. Fault proxies, when the scenario has store faults.
@@ -303,7 +355,40 @@ async fn run_inner(
         }
     }
 
-    // 3. Supervisors.
+    // 3. Supervisors. External workers need no handshake: the origin is fixed now, before
+    // they start, and given to them in their environment.
+    let ext_ctx = opts.worker.as_ref().map(|cmd| {
+        let clock = RunClock::new(mono_ns());
+        let _ = clock_cell.set(clock);
+        let pacer = serde_json::json!({
+            "backend": sc.pacer.backend,
+            "rate": sc.pacer.rate,
+            "options": crate::backend::spec(&sc.pacer.backend)
+                .and_then(|s| s.detail(&sc).ok())
+                .unwrap_or(serde_json::Value::Null),
+        });
+        Arc::new(ExtCtx {
+            sc: sc.clone(),
+            cmd: cmd.clone(),
+            run_id: run_id.clone(),
+            log: Arc::clone(&log),
+            clock,
+            dest_port: dest.addr.port(),
+            targets: pg_stores
+                .iter()
+                .zip(&redis_stores)
+                .map(|(pg, redis)| Targets {
+                    pg: pg.clone(),
+                    redis: redis.clone(),
+                })
+                .collect(),
+            os_pids: Arc::clone(&os_pids),
+            pacer: pacer.to_string(),
+            tails: (0..n).map(|_| Mutex::default()).collect(),
+            notes: Arc::clone(&notes),
+            forward_stderr: opts.verbose,
+        })
+    });
     let ctx = Arc::new(Ctx {
         sc: sc.clone(),
         exe: opts.exe.clone(),
@@ -322,7 +407,15 @@ async fn run_inner(
     for pid in 0..n {
         let (tx, rx) = mpsc::unbounded_channel();
         cmds.push(tx);
-        set.spawn(supervise(Arc::clone(&ctx), pid, rx, ready_tx.clone(), go_rx.clone()));
+        match &ext_ctx {
+            Some(x) => {
+                let _ = ready_tx.send(pid);
+                set.spawn(external::supervise(Arc::clone(x), pid, rx));
+            }
+            None => {
+                set.spawn(supervise(Arc::clone(&ctx), pid, rx, ready_tx.clone(), go_rx.clone()));
+            }
+        }
     }
     drop(ready_tx);
     let stop_all = |cmds: &[mpsc::UnboundedSender<Cmd>]| {
@@ -363,10 +456,15 @@ async fn run_inner(
             LiveError::Worker(f)
         });
     }
-    let origin = mono_ns() + 3_000_000;
-    let clock = RunClock::new(origin);
-    let _ = clock_cell.set(clock);
-    let _ = go_tx.send(Some((origin, clock.wall_at_origin())));
+    let clock = match clock_cell.get() {
+        Some(c) => *c,
+        None => {
+            let clock = RunClock::new(mono_ns() + 3_000_000);
+            let _ = clock_cell.set(clock);
+            clock
+        }
+    };
+    let _ = go_tx.send(Some((clock.origin(), clock.wall_at_origin())));
 
     // 5. Faults.
     let cmds = Arc::new(cmds);
@@ -450,6 +548,9 @@ async fn run_inner(
     if !failures.is_empty() {
         return Err(LiveError::Worker(failures.join("; ")));
     }
+    if let Some(x) = &ext_ctx {
+        external_outcome(x, &strays, &log, &notes)?;
+    }
 
     // 6. The trace: every event, sorted by time, cut at the duration.
     let mut events = std::mem::take(&mut *log.lock().expect("event log"));
@@ -462,11 +563,61 @@ async fn run_inner(
     };
     events.push(Event::End { t: end });
     let mut out = Vec::new();
-    trace::encode_line(&crate::sim::header(&sc, "live"), &mut out);
+    let mut header = crate::sim::header(&sc, "live");
+    if let Some(x) = &ext_ctx {
+        external::mark_header(&mut header, &sc, &x.cmd);
+    }
+    trace::encode_line(&header, &mut out);
     for e in &events {
         trace::encode_line(e, &mut out);
     }
     Ok(out)
+}
+
+/// After an external run: a request that named no worker, or no worker reaching the
+/// destination at all, is an error naming what happened; a worker that alone never reached
+/// it is a note.
+fn external_outcome(
+    x: &ExtCtx,
+    strays: &Mutex<Vec<String>>,
+    log: &EventLog,
+    notes: &Mutex<Vec<String>>,
+) -> Result<(), LiveError> {
+    let strays = strays.lock().expect("strays");
+    if let Some(first) = strays.first() {
+        return Err(LiveError::Worker(format!(
+            "a worker sent `{first}` to the destination, which names no worker (answered 400): GET \
+             $PACESIM_DESTINATION_URL as given (worker 0's is {})",
+            x.url(0)
+        )));
+    }
+    let n = x.sc.processes.count;
+    let mut reached = vec![0u64; n as usize];
+    for e in log.lock().expect("event log").iter() {
+        if let Event::Arrival { pid, .. } = e {
+            reached[*pid as usize] += 1;
+        }
+    }
+    let secs = x.sc.duration.0 as f64 / 1e9;
+    if n > 0 && reached.iter().all(|&r| r == 0) {
+        return Err(LiveError::Worker(format!(
+            "no worker reached the destination in {secs} s: each must GET its $PACESIM_DESTINATION_URL (worker 0's \
+             was {}){}",
+            x.url(0),
+            x.tail(0)
+        )));
+    }
+    let mut notes = notes.lock().expect("notes");
+    for (pid, r) in reached.iter().enumerate() {
+        if *r == 0 {
+            notes.push(format!(
+                "worker {pid} never reached the destination in {secs} s (its URL was {}){}",
+                x.url(pid as u32),
+                x.tail(pid as u32)
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Resolves once `cancel` turns true; never, if its sender is gone without cancelling.

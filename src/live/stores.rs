@@ -31,7 +31,11 @@ pub fn owner() -> String {
 
 impl Stores {
     pub(super) async fn setup(sc: &Scenario, run_id: &str, live: &dyn LiveSpec) -> Result<Stores, LiveError> {
-        let used = live.store();
+        Stores::setup_for(run_id, live.store(), live.slots(sc)).await
+    }
+
+    /// Set up the store `used` (a schema with `slots` slot rows, or a key prefix).
+    pub(super) async fn setup_for(run_id: &str, used: StoreUse, slots: u32) -> Result<Stores, LiveError> {
         let t = Duration::from_secs(3);
         let mut s = Stores {
             pg: None,
@@ -58,7 +62,7 @@ impl Stores {
                     crate::live::settings::error_chain(&e)
                 ))
             })?;
-            pg::create_schema(&admin, &schema, live.slots(sc)).await.map_err(|e| {
+            pg::create_schema(&admin, &schema, slots).await.map_err(|e| {
                 LiveError::Setup(format!(
                     "creating schema {schema}: {}",
                     crate::live::settings::error_chain(&e)
