@@ -37,8 +37,13 @@ pub struct Header {
 }
 
 /// One event. `t` is nanoseconds on the reference timeline.
+///
+/// (`repr(u8)` lays every variant out in declaration order after the tag, so `t`, every
+/// variant's first field, is at the same offset in all of them and [`Event::t`], which every
+/// consumer calls on every event, is one load rather than a branch on the variant.)
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "ev", rename_all = "snake_case", deny_unknown_fields)]
+#[repr(u8)]
 pub enum Event {
     /// A process sent an operation to the store.
     OpSent {
@@ -206,6 +211,7 @@ pub enum Event {
 
 impl Event {
     /// The event's time.
+    #[inline]
     pub fn t(&self) -> u64 {
         match *self {
             Event::OpSent { t, .. }
