@@ -331,42 +331,48 @@ pub fn simulate_unhashed(sc: &Scenario) -> Summary {
 /// optional trace writer and extra consumer.
 ///
 /// On two cores the run is a pipeline ([`crate::trace::pipe`]): the simulator on one thread,
-/// the checkers on this one. The checkers together cost about as much as the simulator, so the
-/// figures and the writer (the trace hash, and a trace file's encoding when there is one) ride
-/// with the simulator, which balances the two threads. (Each side's state lives on its own
-/// thread's stack: state written by both threads within one cache line would stall them both.)
+/// the consumers on this one. A writer that writes a trace file encodes every event, as much
+/// work as the checkers, so it rides with the simulator; the figures and a hash-only writer
+/// are light and read with the checkers. (Each side's state lives on its own thread's stack:
+/// state written by both threads within one cache line would stall them both.)
 fn stream(
     produce: impl FnOnce(&mut dyn Sink) + Send,
     writer: Option<Writer>,
     extra: Option<&mut dyn Sink>,
 ) -> (Figures, Suite, Option<Writer>) {
+    let (mut near_writer, mut far_writer) = match writer {
+        Some(w) if w.writes() => (Some(w), None),
+        w => (None, w),
+    };
+    let mut figures = Figures::default();
     let mut suite = Suite::new();
     let mut far = Tee::new();
+    if let Some(w) = &mut far_writer {
+        far.push(w);
+    }
+    far.push(&mut figures);
     far.push(&mut suite);
     if let Some(e) = extra {
         far.push(e);
     }
     let near = move |out: &mut dyn Sink| {
-        let mut writer = writer;
-        let mut figures = Figures::default();
         let mut tee = Tee::new();
-        if let Some(w) = &mut writer {
+        if let Some(w) = &mut near_writer {
             tee.push(w);
         }
-        tee.push(&mut figures);
         tee.push(out);
         produce(&mut tee);
         drop(tee);
-        (figures, writer)
+        near_writer
     };
     // the two halves on one core each, events in order, so all is as single-threaded
-    let (figures, writer) = if crate::trace::pipe::worth_it() {
+    let near_writer = if crate::trace::pipe::worth_it() {
         crate::trace::pipe::pipelined(near, &mut far)
     } else {
         near(&mut far)
     };
     drop(far);
-    (figures, suite, writer)
+    (figures, suite, near_writer.or(far_writer))
 }
 
 /// Summarise an existing trace (from a file, or a live run): the same figures and checks.
