@@ -56,20 +56,22 @@ impl<K: Ord + Copy> QuadHeap<K> {
         let Some(&top) = self.keys.first() else {
             return Some(last);
         };
-        // Bottom-up (Floyd): the hole at the root goes down to a leaf, the least child moving
-        // up at each level without comparing it with `last`, then `last` (which came from the
-        // bottom, so belongs near it) sifts up from there: one comparison per level fewer.
+        // sift down: the last element goes in at the root, the least child moves up until
+        // none is less than it
         let n = self.keys.len();
         let mut i = 0;
         loop {
             let first = 4 * i + 1;
+            if first >= n {
+                break;
+            }
             let least = if first + 4 <= n {
                 // a full family: a two-round tournament the compiler can make branch-free
                 let k = &self.keys[first..first + 4];
                 let a = if k[1] < k[0] { 1 } else { 0 };
                 let b = if k[3] < k[2] { 3 } else { 2 };
                 first + if k[b] < k[a] { b } else { a }
-            } else if first < n {
+            } else {
                 let mut least = first;
                 for c in first + 1..n {
                     if self.keys[c] < self.keys[least] {
@@ -77,19 +79,12 @@ impl<K: Ord + Copy> QuadHeap<K> {
                     }
                 }
                 least
-            } else {
-                break;
             };
-            self.keys[i] = self.keys[least];
-            i = least;
-        }
-        while i > 0 {
-            let parent = (i - 1) / 4;
-            if self.keys[parent] <= last {
+            if self.keys[least] >= last {
                 break;
             }
-            self.keys[i] = self.keys[parent];
-            i = parent;
+            self.keys[i] = self.keys[least];
+            i = least;
         }
         self.keys[i] = last;
         Some(top)
