@@ -658,7 +658,10 @@ mod mostly_sorted_tests {
             if rng.random_bool(0.55) {
                 next += rng.random_range(0..5u64);
                 let v = if rng.random_bool(0.1) {
-                    (next.saturating_sub(rng.random_range(0..20u64)), rng.random_range(0..3u64))
+                    (
+                        next.saturating_sub(rng.random_range(0..20u64)),
+                        rng.random_range(0..3u64),
+                    )
                 } else {
                     (next, rng.random_range(0..3u64))
                 };
