@@ -47,8 +47,15 @@ CARGO_TARGET_DIR="$pacesim_target" cargo build --release --quiet --bin pacesim
 bare="target/r1-bare-$PROFILE/release/r1-bare"
 pacesim="$pacesim_target/release/pacesim"
 # the perf bench's binary (its bare loop, benches/perf/bare.rs), built with the same settings
-inrepo=$(CARGO_TARGET_DIR="$pacesim_target" cargo bench --quiet --bench perf --no-run --message-format=json 2>/dev/null |
-  jq -r 'select(.reason == "compiler-artifact" and .target.name == "perf" and .executable != null) | .executable' | tail -1)
+# (its path from cargo's JSON messages, read with jq; without jq that row is skipped)
+inrepo=""
+if command -v jq >/dev/null; then
+  inrepo=$(CARGO_TARGET_DIR="$pacesim_target" cargo bench --quiet --bench perf --no-run --message-format=json 2>/dev/null |
+    jq -r 'select(.reason == "compiler-artifact" and .target.name == "perf" and .executable != null) | .executable' |
+    tail -1) || inrepo=""
+else
+  echo "jq not found: the in-repo bare loop (benches/perf/bare.rs) is not timed here"
+fi
 
 # wall and CPU seconds of one command, from bash's `times`-free /proc accounting via TIMEFORMAT
 measure() {
