@@ -356,13 +356,16 @@ fn stream(
         far.push(e);
     }
     let near = move |out: &mut dyn Sink| {
-        let mut tee = Tee::new();
-        if let Some(w) = &mut near_writer {
-            tee.push(w);
+        match &mut near_writer {
+            Some(w) => {
+                let mut tee = Tee::new();
+                tee.push(w);
+                tee.push(out);
+                produce(&mut tee);
+            }
+            // nothing to write: the simulator's events go straight to the consumers
+            None => produce(out),
         }
-        tee.push(out);
-        produce(&mut tee);
-        drop(tee);
         near_writer
     };
     // the two halves on one core each, events in order, so all is as single-threaded

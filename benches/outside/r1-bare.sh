@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# `just bench` (after the perf table): pacesim against an outside reference, the independent
-# bare event loop of R1 in ../shared/bench/r1-bare (not part of this repository: built and run
-# where it is, into target/r1-bare). Whole processes, timed the same way: `pacesim run
-# sims/r1-<case>.toml` (simulator, checkers, figures, trace hash; no trace file) against
-# `r1-bare <case> --seed 1`, alternated, REPS times each; medians of wall and CPU (user + sys).
+# `just bench` (after the perf table): pacesim against two bare event loops of R1, whole
+# processes timed the same way, alternated, REPS times each; medians of wall and CPU (user +
+# sys). `pacesim run sims/r1-<case>.toml` (simulator, checkers, figures, trace hash; no trace
+# file) against
+# - the outside reference, the independent bare loop in ../shared/bench/r1-bare (not part of
+#   this repository: built and run where it is, into target/r1-bare-*): `r1-bare <case> --seed 1`;
+# - the in-repo bare loop, `benches/perf/bare.rs`, as its bench binary runs it alone
+#   (`--case bare-<case> --quick`: loading the scenario, then one run of the loop).
+# The ratio is bare / pacesim (1 = as fast as the bare loop); the issue's target is 0.5 by wall
+# for R1-large against the outside reference.
 #
 # Like with like: both are built with the same settings. r1-bare's own Cargo.toml asks for fat
 # LTO and one codegen unit; pacesim's release profile uses cargo's defaults (thin local LTO, 16
@@ -41,6 +46,16 @@ cargo build --release --quiet --manifest-path "$BARE_DIR/Cargo.toml" --target-di
 CARGO_TARGET_DIR="$pacesim_target" cargo build --release --quiet --bin pacesim
 bare="target/r1-bare-$PROFILE/release/r1-bare"
 pacesim="$pacesim_target/release/pacesim"
+# the perf bench's binary (its bare loop, benches/perf/bare.rs), built with the same settings
+# (its path from cargo's JSON messages, read with jq; without jq that row is skipped)
+inrepo=""
+if command -v jq >/dev/null; then
+  inrepo=$(CARGO_TARGET_DIR="$pacesim_target" cargo bench --quiet --bench perf --no-run --message-format=json 2>/dev/null |
+    jq -r 'select(.reason == "compiler-artifact" and .target.name == "perf" and .executable != null) | .executable' |
+    tail -1) || inrepo=""
+else
+  echo "jq not found: the in-repo bare loop (benches/perf/bare.rs) is not timed here"
+fi
 
 # wall and CPU seconds of one command, from bash's `times`-free /proc accounting via TIMEFORMAT
 measure() {
@@ -49,22 +64,36 @@ measure() {
 }
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
+ratio() { echo "$1 / $2" | bc -l; }
+summary=()
 echo
-echo "== pacesim against the outside bare loop ($BARE_DIR), whole processes, median of $REPS"
+echo "== pacesim against bare loops of R1, whole processes, median of $REPS (ratio = bare / pacesim)"
 echo "   build: $settings"
-printf '%-10s %12s %12s %12s %12s %10s %10s\n' case "pacesim wall" "bare wall" "pacesim cpu" "bare cpu" "ratio wall" "ratio cpu"
+printf '%-10s %-22s %10s %10s %12s %12s\n' case command wall cpu "ratio wall" "ratio cpu"
 for c in $CASES; do
-  : >"/tmp/pacesim-outside-$$-p" && : >"/tmp/pacesim-outside-$$-b"
+  for f in p b i; do : >"/tmp/pacesim-outside-$$-$f"; done
   for _ in $(seq "$REPS"); do
     measure "$pacesim" run "sims/r1-$c.toml" >>"/tmp/pacesim-outside-$$-p" || true
     measure "$bare" "$c" --seed 1 >>"/tmp/pacesim-outside-$$-b"
+    if [ -n "$inrepo" ]; then
+      measure "$inrepo" --case "bare-$c" --quick >>"/tmp/pacesim-outside-$$-i"
+    fi
   done
-  pw=$(cut -d' ' -f1 "/tmp/pacesim-outside-$$-p" | median)
-  pc=$(cut -d' ' -f2 "/tmp/pacesim-outside-$$-p" | median)
-  bw=$(cut -d' ' -f1 "/tmp/pacesim-outside-$$-b" | median)
-  bc=$(cut -d' ' -f2 "/tmp/pacesim-outside-$$-b" | median)
-  # ratio = bare / pacesim: 1 would be as fast as the bare loop
-  printf '%-10s %11.3fs %11.3fs %11.3fs %11.3fs %10.2f %10.2f\n' "r1-$c" "$pw" "$bw" "$pc" "$bc" \
-    "$(echo "$bw / $pw" | bc -l)" "$(echo "$bc / $pc" | bc -l)"
-  rm -f "/tmp/pacesim-outside-$$-p" "/tmp/pacesim-outside-$$-b"
+  med() { cut -d' ' -f"$2" "/tmp/pacesim-outside-$$-$1" | median; }
+  pw=$(med p 1) pc=$(med p 2) bw=$(med b 1) bc=$(med b 2)
+  printf '%-10s %-22s %9.3fs %9.3fs %12s %12s\n' "r1-$c" "pacesim run" "$pw" "$pc" "" ""
+  printf '%-10s %-22s %9.3fs %9.3fs %12.2f %12.2f\n' "r1-$c" "outside r1-bare" "$bw" "$bc" \
+    "$(ratio "$bw" "$pw")" "$(ratio "$bc" "$pc")"
+  line="r1-$c: against the outside r1-bare $(printf '%.2f' "$(ratio "$bw" "$pw")") by wall, $(printf '%.2f' "$(ratio "$bc" "$pc")") by CPU"
+  if [ -s "/tmp/pacesim-outside-$$-i" ]; then
+    iw=$(med i 1) ic=$(med i 2)
+    printf '%-10s %-22s %9.3fs %9.3fs %12.2f %12.2f\n' "r1-$c" "in-repo bare.rs" "$iw" "$ic" \
+      "$(ratio "$iw" "$pw")" "$(ratio "$ic" "$pc")"
+    line="$line; against the in-repo benches/perf/bare.rs $(printf '%.2f' "$(ratio "$iw" "$pw")") by wall, $(printf '%.2f' "$(ratio "$ic" "$pc")") by CPU"
+  fi
+  summary+=("$line")
+  rm -f "/tmp/pacesim-outside-$$-"[pbi]
 done
+echo
+echo "bare / pacesim, whole processes (target for r1-large against the outside r1-bare: >= 0.5 by wall):"
+for l in "${summary[@]}"; do echo "  $l"; done

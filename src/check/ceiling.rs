@@ -20,13 +20,13 @@
 //! The largest count in any 1 s window `[t, t + 1 s)` of arrivals is reported against
 //! `rate + 1` too, since people read that figure; it is not the verdict.
 
+use crate::check::common::MostlySorted;
 use crate::check::{Checker, Verdict};
 use crate::pacer::BurstMeter;
 use crate::time::Nanos;
 use crate::trace::{Event, Header, Sink};
 use serde::Serialize;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 /// The largest count in a sliding window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -56,9 +56,8 @@ pub struct Ceiling {
     slots: BurstMeter,
     // invariant: granted slots not yet released to `slots`, as (reference time, multiplier bits),
     // released in that order from both queues: the ones granted in that order (the usual
-    // case, one store clock) in `pending_slots`, the others in `pending_out_of_order`.
-    pending_slots: VecDeque<(u64, u64)>,
-    pending_out_of_order: BinaryHeap<Reverse<(u64, u64)>>,
+    // case, one store clock) in a FIFO, the others in a heap ([`MostlySorted`]).
+    pending: MostlySorted<(u64, u64)>,
     window: Nanos,
     recent: VecDeque<u64>,
     max_window: MaxWindow,
@@ -77,8 +76,7 @@ impl Ceiling {
             arrivals: BurstMeter::new(interval.0),
             arrival_pids: Vec::new(),
             slots: BurstMeter::new(interval.0),
-            pending_slots: VecDeque::new(),
-            pending_out_of_order: BinaryHeap::new(),
+            pending: MostlySorted::default(),
             window: Nanos::SECOND,
             recent: VecDeque::new(),
             max_window: MaxWindow {
@@ -99,28 +97,15 @@ impl Ceiling {
     }
 
     fn hold_slot(&mut self, slot: (u64, u64)) {
-        if self.pending_slots.back().is_none_or(|b| *b <= slot) {
-            self.pending_slots.push_back(slot);
-        } else {
-            self.pending_out_of_order.push(Reverse(slot));
-        }
+        self.pending.push(slot);
     }
 
+    #[inline]
     fn release_slots(&mut self, upto: u64) {
-        loop {
-            let in_order = self.pending_slots.front().copied();
-            let other = self.pending_out_of_order.peek().map(|r| r.0);
-            let Some((t, mbits)) = in_order.into_iter().chain(other).min() else {
-                break;
-            };
-            if t > upto {
-                break;
-            }
-            if in_order == Some((t, mbits)) {
-                self.pending_slots.pop_front();
-            } else {
-                self.pending_out_of_order.pop();
-            }
+        while let Some((t, mbits)) = self.pending.peek()
+            && t <= upto
+        {
+            self.pending.pop();
             let i = self.scaled(f64::from_bits(mbits));
             self.slots.push_with_interval(t, i);
         }

@@ -84,20 +84,29 @@ impl Demand {
         self.implied.is_some()
     }
 
+    #[inline]
     fn slot(&mut self, pid: u32) -> &mut Option<u64> {
         let i = pid as usize;
         if i >= self.waiting.len() {
-            self.waiting.resize(i + 1, None);
+            self.grow(i);
         }
         &mut self.waiting[i]
     }
 
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, i: usize) {
+        self.waiting.resize(i + 1, None);
+    }
+
+    #[inline]
     fn start(&mut self, pid: u32, t: u64) {
         if self.dead.get(pid as usize).copied().unwrap_or(false) {
             return;
         }
-        if self.slot(pid).is_none() {
-            *self.slot(pid) = Some(t);
+        let w = self.slot(pid);
+        if w.is_none() {
+            *w = Some(t);
             self.count += 1;
             if self.count == 1 {
                 self.since = Some(t);
@@ -105,6 +114,7 @@ impl Demand {
         }
     }
 
+    #[inline]
     fn stop(&mut self, pid: u32) {
         if self.slot(pid).take().is_some() {
             self.count -= 1;
@@ -115,6 +125,7 @@ impl Demand {
     }
 
     /// Feed one event (after reading any figure that must reflect the state before it).
+    #[inline(always)]
     pub fn event(&mut self, ev: &Event) {
         let t = ev.t();
         if self.count > 0 {
@@ -184,6 +195,7 @@ pub struct Awaiting(PidMap<u64>);
 impl Awaiting {
     /// Feed one event; when it answers an awaited operation (a reply or an error), when that
     /// operation was sent.
+    #[inline(always)]
     pub fn event(&mut self, ev: &Event) -> Option<u64> {
         match *ev {
             Event::OpSent { t, pid, .. } => {
@@ -219,16 +231,20 @@ pub struct Stranded {
 impl Stranded {
     /// Feed one event; `window_open`: a store window is open as it happens. Returns what
     /// [`Awaiting::event`] returns.
+    #[inline(always)]
     pub fn event(&mut self, ev: &Event, window_open: bool) -> Option<u64> {
         let answered = self.awaiting.event(ev);
         match *ev {
             Event::OpSent { pid, .. } if window_open => {
                 self.stranded.add(pid);
             }
+            // (nothing to remove from an empty set: the usual case, no store window)
             Event::Reply { pid, .. }
             | Event::StoreError { pid, .. }
             | Event::Crash { pid, .. }
-            | Event::Restart { pid, .. } => {
+            | Event::Restart { pid, .. }
+                if !self.stranded.is_empty() =>
+            {
                 self.stranded.remove(&pid);
             }
             _ => {}
@@ -303,10 +319,12 @@ impl<V> PidMap<V> {
         self.len
     }
     /// Whether the map is empty.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
     /// `pid`'s entry.
+    #[inline]
     pub fn get(&self, pid: &u32) -> Option<&V> {
         if *pid < DENSE_PIDS {
             self.dense.get(*pid as usize)?.as_ref()
@@ -315,6 +333,7 @@ impl<V> PidMap<V> {
         }
     }
     /// `pid`'s entry, mutably.
+    #[inline]
     pub fn get_mut(&mut self, pid: &u32) -> Option<&mut V> {
         if *pid < DENSE_PIDS {
             self.dense.get_mut(*pid as usize)?.as_mut()
@@ -327,20 +346,36 @@ impl<V> PidMap<V> {
         self.get(pid).is_some()
     }
     /// Sets `pid`'s entry; returns the previous one.
+    #[inline]
     pub fn insert(&mut self, pid: u32, v: V) -> Option<V> {
         let old = if pid < DENSE_PIDS {
             let i = pid as usize;
             if i >= self.dense.len() {
-                self.dense.resize_with(i + 1, || None);
+                self.grow(i);
             }
             self.dense[i].replace(v)
         } else {
-            self.spill.insert(pid, v)
+            self.spill_insert(pid, v)
         };
         if old.is_none() {
             self.len += 1;
         }
         old
+    }
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, i: usize) {
+        self.dense.resize_with(i + 1, || None);
+    }
+    #[cold]
+    #[inline(never)]
+    fn spill_insert(&mut self, pid: u32, v: V) -> Option<V> {
+        self.spill.insert(pid, v)
+    }
+    #[cold]
+    #[inline(never)]
+    fn spill_remove(&mut self, pid: u32) -> Option<V> {
+        self.spill.remove(&pid)
     }
     /// `pid`'s entry, inserting `f()` first if it has none.
     pub fn get_or_insert_with(&mut self, pid: u32, f: impl FnOnce() -> V) -> &mut V {
@@ -350,11 +385,12 @@ impl<V> PidMap<V> {
         self.get_mut(&pid).expect("inserted above")
     }
     /// Removes and returns `pid`'s entry.
+    #[inline]
     pub fn remove(&mut self, pid: &u32) -> Option<V> {
         let old = if *pid < DENSE_PIDS {
             self.dense.get_mut(*pid as usize)?.take()
         } else {
-            self.spill.remove(pid)
+            self.spill_remove(*pid)
         };
         if old.is_some() {
             self.len -= 1;
@@ -412,6 +448,7 @@ pub type PidSet = PidMap<()>;
 
 impl PidMap<()> {
     /// Adds `pid`; whether it was new.
+    #[inline]
     pub fn add(&mut self, pid: u32) -> bool {
         self.insert(pid, ()).is_none()
     }
@@ -574,5 +611,113 @@ mod stranded_tests {
             false,
         );
         assert!(s.is_empty());
+    }
+}
+
+/// A min-queue for values that mostly arrive in ascending order (granted slots): those in
+/// order wait in a FIFO, the rest in a heap, and the least of the two heads comes out first.
+/// The same values come out in the same order as from one `BinaryHeap` of `Reverse`s, at a
+/// FIFO's cost in the usual case.
+#[derive(Clone, Debug)]
+pub struct MostlySorted<T> {
+    // invariant: ascending, front first
+    in_order: std::collections::VecDeque<T>,
+    others: std::collections::BinaryHeap<std::cmp::Reverse<T>>,
+}
+
+impl<T: Ord + Copy> Default for MostlySorted<T> {
+    fn default() -> Self {
+        MostlySorted {
+            in_order: std::collections::VecDeque::new(),
+            others: std::collections::BinaryHeap::new(),
+        }
+    }
+}
+
+impl<T: Ord + Copy> MostlySorted<T> {
+    /// Add `v`.
+    #[inline]
+    pub fn push(&mut self, v: T) {
+        if self.in_order.back().is_none_or(|b| *b <= v) {
+            self.in_order.push_back(v);
+        } else {
+            self.others.push(std::cmp::Reverse(v));
+        }
+    }
+
+    /// The least value, if any.
+    #[inline]
+    pub fn peek(&self) -> Option<T> {
+        let a = self.in_order.front().copied();
+        if self.others.is_empty() {
+            return a;
+        }
+        let b = self.others.peek().map(|r| r.0);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Remove the least value (the one [`MostlySorted::peek`] returns).
+    #[inline]
+    pub fn pop(&mut self) -> Option<T> {
+        let least = self.peek()?;
+        if self.in_order.front() == Some(&least) {
+            self.in_order.pop_front()
+        } else {
+            self.others.pop().map(|r| r.0)
+        }
+    }
+
+    /// Values held.
+    pub fn len(&self) -> usize {
+        self.in_order.len() + self.others.len()
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod mostly_sorted_tests {
+    use super::*;
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    /// Mostly ascending pushes with some out of order, interleaved with pops: the same values
+    /// come out as from a binary heap.
+    #[test]
+    fn pops_what_a_binary_heap_pops() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(11);
+        let mut a = MostlySorted::default();
+        let mut b = BinaryHeap::new();
+        let mut next = 0u64;
+        for _ in 0..20_000 {
+            if rng.random_bool(0.55) {
+                next += rng.random_range(0..5u64);
+                let v = if rng.random_bool(0.1) {
+                    (
+                        next.saturating_sub(rng.random_range(0..20u64)),
+                        rng.random_range(0..3u64),
+                    )
+                } else {
+                    (next, rng.random_range(0..3u64))
+                };
+                a.push(v);
+                b.push(Reverse(v));
+            } else {
+                assert_eq!(a.peek(), b.peek().map(|r| r.0));
+                assert_eq!(a.pop(), b.pop().map(|r| r.0));
+            }
+            assert_eq!(a.len(), b.len());
+        }
+        while let Some(Reverse(v)) = b.pop() {
+            assert_eq!(a.pop(), Some(v));
+        }
+        assert!(a.is_empty() && a.pop().is_none());
     }
 }

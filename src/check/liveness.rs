@@ -42,11 +42,10 @@
 //! session), and a wedged pace. Applies to pace backends (the trace has grants) and to lock
 //! backends that state a lock use; a walk lock has no throughput target.
 
-use crate::check::common::{Demand, Stranded, base_interval, secs};
+use crate::check::common::{Demand, MostlySorted, Stranded, base_interval, secs};
 use crate::check::{Checker, Verdict};
 use crate::trace::{Detail, Event, FaultKind, Header, LockUse, Sink, StoreFallback};
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::BTreeSet;
 
 /// The liveness checker.
 #[derive(Debug)]
@@ -61,7 +60,7 @@ pub struct Liveness {
     demand: Demand,
     m: f64,
     // invariant: granted slots (reference time, multiplier bits) not yet reached.
-    slots: BinaryHeap<Reverse<(u64, u64)>>,
+    slots: MostlySorted<(u64, u64)>,
     excluded: BTreeSet<u32>,
     // processes whose store operation was sent while the store was out, or was in flight when
     // it went out, and is not yet answered (a client timeout outlives the outage)
@@ -124,7 +123,7 @@ impl Liveness {
             },
             walk_lock: d.ttl_ns.is_some() || d.walk.is_some(),
             m: 1.0,
-            slots: BinaryHeap::new(),
+            slots: MostlySorted::default(),
             excluded: BTreeSet::new(),
             stranded: Stranded::default(),
             heal_slack: d.dead_holder_release().map_or(0, |(_, ns)| ns),
@@ -155,7 +154,7 @@ impl Liveness {
     fn advance(&mut self, t: u64) {
         loop {
             let next = match self.slots.peek() {
-                Some(&Reverse((at, m))) if at <= t => Some((at, f64::from_bits(m))),
+                Some((at, m)) if at <= t => Some((at, f64::from_bits(m))),
                 _ => None,
             };
             let mut upto = next.map_or(t, |n| n.0.max(self.last));
@@ -198,7 +197,7 @@ impl Sink for Liveness {
                 // the multiplier takes effect at the granted slot: a pace grants up to N slots
                 // ahead, and spaces the next slot by this grant's interval
                 let at = (t as i128 + *slot as i128 - *now as i128).clamp(0, u64::MAX as i128) as u64;
-                self.slots.push(Reverse((at.max(t), multiplier.to_bits())));
+                self.slots.push((at.max(t), multiplier.to_bits()));
             }
             Event::Multiplier { to, .. } if !self.grants => self.m = *to,
             Event::Crash { .. } => {

@@ -34,8 +34,9 @@ struct Key {
 
 impl Key {
     /// `(at, seq)` as one number, so comparing two keys is one wide comparison.
+    #[inline]
     fn order(&self) -> u128 {
-        (u128::from(self.at.0) << 64) | u128::from(self.seq)
+        order(self.at, self.seq)
     }
 }
 
@@ -69,7 +70,19 @@ pub struct Engine<E> {
     free: Vec<u32>,
     // invariant: each lane is ordered by `(at, seq)`, front first.
     lanes: Vec<VecDeque<(Instant, u64, E)>>,
+    // invariant: the earliest lane head as `(order, lane)` (see `order`), `NO_LANE` when
+    // every lane is empty: a pop compares the heap's head with this one number.
+    lane_head: (u128, usize),
     popped: u64,
+}
+
+/// `lane_head` when every lane is empty: later than any event.
+const NO_LANE: (u128, usize) = (u128::MAX, usize::MAX);
+
+/// `(at, seq)` as one number: what the firing order compares.
+#[inline]
+fn order(at: Instant, seq: u64) -> u128 {
+    (u128::from(at.0) << 64) | u128::from(seq)
 }
 
 impl<E> Default for Engine<E> {
@@ -88,6 +101,7 @@ impl<E> Engine<E> {
             slab: Vec::new(),
             free: Vec::new(),
             lanes: Vec::new(),
+            lane_head: NO_LANE,
             popped: 0,
         }
     }
@@ -134,40 +148,58 @@ impl<E> Engine<E> {
         if self.lanes.len() <= i {
             self.lanes.resize_with(i + 1, VecDeque::new);
         }
-        if self.lanes[i].back().is_some_and(|b| b.0 > at) {
+        let lane = &mut self.lanes[i];
+        if lane.back().is_some_and(|b| b.0 > at) {
             return self.at(at, event);
         }
-        let seq = self.next_seq();
-        self.lanes[i].push_back((at, seq, event));
+        let seq = self.seq;
+        self.seq += 1;
+        let was_empty = lane.is_empty();
+        lane.push_back((at, seq, event));
+        // a new head (the lane was empty) may be the earliest of all heads
+        let o = order(at, seq);
+        if was_empty && o < self.lane_head.0 {
+            self.lane_head = (o, i);
+        }
+    }
+
+    /// Recompute `lane_head` after a lane's head left.
+    fn find_lane_head(&mut self) {
+        let mut best = NO_LANE;
+        for (i, lane) in self.lanes.iter().enumerate() {
+            if let Some(&(at, seq, _)) = lane.front() {
+                let o = order(at, seq);
+                if o < best.0 {
+                    best = (o, i);
+                }
+            }
+        }
+        self.lane_head = best;
     }
 
     /// Pop the next event, advancing time to it, unless it is due after `limit`.
     pub fn pop_until(&mut self, limit: Instant) -> Option<(Instant, E)> {
-        // the earliest head: the heap's, or a lane's
-        let mut best = self.heap.peek().map(|k| (k.at, k.seq));
-        let mut from_lane = None;
-        for (i, lane) in self.lanes.iter().enumerate() {
-            if let Some(&(at, seq, _)) = lane.front()
-                && best.is_none_or(|b| (at, seq) < b)
-            {
-                best = Some((at, seq));
-                from_lane = Some(i);
+        // the earliest head: the heap's, or the earliest lane's (orders are unique: `seq` is)
+        let heap = self.heap.peek().map_or(u128::MAX, Key::order);
+        let (at, event) = if self.lane_head.0 < heap {
+            let (_, i) = self.lane_head;
+            let at = Instant((self.lane_head.0 >> 64) as u64);
+            if at > limit {
+                return None;
             }
-        }
-        if best?.0 > limit {
-            return None;
-        }
-        let (at, event) = match from_lane {
-            Some(i) => {
-                let (at, _, event) = self.lanes[i].pop_front()?;
-                (at, event)
+            let (_, _, event) = self.lanes[i].pop_front()?;
+            self.find_lane_head();
+            (at, event)
+        } else {
+            if heap == u128::MAX || Instant((heap >> 64) as u64) > limit {
+                // (an event due at the very end of time with the last sequence number cannot
+                // be told from none: 2^64 events are never scheduled)
+                return None;
             }
-            None => {
-                let k = self.heap.pop()?;
-                self.free.push(k.slot);
-                let event = self.slab[k.slot as usize].take().expect("a key's slot holds its event");
-                (k.at, event)
-            }
+            let k = self.heap.pop()?;
+            self.free.push(k.slot);
+            let event = self.slab[k.slot as usize].take().expect("a key's slot holds its event");
+            (k.at, event)
         };
         debug_assert!(at >= self.now);
         self.now = at;

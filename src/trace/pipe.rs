@@ -10,8 +10,11 @@
 use super::{Event, Header, Sink};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
-/// Events per batch: large enough to amortise the hand-off, small enough to stay in cache.
-const BATCH: usize = 8192;
+/// Events per batch: large enough to amortise the hand-off (a few thousand hand-offs a
+/// second), small enough that a batch (48 KiB) is still in the shared cache when the consumer
+/// reads it and the few batches in flight stay in the producer's (with 8,192, R1-large took
+/// about 10% more CPU, measured on a busy machine).
+const BATCH: usize = 1024;
 /// Batches in flight at once (the producer blocks beyond this: bounded memory).
 const IN_FLIGHT: usize = 4;
 

@@ -47,6 +47,11 @@ pub struct Header {
 }
 
 /// One event. `t` is nanoseconds on the reference timeline.
+///
+/// (48 bytes. `repr(u8)` would put `t` at one offset in every variant, making [`Event::t`] one
+/// load for the consumers, but its C layout pads the event to 56 bytes, and the simulator's
+/// thread, which copies every event into the pipe and sets the wall time, would copy a sixth
+/// more.)
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "ev", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Event {
@@ -221,6 +226,7 @@ pub enum Event {
 
 impl Event {
     /// The event's time.
+    #[inline]
     pub fn t(&self) -> u64 {
         match *self {
             Event::OpSent { t, .. }
