@@ -11,14 +11,16 @@ simulate *ARGS:
 
 # Release profile: the property and scenario tests simulate millions of events.
 # PROPTEST_CASES sets the property tests' depth.
-# The test suite: unit, integration, property, live (skipped without servers), bench smoke,
-# and the docs' examples (the crate doc's tutorial).
+# Unit, integration, property, live (skipped without servers), bench smoke, and the docs'
+# examples (the crate doc's tutorial).
+# The test suite.
 test:
     cargo test --release --all-targets
     cargo test --release --doc
 
-# What CI runs: formatting, lints and docs with warnings denied, then the tests, then the
-# loom models (and their broken twins, which must be caught).
+# Formatting, lints and docs with warnings denied, then the tests, then the loom models
+# (and their broken twins, which must be caught).
+# What CI runs (`.ci/run` calls it).
 ci:
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
@@ -37,8 +39,9 @@ fuzz:
 
 # Engine events/s; R1-small and R1-large fetches/s against a bare event loop (the ratio);
 # property-suite rate; peak memory. `--quick`: each case once; `--only large`: R1-large only.
-# Then R1 as whole processes against the outside bare loop ../shared/bench/r1-bare (built with
-# pacesim's release settings; PROFILE=fat builds both with fat LTO, REPS=N repetitions).
+# Then R1 as whole processes against the outside bare loop ../shared/bench/r1-bare and the
+# in-repo one (benches/perf/bare.rs), all built with pacesim's release settings (PROFILE=fat:
+# fat LTO for all; REPS=N repetitions): one line per case with both ratios, by wall and CPU.
 # Performance figures, release build.
 bench *ARGS:
     cargo bench --bench perf -- {{ARGS}}

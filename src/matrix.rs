@@ -33,16 +33,7 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_EXPECTED: &str = "tests/expected-matrix.toml";
 
 /// The properties, in column order (every checker verdict name).
-pub const PROPERTIES: &[&str] = &[
-    "ceiling",
-    "slot_ceiling",
-    "backoff_coherence",
-    "self_heal",
-    "degradation",
-    "liveness",
-    "mutual_exclusion",
-    "fairness",
-];
+pub const PROPERTIES: &[&str] = &crate::check::ORDER;
 
 /// One cell's outcome.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]

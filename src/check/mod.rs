@@ -103,8 +103,9 @@ impl Seen {
     }
 }
 
-/// The order [`Suite::verdicts`] reports checks in.
-const ORDER: [&str; 8] = [
+/// Every checker's verdict name, in the order [`Suite::verdicts`] reports them (the verdict
+/// matrix's columns).
+pub const ORDER: [&str; 8] = [
     "ceiling",
     "slot_ceiling",
     "backoff_coherence",

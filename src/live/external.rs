@@ -461,24 +461,7 @@ fn spawn(ctx: &ExtCtx, pid: u32, incarnation: u32, remaining: Option<u64>) -> st
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
-    let child = cmd.spawn()?;
-    if let Some(id) = child.id() {
-        ctx.os_pids.lock().expect("pids").push(id);
-    }
-    Ok(child)
+    crate::live::supervisor::spawn_tied(&mut cmd, &ctx.os_pids)
 }
 
 /// A line a worker printed on stdout, read.

@@ -91,12 +91,20 @@ fn spawn_worker(
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true);
+    spawn_tied(&mut cmd, &ctx.os_pids)
+}
+
+/// Spawn `cmd` tied to this process: it dies with the thread that forked it (PDEATHSIG: a
+/// runtime worker thread, which lives as long as the run), never outlives a parent that died
+/// before the exec, and its pid goes to `os_pids` (the runner's last-resort cleanup).
+pub(crate) fn spawn_tied(
+    cmd: &mut tokio::process::Command,
+    os_pids: &std::sync::Mutex<Vec<u32>>,
+) -> std::io::Result<tokio::process::Child> {
     let parent = std::process::id() as libc::pid_t;
     // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
-            // Die with the parent (with the thread that forked us: a runtime worker thread,
-            // which lives as long as the run).
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -108,7 +116,7 @@ fn spawn_worker(
     }
     let child = cmd.spawn()?;
     if let Some(id) = child.id() {
-        ctx.os_pids.lock().expect("pids").push(id);
+        os_pids.lock().expect("pids").push(id);
     }
     Ok(child)
 }
