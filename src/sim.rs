@@ -36,8 +36,9 @@ const TO_DESTINATION: Lane = Lane(2);
 enum Ev<Op, Reply> {
     /// Process `pid` starts.
     Start { pid: u32 },
-    /// A process timer fires; what it means depends on the process's phase.
-    Wake { pid: u32, inc: u32 },
+    /// A process timer fires; what it means depends on the process's phase. `timer` tells the
+    /// process's current timer from one a soft limit or a re-enqueue made stale.
+    Wake { pid: u32, inc: u32, timer: u32 },
     /// Open loop: a job arrives for `pid`.
     Job { pid: u32 },
     /// An operation reaches the store.
@@ -267,12 +268,12 @@ impl<'a, B: Backend> Sim<'a, B> {
                 self.workers[pid as usize].phase = Phase::Idle;
                 self.next_job(pid, true);
             }
-            Ev::Wake { pid, inc } => {
-                if !self.current(pid, inc) {
+            Ev::Wake { pid, inc, timer } => {
+                if !self.current(pid, inc) || self.workers[pid as usize].timer != timer {
                     return;
                 }
                 match self.workers[pid as usize].phase {
-                    Phase::Idle => self.start_job(pid),
+                    Phase::Idle | Phase::Requeued => self.start_job(pid),
                     Phase::Retrying => {
                         let (t, w) = (self.engine.now(), &mut self.workers[pid as usize]);
                         let a = w.retry(t, &mut Tracked::new(self.out, &mut self.sections));
@@ -348,8 +349,8 @@ impl<'a, B: Backend> Sim<'a, B> {
             NextJob::WaitForJob => {}
             NextJob::StartNow => self.start_job(pid),
             NextJob::ThinkFor(d) => {
-                let inc = w.incarnation;
-                self.engine.after(d, Ev::Wake { pid, inc });
+                let (inc, timer) = (w.incarnation, w.arm_timer());
+                self.engine.after(d, Ev::Wake { pid, inc, timer });
             }
         }
     }
@@ -389,13 +390,15 @@ impl<'a, B: Backend> Sim<'a, B> {
                 if wake <= now {
                     self.fetch_start(pid);
                 } else {
-                    let inc = self.workers[pid as usize].incarnation;
-                    self.engine.at(wake, Ev::Wake { pid, inc });
+                    let w = &mut self.workers[pid as usize];
+                    let (inc, timer) = (w.incarnation, w.arm_timer());
+                    self.engine.at(wake, Ev::Wake { pid, inc, timer });
                 }
             }
-            Action::RetryAt(at) => {
-                let inc = self.workers[pid as usize].incarnation;
-                self.engine.at(at, Ev::Wake { pid, inc });
+            Action::RetryAt(at) | Action::Requeue(at) => {
+                let w = &mut self.workers[pid as usize];
+                let (inc, timer) = (w.incarnation, w.arm_timer());
+                self.engine.at(at, Ev::Wake { pid, inc, timer });
             }
             Action::JobDone => self.next_job(pid, false),
             Action::Die(k) => self.kill(pid, k.point.into(), k.restart_after),
@@ -653,7 +656,10 @@ impl<'a, B: Backend> Sim<'a, B> {
 
     fn limit(&mut self, pid: u32, inc: u32, job: u64, hard: bool) {
         let w = &self.workers[pid as usize];
-        if !self.current(pid, inc) || w.job_seq != job || matches!(w.phase, Phase::Idle | Phase::Finished) {
+        if !self.current(pid, inc)
+            || w.job_seq != job
+            || matches!(w.phase, Phase::Idle | Phase::Requeued | Phase::Finished)
+        {
             return;
         }
         if hard {

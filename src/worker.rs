@@ -26,6 +26,9 @@ pub enum Phase {
     Idle,
     /// Waiting for the backend to be asked again (a retry timer).
     Retrying,
+    /// The job ended by re-enqueueing its task: the process is free, and a fresh execution
+    /// (with fresh time limits) starts when the countdown ends.
+    Requeued,
     /// An operation is in flight to or queued at the store.
     Awaiting,
     /// Permission granted; sleeping until the slot.
@@ -62,6 +65,9 @@ pub enum Action<Op> {
     FetchAt(Instant),
     /// Sleep, then ask again ([`Worker::retry`]).
     RetryAt(Instant),
+    /// The job is over and its task re-enqueued: at this time start a fresh execution of it
+    /// ([`Worker::start_job`], then [`Worker::retry`]), with fresh time limits.
+    Requeue(Instant),
     /// The job is over ([`Worker::next_job`]).
     JobDone,
     /// An armed kill fired here: the process dies (the driver carries out the SIGKILL).
@@ -124,6 +130,10 @@ pub struct Worker<P> {
     pub job_seq: u64,
     /// When the current job began.
     pub job_start: Instant,
+    // invariant: a process has at most one timer that counts, the one armed last (a driver
+    // that can hold several tells them apart by this number).
+    /// Number of the timer armed last ([`Worker::arm_timer`]).
+    pub timer: u32,
     /// Kills armed for this process, in arming order (they outlive an incarnation).
     pub armed: Vec<Armed>,
     /// The backend's process side (a restart builds a fresh one). Boxed: the loop's own
@@ -147,6 +157,7 @@ impl<P: ProcessSide> Worker<P> {
             op_sent: Instant::ZERO,
             job_seq: 0,
             job_start: Instant::ZERO,
+            timer: 0,
             armed: Vec::new(),
             process: Box::new(process),
         }
@@ -177,6 +188,12 @@ impl<P: ProcessSide> Worker<P> {
             out,
         };
         f(&mut self.process, &mut cx)
+    }
+
+    /// A timer is armed: any timer armed before it no longer counts. Its number.
+    pub fn arm_timer(&mut self) -> u32 {
+        self.timer = self.timer.wrapping_add(1);
+        self.timer
     }
 
     /// If a kill is armed at `point`, take it: the process dies there.
@@ -260,6 +277,10 @@ impl<P: ProcessSide> Worker<P> {
             Step::RetryAt(at) => {
                 self.phase = Phase::Retrying;
                 Action::RetryAt(at.max(t))
+            }
+            Step::Requeue(at) => {
+                self.phase = Phase::Requeued;
+                Action::Requeue(at.max(t))
             }
             Step::Done => Action::JobDone,
         }

@@ -823,3 +823,48 @@ fn state_lost_recreates_the_row_and_bunches_the_held_slots() {
     let gcra = summary(&sc);
     assert!(gcra.checks.values().all(|c| c.pass), "{:?}", gcra.checks);
 }
+
+/// Issue 15, item 2: a re-enqueue is a new task execution. Waiting tasks poll every `poll`
+/// (2 s) with fresh limits, so none is hard-killed, and the safety valve fires at `max_wait`
+/// (900 s) for the two the lock holder starves; the valve's uncapped walks break the ceiling.
+#[test]
+fn lock_churn_requeues_with_fresh_limits_and_the_valve_fires_at_max_wait() {
+    let sc = load("lock-churn.toml");
+    let evs = trace(&sc);
+    assert!(
+        !evs.iter().any(|e| matches!(e, Event::Crash { .. })),
+        "no execution hit its hard limit"
+    );
+    for pid in [0u32, 1] {
+        let tries: Vec<u64> = evs
+            .iter()
+            .filter_map(|e| match *e {
+                Event::OpSent { t, pid: p, op } if p == pid && op == pacesim::trace::OpKind::TryLock => Some(t),
+                _ => None,
+            })
+            .collect();
+        let gaps: Vec<u64> = tries.windows(2).map(|w| w[1] - w[0]).collect();
+        let short = gaps.iter().filter(|&&g| g < 1_900_000_000).count();
+        assert_eq!(short, 0, "pid {pid} polls every 2 s, never faster");
+        let valve = evs
+            .iter()
+            .find_map(|e| match *e {
+                Event::Uncapped { t, pid: p, reason } if p == pid => Some((t, reason)),
+                _ => None,
+            })
+            .expect("the safety valve fires");
+        assert_eq!(valve.1, pacesim::trace::UncappedReason::SafetyValve);
+        assert!((900.0..903.0).contains(&secs(valve.0)), "{}", secs(valve.0));
+    }
+    let s = summary(&sc);
+    assert!(
+        !s.checks["ceiling"].pass && s.checks["mutual_exclusion"].pass,
+        "{:?}",
+        s.checks
+    );
+    assert!(
+        s.checks["fairness"].detail.contains("longest wait for permission 900."),
+        "{}",
+        s.checks["fairness"].detail
+    );
+}

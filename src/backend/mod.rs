@@ -82,6 +82,10 @@ pub enum Step<Op> {
     FetchAt(Instant),
     /// Ask again ([`ProcessSide::acquire`]) at this time.
     RetryAt(Instant),
+    /// End this execution of the job and re-enqueue its task with a countdown: the worker is
+    /// free, and a fresh execution (fresh time limits; the process side keeps its state)
+    /// starts at this time (a Celery task retrying itself with `countdown`).
+    Requeue(Instant),
     /// The job is complete.
     Done,
 }

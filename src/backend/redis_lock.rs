@@ -4,10 +4,14 @@
 //! - **Atomic operation:** `SET key token NX PX ttl` (non-blocking acquire) and a
 //!   compare-and-delete release (a script: delete only if the value is still our token).
 //! - **Protocol:** a job is a *walk*: `walk` fetches paced locally at the rate inside, run
-//!   while holding the lock. On contention the job re-enqueues itself with a short countdown
-//!   (`poll`) and tries again; once its total wait passes `max_wait` (~15 min) it runs
-//!   **uncapped** as a safety valve. A broker error also degrades to uncapped (the prior
-//!   behaviour) rather than stalling downloads.
+//!   while holding the lock. On contention the task re-enqueues itself with a short countdown
+//!   (`poll`): that execution ends, the worker is free, and the next execution (with fresh
+//!   soft and hard limits) tries again ([`Step::Requeue`]). The task remembers when it first
+//!   asked; once its total wait passes `max_wait` (~15 min) it runs **uncapped** as a safety
+//!   valve. A broker error also degrades to uncapped (the prior behaviour) rather than
+//!   stalling downloads. (A SIGKILL of the process drops the task it was re-enqueueing; a real
+//!   broker would deliver it again with its first attempt's time: pacesim's restart starts the
+//!   count afresh.)
 //! - **Clock:** the Redis server's, for the TTL only.
 //! - **Store failure:** uncapped (an `uncapped` trace event, reason `broker_error`).
 //! - **SIGKILL leaves:** the key, until its TTL expires; the next walk starts at expiry, not
@@ -249,7 +253,7 @@ impl ProcessSide for Walker {
                     Walker::uncapped(cx, UncappedReason::SafetyValve);
                     self.start_walk(cx, false)
                 } else {
-                    Step::RetryAt(cx.t + self.cfg.poll) // re-enqueue with a countdown
+                    Step::Requeue(cx.t + self.cfg.poll) // re-enqueue with a countdown
                 }
             }
             (LockOp::Unlock { .. }, _) => {
@@ -291,9 +295,10 @@ impl ProcessSide for Walker {
     }
 
     fn on_soft_limit(&mut self, _cx: &mut ProcCx) -> Step<LockOp> {
-        // The chunk finalises: release the lock like a finished walk.
+        // The chunk finalises: release the lock like a finished walk. (Only a walk's own
+        // execution can pass its soft limit: a try that finds the lock taken ends its execution
+        // at once; the task's first attempt stays as it was.)
         self.left = 0;
-        self.first_try = None;
         if self.holding {
             Step::Send(LockOp::Unlock { lock: 0 })
         } else {
@@ -368,7 +373,7 @@ mod tests {
         assert_eq!(w.proc(0, 1, |p, cx| p.acquire(cx)), Step::Send(try_lock));
         assert_eq!(
             w.proc(0, 1, |p, cx| p.on_reply(cx, &try_lock, LockReply::Busy)),
-            Step::RetryAt(Instant(5_000_000_000))
+            Step::Requeue(Instant(5_000_000_000))
         );
         // released by its holder: the next try succeeds
         w.serve(0, 0, LockOp::Unlock { lock: 0 });
@@ -380,7 +385,7 @@ mod tests {
         w.proc(61_000_000_000, 0, |p, cx| p.acquire(cx));
         assert!(matches!(
             w.proc(72_000_000_000, 0, |p, cx| p.on_reply(cx, &try_lock, LockReply::Busy)),
-            Step::RetryAt(_)
+            Step::Requeue(_)
         ));
         assert!(matches!(
             w.proc(73_000_000_001, 0, |p, cx| p.on_reply(cx, &try_lock, LockReply::Busy)),

@@ -1,6 +1,9 @@
 //! `fairness`: Jain's index over the processes' fetch counts (destination arrivals per
 //! process): `(sum x)^2 / (n * sum x^2)`, 1 when every process fetched equally, `1/n` when one
-//! did everything. Reported, not a verdict: it always passes, the detail carries the figure.
+//! did everything. Reported, not a verdict: it always passes, the detail carries the figure
+//! and the longest any process waited for permission (from asking to its fetch start, across
+//! re-enqueued executions; a crash ends a wait), so starvation shows even where the counts
+//! look fair.
 //!
 //! R. Jain, D. Chiu, W. Hawe, "A Quantitative Measure of Fairness and Discrimination for
 //! Resource Allocation in Shared Computer Systems", DEC-TR-301, 1984.
@@ -13,6 +16,10 @@ use crate::trace::{Event, Header, Sink};
 pub struct Fairness {
     // invariant: counts[pid] = arrivals from pid; one entry per process of the header.
     counts: Vec<u64>,
+    // invariant: asked[pid] = Some(t) while pid waits for permission, since t.
+    asked: Vec<Option<u64>>,
+    // the longest wait so far: (ns, pid, since)
+    longest: Option<(u64, u32, u64)>,
 }
 
 impl Fairness {
@@ -20,6 +27,8 @@ impl Fairness {
     pub fn new(h: &Header) -> Fairness {
         Fairness {
             counts: vec![0; h.processes as usize],
+            asked: vec![None; h.processes as usize],
+            longest: None,
         }
     }
 
@@ -32,14 +41,49 @@ impl Fairness {
     }
 }
 
+impl Fairness {
+    fn ask(&mut self, pid: u32, t: u64) {
+        let i = pid as usize;
+        if i >= self.asked.len() {
+            self.asked.resize(i + 1, None);
+        }
+        self.asked[i].get_or_insert(t);
+    }
+
+    fn served(&mut self, pid: u32, t: u64) {
+        if let Some(since) = self.asked.get_mut(pid as usize).and_then(Option::take) {
+            let w = t.saturating_sub(since);
+            if self.longest.is_none_or(|l| w > l.0) {
+                self.longest = Some((w, pid, since));
+            }
+        }
+    }
+}
+
 impl Sink for Fairness {
     fn event(&mut self, ev: &Event) {
-        if let Event::Arrival { pid, .. } = *ev {
-            let i = pid as usize;
-            if i >= self.counts.len() {
-                self.counts.resize(i + 1, 0);
+        match *ev {
+            Event::Arrival { pid, .. } => {
+                let i = pid as usize;
+                if i >= self.counts.len() {
+                    self.counts.resize(i + 1, 0);
+                }
+                self.counts[i] += 1;
             }
-            self.counts[i] += 1;
+            Event::OpSent { t, pid, op } if op.asks_permission() => self.ask(pid, t),
+            Event::Grant { t, pid, .. } => self.ask(pid, t),
+            Event::FetchStart { t, pid } => self.served(pid, t),
+            Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
+                if let Some(a) = self.asked.get_mut(pid as usize) {
+                    *a = None;
+                }
+            }
+            Event::End { t } => {
+                for pid in 0..self.asked.len() as u32 {
+                    self.served(pid, t);
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -52,11 +96,19 @@ impl Checker for Fairness {
             (Some((lo, a)), Some((hi, b))) => format!("; fewest {a} (pid {lo}), most {b} (pid {hi})"),
             _ => String::new(),
         };
+        let wait = match self.longest {
+            Some((w, pid, since)) => format!(
+                "; longest wait for permission {:.3}s (pid {pid}, from {:.3}s)",
+                w as f64 / 1e9,
+                since as f64 / 1e9
+            ),
+            None => String::new(),
+        };
         vec![Verdict {
             name: "fairness",
             pass: true,
             detail: format!(
-                "Jain's index {:.3} over {} processes{spread} (reported, not a verdict)",
+                "Jain's index {:.3} over {} processes{spread}{wait} (reported, not a verdict)",
                 self.index(),
                 self.counts.len()
             ),

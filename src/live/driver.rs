@@ -192,12 +192,21 @@ where
             if self.clock.now() >= duration {
                 return Ok(());
             }
-            self.job().await?;
+            // a job that re-enqueues its task runs again, as a fresh execution, at the countdown
+            let mut requeued = self.job().await?;
+            while let Some(at) = requeued {
+                self.clock.sleep_until_precise(at.0).await;
+                if self.clock.now() >= duration {
+                    return Ok(());
+                }
+                requeued = self.job().await?;
+            }
         }
     }
 
-    /// 2. One job, within its soft time limit.
-    async fn job(&mut self) -> Result<(), String> {
+    /// 2. One job, within its soft time limit; `Some(at)` when it re-enqueued its task to run
+    ///    again at `at`.
+    async fn job(&mut self) -> Result<Option<Instant>, String> {
         let t = self.clock.now();
         self.out.msg(&ToParent::JobStart { t });
         let soft = self.sc.processes.soft_limit;
@@ -207,21 +216,21 @@ where
                 .ok(),
             None => Some(self.job_body().await),
         };
-        match finished {
+        let requeued = match finished {
             Some(r) => r?,
             None => {
                 // Past the soft limit the job finalises; the process side says what that means.
                 let now = self.now();
                 let a = self.w.soft_limit(now, &mut self.out);
-                self.act(a).await?;
+                self.act(a).await?
             }
-        }
+        };
         let t = self.clock.now();
         self.out.msg(&ToParent::JobEnd { t });
-        Ok(())
+        Ok(requeued)
     }
 
-    async fn job_body(&mut self) -> Result<(), String> {
+    async fn job_body(&mut self) -> Result<Option<Instant>, String> {
         self.take_armed();
         let now = self.now();
         self.w.start_job(now); // the parent arms the hard limit from the job_start message
@@ -229,8 +238,8 @@ where
         self.act(a).await
     }
 
-    /// 3. Carry out actions until the job is done.
-    async fn act(&mut self, mut a: Action<B::Op>) -> Result<(), String> {
+    /// 3. Carry out actions until the job is done (`Some(at)`: it re-enqueued its task).
+    async fn act(&mut self, mut a: Action<B::Op>) -> Result<Option<Instant>, String> {
         loop {
             self.take_armed();
             a = match a {
@@ -244,10 +253,11 @@ where
                     let now = self.now();
                     self.w.retry(now, &mut self.out)
                 }
-                Action::JobDone => return Ok(()),
+                Action::JobDone => return Ok(None),
+                Action::Requeue(at) => return Ok(Some(at)),
                 Action::Die(k) => {
                     self.die(k.point);
-                    return Ok(());
+                    return Ok(None);
                 }
             };
         }
