@@ -443,10 +443,15 @@ fn print_summary(s: &Summary, file: Option<&Path>, json: bool) {
         "  burst needed: arrivals {}  slots {}  max in 1 s: {} (bound {})  429s {}  503s {}",
         s.burst_needed, s.slot_burst_needed, s.max_window.count, s.max_window.bound, s.status_429, s.status_503
     );
-    println!(
-        "  reservation ms: mean {:.3} p50 {:.3} p95 {:.3} p99 {:.3}  trace {}",
-        s.reservation.mean_ms, s.reservation.p50_ms, s.reservation.p95_ms, s.reservation.p99_ms, s.trace_hash
-    );
+    if s.reservation.count == 0 {
+        // an in-process pacer, or an external worker that reports no store round trips
+        println!("  reservation ms: none in the trace  trace {}", s.trace_hash);
+    } else {
+        println!(
+            "  reservation ms: mean {:.3} p50 {:.3} p95 {:.3} p99 {:.3}  trace {}",
+            s.reservation.mean_ms, s.reservation.p50_ms, s.reservation.p95_ms, s.reservation.p99_ms, s.trace_hash
+        );
+    }
     for (name, c) in &s.checks {
         println!("  {:<16} {}  {}", name, verdict_word(c), c.detail);
     }
