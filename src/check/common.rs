@@ -174,6 +174,11 @@ impl Demand {
         self.since
     }
 
+    /// Since when `pid` has waited, if it waits now.
+    pub fn waiting_since(&self, pid: u32) -> Option<u64> {
+        self.waiting.get(pid as usize).copied().flatten()
+    }
+
     /// The waiting processes, ascending.
     pub fn waiting_pids(&self) -> Vec<u32> {
         (0..self.waiting.len() as u32)

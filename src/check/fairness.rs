@@ -8,6 +8,7 @@
 //! R. Jain, D. Chiu, W. Hawe, "A Quantitative Measure of Fairness and Discrimination for
 //! Resource Allocation in Shared Computer Systems", DEC-TR-301, 1984.
 
+use crate::check::common::Demand;
 use crate::check::{Checker, Verdict};
 use crate::trace::{Event, Header, Sink};
 
@@ -16,9 +17,8 @@ use crate::trace::{Event, Header, Sink};
 pub struct Fairness {
     // invariant: counts[pid] = arrivals from pid; one entry per process of the header.
     counts: Vec<u64>,
-    // invariant: asked[pid] = Some(t) while pid waits for permission, since t.
-    asked: Vec<Option<u64>>,
-    // the longest wait so far: (ns, pid, since)
+    // who waits for permission, and since when (the checkers' one notion of a wait)
+    demand: Demand,
     longest: Option<(u64, u32, u64)>,
 }
 
@@ -27,7 +27,7 @@ impl Fairness {
     pub fn new(h: &Header) -> Fairness {
         Fairness {
             counts: vec![0; h.processes as usize],
-            asked: vec![None; h.processes as usize],
+            demand: Demand::new(h.processes),
             longest: None,
         }
     }
@@ -42,16 +42,9 @@ impl Fairness {
 }
 
 impl Fairness {
-    fn ask(&mut self, pid: u32, t: u64) {
-        let i = pid as usize;
-        if i >= self.asked.len() {
-            self.asked.resize(i + 1, None);
-        }
-        self.asked[i].get_or_insert(t);
-    }
-
+    /// `pid`'s wait (if it waited) ends at `t`: the longest so far?
     fn served(&mut self, pid: u32, t: u64) {
-        if let Some(since) = self.asked.get_mut(pid as usize).and_then(Option::take) {
+        if let Some(since) = self.demand.waiting_since(pid) {
             let w = t.saturating_sub(since);
             if self.longest.is_none_or(|l| w > l.0) {
                 self.longest = Some((w, pid, since));
@@ -70,21 +63,15 @@ impl Sink for Fairness {
                 }
                 self.counts[i] += 1;
             }
-            Event::OpSent { t, pid, op } if op.asks_permission() => self.ask(pid, t),
-            Event::Grant { t, pid, .. } => self.ask(pid, t),
             Event::FetchStart { t, pid } => self.served(pid, t),
-            Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
-                if let Some(a) = self.asked.get_mut(pid as usize) {
-                    *a = None;
-                }
-            }
             Event::End { t } => {
-                for pid in 0..self.asked.len() as u32 {
+                for pid in self.demand.waiting_pids() {
                     self.served(pid, t);
                 }
             }
             _ => {}
         }
+        self.demand.event(ev);
     }
 }
 
