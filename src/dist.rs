@@ -50,6 +50,22 @@ pub enum Dist {
     },
 }
 
+/// The inline TOML a scenario file would use, ready to paste (`{ dist = "lognormal", median =
+/// "165us", sigma = 0.34 }`); log-normal medians are rounded to the microsecond.
+impl std::fmt::Display for Dist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Dist::Constant { value } => write!(f, r#"{{ dist = "constant", value = "{value}" }}"#),
+            Dist::Uniform { low, high } => write!(f, r#"{{ dist = "uniform", low = "{low}", high = "{high}" }}"#),
+            Dist::Exponential { mean } => write!(f, r#"{{ dist = "exponential", mean = "{mean}" }}"#),
+            Dist::Lognormal { median, sigma } => {
+                let us = Nanos(median.0.div_ceil(1_000) * 1_000);
+                write!(f, r#"{{ dist = "lognormal", median = "{us}", sigma = {sigma:.2} }}"#)
+            }
+        }
+    }
+}
+
 impl Default for Dist {
     fn default() -> Self {
         Dist::Constant { value: Nanos::ZERO }

@@ -252,6 +252,15 @@ pub struct StoreCfg {
     /// Time one operation holds the row lock (operations are served one at a time, FIFO).
     #[serde(default)]
     pub service: Dist,
+    /// The commit of an operation that writes durable state (a PostgreSQL write: the WAL flush
+    /// `synchronous_commit = on` waits for), a stage of its own after the statement's service
+    /// time: the row lock stays held through it, and an autocommit reply leaves only when it
+    /// ends (an open transaction commits at its end). Which operations commit is the backend's
+    /// to say ([`crate::backend::StoreSide::durable`]: `row`, `shared_cache` and `claim_row`
+    /// writes; not advisory locks or Redis). Default: zero (pacesim's; `conform --calibrate`
+    /// measures it).
+    #[serde(default, skip_serializing_if = "Dist::is_zero")]
+    pub commit: Dist,
     /// Client-side timeout of one store operation. Default 5s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Nanos>,
@@ -531,6 +540,7 @@ impl Scenario {
         for (f, d) in [
             ("store.latency", &self.store.latency),
             ("store.service", &self.store.service),
+            ("store.commit", &self.store.commit),
             ("fetch.duration", &self.fetch.duration),
             ("destination.latency", &self.destination.latency),
             ("processes.think", &self.processes.think),

@@ -453,9 +453,17 @@ impl<'a, B: Backend> Sim<'a, B> {
         let served = self.with_store(now, |s, cx| s.serve(cx, from, &op, store_now));
         self.store.served += 1;
         let service = self.store.service_time();
+        // the commit stage, under the lock: an autocommit reply waits for it; an open
+        // transaction commits at its end, after `hold`
+        let commit = if self.store_side.durable(&op) {
+            self.store.commit_time()
+        } else {
+            Nanos::ZERO
+        };
+        let reply_after = if served.hold.0 > 0 { service } else { service + commit };
         let back = self.store.one_way(&mut self.workers[pid as usize].rng);
         self.engine.after(
-            service + back,
+            reply_after + back,
             Ev::Reply {
                 pid,
                 inc,
@@ -464,7 +472,8 @@ impl<'a, B: Backend> Sim<'a, B> {
                 reply: served.reply,
             },
         );
-        self.engine.after_in(LOCK, service + served.hold, Ev::StoreFree);
+        self.engine
+            .after_in(LOCK, service + served.hold + commit, Ev::StoreFree);
         if self.current(pid, inc)
             && let Some(k) = self.workers[pid as usize].served(&op, served.hold.0 > 0)
         {

@@ -45,6 +45,7 @@ pub struct Store<Op> {
     pub clock: Clock,
     latency: Dist,
     service: Dist,
+    commit: Dist,
     /// The store's random stream: network draws, service times, transaction holds.
     pub rng: Rng,
     /// Client-side timeout of one operation.
@@ -69,6 +70,7 @@ impl<Op> Store<Op> {
             clock: Clock::new(offset, 0.0),
             latency: cfg.latency.clone(),
             service: cfg.service.clone(),
+            commit: cfg.commit.clone(),
             rng,
             timeout: cfg.timeout(),
             busy: false,
@@ -93,6 +95,11 @@ impl<Op> Store<Op> {
     /// Draw one service time.
     pub fn service_time(&mut self) -> Nanos {
         self.service.sample(&mut self.rng)
+    }
+
+    /// Draw one commit time (no draw at all while `[store] commit` is zero).
+    pub fn commit_time(&mut self) -> Nanos {
+        self.commit.sample(&mut self.rng)
     }
 
     /// Can `pid` reach the store now? `Err` says how it fails.

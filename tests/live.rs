@@ -812,3 +812,36 @@ fn two_runs_of_different_owners_share_the_servers() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn calibration_measures_each_stage_and_leaves_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((pgs, rt)) = stores("calibration_measures_each_stage_and_leaves_nothing") else {
+        return;
+    };
+    let cal = rt.block_on(pacesim::live::conform::calibrate(100)).unwrap();
+    assert_eq!((cal.samples, cal.network.count, cal.reservation.count), (100, 100, 100));
+    let c = rt.block_on(pgs.connect(Duration::from_secs(2))).unwrap();
+    let show = |what: &str| -> String { rt.block_on(c.query_one(&format!("SHOW {what}"), &[])).unwrap().get(0) };
+    // the commit stage is fitted when the run's sessions wait for the WAL flush, and comes out
+    // near what the flush added to the statement's round trip
+    if show("synchronous_commit") != "off" && show("fsync") == "on" {
+        let added = cal.reservation.mean_ms - cal.statement.mean_ms;
+        let fitted = cal.commit.mean() / 1e6;
+        assert!(added > 0.0, "{cal:?}");
+        assert!(
+            fitted > added * 0.3 && fitted < added * 3.0,
+            "fitted commit {fitted} ms against {added} ms measured: {cal:?}"
+        );
+    }
+    // its schema is gone
+    let pattern = format!("pacesim_live_{}\\_%calibrate", std::process::id());
+    let left: i64 = rt
+        .block_on(c.query_one(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE $1",
+            &[&pattern],
+        ))
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "a calibration schema was left behind");
+}

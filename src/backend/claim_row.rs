@@ -107,6 +107,11 @@ impl StoreSide for ClaimRowStore {
     type Op = LockOp;
     type Reply = LockReply;
 
+    /// A claim and a release are both row updates.
+    fn durable(&self, _op: &LockOp) -> bool {
+        true
+    }
+
     /// The slot rows are truncated: every claim vanishes under its live holder (which goes on
     /// fetching): the wedge clears, and a second process can claim the slot its holder still
     /// uses.

@@ -196,6 +196,14 @@ pub trait StoreSide: Send {
     type Reply: StoreReply;
     /// Apply `op` from `from`, atomically, at store clock reading `now`.
     fn serve(&mut self, cx: &mut StoreCx, from: Session, op: &Self::Op, now: Reading) -> Served<Self::Reply>;
+    /// Does serving `op` write state the store makes durable when it commits (a PostgreSQL
+    /// write: with `synchronous_commit = on` the commit waits for the WAL flush)? Then the
+    /// store model's commit stage (`[store] commit`) follows the statement, under the lock:
+    /// an autocommit reply leaves when the commit ends; an open transaction ([`Served::hold`])
+    /// commits at its end. Default: no (an advisory lock, a Redis command).
+    fn durable(&self, _op: &Self::Op) -> bool {
+        false
+    }
     /// `from`'s `op` failed on its way (the client saw an error or gave up): what the store
     /// does about the broken session. Default: nothing.
     fn on_error(&mut self, _cx: &mut StoreCx, _from: Session, _op: &Self::Op) {}

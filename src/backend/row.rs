@@ -19,7 +19,8 @@
 //!   looking coordinated.
 //! - **Wait:** `relative` sleeps `slot - now` from when the reply arrives (skew-immune);
 //!   `absolute` sleeps until the host's wall clock reads `slot` (host/store skew shifts it).
-//! - **Transaction:** autocommit releases the row lock the instant the statement returns.
+//! - **Transaction:** autocommit releases the row lock the instant the statement commits (the
+//!   store model's commit stage, `[store] commit`: the WAL flush, under the row lock).
 //!   Variant `in_transaction` (defect): the reservation runs inside the caller's transaction,
 //!   so the row lock is held until it commits and every other reserver waits behind it:
 //!   throughput falls to about 1 / hold.
@@ -311,6 +312,11 @@ impl RowStore {
 impl StoreSide for RowStore {
     type Op = PaceOp;
     type Reply = PaceReply;
+
+    /// Every statement updates the row (a reservation; a report to the backoff columns).
+    fn durable(&self, _op: &PaceOp) -> bool {
+        true
+    }
 
     fn serve(&mut self, cx: &mut StoreCx, from: Session, op: &PaceOp, now: Reading) -> Served<PaceReply> {
         match *op {

@@ -6,12 +6,27 @@
 //! the stall after a kill (the longest gap between consecutive arrivals from the last arrival
 //! before a crash to 2 s after it). Each row shows the live/sim relative difference.
 //!
-//! `--calibrate` first measures the live store: 300 sequential reservations on one connection
-//! (the round trip of the real `row` statement), fitted as the simulator's one-way
-//! `store.latency`: `RTT / 2`, log-normal, median and sigma by maximum likelihood on the log
-//! values (the mean and population standard deviation of `ln x`, computed with `statrs`).
-//! It then measures the design record's cost table: 4 worker processes sharing one row,
-//! mean / p50 / p95 / p99 over 300 steady-state reservations.
+//! `--calibrate` first measures the live store, one stage at a time, on one connection, 300
+//! sequential round trips of each (after 20 warm-up ones):
+//!
+//! 1. a trivial statement (`SELECT 1`): the network and the protocol. Fitted as the
+//!    simulator's one-way `store.latency`: `RTT / 2`, log-normal, median and sigma by maximum
+//!    likelihood on the log values (the mean and population standard deviation of `ln x`,
+//!    computed with `statrs`);
+//! 2. the real `row` reservation with `synchronous_commit = off`: the statement without the
+//!    WAL flush. What it adds to (1) is fitted as `store.service` (held under the row lock);
+//! 3. the same reservation as the run's sessions make it (`synchronous_commit` as the server and
+//!    `PGOPTIONS` set it: `on` by default): what it adds to (2) is the commit, fitted as
+//!    `store.commit` (also under the row lock).
+//!
+//! A stage's added time is fitted by quantile matching ([`fit_addend`]): the log-normal
+//! whose sum with the stages before it (resampled from their measured round trips) comes
+//! closest to the measured p50, p95 and p99 of the stage's own round trips.
+//!
+//! It then measures the design record's cost table, live: 4 worker processes sharing one row,
+//! mean / p50 / p95 / p99 over 300 steady-state reservations; and runs the same scenario in
+//! the calibrated simulator, so the two tables stand side by side (the goal: within 20% at
+//! each percentile).
 
 use crate::dist::Dist;
 use crate::live::settings::PgSettings;
@@ -74,21 +89,95 @@ impl StallMeter {
 /// The window after a crash the stall is measured in.
 pub const STALL_WINDOW: u64 = 2_000_000_000;
 
-/// A fitted one-way store latency.
+/// The live store measured stage by stage, and the simulator's store fitted to it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Calibration {
-    /// Round trips measured.
+    /// Round trips measured of each stage.
     pub samples: usize,
-    /// Round-trip mean, ms.
-    pub rtt_mean_ms: f64,
-    /// Round-trip median, ms.
-    pub rtt_p50_ms: f64,
+    /// `SELECT 1` round trips: the network and the protocol.
+    pub network: CostTable,
+    /// The reservation with `synchronous_commit = off`: the statement without the commit.
+    pub statement: CostTable,
+    /// The reservation as the run's sessions make it (with the commit).
+    pub reservation: CostTable,
     /// Fitted one-way median, ms.
     pub one_way_median_ms: f64,
-    /// Fitted sigma.
+    /// Fitted one-way sigma.
     pub sigma: f64,
     /// The distribution put into the scenario's `store.latency`.
     pub latency: Dist,
+    /// The distribution put into `store.service`.
+    pub service: Dist,
+    /// The distribution put into `store.commit`.
+    pub commit: Dist,
+}
+
+impl Calibration {
+    /// Put the fitted stages into a scenario's `[store]`.
+    pub fn apply(&self, sc: &mut Scenario) {
+        sc.store.latency = self.latency.clone();
+        sc.store.service = self.service.clone();
+        sc.store.commit = self.commit.clone();
+    }
+}
+
+/// Quantiles matched by [`fit_addend`].
+const MATCHED: [f64; 3] = [0.50, 0.95, 0.99];
+
+/// The log-normal `X` (or zero) such that `B + X`, `B` resampled from `base`, comes closest to
+/// `total`'s p50, p95 and p99: the largest relative error over the three is minimised, over a
+/// grid of medians (1/40 to 3 times the difference of the medians, log-spaced) and sigmas (0
+/// to 1.5). Deterministic: the resampling uses one fixed stream, the same for every candidate.
+pub fn fit_addend(base: &[f64], total: &[f64]) -> Dist {
+    use rand::RngExt;
+    use rand_distr::Distribution;
+    let mut sorted = total.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let target: Vec<f64> = MATCHED.iter().map(|&q| quantile(&sorted, q)).collect();
+    if base.is_empty() || total.is_empty() {
+        return Dist::default();
+    }
+    const DRAWS: usize = 4000;
+    let mut rng = crate::rng::stream(0xCA11B, crate::rng::Entity::Store);
+    let picks: Vec<f64> = (0..DRAWS).map(|_| base[rng.random_range(0..base.len())]).collect();
+    let zs: Vec<f64> = (0..DRAWS)
+        .map(|_| rand_distr::StandardNormal.sample(&mut rng))
+        .collect();
+    let error = |median: f64, sigma: f64| {
+        let mut v: Vec<f64> = picks
+            .iter()
+            .zip(&zs)
+            .map(|(b, z)| b + median * (sigma * z).exp())
+            .collect();
+        v.sort_by(f64::total_cmp);
+        MATCHED
+            .iter()
+            .zip(&target)
+            .map(|(&q, &t)| ((quantile(&v, q) - t) / t).abs())
+            .fold(0.0, f64::max)
+    };
+    let mut base_sorted = base.to_vec();
+    base_sorted.sort_by(f64::total_cmp);
+    let gap = (target[0] - quantile(&base_sorted, 0.5)).max(target[0] * 0.01);
+    let mut best = (error(0.0, 0.0), 0.0, 0.0);
+    for i in 0..40 {
+        let median = gap / 40.0 * 120f64.powf(i as f64 / 39.0);
+        for j in 0..=30 {
+            let sigma = j as f64 * 0.05;
+            let e = error(median, sigma);
+            if e < best.0 {
+                best = (e, median, sigma);
+            }
+        }
+    }
+    if best.1 == 0.0 {
+        Dist::default()
+    } else {
+        Dist::Lognormal {
+            median: Nanos(best.1.round().max(1.0) as u64),
+            sigma: best.2,
+        }
+    }
 }
 
 /// Fit a log-normal to positive samples by maximum likelihood: `(median, sigma)`.
@@ -175,8 +264,9 @@ pub fn reservation_rtts(events: &[Event], processes: u32, warmup: usize) -> Vec<
     out
 }
 
-/// Measure `count` sequential `row` reservations on one connection (after 20 warm-up ones)
-/// and fit the one-way latency.
+/// Measure the live store stage by stage, `count` sequential round trips of each on one
+/// connection (after 20 warm-up ones), and fit the simulator's store to it (the module's
+/// header says how).
 pub async fn calibrate(count: usize) -> Result<Calibration, LiveError> {
     let (settings, admin) = PgSettings::try_from_env()?
         .connect_resolving_user(Duration::from_secs(3))
@@ -189,34 +279,65 @@ pub async fn calibrate(count: usize) -> Result<Calibration, LiveError> {
             .await
             .map_err(|e| CalError(e.to_string()))?;
         let rc = pg::RowClient::prepare(client, &schema).await?;
-        let mut rtts = Vec::with_capacity(count);
+        // a second session for (2): the same statement without waiting for the WAL flush
+        let off = settings
+            .connect(Duration::from_secs(3))
+            .await
+            .map_err(|e| CalError(e.to_string()))?;
+        off.batch_execute("SET synchronous_commit = off").await?;
+        let off = pg::RowClient::prepare(off, &schema).await?;
+        let trivial = rc.client.prepare("SELECT 1").await?;
+        let sync = rc
+            .client
+            .query_one("SHOW synchronous_commit", &[])
+            .await?
+            .get::<_, String>(0);
+        let (mut net, mut stmt, mut full) = (Vec::new(), Vec::new(), Vec::new());
+        // the stages interleaved, so a machine whose load changes meanwhile shifts all three
         for i in 0..count + 20 {
+            let keep = i >= 20;
             let t0 = std::time::Instant::now();
+            rc.client.query_one(&trivial, &[]).await?;
+            let t1 = std::time::Instant::now();
             // a 1 us interval: the pace never runs ahead, so every call is an idle reservation
+            off.reserve(1.0, None).await?;
+            let t2 = std::time::Instant::now();
             rc.reserve(1.0, None).await?;
-            if i >= 20 {
-                rtts.push(t0.elapsed().as_nanos() as f64);
+            let t3 = std::time::Instant::now();
+            if keep {
+                net.push((t1 - t0).as_nanos() as f64);
+                stmt.push((t2 - t1).as_nanos() as f64);
+                full.push((t3 - t2).as_nanos() as f64);
             }
         }
-        Ok::<_, CalError>(rtts)
+        Ok::<_, CalError>((net, stmt, full, sync))
     }
     .await;
     let _ = pg::drop_schema(&admin, &schema).await;
-    let rtts = measured.map_err(|e| LiveError::Setup(format!("calibration: {}", e.0)))?;
-    let one_way: Vec<f64> = rtts.iter().map(|r| r / 2.0).collect();
+    let (net, stmt, full, sync) = measured.map_err(|e| LiveError::Setup(format!("calibration: {}", e.0)))?;
+    let one_way: Vec<f64> = net.iter().map(|r| r / 2.0).collect();
     let (median, sigma) = fit_lognormal(&one_way);
-    let mut sorted = rtts.clone();
-    sorted.sort_by(f64::total_cmp);
+    let service = fit_addend(&net, &stmt);
+    // with `synchronous_commit = off` in force already, (3) is (2): no commit stage
+    let commit = if sync == "off" {
+        Dist::default()
+    } else {
+        fit_addend(&stmt, &full)
+    };
+    let table = |v: &[f64]| CostTable::of(&v.iter().map(|&x| x as u64).collect::<Vec<_>>());
     Ok(Calibration {
-        samples: rtts.len(),
-        rtt_mean_ms: rtts.iter().sum::<f64>() / rtts.len().max(1) as f64 / 1e6,
-        rtt_p50_ms: quantile(&sorted, 0.5) / 1e6,
+        samples: count,
+        network: table(&net),
+        statement: table(&stmt),
+        reservation: table(&full),
         one_way_median_ms: median / 1e6,
         sigma,
         latency: Dist::Lognormal {
             median: Nanos(median.round().max(1.0) as u64),
             sigma,
         },
+        service,
+        commit,
     })
 }
 
@@ -229,11 +350,9 @@ impl From<tokio_postgres::Error> for CalError {
     }
 }
 
-/// The design record's cost table, live: 4 worker processes sharing one row at 50/s, 80
-/// reservations each; the first 5 of each process are warm-up; the next 300 in time order are
-/// measured.
-pub fn cost_table(opts: &LiveOptions) -> Result<CostTable, LiveError> {
-    let src = r#"
+/// The design record's cost table as a scenario: 4 processes sharing one row at 50/s, 80
+/// reservations each.
+const COST_SCENARIO: &str = r#"
 name = "cost-table"
 description = "4 processes sharing one row: reservation cost"
 duration = "30s"
@@ -244,16 +363,39 @@ rate = 50.0
 count = 4
 requests = 80
 "#;
-    let sc = Scenario::parse("cost-table", src).map_err(|e| LiveError::Setup(e.to_string()))?;
+
+/// The cost table of a cost-scenario trace: the first 5 reservations of each process are
+/// warm-up; the next 300 in time order are measured.
+fn cost_of(events: &[Event]) -> CostTable {
+    let mut rtts = reservation_rtts(events, 4, 5);
+    rtts.truncate(300);
+    CostTable::of(&rtts)
+}
+
+fn cost_scenario() -> Result<Scenario, LiveError> {
+    Scenario::parse("cost-table", COST_SCENARIO).map_err(|e| LiveError::Setup(e.to_string()))
+}
+
+/// The design record's cost table, live: 4 worker processes sharing one row at 50/s, 80
+/// reservations each; the first 5 of each process are warm-up; the next 300 in time order are
+/// measured.
+pub fn cost_table(opts: &LiveOptions) -> Result<CostTable, LiveError> {
     // pacesim's own workers on the `row` backend, whatever the run being conformed uses
     let own = LiveOptions {
         worker: None,
         ..opts.clone()
     };
-    let r = run_blocking(&sc, &own)?;
-    let mut rtts = reservation_rtts(&r.events(), 4, 5);
-    rtts.truncate(300);
-    Ok(CostTable::of(&rtts))
+    let r = run_blocking(&cost_scenario()?, &own)?;
+    Ok(cost_of(&r.events()))
+}
+
+/// The same cost table from the simulator, with the calibrated store.
+pub fn simulated_cost_table(cal: &Calibration) -> Result<CostTable, LiveError> {
+    let mut sc = cost_scenario()?;
+    cal.apply(&mut sc);
+    let mut c = crate::trace::Collect::default();
+    crate::sim::run(&sc, &mut c);
+    Ok(cost_of(&c.events))
 }
 
 /// Both sides of a conformance run.
@@ -271,6 +413,8 @@ pub struct Conformance {
     pub calibration: Option<Calibration>,
     /// The cost table, when calibrated.
     pub cost: Option<CostTable>,
+    /// The cost table from the calibrated simulator, when calibrated.
+    pub sim_cost: Option<CostTable>,
     /// `live / sim - 1` of the achieved rate.
     pub rate_difference: f64,
     /// The external worker command the live side ran (`None`: pacesim's own workers).
@@ -280,17 +424,18 @@ pub struct Conformance {
 /// Run `sc` in simulation and live (calibrating first if asked).
 pub fn conform(sc: &Scenario, calibrate_first: bool, opts: &LiveOptions) -> Result<Conformance, LiveError> {
     let mut sim_sc = sc.clone();
-    let (calibration, cost) = if calibrate_first {
+    let (calibration, cost, sim_cost) = if calibrate_first {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| LiveError::Setup(e.to_string()))?;
         let c = rt.block_on(calibrate(300))?;
-        sim_sc.store.latency = c.latency.clone();
+        c.apply(&mut sim_sc);
         let cost = cost_table(opts)?;
-        (Some(c), Some(cost))
+        let sim_cost = simulated_cost_table(&c)?;
+        (Some(c), Some(cost), Some(sim_cost))
     } else {
-        (None, None)
+        (None, None, None)
     };
     let mut sim_stall = StallMeter::default();
     let sim = summary::simulate(&sim_sc, None, Some(&mut sim_stall)).map_err(|e| LiveError::Setup(e.to_string()))?;
@@ -311,6 +456,7 @@ pub fn conform(sc: &Scenario, calibrate_first: bool, opts: &LiveOptions) -> Resu
         live,
         calibration,
         cost,
+        sim_cost,
         rate_difference,
     })
 }
@@ -324,37 +470,116 @@ fn rel(sim: f64, live: f64) -> String {
     }
 }
 
+/// The stages measured and the store fitted to them.
+pub fn calibration_table(cal: &Calibration) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "calibration: {} sequential round trips of each stage on one connection",
+        cal.samples
+    );
+    let _ = writeln!(
+        out,
+        "{:<34} {:>8} {:>8} {:>8} {:>8}",
+        "stage (round trip)", "mean", "p50", "p95", "p99"
+    );
+    for (name, t) in [
+        ("SELECT 1 (network)", &cal.network),
+        ("reservation, synchronous_commit=off", &cal.statement),
+        ("reservation, as the run's sessions", &cal.reservation),
+    ] {
+        let _ = writeln!(
+            out,
+            "{name:<34} {:>5.3} ms {:>5.3} ms {:>5.3} ms {:>5.3} ms",
+            t.mean_ms, t.p50_ms, t.p95_ms, t.p99_ms
+        );
+    }
+    let _ = writeln!(
+        out,
+        "fitted: store.latency = {} one-way; store.service = {}; store.commit = {}",
+        cal.latency, cal.service, cal.commit
+    );
+    out
+}
+
+/// Live and calibrated-simulation cost tables side by side, each percentile's relative
+/// difference, and the goal (within 20% at p50, p95 and p99).
+pub fn cost_tables(live: &CostTable, sim: Option<&CostTable>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nreservation cost, 4 processes sharing one row ({} steady-state reservations)",
+        live.count
+    );
+    let _ = writeln!(
+        out,
+        "{:<22} {:>8} {:>8} {:>8} {:>8}",
+        "metric", "mean", "p50", "p95", "p99"
+    );
+    let line = |name: &str, t: &CostTable| {
+        format!(
+            "{name:<22} {:>5.2} ms {:>5.2} ms {:>5.2} ms {:>5.2} ms\n",
+            t.mean_ms, t.p50_ms, t.p95_ms, t.p99_ms
+        )
+    };
+    out += &line("live", live);
+    if let Some(s) = sim {
+        out += &line("calibrated simulation", s);
+        let _ = writeln!(
+            out,
+            "{:<22} {:>8} {:>8} {:>8} {:>8}",
+            "sim/live",
+            rel(live.mean_ms, s.mean_ms),
+            rel(live.p50_ms, s.p50_ms),
+            rel(live.p95_ms, s.p95_ms),
+            rel(live.p99_ms, s.p99_ms)
+        );
+        let off: Vec<String> = cost_misses(live, s, 0.20);
+        let _ = writeln!(
+            out,
+            "{}",
+            if off.is_empty() {
+                "calibrated simulation within 20% of live at p50, p95 and p99".to_string()
+            } else {
+                format!("calibrated simulation NOT within 20% of live at {}", off.join(", "))
+            }
+        );
+    }
+    out += &line(
+        "design record",
+        &CostTable {
+            count: 0,
+            mean_ms: 1.49,
+            p50_ms: 1.30,
+            p95_ms: 2.33,
+            p99_ms: 8.09,
+        },
+    );
+    out
+}
+
+/// The percentiles (of p50, p95, p99) at which `sim` is further than `tolerance` (relative)
+/// from `live`.
+pub fn cost_misses(live: &CostTable, sim: &CostTable, tolerance: f64) -> Vec<String> {
+    [
+        ("p50", live.p50_ms, sim.p50_ms),
+        ("p95", live.p95_ms, sim.p95_ms),
+        ("p99", live.p99_ms, sim.p99_ms),
+    ]
+    .into_iter()
+    .filter(|&(_, l, s)| !(l > 0.0 && ((s / l) - 1.0).abs() <= tolerance))
+    .map(|(q, l, s)| format!("{q} ({s:.3} ms against {l:.3} ms)"))
+    .collect()
+}
+
 /// The side-by-side table, after the calibration and the cost table when they were measured.
 pub fn table(c: &Conformance) -> String {
     let mut out = String::new();
     if let Some(cal) = &c.calibration {
-        let _ = writeln!(
-            out,
-            "calibration: {} sequential reservations, RTT mean {:.3} ms p50 {:.3} ms -> store.latency = lognormal(median {:.3} ms, sigma {:.3}) one-way",
-            cal.samples, cal.rtt_mean_ms, cal.rtt_p50_ms, cal.one_way_median_ms, cal.sigma
-        );
+        out += &calibration_table(cal);
     }
     if let Some(t) = &c.cost {
-        let _ = writeln!(
-            out,
-            "\nreservation cost, 4 processes sharing one row ({} steady-state reservations)",
-            t.count
-        );
-        let _ = writeln!(
-            out,
-            "{:<18} {:>8} {:>8} {:>8} {:>8}",
-            "metric", "mean", "p50", "p95", "p99"
-        );
-        let _ = writeln!(
-            out,
-            "{:<18} {:>5.2} ms {:>5.2} ms {:>5.2} ms {:>5.2} ms",
-            "per reservation", t.mean_ms, t.p50_ms, t.p95_ms, t.p99_ms
-        );
-        let _ = writeln!(
-            out,
-            "{:<18} {:>5.2} ms {:>5.2} ms {:>5.2} ms {:>5.2} ms",
-            "design record", 1.49, 1.30, 2.33, 8.09
-        );
+        out += &cost_tables(t, c.sim_cost.as_ref());
     }
     let (s, l) = (&c.sim, &c.live);
     match &c.worker {
@@ -503,6 +728,7 @@ mod tests {
             live_stall_ms: None,
             calibration: None,
             cost: None,
+            sim_cost: None,
             rate_difference: 0.0,
             worker: None,
         };
@@ -539,6 +765,92 @@ mod tests {
         let (m, s) = fit_lognormal(&xs);
         assert!((m / 600_000.0 - 1.0).abs() < 0.02, "{m}");
         assert!((s - 0.4).abs() < 0.01, "{s}");
+    }
+
+    fn lognormal_draws(median: f64, sigma: f64, n: usize, seed: u64) -> Vec<f64> {
+        use rand_distr::Distribution;
+        let d = rand_distr::LogNormal::new(median.ln(), sigma).unwrap();
+        let mut r = crate::rng::stream(seed, crate::rng::Entity::Store);
+        (0..n).map(|_| d.sample(&mut r)).collect()
+    }
+
+    #[test]
+    fn an_added_stage_is_recovered_from_its_sum() {
+        // a network round trip of ~40 us, a commit of ~2 ms (sigma 0.3) on top
+        let base = lognormal_draws(40_000.0, 0.2, 3000, 1);
+        let commit = lognormal_draws(2_000_000.0, 0.3, 3000, 2);
+        let total: Vec<f64> = base.iter().zip(&commit).map(|(b, c)| b + c).collect();
+        match fit_addend(&base, &total) {
+            Dist::Lognormal { median, sigma } => {
+                assert!((median.0 as f64 / 2_000_000.0 - 1.0).abs() < 0.1, "{median}");
+                assert!((sigma - 0.3).abs() <= 0.1, "{sigma}");
+            }
+            d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn no_added_stage_fits_as_zero() {
+        let base = lognormal_draws(40_000.0, 0.2, 3000, 1);
+        let again = lognormal_draws(40_000.0, 0.2, 3000, 3);
+        let fitted = fit_addend(&base, &again);
+        // nothing, or something negligible against the round trip
+        assert!(fitted.is_zero() || fitted.mean() < 4_000.0, "{fitted:?}");
+        assert!(fit_addend(&[], &again).is_zero());
+    }
+
+    #[test]
+    fn the_cost_goal_names_each_percentile_it_misses() {
+        let live = CostTable {
+            count: 300,
+            mean_ms: 1.0,
+            p50_ms: 1.0,
+            p95_ms: 2.0,
+            p99_ms: 8.0,
+        };
+        let close = CostTable {
+            p50_ms: 1.1,
+            p95_ms: 1.7,
+            p99_ms: 9.5,
+            ..live.clone()
+        };
+        assert!(cost_misses(&live, &close, 0.2).is_empty());
+        let far = CostTable {
+            p99_ms: 3.0,
+            ..close.clone()
+        };
+        let m = cost_misses(&live, &far, 0.2);
+        assert_eq!(m.len(), 1);
+        assert!(m[0].starts_with("p99 (3.000 ms against 8.000 ms)"), "{m:?}");
+        assert!(cost_tables(&live, Some(&far)).contains("NOT within 20% of live at p99"));
+        assert!(cost_tables(&live, Some(&close)).contains("within 20% of live at p50, p95 and p99"));
+    }
+
+    #[test]
+    fn the_simulated_cost_table_follows_the_fitted_commit() {
+        let stage = |commit: Dist| Calibration {
+            samples: 0,
+            network: CostTable::default(),
+            statement: CostTable::default(),
+            reservation: CostTable::default(),
+            one_way_median_ms: 0.02,
+            sigma: 0.1,
+            latency: Dist::Lognormal {
+                median: Nanos(20_000),
+                sigma: 0.1,
+            },
+            service: Dist::default(),
+            commit,
+        };
+        let none = simulated_cost_table(&stage(Dist::default())).unwrap();
+        let with = simulated_cost_table(&stage(Dist::Constant {
+            value: Nanos(2_000_000),
+        }))
+        .unwrap();
+        assert_eq!(none.count, 300);
+        assert!(none.p50_ms < 0.1, "{none:?}");
+        // every reservation waits for its commit; some wait behind another's too
+        assert!(with.p50_ms >= 2.0 && with.p99_ms >= with.p50_ms, "{with:?}");
     }
 
     #[test]

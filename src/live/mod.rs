@@ -31,7 +31,9 @@
 //! print event lines for the checks that need more.
 //!
 //! `pacesim conform FILE [--calibrate]` ([`conform`]) runs a scenario both ways and prints the
-//! two side by side; `--calibrate` first fits the simulator's store latency to the live store.
+//! two side by side; `--calibrate` first fits the simulator's store to the live store, stage
+//! by stage (network, statement, commit), and puts the calibrated simulation's reservation
+//! cost beside live's.
 //!
 //! # Live and simulated, side by side
 //!
@@ -41,11 +43,12 @@
 //! the real operation ([`adapter`]), so the two modes share one definition of each backend.
 //! Where they still differ, reality wins:
 //!
-//! - `store.latency` and `store.service` are the simulator's model; live runs have the real
-//!   ones (`conform --calibrate` fits the model to them). With PostgreSQL's default
-//!   `synchronous_commit = on`, a reservation's commit waits for the WAL flush while the row
-//!   is still locked: on a slow disk that flush *is* the reservation's cost
-//!   (`PGOPTIONS="-c synchronous_commit=off"` shows the statement alone).
+//! - `store.latency`, `store.service` and `store.commit` are the simulator's model; live runs
+//!   have the real ones (`conform --calibrate` fits the model to them). With PostgreSQL's
+//!   default `synchronous_commit = on`, a reservation's commit waits for the WAL flush while
+//!   the row is still locked: on a slow disk that flush *is* the reservation's cost
+//!   (`PGOPTIONS="-c synchronous_commit=off"` shows the statement alone); the simulator's
+//!   commit stage models it, under the row lock.
 //! - `advisory`'s `detect_dead`: the real server notices a killed holder's closed connection
 //!   (on loopback, at once); `connections` is the server's own `max_connections`.
 //! - `redis_lock`'s TTL and `redis_gcra`'s `TIME` are Redis's own.
