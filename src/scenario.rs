@@ -358,6 +358,12 @@ pub struct ChecksCfg {
     /// Liveness: achieved throughput must reach `(1 - epsilon)` of the offered/effective rate.
     #[serde(default = "default_epsilon")]
     pub epsilon: f64,
+    /// Starvation: the longest a process may wait for permission (from asking to its fetch
+    /// start, across re-enqueued executions) before `fairness` fails. Absent (the default,
+    /// pacesim's: what wait is too long is the team's to say): `fairness` is reported, not a
+    /// verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_bound: Option<Nanos>,
 }
 
 fn default_burst() -> u64 {
@@ -372,6 +378,7 @@ impl Default for ChecksCfg {
         ChecksCfg {
             burst: default_burst(),
             epsilon: default_epsilon(),
+            wait_bound: None,
         }
     }
 }
@@ -590,6 +597,9 @@ impl Scenario {
                 "checks.epsilon",
                 format!("must be a number in [0, 1], got {}", self.checks.epsilon),
             );
+        }
+        if self.checks.wait_bound.is_some_and(|b| b.0 == 0) {
+            return err("checks.wait_bound", "must be above 0".into());
         }
         let known = crate::backend::names();
         for (i, b) in std::iter::once(&self.pacer.backend)

@@ -119,6 +119,7 @@ fn with_settings(sc: &Scenario, d: serde_json::Value) -> Detail {
         think_mean_ns: sc.processes.think.mean(),
         fetch_mean_ns: sc.fetch.duration.mean() + sc.destination.latency.mean(),
         arrival_rate: sc.processes.arrival_rate,
+        wait_bound_ns: sc.checks.wait_bound.map(|b| b.0),
     };
     let d = if d.is_object() {
         d

@@ -1002,6 +1002,40 @@ fn fairness_reports_jains_index() {
     );
 }
 
+/// Starvation is a verdict once the header states a bound: process 1 asks at 0 and its fetch
+/// starts at 30 s (process 0 fetches all along). Without a bound the wait is reported only;
+/// with a bound of 30 s exactly it passes; 1 ns less fails and names the process.
+#[test]
+fn fairness_judges_the_longest_wait_against_the_bound() {
+    let mut ev = Vec::new();
+    for k in 0..20 {
+        ev.extend(fetch(k * S, 0, 200));
+    }
+    ev.push(Event::OpSent {
+        t: 0,
+        pid: 1,
+        op: OpKind::Reserve,
+    });
+    ev.extend(fetch(30 * S, 1, 200));
+    ev.push(end(40 * S));
+    let d = passes(&check(&header("row", 2, 7.0, json!({})), &ev), "fairness");
+    assert!(
+        d.contains("longest wait for permission 30.000s (pid 1, from 0.000s)"),
+        "{d}"
+    );
+    assert!(d.ends_with("(reported, not a verdict: no [checks] wait_bound)"), "{d}");
+    let bounded = |b: u64| header("row", 2, 7.0, json!({ "wait_bound_ns": b }));
+    let d = passes(&check(&bounded(30 * S), &ev), "fairness");
+    assert!(d.ends_with("within the wait bound 30.000s"), "{d}");
+    let d = fails(&check(&bounded(30 * S - 1), &ev), "fairness");
+    assert!(d.contains("(pid 1, from 0.000s); starvation"), "{d}");
+    // a process that asks and never fetches waits until the end
+    let mut never = ev[..ev.len() - 4].to_vec();
+    never.push(end(40 * S));
+    let d = fails(&check(&bounded(30 * S), &never), "fairness");
+    assert!(d.contains("longest wait for permission 40.000s (pid 1"), "{d}");
+}
+
 /// The ceiling's boundary: with `burst = 2` (the header's), exactly `burst` arrivals (and granted
 /// slots) at one instant, then paced at the interval, conform; exactly `burst + 1` do not. A
 /// ceiling that tolerated one more than the burst would pass the second trace.

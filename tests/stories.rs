@@ -862,9 +862,35 @@ fn lock_churn_requeues_with_fresh_limits_and_the_valve_fires_at_max_wait() {
         "{:?}",
         s.checks
     );
+    let f = &s.checks["fairness"];
     assert!(
-        s.checks["fairness"].detail.contains("longest wait for permission 900."),
-        "{}",
-        s.checks["fairness"].detail
+        f.pass && f.detail.contains("longest wait for permission 900.") && f.detail.contains("within the wait bound"),
+        "the valve keeps the wait inside the record's ~15 min: {}",
+        f.detail
     );
+}
+
+/// Without the valve the churn starves the two others for the whole run, and only the
+/// starvation verdict sees it: the ceiling and mutual exclusion hold.
+#[test]
+fn without_its_valve_the_walk_lock_starves_and_fairness_fails() {
+    let sc = load("lock-no-valve.toml");
+    let s = summary(&sc);
+    assert!(
+        s.checks["ceiling"].pass && s.checks["mutual_exclusion"].pass,
+        "{:?}",
+        s.checks
+    );
+    let f = &s.checks["fairness"];
+    assert!(!f.pass, "{}", f.detail);
+    assert!(
+        f.detail.contains("fewest 0 (pid ") && f.detail.contains("longest wait for permission 1200.000s"),
+        "{}",
+        f.detail
+    );
+    // the same run with the bound lifted is reported only
+    let mut unbounded = sc.clone();
+    unbounded.checks.wait_bound = None;
+    let f = &summary(&unbounded).checks["fairness"];
+    assert!(f.pass && f.detail.ends_with("no [checks] wait_bound)"), "{}", f.detail);
 }

@@ -1,9 +1,13 @@
 //! `fairness`: Jain's index over the processes' fetch counts (destination arrivals per
 //! process): `(sum x)^2 / (n * sum x^2)`, 1 when every process fetched equally, `1/n` when one
-//! did everything. Reported, not a verdict: it always passes, the detail carries the figure
-//! and the longest any process waited for permission (from asking to its fetch start, across
-//! re-enqueued executions; a crash ends a wait), so starvation shows even where the counts
-//! look fair.
+//! did everything; and the longest any process waited for permission (from asking to its
+//! fetch start, across re-enqueued executions; a crash ends a wait; a wait still open at the
+//! end counts to the end), so starvation shows even where the counts look fair.
+//!
+//! A verdict only when the header states a bound (`[checks] wait_bound`): it fails when some
+//! process waited longer. Without one it always passes and says it is reported, not judged:
+//! the index alone cannot say starvation (a walk lock is unfair by design, and a process
+//! that asks rarely fetches rarely), and what wait is too long is the team's to say.
 //!
 //! R. Jain, D. Chiu, W. Hawe, "A Quantitative Measure of Fairness and Discrimination for
 //! Resource Allocation in Shared Computer Systems", DEC-TR-301, 1984.
@@ -20,6 +24,8 @@ pub struct Fairness {
     // who waits for permission, and since when (the checkers' one notion of a wait)
     demand: Demand,
     longest: Option<(u64, u32, u64)>,
+    // `[checks] wait_bound`, ns: the verdict's bound, if any
+    bound: Option<u64>,
 }
 
 impl Fairness {
@@ -29,6 +35,7 @@ impl Fairness {
             counts: vec![0; h.processes as usize],
             demand: Demand::new(h.processes),
             longest: None,
+            bound: h.backend_detail.wait_bound_ns,
         }
     }
 
@@ -91,11 +98,20 @@ impl Checker for Fairness {
             ),
             None => String::new(),
         };
+        let longest = self.longest.map_or(0, |l| l.0);
+        let (pass, judged) = match self.bound {
+            None => (true, " (reported, not a verdict: no [checks] wait_bound)".to_string()),
+            Some(b) if longest <= b => (true, format!("; within the wait bound {:.3}s", b as f64 / 1e9)),
+            Some(b) => (
+                false,
+                format!("; starvation: longer than the wait bound {:.3}s", b as f64 / 1e9),
+            ),
+        };
         vec![Verdict {
             name: "fairness",
-            pass: true,
+            pass,
             detail: format!(
-                "Jain's index {:.3} over {} processes{spread}{wait} (reported, not a verdict)",
+                "Jain's index {:.3} over {} processes{spread}{wait}{judged}",
                 self.index(),
                 self.counts.len()
             ),

@@ -10,7 +10,7 @@
 //! | `degradation` | [`degradation`]: within the rate and not zero while the store is out | an outage or partition window |
 //! | `liveness` | [`liveness`]: throughput reaches the effective rate under demand | pace backends, rate/concurrency locks |
 //! | `mutual_exclusion` | [`mutual_exclusion`]: at most K critical sections | lock events |
-//! | `fairness` | [`fairness`]: Jain's index (reported, always passes) | always |
+//! | `fairness` | [`fairness`]: Jain's index and the longest wait for permission (a verdict against `[checks] wait_bound`; reported only without one) | always |
 //!
 //! A trace from an external worker program (its header's `backend_detail` names the `worker`;
 //! [`crate::live::external`]) holds what the destination and the harness saw, plus whatever
@@ -65,6 +65,8 @@ struct Seen {
     implied_demand: bool,
     /// The design the worker implements takes locks (its detail states locks or a TTL).
     lock_design: bool,
+    /// The header states `[checks] wait_bound`: `fairness` judges waits.
+    wait_bound: bool,
 }
 
 impl Seen {
@@ -98,6 +100,9 @@ impl Seen {
             }
             "self_heal" if self.crash && !self.asks && !self.implied_demand => Some(demand),
             "liveness" if !self.asks && !self.implied_demand && !self.lock_design => Some(demand),
+            "fairness" if self.wait_bound && !self.asks => {
+                Some("op_sent or grant events (when a process asks for permission) to judge its waits")
+            }
             _ => None,
         }
     }
@@ -174,8 +179,9 @@ impl Suite {
     /// grants; `backoff_coherence` multiplier events (when the run saw 429/503 or has no
     /// grants); `mutual_exclusion`, for a lock design, lock events; `self_heal` (after a kill)
     /// and `liveness` need to know when processes wait for permission: `op_sent` / `grant`
-    /// events, or the header's `demand = "closed_loop"`. `ceiling`, `degradation` and
-    /// `fairness` need only the arrivals and the fault windows, and are always judged.
+    /// events, or the header's `demand = "closed_loop"`; so does `fairness` when the header
+    /// states a wait bound. `ceiling` and `degradation` need only the arrivals and the fault
+    /// windows, and are always judged.
     pub fn verdicts(&mut self) -> Vec<Verdict> {
         let mut v = Vec::new();
         if let Some(c) = &mut self.ceiling {
@@ -219,6 +225,7 @@ impl Sink for Suite {
         self.external = d.other.contains_key("worker").then(|| Seen {
             implied_demand: d.other.get("demand").and_then(|v| v.as_str()) == Some("closed_loop"),
             lock_design: d.locks.is_some() || d.ttl_ns.is_some() || d.lock_use.is_some(),
+            wait_bound: d.wait_bound_ns.is_some(),
             ..Seen::default()
         });
     }
@@ -313,6 +320,13 @@ mod tests {
         }
         let c = get(&v, "ceiling").unwrap();
         assert!(!c.detail.starts_with(NOT_JUDGED), "{}", c.detail);
+        // fairness is reported as always without a wait bound; with one it needs the asks
+        assert!(!get(&v, "fairness").unwrap().detail.starts_with(NOT_JUDGED));
+        let mut bounded = header("row", true, false);
+        bounded.backend_detail.wait_bound_ns = Some(1_000_000_000);
+        let f = verdicts(&bounded, &fetches());
+        let f = get(&f, "fairness").unwrap();
+        assert!(f.pass && f.detail.starts_with(NOT_JUDGED), "{}", f.detail);
         // pacesim's own trace with the same events is judged as it always was
         let own = verdicts(&header("row", false, false), &fetches());
         assert!(own.iter().all(|x| !x.detail.starts_with(NOT_JUDGED)), "{own:?}");

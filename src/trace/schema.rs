@@ -507,6 +507,8 @@ pub struct ScenarioSettings {
     pub fetch_mean_ns: f64,
     /// Open loop: jobs per second per process; `None` for a closed loop (written `null`).
     pub arrival_rate: Option<f64>,
+    /// `[checks] wait_bound`, ns; `None`: not written at all.
+    pub wait_bound_ns: Option<u64>,
 }
 
 /// `Header.backend_detail`: the backend's options in force and the scenario settings the
@@ -574,6 +576,9 @@ pub struct Detail {
     /// `ttl_ns`: a lock key's time to live, which frees a dead holder's lock (TTL locks).
     /// Absent: no such delay ([`Detail::dead_holder_release`]).
     pub ttl_ns: Option<u64>,
+    /// `wait_bound_ns`: the longest a process may wait for permission before `fairness` fails
+    /// (`[checks] wait_bound`). Absent: `fairness` is reported, not a verdict.
+    pub wait_bound_ns: Option<u64>,
     /// Every other key: the backend's remaining options, opaque (and any typed key written as
     /// `null`). It holds no typed key with a value: on writing, a typed field that is set
     /// replaces a key of the same name here.
@@ -606,6 +611,9 @@ impl Detail {
         map.insert("think_mean_ns".into(), settings.think_mean_ns.into());
         map.insert("fetch_mean_ns".into(), settings.fetch_mean_ns.into());
         map.insert("arrival_rate".into(), settings.arrival_rate.into());
+        if let Some(b) = settings.wait_bound_ns {
+            map.insert("wait_bound_ns".into(), b.into());
+        }
         Detail::from_map(map).unwrap_or_else(|e| panic!("a backend's options: {e}"))
     }
 
@@ -642,6 +650,7 @@ impl Detail {
             walk: typed("walk", take("walk"))?,
             detect_dead_ns: typed("detect_dead_ns", take("detect_dead_ns"))?,
             ttl_ns: typed("ttl_ns", take("ttl_ns"))?,
+            wait_bound_ns: typed("wait_bound_ns", take("wait_bound_ns"))?,
             other: Map::new(),
         };
         other.append(&mut map);
@@ -672,6 +681,7 @@ impl Detail {
         put("walk", self.walk.map(Value::from));
         put("detect_dead_ns", self.detect_dead_ns.map(Value::from));
         put("ttl_ns", self.ttl_ns.map(Value::from));
+        put("wait_bound_ns", self.wait_bound_ns.map(Value::from));
         map
     }
 
@@ -868,7 +878,7 @@ mod tests {
         assert_eq!(redis_lock.lock_count(), 1);
     }
 
-    const TYPED: [&str; 15] = [
+    const TYPED: [&str; 16] = [
         "backoff",
         "backoff_factor",
         "decay_after",
@@ -884,6 +894,7 @@ mod tests {
         "walk",
         "detect_dead_ns",
         "ttl_ns",
+        "wait_bound_ns",
     ];
 
     /// What a producer builds is what reading its bytes gives, and the settings are written as
@@ -897,6 +908,7 @@ mod tests {
             think_mean_ns: 0.0,
             fetch_mean_ns: 0.0,
             arrival_rate: None,
+            wait_bound_ns: None,
         };
         let options = serde_json::json!({"burst": 1, "fallback": "divided", "interval_ns": 142857143});
         let d = Detail::new(options, settings);
