@@ -110,6 +110,8 @@ pub struct Calibration {
     pub service: Dist,
     /// The distribution put into `store.commit`.
     pub commit: Dist,
+    /// The stage fits' largest relative error at p50, p95 or p99 ([`fit_addend`]).
+    pub fit_error: f64,
 }
 
 impl Calibration {
@@ -128,14 +130,16 @@ const MATCHED: [f64; 3] = [0.50, 0.95, 0.99];
 /// `total`'s p50, p95 and p99: the largest relative error over the three is minimised, over a
 /// grid of medians (1/40 to 3 times the difference of the medians, log-spaced) and sigmas (0
 /// to 1.5). Deterministic: the resampling uses one fixed stream, the same for every candidate.
-pub fn fit_addend(base: &[f64], total: &[f64]) -> Dist {
+/// Also returns that largest relative error, the fit's own measure of how well one log-normal
+/// stage explains the difference.
+pub fn fit_addend(base: &[f64], total: &[f64]) -> (Dist, f64) {
     use rand::RngExt;
     use rand_distr::Distribution;
     let mut sorted = total.to_vec();
     sorted.sort_by(f64::total_cmp);
     let target: Vec<f64> = MATCHED.iter().map(|&q| quantile(&sorted, q)).collect();
     if base.is_empty() || total.is_empty() {
-        return Dist::default();
+        return (Dist::default(), f64::NAN);
     }
     const DRAWS: usize = 4000;
     let mut rng = crate::rng::stream(0xCA11B, crate::rng::Entity::Store);
@@ -170,14 +174,15 @@ pub fn fit_addend(base: &[f64], total: &[f64]) -> Dist {
             }
         }
     }
-    if best.1 == 0.0 {
+    let d = if best.1 == 0.0 {
         Dist::default()
     } else {
         Dist::Lognormal {
             median: Nanos(best.1.round().max(1.0) as u64),
             sigma: best.2,
         }
-    }
+    };
+    (d, best.0)
 }
 
 /// Fit a log-normal to positive samples by maximum likelihood: `(median, sigma)`.
@@ -317,10 +322,10 @@ pub async fn calibrate(count: usize) -> Result<Calibration, LiveError> {
     let (net, stmt, full, sync) = measured.map_err(|e| LiveError::Setup(format!("calibration: {}", e.0)))?;
     let one_way: Vec<f64> = net.iter().map(|r| r / 2.0).collect();
     let (median, sigma) = fit_lognormal(&one_way);
-    let service = fit_addend(&net, &stmt);
+    let (service, service_error) = fit_addend(&net, &stmt);
     // with `synchronous_commit = off` in force already, (3) is (2): no commit stage
-    let commit = if sync == "off" {
-        Dist::default()
+    let (commit, commit_error) = if sync == "off" {
+        (Dist::default(), 0.0)
     } else {
         fit_addend(&stmt, &full)
     };
@@ -338,6 +343,7 @@ pub async fn calibrate(count: usize) -> Result<Calibration, LiveError> {
         },
         service,
         commit,
+        fit_error: service_error.max(commit_error),
     })
 }
 
@@ -496,8 +502,11 @@ pub fn calibration_table(cal: &Calibration) -> String {
     }
     let _ = writeln!(
         out,
-        "fitted: store.latency = {} one-way; store.service = {}; store.commit = {}",
-        cal.latency, cal.service, cal.commit
+        "fitted: store.latency = {} one-way; store.service = {}; store.commit = {} (largest fit error {:.0}% at p50/p95/p99)",
+        cal.latency,
+        cal.service,
+        cal.commit,
+        cal.fit_error * 100.0
     );
     out
 }
@@ -780,7 +789,7 @@ mod tests {
         let base = lognormal_draws(40_000.0, 0.2, 3000, 1);
         let commit = lognormal_draws(2_000_000.0, 0.3, 3000, 2);
         let total: Vec<f64> = base.iter().zip(&commit).map(|(b, c)| b + c).collect();
-        match fit_addend(&base, &total) {
+        match fit_addend(&base, &total).0 {
             Dist::Lognormal { median, sigma } => {
                 assert!((median.0 as f64 / 2_000_000.0 - 1.0).abs() < 0.1, "{median}");
                 assert!((sigma - 0.3).abs() <= 0.1, "{sigma}");
@@ -793,10 +802,10 @@ mod tests {
     fn no_added_stage_fits_as_zero() {
         let base = lognormal_draws(40_000.0, 0.2, 3000, 1);
         let again = lognormal_draws(40_000.0, 0.2, 3000, 3);
-        let fitted = fit_addend(&base, &again);
+        let fitted = fit_addend(&base, &again).0;
         // nothing, or something negligible against the round trip
         assert!(fitted.is_zero() || fitted.mean() < 4_000.0, "{fitted:?}");
-        assert!(fit_addend(&[], &again).is_zero());
+        assert!(fit_addend(&[], &again).0.is_zero());
     }
 
     #[test]
@@ -841,6 +850,7 @@ mod tests {
             },
             service: Dist::default(),
             commit,
+            fit_error: 0.0,
         };
         let none = simulated_cost_table(&stage(Dist::default())).unwrap();
         let with = simulated_cost_table(&stage(Dist::Constant {
