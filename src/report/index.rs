@@ -240,6 +240,14 @@ pub fn reading(sr: &ScenarioRuns) -> String {
     if sc.faults.iter().any(|f| f.fault_kind() == FaultKind::Clock) {
         out.push_str(" Clock faults are in force for the whole run.");
     }
+    // a scenario that bounds waits is about starvation: say each backend's longest wait
+    if sc.checks.wait_bound.is_some() {
+        for r in &base {
+            if let Some(f) = r.row.summary.checks.get("fairness") {
+                let _ = write!(out, " {} fairness: {}.", r.backend, f.detail);
+            }
+        }
+    }
     out
 }
 
