@@ -322,3 +322,54 @@ fn live_mode_refuses_a_jobs_scenario_before_connecting() {
         Ok(_) => panic!("a [jobs] scenario ran live"),
     }
 }
+
+/// `name`'s text with `from` replaced by `to`, parsed.
+fn variant(name: &str, from: &str, to: &str) -> Scenario {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name);
+    let src = std::fs::read_to_string(&path).unwrap();
+    assert!(src.contains(from), "{name} has no `{from}`");
+    Scenario::parse(name, &src.replace(from, to)).unwrap()
+}
+
+#[test]
+fn phase_3_needs_headroom_under_the_soft_limit() {
+    // layer 1 alone, with a phase 3 longer than the 180 s between the budget (1170 s) and the
+    // soft limit (1350 s): the soft limit interrupts the persist and, not caught, leaves the
+    // event running: the sweep strands every run again
+    let sc = variant(
+        "stranded-raise-only.toml",
+        "catch_soft_limit = false",
+        "catch_soft_limit = false\npersist = \"200s\"",
+    );
+    let evs = trace(&sc);
+    assert_eq!(jobs(&evs).iter().filter(|j| j.4.is_final()).count(), 0);
+    let (pass, detail) = verdict(&summary(&sc), "work_heal");
+    assert!(!pass && detail.contains("in a row"), "{detail}");
+    // with the catch (both layers) the handler finalises it at the soft limit instead
+    let sc = variant(
+        "stranded-fixed.toml",
+        "catch_soft_limit = true",
+        "catch_soft_limit = true\npersist = \"200s\"",
+    );
+    let evs = trace(&sc);
+    assert_eq!(count(&evs, JobState::SoftLimit), 3);
+    assert!(verdict(&summary(&sc), "work_heal").0);
+}
+
+#[test]
+fn a_walking_task_killed_mid_fetch_is_delivered_again_and_finalised() {
+    let sc = variant(
+        "lock-requeue-redelivered.toml",
+        "process = 1\n",
+        "process = 0\npoint = \"mid_fetch\"\n",
+    );
+    let evs = trace(&sc);
+    let e0: Vec<(Option<u32>, JobState)> = jobs(&evs).iter().filter(|j| j.2 == 0).map(|j| (j.3, j.4)).collect();
+    // running on pid 0, killed at 300 s, delivered again, runs again, finalised
+    assert_eq!(e0[0], (None, JobState::Pending));
+    assert_eq!(e0[1], (Some(0), JobState::Running));
+    assert_eq!(e0[2], (None, JobState::Redelivered));
+    assert!(e0[3..].iter().any(|x| x.1 == JobState::Running), "{e0:?}");
+    assert!(e0.last().unwrap().1.is_final(), "{e0:?}");
+    assert!(verdict(&summary(&sc), "work_heal").0);
+}
