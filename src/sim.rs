@@ -723,9 +723,8 @@ impl<'a, B: Backend> Sim<'a, B> {
             // The soft limit raises in the download task.
             let now = self.engine.now();
             if w.phase == Phase::Finalising {
-                match tk.soft_limit_in_phase3(pid) {
-                    Some(state) => tk.finalise(pid, state, now, self.out),
-                    None => {}
+                if let Some(state) = tk.soft_limit_in_phase3(pid) {
+                    tk.finalise(pid, state, now, self.out);
                 }
                 return self.next_job(pid, false);
             }

@@ -768,7 +768,7 @@ mod tests {
             })
         });
         let mut out = Collect::default();
-        let mut run = |t: &mut Tasks, fetches: u32, out: &mut Collect| {
+        let run = |t: &mut Tasks, fetches: u32, out: &mut Collect| {
             t.tick(Instant(0), out);
             let task = t.take_ready().unwrap();
             t.begin(0, task, 1, Instant(0));

@@ -259,9 +259,11 @@ mod tests {
     use crate::trace::{Detail, Header};
 
     fn header() -> Header {
-        let mut d = Detail::default();
-        d.stranded_after_ns = Some(1800);
-        d.sweep_every_ns = Some(300);
+        let d = Detail {
+            stranded_after_ns: Some(1800),
+            sweep_every_ns: Some(300),
+            ..Detail::default()
+        };
         Header {
             ev: "header".into(),
             version: 3,

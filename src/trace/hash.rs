@@ -489,7 +489,7 @@ mod tests {
             job(1, 2, 3, Some(4), JobState::Stranded),
         ];
         for c in changed {
-            assert_ne!(h(&[base.clone()]), h(&[c.clone()]), "{c:?}");
+            assert_ne!(h(std::slice::from_ref(&base)), h(std::slice::from_ref(&c)), "{c:?}");
         }
         let fill = |t, source, state, chunks| Event::Backfill {
             t,
@@ -504,7 +504,7 @@ mod tests {
             fill(1, 2, BackfillState::Stalled, 3),
             fill(1, 2, BackfillState::Running, 9),
         ] {
-            assert_ne!(h(&[base.clone()]), h(&[c.clone()]), "{c:?}");
+            assert_ne!(h(std::slice::from_ref(&base)), h(std::slice::from_ref(&c)), "{c:?}");
         }
     }
 
