@@ -144,11 +144,11 @@ fn a_requeue_keeps_its_event_and_the_process_serves_other_tasks_meanwhile() {
     // countdown: the process is free between attempts and takes the other task
     let pid1: Vec<u32> = j
         .iter()
-        .filter(|x| x.3 == Some(1) && x.4 == JobState::Requeued && x.0 < 300 * S)
+        .filter(|x| x.3 == Some(1) && x.4 == JobState::Requeued && x.0 < 100 * S)
         .map(|x| x.1)
         .collect();
     let switches = pid1.windows(2).filter(|w| w[0] != w[1]).count();
-    assert!(pid1.len() > 20 && switches > 20, "{pid1:?}");
+    assert!(pid1.len() > 10 && switches > 10, "{pid1:?}");
 }
 
 #[test]
@@ -159,7 +159,7 @@ fn the_valve_fires_at_max_wait_from_the_first_attempt_across_a_kill() {
         .iter()
         .find_map(|e| matches!(e, Event::Crash { pid: 1, .. }).then(|| e.t()))
         .expect("the kill");
-    assert_eq!(crash, 300 * S);
+    assert_eq!(crash, 100 * S);
     // the held tasks are delivered again at the kill, with their first attempt's time
     let redelivered: Vec<u32> = jobs(&evs)
         .iter()
@@ -168,7 +168,7 @@ fn the_valve_fires_at_max_wait_from_the_first_attempt_across_a_kill() {
         .collect();
     assert_eq!(redelivered, [1, 2]);
     // the first attempt was at t = 0: the valve fires at max_wait (600 s) plus at most one
-    // countdown (5 s) plus the restart (1 s), not 600 s after the restart (901 s)
+    // countdown (5 s) plus the restart (1 s), not 600 s after the restart (701 s)
     let valve = evs
         .iter()
         .find_map(|e| match *e {
@@ -365,7 +365,7 @@ fn a_walking_task_killed_mid_fetch_is_delivered_again_and_finalised() {
     );
     let evs = trace(&sc);
     let e0: Vec<(Option<u32>, JobState)> = jobs(&evs).iter().filter(|j| j.2 == 0).map(|j| (j.3, j.4)).collect();
-    // running on pid 0, killed at 300 s, delivered again, runs again, finalised
+    // running on pid 0, killed at 100 s, delivered again, runs again, finalised
     assert_eq!(e0[0], (None, JobState::Pending));
     assert_eq!(e0[1], (Some(0), JobState::Running));
     assert_eq!(e0[2], (None, JobState::Redelivered));
