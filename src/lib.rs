@@ -75,6 +75,7 @@ pub mod rng;
 pub mod run;
 pub mod scenario;
 pub mod summary;
+pub mod task;
 pub mod time;
 pub mod timeline;
 pub mod trace;

@@ -305,6 +305,7 @@ fn short(p: &str) -> &str {
         "liveness" => "live",
         "mutual_exclusion" => "mutex",
         "fairness" => "fair",
+        "work_heal" => "work",
         other => other,
     }
 }

@@ -88,6 +88,10 @@ pub struct Scenario {
     /// Fault schedule.
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
+    /// Download tasks through a broker: sources, their events, the tick, the sweep, backfill
+    /// ([`crate::task::JobsCfg`]). Absent: every process loops over jobs of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<crate::task::JobsCfg>,
     /// What a design record claims about this scenario's situation; the report quotes it
     /// beside pacesim's figures (optional).
     #[serde(default)]
@@ -626,6 +630,35 @@ impl Scenario {
         }
         if let Some(l) = &self.live {
             l.validate()?;
+        }
+        if let Some(j) = &self.jobs {
+            j.validate(self.processes.soft_limit, self.processes.hard_limit)?;
+            if let Some(b) = std::iter::once(&self.pacer.backend)
+                .chain(self.pacer.compare.iter())
+                .find(|b| b.as_str() != "redis_lock")
+            {
+                let f = if *b == self.pacer.backend {
+                    "pacer.backend"
+                } else {
+                    "pacer.compare"
+                };
+                return err(
+                    f,
+                    format!("`{b}` cannot run [jobs]: download tasks walk under the walk lock (`redis_lock`)"),
+                );
+            }
+            if self.processes.requests.is_some() {
+                return err(
+                    "processes.requests",
+                    "a [jobs] scenario runs until its duration: its work comes from the tick".into(),
+                );
+            }
+            if self.processes.arrival_rate.is_some() {
+                return err(
+                    "processes.arrival_rate",
+                    "a [jobs] scenario's work comes from the tick, not from arrivals".into(),
+                );
+            }
         }
         Ok(())
     }

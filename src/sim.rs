@@ -10,13 +10,14 @@
 //! Most callers go through [`crate::builder::SimBuilder`] (any backend value) or [`run`] (the
 //! backend the scenario names).
 
-use crate::backend::{Backend, Session, StoreCx, StoreSide};
+use crate::backend::{Backend, ProcessSide, Session, StoreCx, StoreSide};
 use crate::destination::Destination;
 use crate::engine::{Engine, Lane};
 use crate::fault::{FaultSpec, OutageMode};
 use crate::rng::{self, Entity, Rng};
 use crate::scenario::Scenario;
 use crate::store::{Store, Waiter};
+use crate::task::{After, End, Jobs, Tasks};
 use crate::time::{Instant, Nanos};
 use crate::trace::{CrashPoint, Detail, Event, Header, ScenarioSettings, Sink, StoreErrorKind, TRACE_VERSION};
 use crate::worker::{Action, Armed, NextJob, Phase, Sections, Tracked, Worker};
@@ -71,6 +72,23 @@ enum Ev<Op, Reply> {
     Limit { pid: u32, inc: u32, job: u64, hard: bool },
     /// A timer the store side asked for.
     StoreTimer { token: u64 },
+    /// `[jobs]`: the re-run tick.
+    Tick,
+    /// `[jobs]`: the recovery sweep.
+    Sweep,
+    /// `[jobs]`: the countdown of a re-enqueued task that `(pid, inc)` holds is over.
+    Countdown { pid: u32, inc: u32, task: usize },
+    /// `[jobs]`: the broker delivers a killed process's task again.
+    Redeliver { task: usize },
+    /// `[jobs]`: the subprocess budget of `pid`'s job `job` ran out.
+    Budget { pid: u32, inc: u32, job: u64 },
+    /// `[jobs]`: phase 3 of `pid`'s job `job` is done; the event is finalised as `state`.
+    Persisted {
+        pid: u32,
+        inc: u32,
+        job: u64,
+        state: crate::trace::JobState,
+    },
 }
 
 /// Figures about the run itself (not about the pacer: those come from the trace).
@@ -121,11 +139,19 @@ fn with_settings(sc: &Scenario, d: serde_json::Value) -> Detail {
         arrival_rate: sc.processes.arrival_rate,
         wait_bound_ns: sc.checks.wait_bound.map(|b| b.0),
     };
-    let d = if d.is_object() {
+    let mut d = if d.is_object() {
         d
     } else {
         serde_json::json!({ "detail": d })
     };
+    if let (Some(j), Some(map)) = (&sc.jobs, d.as_object_mut()) {
+        // each task's walk has its own length: the backend's `walk` does not bound it
+        map.remove("walk");
+        let jobs = crate::task::Jobs::new(j).detail();
+        for (k, v) in jobs.as_object().into_iter().flatten() {
+            map.insert(k.clone(), v.clone());
+        }
+    }
     Detail::new(d, settings)
 }
 
@@ -154,6 +180,8 @@ pub struct Sim<'a, B: Backend> {
     active: u32,
     arrivals: Vec<Rng>,
     timers: Vec<(Instant, u64)>,
+    // `[jobs]`: the broker, the sources and their events (None: processes loop on their own).
+    tasks: Option<Tasks>,
 }
 
 impl<B: Backend> std::fmt::Debug for Sim<'_, B> {
@@ -195,12 +223,18 @@ impl<'a, B: Backend> Sim<'a, B> {
             active: n,
             arrivals: (0..n).map(|pid| rng::stream(sc.seed, Entity::Arrivals(pid))).collect(),
             timers: Vec::new(),
+            tasks: sc.jobs.as_ref().map(|j| Tasks::new(Jobs::new(j), n)),
         };
         sim.schedule_start();
         sim
     }
 
     fn schedule_start(&mut self) {
+        if let Some(tk) = &self.tasks {
+            let sweep = tk.cfg.sweep_every;
+            self.engine.at(Instant::ZERO, Ev::Tick);
+            self.engine.at(Instant::ZERO + sweep, Ev::Sweep);
+        }
         for pid in 0..self.sc.processes.count {
             let d = self.sc.processes.start.sample(&mut self.workers[pid as usize].rng);
             self.engine.at(Instant::ZERO + d, Ev::Start { pid });
@@ -239,7 +273,7 @@ impl<'a, B: Backend> Sim<'a, B> {
     pub fn run(&mut self) -> Outcome {
         let limit = Instant(self.sc.duration.0);
         let mut last = Instant::ZERO;
-        while self.active > 0 || self.sc.processes.arrival_rate.is_some() {
+        while self.active > 0 || self.sc.processes.arrival_rate.is_some() || self.tasks.is_some() {
             let Some((t, ev)) = self.engine.pop_until(limit) else {
                 break;
             };
@@ -310,6 +344,12 @@ impl<'a, B: Backend> Sim<'a, B> {
                 let now = self.engine.now();
                 self.with_store(now, |s, cx| s.on_timer(cx, token));
             }
+            Ev::Tick => self.tick(),
+            Ev::Sweep => self.sweep(),
+            Ev::Countdown { pid, inc, task } => self.countdown_over(pid, inc, task),
+            Ev::Redeliver { task } => self.redeliver(task),
+            Ev::Budget { pid, inc, job } => self.budget(pid, inc, job),
+            Ev::Persisted { pid, inc, job, state } => self.persisted(pid, inc, job, state),
         }
         for (at, token) in self.timers.drain(..) {
             self.engine.at(at, Ev::StoreTimer { token });
@@ -338,6 +378,10 @@ impl<'a, B: Backend> Sim<'a, B> {
 
     /// Between jobs: finish, wait for a job, or think then start the next one.
     fn next_job(&mut self, pid: u32, first: bool) {
+        if self.tasks.is_some() {
+            self.workers[pid as usize].phase = Phase::Idle;
+            return self.take_task(pid);
+        }
         let sc = self.sc;
         let w = &mut self.workers[pid as usize];
         match w.next_job(
@@ -388,6 +432,7 @@ impl<'a, B: Backend> Sim<'a, B> {
         match a {
             Action::Send { op, seq } => self.send(pid, seq, op),
             Action::FetchAt(wake) => {
+                self.walk_starts(pid);
                 if wake <= now {
                     self.fetch_start(pid);
                 } else {
@@ -396,6 +441,8 @@ impl<'a, B: Backend> Sim<'a, B> {
                     self.engine.at(wake, Ev::Wake { pid, inc, timer });
                 }
             }
+            Action::Requeue(at) if self.tasks.is_some() => self.task_requeued(pid, at),
+            Action::JobDone if self.tasks.is_some() => self.walk_over(pid),
             Action::RetryAt(at) | Action::Requeue(at) => {
                 let w = &mut self.workers[pid as usize];
                 let (inc, timer) = (w.incarnation, w.arm_timer());
@@ -536,6 +583,9 @@ impl<'a, B: Backend> Sim<'a, B> {
             return;
         }
         let now = self.engine.now();
+        if let Some(tk) = &mut self.tasks {
+            tk.fetched(pid);
+        }
         let w = &mut self.workers[pid as usize];
         let a = w.fetch_end(now, status, &mut Tracked::new(self.out, &mut self.sections));
         self.act(pid, a);
@@ -640,6 +690,12 @@ impl<'a, B: Backend> Sim<'a, B> {
         self.out.event(&Event::Crash { t: now.0, pid, point });
         self.sections.died(pid, now.0, self.out);
         self.with_store(now, |st, cx| st.on_crash(cx, s));
+        if let Some(tk) = &mut self.tasks {
+            let (tasks, after) = tk.killed(pid, point == CrashPoint::HardLimit);
+            for task in tasks {
+                self.engine.after(after, Ev::Redeliver { task });
+            }
+        }
         match restart_after {
             Some(d) => self.engine.after(d, Ev::Restart { pid }),
             None => {
@@ -675,12 +731,158 @@ impl<'a, B: Backend> Sim<'a, B> {
         if hard {
             // Past the hard limit the job is killed; the pool starts a fresh worker.
             self.kill(pid, CrashPoint::HardLimit, Some(Nanos::ZERO));
+        } else if let Some(tk) = &mut self.tasks {
+            // The soft limit raises in the download task.
+            let now = self.engine.now();
+            if w.phase == Phase::Finalising {
+                if let Some(state) = tk.soft_limit_in_phase3(pid) {
+                    tk.finalise(pid, state, now, self.out);
+                }
+                return self.next_job(pid, false);
+            }
+            tk.ending(pid, End::SoftLimit);
+            let w = &mut self.workers[pid as usize];
+            let a = w.soft_limit(now, &mut Tracked::new(self.out, &mut self.sections));
+            self.act(pid, a);
         } else {
             let now = self.engine.now();
             let w = &mut self.workers[pid as usize];
             let a = w.soft_limit(now, &mut Tracked::new(self.out, &mut self.sections));
             self.act(pid, a);
         }
+    }
+}
+
+// ---- `[jobs]`: download tasks through a broker (`crate::task`) -----------------------------
+
+impl<B: Backend> Sim<'_, B> {
+    /// The re-run tick: new events and tasks, then free processes take them.
+    fn tick(&mut self) {
+        let now = self.engine.now();
+        let Some(tk) = &mut self.tasks else { return };
+        tk.tick(now, self.out);
+        let every = tk.cfg.tick;
+        self.engine.after(every, Ev::Tick);
+        self.hand_out();
+    }
+
+    /// The recovery sweep.
+    fn sweep(&mut self) {
+        let now = self.engine.now();
+        let Some(tk) = &mut self.tasks else { return };
+        tk.sweep(now, self.out);
+        let every = tk.cfg.sweep_every;
+        self.engine.after(every, Ev::Sweep);
+        self.hand_out();
+    }
+
+    /// Every idle process, in pid order, takes a ready task while there is one.
+    fn hand_out(&mut self) {
+        for pid in 0..self.sc.processes.count {
+            if !self.tasks.as_ref().is_some_and(Tasks::has_ready) {
+                return;
+            }
+            if self.workers[pid as usize].phase == Phase::Idle {
+                self.take_task(pid);
+            }
+        }
+    }
+
+    /// `pid` is free: it executes the oldest ready task, if any (else it stays idle).
+    fn take_task(&mut self, pid: u32) {
+        let now = self.engine.now();
+        let Some(tk) = &mut self.tasks else { return };
+        let Some(task) = tk.take_ready() else { return };
+        let w = &mut self.workers[pid as usize];
+        let memo = tk.begin(pid, task, w.job_seq + 1, now);
+        w.process.begin_task(memo);
+        self.start_job(pid);
+    }
+
+    /// The execution re-enqueued its task with a countdown: `pid` holds it until then and is
+    /// free meanwhile.
+    fn task_requeued(&mut self, pid: u32, at: Instant) {
+        let now = self.engine.now();
+        let inc = self.workers[pid as usize].incarnation;
+        let Some(tk) = &mut self.tasks else { return };
+        if let Some(task) = tk.requeued(pid, now, self.out) {
+            self.engine.at(at, Ev::Countdown { pid, inc, task });
+        }
+        self.next_job(pid, false);
+    }
+
+    fn countdown_over(&mut self, pid: u32, inc: u32, task: usize) {
+        if !self.current(pid, inc) {
+            return; // the kill already handed the task back (or lost it)
+        }
+        let Some(tk) = &mut self.tasks else { return };
+        if tk.countdown_over(pid, task) {
+            self.hand_out();
+        }
+    }
+
+    fn redeliver(&mut self, task: usize) {
+        let now = self.engine.now();
+        let Some(tk) = &mut self.tasks else { return };
+        tk.redeliver(task, now, self.out);
+        self.hand_out();
+    }
+
+    /// The walk begins (its first fetch is scheduled): the event runs, the budget starts.
+    fn walk_starts(&mut self, pid: u32) {
+        let now = self.engine.now();
+        let Some(tk) = &mut self.tasks else { return };
+        if let Some((job, budget)) = tk.walk_starts(pid, now, self.out) {
+            let inc = self.workers[pid as usize].incarnation;
+            self.engine.after(budget, Ev::Budget { pid, inc, job });
+        }
+    }
+
+    /// The subprocess budget ran out: the walk stops (TimeoutExpired) and releases the lock.
+    fn budget(&mut self, pid: u32, inc: u32, job: u64) {
+        if !self.current(pid, inc) || self.workers[pid as usize].job_seq != job {
+            return;
+        }
+        let Some(tk) = &mut self.tasks else { return };
+        if !tk.walking(pid, job)
+            || !matches!(
+                self.workers[pid as usize].phase,
+                Phase::SleepingToSlot | Phase::Fetching
+            )
+        {
+            return;
+        }
+        tk.ending(pid, End::Budget);
+        let now = self.engine.now();
+        let w = &mut self.workers[pid as usize];
+        let a = w.soft_limit(now, &mut Tracked::new(self.out, &mut self.sections));
+        self.act(pid, a);
+    }
+
+    /// The walk is over (the lock released): phase 3, or the event is left as it is.
+    fn walk_over(&mut self, pid: u32) {
+        let Some(tk) = &mut self.tasks else { return };
+        match tk.walk_over(pid) {
+            After::Persist(state) => {
+                let w = &mut self.workers[pid as usize];
+                w.phase = Phase::Finalising;
+                let (inc, job) = (w.incarnation, w.job_seq);
+                let persist = tk.cfg.persist;
+                self.engine.after(persist, Ev::Persisted { pid, inc, job, state });
+            }
+            After::Abandon => self.next_job(pid, false),
+        }
+    }
+
+    fn persisted(&mut self, pid: u32, inc: u32, job: u64, state: crate::trace::JobState) {
+        let w = &self.workers[pid as usize];
+        if !self.current(pid, inc) || w.job_seq != job || w.phase != Phase::Finalising {
+            return;
+        }
+        let now = self.engine.now();
+        let Some(tk) = &mut self.tasks else { return };
+        tk.finalise(pid, state, now, self.out);
+        self.next_job(pid, false);
     }
 }
 

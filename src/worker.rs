@@ -35,6 +35,9 @@ pub enum Phase {
     SleepingToSlot,
     /// The fetch request left; waiting for the response.
     Fetching,
+    /// A broker task's walk is over and its outcome is being persisted (the record's phase 3:
+    /// finalising the download's event); its time limits still run ([`crate::task`]).
+    Finalising,
     /// Finished every request it had.
     Finished,
     /// Killed, and not (yet) restarted.

@@ -98,6 +98,19 @@ fn every_variant() -> Vec<Event> {
             kind: FaultKind::StoreOutage,
             start: true,
         },
+        Event::JobEvent {
+            t: 25,
+            source: 1,
+            event: 4,
+            pid: Some(2),
+            state: pacesim::trace::JobState::Stranded,
+        },
+        Event::Backfill {
+            t: 25,
+            source: 1,
+            state: pacesim::trace::BackfillState::Stalled,
+            chunks: 3,
+        },
         Event::End { t: 26 },
     ];
     for e in &all {
@@ -119,6 +132,8 @@ fn every_variant() -> Vec<Event> {
             | Event::Crash { .. }
             | Event::Restart { .. }
             | Event::Fault { .. }
+            | Event::JobEvent { .. }
+            | Event::Backfill { .. }
             | Event::End { .. } => {}
         }
     }
@@ -183,6 +198,8 @@ fn alternatives(key: &str, v: &Value) -> Vec<Value> {
             out.extend(FallbackMode::ALL.iter().map(|k| json!(k.name())));
             out.extend(CrashPoint::ALL.iter().map(|k| json!(k.name())));
             out.extend(FaultKind::ALL.iter().map(|k| json!(k.name())));
+            out.extend(pacesim::trace::JobState::ALL.iter().map(|k| json!(k.name())));
+            out.extend(pacesim::trace::BackfillState::ALL.iter().map(|k| json!(k.name())));
             out.retain(|x| x != v);
             out
         }

@@ -90,6 +90,20 @@ pub enum Step<Op> {
     Done,
 }
 
+/// What a broker task carries from one execution to the next (a re-enqueue with a countdown,
+/// or the broker delivering it again after its process was killed): the task's own memory,
+/// which belongs to the task, not to the process that happens to run it. Only scenarios with a
+/// `[jobs]` table run tasks through a broker ([`crate::task`]); elsewhere the process side
+/// keeps its own state.
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct TaskMemo {
+    /// When the task first asked for permission (its first attempt): the safety valve counts
+    /// from here.
+    pub first_try: Option<Instant>,
+    /// Fetches its walk makes; `None`: the backend's own default.
+    pub walk: Option<u32>,
+}
+
 /// What the process side may touch: the time, its own clocks, and the trace.
 pub struct ProcCx<'a> {
     /// Reference time now.
@@ -186,6 +200,9 @@ pub trait ProcessSide: Send {
     fn on_soft_limit(&mut self, _cx: &mut ProcCx) -> Step<Self::Op> {
         Step::Done
     }
+    /// A broker task's execution is about to start on this process, carrying `memo`
+    /// ([`TaskMemo`]). Default: ignore it (a backend with no task memory).
+    fn begin_task(&mut self, _memo: TaskMemo) {}
 }
 
 /// The store side of a backend: the shared state and its atomic operation.

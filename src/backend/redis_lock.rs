@@ -9,9 +9,13 @@
 //!   soft and hard limits) tries again ([`Step::Requeue`]). The task remembers when it first
 //!   asked; once its total wait passes `max_wait` (~15 min) it runs **uncapped** as a safety
 //!   valve. A broker error also degrades to uncapped (the prior behaviour) rather than
-//!   stalling downloads. (A SIGKILL of the process drops the task it was re-enqueueing; a real
-//!   broker would deliver it again with its first attempt's time: pacesim's restart starts the
-//!   count afresh.)
+//!   stalling downloads. Without a `[jobs]` table a process loops over jobs of its own: a
+//!   SIGKILL drops the task it was re-enqueueing, and the restart starts the count afresh. With
+//!   `[jobs]` ([`crate::task`]) tasks go through a broker: the first attempt's time belongs to
+//!   the task ([`TaskMemo`], given to each execution by [`ProcessSide::begin_task`]), the
+//!   worker runs other tasks while one waits out its countdown, and a killed process's tasks
+//!   are delivered again (`redeliver`, as acks_late does) with that time, so the valve still
+//!   fires at `max_wait` from the first attempt across a kill.
 //! - **Clock:** the Redis server's, for the TTL only.
 //! - **Store failure:** uncapped (an `uncapped` trace event, reason `broker_error`).
 //! - **SIGKILL leaves:** the key, until its TTL expires; the next walk starts at expiry, not
@@ -21,7 +25,7 @@
 
 use crate::backend::lockset::{LockOp, LockReply};
 use crate::backend::options::{self, OptionError};
-use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreSide};
+use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreSide, TaskMemo};
 use crate::clock::Reading;
 use crate::fault::KillPoint;
 use crate::pacer::LocalPacer;
@@ -106,6 +110,7 @@ impl Backend for RedisLock {
             left: 0,
             holding: false,
             first_try: None,
+            task_walk: None,
             pacer: LocalPacer::new(self.interval.0),
         }
     }
@@ -208,6 +213,8 @@ pub struct Walker {
     holding: bool,
     // When the current job first asked for the lock.
     first_try: Option<Instant>,
+    // The current broker task's walk length (None: `cfg.walk`).
+    task_walk: Option<u32>,
     pacer: LocalPacer,
 }
 
@@ -220,7 +227,7 @@ impl Walker {
     }
 
     fn start_walk(&mut self, cx: &mut ProcCx, holding: bool) -> Step<LockOp> {
-        self.left = self.cfg.walk;
+        self.left = self.task_walk.unwrap_or(self.cfg.walk).max(1);
         self.holding = holding;
         self.first_try = None;
         self.next_fetch(cx)
@@ -304,6 +311,11 @@ impl ProcessSide for Walker {
         } else {
             Step::Done
         }
+    }
+
+    fn begin_task(&mut self, memo: TaskMemo) {
+        self.first_try = memo.first_try;
+        self.task_walk = memo.walk;
     }
 }
 

@@ -11,6 +11,7 @@
 //! | `liveness` | [`liveness`]: throughput reaches the effective rate under demand | pace backends, rate/concurrency locks |
 //! | `mutual_exclusion` | [`mutual_exclusion`]: at most K critical sections | lock events |
 //! | `fairness` | [`fairness`]: Jain's index and the longest wait for permission (a verdict against `[checks] wait_bound`; reported only without one) | always |
+//! | `work_heal` | [`work_heal`]: every download's event finalised or recovered by the sweep; no source re-strands forever | `job_event` events (`[jobs]`) |
 //!
 //! A trace from an external worker program (its header's `backend_detail` names the `worker`;
 //! [`crate::live::external`]) holds what the destination and the harness saw, plus whatever
@@ -30,6 +31,7 @@ pub mod fairness;
 pub mod liveness;
 pub mod mutual_exclusion;
 pub mod self_heal;
+pub mod work_heal;
 
 use crate::trace::{Event, Header, Sink};
 use serde::Serialize;
@@ -110,7 +112,7 @@ impl Seen {
 
 /// Every checker's verdict name, in the order [`Suite::verdicts`] reports them (the verdict
 /// matrix's columns).
-pub const ORDER: [&str; 8] = [
+pub const ORDER: [&str; 9] = [
     "ceiling",
     "slot_ceiling",
     "backoff_coherence",
@@ -119,6 +121,7 @@ pub const ORDER: [&str; 8] = [
     "liveness",
     "mutual_exclusion",
     "fairness",
+    "work_heal",
 ];
 
 /// A streaming checker.
@@ -144,10 +147,11 @@ struct Others {
     liveness: liveness::Liveness,
     mutual_exclusion: mutual_exclusion::MutualExclusion,
     fairness: fairness::Fairness,
+    work_heal: work_heal::WorkHeal,
 }
 
 impl Others {
-    fn all(&mut self) -> [&mut dyn Checker; 6] {
+    fn all(&mut self) -> [&mut dyn Checker; 7] {
         [
             &mut self.backoff,
             &mut self.self_heal,
@@ -155,6 +159,7 @@ impl Others {
             &mut self.liveness,
             &mut self.mutual_exclusion,
             &mut self.fairness,
+            &mut self.work_heal,
         ]
     }
 }
@@ -171,7 +176,7 @@ impl Suite {
     }
 
     /// All verdicts, in a fixed order: `ceiling`, `slot_ceiling`, `backoff_coherence`,
-    /// `self_heal`, `degradation`, `liveness`, `mutual_exclusion`, `fairness`.
+    /// `self_heal`, `degradation`, `liveness`, `mutual_exclusion`, `fairness`, `work_heal`.
     ///
     /// For an external worker's trace (its header's `backend_detail` names a `worker`), a
     /// check whose events the worker did not report is "not judged" ([`NOT_JUDGED`], passing,
@@ -220,6 +225,7 @@ impl Sink for Suite {
             liveness: liveness::Liveness::new(h),
             mutual_exclusion: mutual_exclusion::MutualExclusion::new(h),
             fairness: fairness::Fairness::new(h),
+            work_heal: work_heal::WorkHeal::new(h),
         });
         let d = &h.backend_detail;
         self.external = d.other.contains_key("worker").then(|| Seen {

@@ -8,7 +8,8 @@
 //! `session_gone`) is the *store* dropping the lock; the holder does not know and its section
 //! goes on, so another process may enter beside it: exactly the overlap this checker exists to
 //! see. An `uncapped` job is a section without a lock; it lasts until the process next tries a
-//! lock, dies, or has made [`Detail::walk_fetches`](crate::trace::Detail::walk_fetches) fetches.
+//! lock, dies, or has made [`Detail::walk_fetches`](crate::trace::Detail::walk_fetches) fetches, or
+//! (download jobs, whose walks vary in length) until its task finalises its event (`job_event`).
 //!
 //! K is [`Detail::lock_count`](crate::trace::Detail::lock_count). An overlap (more than K
 //! sections) is excused when one of the sections is uncapped (the design's declared way to run
@@ -240,6 +241,12 @@ impl Sink for MutualExclusion {
             }
             Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
                 self.end_section(*pid);
+                self.uncapped.remove(pid);
+            }
+            Event::JobEvent {
+                pid: Some(pid), state, ..
+            } if state.is_final() => {
+                // a download task's walk is over once it finalises its event
                 self.uncapped.remove(pid);
             }
             Event::Fault {

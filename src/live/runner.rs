@@ -157,6 +157,13 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
             f.kind()
         )));
     }
+    if sc.jobs.is_some() {
+        return Err(LiveError::Unsupported(
+            "[jobs] (download tasks through a broker: the tick, the sweep, backfill chunks, redelivery) is \
+             simulated only: live mode runs pacesim's own job loop, with no broker or download events"
+                .into(),
+        ));
+    }
     let adapter = crate::backend::spec(&sc.pacer.backend).and_then(|s| s.live);
     let run_id = new_run_id();
     let stores = if opts.worker.is_some() {

@@ -248,6 +248,19 @@ pub fn reading(sr: &ScenarioRuns) -> String {
             }
         }
     }
+    // download jobs: the record's claim is about their events, so their figure comes first
+    if sc.jobs.is_some() {
+        for r in &base {
+            if let Some(c) = r.row.summary.checks.get("work_heal") {
+                let verdict = if c.pass { "holds" } else { "FAILS" };
+                let _ = write!(
+                    out,
+                    " Download events ({}): work_heal {verdict}: {}.",
+                    r.backend, c.detail
+                );
+            }
+        }
+    }
     out
 }
 

@@ -252,7 +252,8 @@ impl Sink for Writer {
 mod tests {
     use super::*;
     use crate::trace::{
-        CrashPoint, FallbackMode, FaultKind, MultiplierCause, OpKind, ReleaseReason, StoreErrorKind, UncappedReason,
+        BackfillState, CrashPoint, FallbackMode, FaultKind, JobState, MultiplierCause, OpKind, ReleaseReason,
+        StoreErrorKind, UncappedReason,
     };
 
     /// Random events of every variant, with awkward values: extreme integers, floats that
@@ -312,7 +313,7 @@ mod tests {
                 1 => i64::MAX,
                 _ => r.random_range(-1_000_000_000_000i64..1_000_000_000_000),
             };
-            out.push(match i % 17 {
+            out.push(match i % 19 {
                 0 => Event::OpSent { t, pid, op },
                 1 => Event::Grant {
                     t,
@@ -386,6 +387,19 @@ mod tests {
                     id: pid,
                     kind: pick(&mut r, FaultKind::ALL),
                     start: r.random_bool(0.5),
+                },
+                16 => Event::JobEvent {
+                    t,
+                    source: r.random_range(0..u32::MAX),
+                    event: r.random_range(0..u32::MAX),
+                    pid: r.random_bool(0.5).then_some(pid),
+                    state: pick(&mut r, JobState::ALL),
+                },
+                17 => Event::Backfill {
+                    t,
+                    source: pid,
+                    state: pick(&mut r, BackfillState::ALL),
+                    chunks: r.random_range(0..u32::MAX),
                 },
                 _ => Event::End { t },
             });

@@ -12,7 +12,10 @@
 //! every input bit; it is a fingerprint for "did anything change", not a cryptographic hash.
 
 #[cfg(test)]
-use super::{CrashPoint, FallbackMode, FaultKind, MultiplierCause, ReleaseReason, StoreErrorKind, UncappedReason};
+use super::{
+    BackfillState, CrashPoint, FallbackMode, FaultKind, JobState, MultiplierCause, ReleaseReason, StoreErrorKind,
+    UncappedReason,
+};
 use super::{Event, Header, OpKind, encode_line};
 
 const SEED: u64 = 0x243f_6a88_85a3_08d3; // pi's fraction
@@ -212,6 +215,32 @@ impl TraceHash {
                 self.word(17);
                 self.word(*t);
             }
+            Event::JobEvent {
+                t,
+                source,
+                event,
+                pid,
+                state,
+            } => {
+                self.word(18);
+                self.word(*t);
+                self.word((*source).into());
+                self.word((*event).into());
+                self.word(pid.map_or(0, |p| (1 << 32) | u64::from(p)));
+                self.str(state.name());
+            }
+            Event::Backfill {
+                t,
+                source,
+                state,
+                chunks,
+            } => {
+                self.word(19);
+                self.word(*t);
+                self.word((*source).into());
+                self.str(state.name());
+                self.word((*chunks).into());
+            }
         }
     }
 
@@ -406,6 +435,25 @@ mod tests {
             };
             assert_eq!(h(&[ev]), by_name(13, &[1, 2, 1], mode.name(), &[1.0f64.to_bits()]));
         }
+        for &state in JobState::ALL {
+            let ev = Event::JobEvent {
+                t: 1,
+                source: 2,
+                event: 3,
+                pid: Some(4),
+                state,
+            };
+            assert_eq!(h(&[ev]), by_name(18, &[1, 2, 3, (1 << 32) | 4], state.name(), &[]));
+        }
+        for &state in BackfillState::ALL {
+            let ev = Event::Backfill {
+                t: 1,
+                source: 2,
+                state,
+                chunks: 3,
+            };
+            assert_eq!(h(&[ev]), by_name(19, &[1, 2], state.name(), &[3]));
+        }
         for &point in CrashPoint::ALL {
             let ev = Event::Crash { t: 1, pid: 2, point };
             assert_eq!(h(&[ev]), by_name(14, &[1, 2], point.name(), &[]));
@@ -418,6 +466,45 @@ mod tests {
                 start: false,
             };
             assert_eq!(h(&[ev]), by_name(16, &[1, 2], kind.name(), &[0]));
+        }
+    }
+
+    /// Every field of the download events reaches the hash: changing any one changes it.
+    #[test]
+    fn every_job_field_counts() {
+        let job = |t, source, event, pid, state| Event::JobEvent {
+            t,
+            source,
+            event,
+            pid,
+            state,
+        };
+        let base = job(1, 2, 3, Some(4), JobState::Running);
+        let changed = [
+            job(9, 2, 3, Some(4), JobState::Running),
+            job(1, 9, 3, Some(4), JobState::Running),
+            job(1, 2, 9, Some(4), JobState::Running),
+            job(1, 2, 3, Some(9), JobState::Running),
+            job(1, 2, 3, None, JobState::Running),
+            job(1, 2, 3, Some(4), JobState::Stranded),
+        ];
+        for c in changed {
+            assert_ne!(h(std::slice::from_ref(&base)), h(std::slice::from_ref(&c)), "{c:?}");
+        }
+        let fill = |t, source, state, chunks| Event::Backfill {
+            t,
+            source,
+            state,
+            chunks,
+        };
+        let base = fill(1, 2, BackfillState::Running, 3);
+        for c in [
+            fill(9, 2, BackfillState::Running, 3),
+            fill(1, 9, BackfillState::Running, 3),
+            fill(1, 2, BackfillState::Stalled, 3),
+            fill(1, 2, BackfillState::Running, 9),
+        ] {
+            assert_ne!(h(std::slice::from_ref(&base)), h(std::slice::from_ref(&c)), "{c:?}");
         }
     }
 

@@ -9,7 +9,10 @@ use serde_json::{Map, Value};
 ///
 /// - 2: `fallback` events carry `multiplier`, the multiplier the process's own fallback pacer
 ///   paces by (a version 1 trace lacks it; it reads as 1).
-pub const TRACE_VERSION: u32 = 2;
+/// - 3: `job_event` (a download's event: pending, running, finalised with a reason, stranded)
+///   and `backfill` (a source's backfill state) events, written by scenarios with a `[jobs]`
+///   table; older traces have none.
+pub const TRACE_VERSION: u32 = 3;
 
 /// The oldest trace version this build reads.
 pub const OLDEST_TRACE_VERSION: u32 = 1;
@@ -217,6 +220,33 @@ pub enum Event {
         /// True at start, false at end.
         start: bool,
     },
+    /// A download's event (the record's DownloadEvent) changed state: created `pending` by the
+    /// tick, `requeued` or `redelivered` (still the same event), `running` when its walk
+    /// starts, then finalised (`complete`, `partial`, `timeout`, `soft_limit`) or `stranded` by
+    /// the recovery sweep.
+    JobEvent {
+        /// Time.
+        t: u64,
+        /// The source the download is for.
+        source: u32,
+        /// The event's number (one per event the tick creates, never reused).
+        event: u32,
+        /// The process executing its task; none for the tick and the sweep.
+        pid: Option<u32>,
+        /// The new state.
+        state: JobState,
+    },
+    /// A source's run-until-done backfill changed state (time-boxed chunks).
+    Backfill {
+        /// Time.
+        t: u64,
+        /// The source.
+        source: u32,
+        /// The new state.
+        state: BackfillState,
+        /// Chunks finished so far.
+        chunks: u32,
+    },
     /// The run ended.
     End {
         /// Time.
@@ -245,6 +275,8 @@ impl Event {
             | Event::Crash { t, .. }
             | Event::Restart { t, .. }
             | Event::Fault { t, .. }
+            | Event::JobEvent { t, .. }
+            | Event::Backfill { t, .. }
             | Event::End { t } => t,
         }
     }
@@ -389,6 +421,58 @@ names! {
         SafetyValve = "safety_valve",
         /// The broker (the store) failed, so it ran without the lock.
         BrokerError = "broker_error",
+    }
+}
+
+names! {
+    /// A download event's state (`job_event` events).
+    pub enum JobState {
+        /// The tick created it and enqueued its task.
+        Pending = "pending",
+        /// Its task found the walk lock taken and re-enqueued itself with a countdown: the
+        /// event stays pending (no new event).
+        Requeued = "requeued",
+        /// Its task's process was killed; the broker delivers the task again (the same event).
+        Redelivered = "redelivered",
+        /// Its walk (the subprocess) started.
+        Running = "running",
+        /// Finalised: the walk ended by itself (rc = 0).
+        Complete = "complete",
+        /// Finalised: the walk hit its time box but advanced (a chunk boundary; status ok).
+        Partial = "partial",
+        /// Finalised: the subprocess timed out (an error).
+        Timeout = "timeout",
+        /// Finalised by the task's own handler of its soft time limit.
+        SoftLimit = "soft_limit",
+        /// Left `running` and marked stranded by the recovery sweep.
+        Stranded = "stranded",
+    }
+}
+
+impl JobState {
+    /// Whether the job finalised the event itself (phase 3 ran, or the soft-limit handler).
+    pub const fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobState::Complete | JobState::Partial | JobState::Timeout | JobState::SoftLimit
+        )
+    }
+
+    /// Whether the event is closed: finalised, or recovered (stranded) by the sweep.
+    pub const fn closes(self) -> bool {
+        self.is_final() || matches!(self, JobState::Stranded)
+    }
+}
+
+names! {
+    /// A source's backfill state (`backfill` events; the record's `_backfill_state`).
+    pub enum BackfillState {
+        /// Continues in chunks across ticks.
+        Running = "running",
+        /// The walk reached the bottom (rc = 0).
+        Complete = "complete",
+        /// Paused: no cursor progress (the stall guard) or the chunk cap reached.
+        Stalled = "stalled",
     }
 }
 
@@ -579,6 +663,17 @@ pub struct Detail {
     /// `wait_bound_ns`: the longest a process may wait for permission before `fairness` fails
     /// (`[checks] wait_bound`). Absent: `fairness` is reported, not a verdict.
     pub wait_bound_ns: Option<u64>,
+    /// `stranded_after_ns`: the recovery sweep marks an event stranded once it has been
+    /// `running` this long (`[jobs] stranded_after`). Absent: the trace has no download jobs;
+    /// `work_heal` then does not bound how long an event stays open.
+    pub stranded_after_ns: Option<u64>,
+    /// `sweep_every_ns`: how often the recovery sweep runs (`[jobs] sweep_every`). Absent: 0
+    /// (with [`stranded_after_ns`](Self::stranded_after_ns) it makes
+    /// [`Detail::heal_bound`]).
+    pub sweep_every_ns: Option<u64>,
+    /// `strand_limit`: consecutive strands of one source that `work_heal` calls "forever"
+    /// (`[jobs] strand_limit`). Absent: [`Detail::DEFAULT_STRAND_LIMIT`].
+    pub strand_limit: Option<u64>,
     /// Every other key: the backend's remaining options, opaque (and any typed key written as
     /// `null`). It holds no typed key with a value: on writing, a typed field that is set
     /// replaces a key of the same name here.
@@ -651,6 +746,9 @@ impl Detail {
             detect_dead_ns: typed("detect_dead_ns", take("detect_dead_ns"))?,
             ttl_ns: typed("ttl_ns", take("ttl_ns"))?,
             wait_bound_ns: typed("wait_bound_ns", take("wait_bound_ns"))?,
+            stranded_after_ns: typed("stranded_after_ns", take("stranded_after_ns"))?,
+            sweep_every_ns: typed("sweep_every_ns", take("sweep_every_ns"))?,
+            strand_limit: typed("strand_limit", take("strand_limit"))?,
             other: Map::new(),
         };
         other.append(&mut map);
@@ -682,7 +780,28 @@ impl Detail {
         put("detect_dead_ns", self.detect_dead_ns.map(Value::from));
         put("ttl_ns", self.ttl_ns.map(Value::from));
         put("wait_bound_ns", self.wait_bound_ns.map(Value::from));
+        put("stranded_after_ns", self.stranded_after_ns.map(Value::from));
+        put("sweep_every_ns", self.sweep_every_ns.map(Value::from));
+        put("strand_limit", self.strand_limit.map(Value::from));
         map
+    }
+
+    /// `work_heal`'s default for [`strand_limit`](Self::strand_limit): three strands in a row
+    /// (pacesim's choice: one is bad luck, two a pattern, three a source that will not heal).
+    pub const DEFAULT_STRAND_LIMIT: u64 = 3;
+
+    /// How long an event may stay in one open phase (pending until its walk runs, running
+    /// until it is finalised or stranded): `stranded_after_ns + sweep_every_ns`, the latest a
+    /// sweep can recover a running event; `None` when the trace states no sweep.
+    pub fn heal_bound(&self) -> Option<u64> {
+        self.stranded_after_ns
+            .map(|s| s.saturating_add(self.sweep_every_ns.unwrap_or(0)))
+    }
+
+    /// Consecutive strands that count as "forever": [`strand_limit`](Self::strand_limit), at
+    /// least 1; [`Detail::DEFAULT_STRAND_LIMIT`] when absent.
+    pub fn strand_limit(&self) -> u64 {
+        self.strand_limit.unwrap_or(Self::DEFAULT_STRAND_LIMIT).max(1)
     }
 
     /// The shared authority's GCRA burst: [`burst`](Self::burst), at least 1; 1 when absent.
@@ -774,6 +893,21 @@ mod tests {
             ],
         );
         exact(UncappedReason::ALL, &["safety_valve", "broker_error"]);
+        exact(
+            JobState::ALL,
+            &[
+                "pending",
+                "requeued",
+                "redelivered",
+                "running",
+                "complete",
+                "partial",
+                "timeout",
+                "soft_limit",
+                "stranded",
+            ],
+        );
+        exact(BackfillState::ALL, &["running", "complete", "stalled"]);
         exact(FallbackMode::ALL, &["fail_open", "divided", "fail_closed"]);
         exact(
             CrashPoint::ALL,
@@ -878,7 +1012,7 @@ mod tests {
         assert_eq!(redis_lock.lock_count(), 1);
     }
 
-    const TYPED: [&str; 16] = [
+    const TYPED: [&str; 19] = [
         "backoff",
         "backoff_factor",
         "decay_after",
@@ -895,6 +1029,9 @@ mod tests {
         "detect_dead_ns",
         "ttl_ns",
         "wait_bound_ns",
+        "stranded_after_ns",
+        "sweep_every_ns",
+        "strand_limit",
     ];
 
     /// What a producer builds is what reading its bytes gives, and the settings are written as

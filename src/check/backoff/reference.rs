@@ -611,6 +611,8 @@ impl Reference {
             | Event::Multiplier { .. }
             | Event::Grant { .. }
             | Event::Fault { .. }
+            | Event::JobEvent { .. }
+            | Event::Backfill { .. }
             | Event::End { .. } => {}
         }
     }
