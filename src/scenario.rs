@@ -88,6 +88,10 @@ pub struct Scenario {
     /// Fault schedule.
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
+    /// The platforms jobs go to, each with its own destination and ceiling
+    /// ([`crate::platform`]). Default: none (one destination at `pacer.rate`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub platforms: Vec<crate::platform::PlatformCfg>,
     /// What a design record claims about this scenario's situation; the report quotes it
     /// beside pacesim's figures (optional).
     #[serde(default)]
@@ -594,6 +598,32 @@ impl Scenario {
         for (i, b) in self.pacer.compare.iter().enumerate() {
             if self.pacer.compare[..i].contains(b) {
                 return err("pacer.compare", format!("`{b}` is listed twice"));
+            }
+        }
+        crate::platform::validate(&self.platforms)?;
+        if !self.platforms.is_empty() {
+            for (i, b) in std::iter::once(&self.pacer.backend)
+                .chain(self.pacer.compare.iter())
+                .enumerate()
+            {
+                if b != "redis_lock" {
+                    let f = if i == 0 { "pacer.backend" } else { "pacer.compare" };
+                    return err(
+                        f,
+                        format!(
+                            "`{b}` with [[platforms]]: platforms are modelled for `redis_lock` only (one walk \
+                             lock per platform); the pace backends keep one budget for one destination"
+                        ),
+                    );
+                }
+            }
+            if self.destination.limit.is_some() {
+                return err(
+                    "destination.limit",
+                    "with [[platforms]] each platform's `limit` is its own destination's ceiling; one limit \
+                     for every platform is not modelled"
+                        .into(),
+                );
             }
         }
         crate::backend::registry::validate_options(self).map_err(|e| (format!("pacer.{}", e.field), e.message))?;

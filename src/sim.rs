@@ -18,7 +18,7 @@ use crate::rng::{self, Entity, Rng};
 use crate::scenario::Scenario;
 use crate::store::{Store, Waiter};
 use crate::time::{Instant, Nanos};
-use crate::trace::{CrashPoint, Detail, Event, Header, ScenarioSettings, Sink, StoreErrorKind, TRACE_VERSION};
+use crate::trace::{CrashPoint, Detail, Event, Header, ScenarioSettings, Sink, StoreErrorKind};
 use crate::worker::{Action, Armed, NextJob, Phase, Sections, Tracked, Worker};
 use rand::RngExt;
 use rand_distr::{Distribution, Exp};
@@ -87,9 +87,10 @@ pub struct Outcome {
 /// The trace header for scenario `sc` run with a backend whose options in force are `detail`
 /// (`source`: `sim` or `live`).
 pub fn header_with(sc: &Scenario, backend: &str, detail: serde_json::Value, source: &str) -> Header {
+    let backend_detail = with_settings(sc, detail);
     Header {
         ev: "header".into(),
-        version: TRACE_VERSION,
+        version: crate::trace::version_for(&backend_detail),
         source: source.into(),
         scenario: sc.name.clone(),
         backend: backend.into(),
@@ -98,7 +99,7 @@ pub fn header_with(sc: &Scenario, backend: &str, detail: serde_json::Value, sour
         rate: sc.pacer.rate,
         burst: sc.checks.burst,
         multiplier_cap: sc.backoff.cap,
-        backend_detail: with_settings(sc, detail),
+        backend_detail,
     }
 }
 

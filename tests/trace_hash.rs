@@ -98,7 +98,12 @@ fn every_variant() -> Vec<Event> {
             kind: FaultKind::StoreOutage,
             start: true,
         },
-        Event::End { t: 26 },
+        Event::Platform {
+            t: 26,
+            pid: 2,
+            platform: 1,
+        },
+        Event::End { t: 27 },
     ];
     for e in &all {
         // exhaustive on purpose: no `_` arm
@@ -119,6 +124,7 @@ fn every_variant() -> Vec<Event> {
             | Event::Crash { .. }
             | Event::Restart { .. }
             | Event::Fault { .. }
+            | Event::Platform { .. }
             | Event::End { .. } => {}
         }
     }

@@ -151,6 +151,13 @@ pub fn new_run_id() -> String {
 /// Run a scenario live. Cleanup (workers, schema, keys) happens whatever the outcome; `cancel`
 /// turning true stops the run (SIGINT/SIGTERM).
 pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool>) -> Result<LiveRun, LiveError> {
+    if !sc.platforms.is_empty() {
+        return Err(LiveError::Unsupported(
+            "[[platforms]] is simulated only: live mode has one destination and one lock key per run, so it \
+             cannot yet give each platform its own"
+                .into(),
+        ));
+    }
     let adapter = crate::backend::spec(&sc.pacer.backend).and_then(|s| s.live);
     let run_id = new_run_id();
     let stores = if opts.worker.is_some() {

@@ -312,7 +312,7 @@ mod tests {
                 1 => i64::MAX,
                 _ => r.random_range(-1_000_000_000_000i64..1_000_000_000_000),
             };
-            out.push(match i % 17 {
+            out.push(match i % 18 {
                 0 => Event::OpSent { t, pid, op },
                 1 => Event::Grant {
                     t,
@@ -386,6 +386,11 @@ mod tests {
                     id: pid,
                     kind: pick(&mut r, FaultKind::ALL),
                     start: r.random_bool(0.5),
+                },
+                16 => Event::Platform {
+                    t,
+                    pid,
+                    platform: r.random_range(0..u32::MAX),
                 },
                 _ => Event::End { t },
             });

@@ -212,6 +212,12 @@ impl TraceHash {
                 self.word(17);
                 self.word(*t);
             }
+            Event::Platform { t, pid, platform } => {
+                self.word(18);
+                self.word(*t);
+                self.word((*pid).into());
+                self.word((*platform).into());
+            }
         }
     }
 

@@ -9,7 +9,22 @@ use serde_json::{Map, Value};
 ///
 /// - 2: `fallback` events carry `multiplier`, the multiplier the process's own fallback pacer
 ///   paces by (a version 1 trace lacks it; it reads as 1).
-pub const TRACE_VERSION: u32 = 2;
+/// - 3: `platform` events (which platform a process's job is on) and `backend_detail.platforms`
+///   (each platform's name, ceiling and whether its walks are serialised). A producer writes 3
+///   only for a trace that holds them ([`version_for`]): every other trace is a version 2 trace,
+///   byte for byte as before.
+pub const TRACE_VERSION: u32 = 3;
+
+/// The version a trace is written as: 3 when it declares platforms, else 2 (the oldest
+/// version that carries everything it holds, so a trace without platforms reads the same in a
+/// version 2 reader and hashes as it always did).
+pub fn version_for(detail: &Detail) -> u32 {
+    if detail.platforms.as_ref().is_some_and(|p| !p.is_empty()) {
+        3
+    } else {
+        2
+    }
+}
 
 /// The oldest trace version this build reads.
 pub const OLDEST_TRACE_VERSION: u32 = 1;
@@ -217,6 +232,18 @@ pub enum Event {
         /// True at start, false at end.
         start: bool,
     },
+    /// A process's job (a walk) is on platform `platform` (an index into
+    /// `backend_detail.platforms`), from now until its next `platform` event: the fetches it
+    /// makes meanwhile reach that platform's destination. Only in traces that declare
+    /// platforms (version 3).
+    Platform {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// Index into `backend_detail.platforms`.
+        platform: u32,
+    },
     /// The run ended.
     End {
         /// Time.
@@ -245,6 +272,7 @@ impl Event {
             | Event::Crash { t, .. }
             | Event::Restart { t, .. }
             | Event::Fault { t, .. }
+            | Event::Platform { t, .. }
             | Event::End { t } => t,
         }
     }
@@ -509,6 +537,22 @@ pub struct ScenarioSettings {
     pub arrival_rate: Option<f64>,
 }
 
+/// One platform of `backend_detail.platforms`: a destination of its own, judged against its
+/// own ceiling.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlatformDetail {
+    /// Its name (`patreon`).
+    pub name: String,
+    /// Its destination's ceiling, requests per second: what `ceiling` judges its arrivals by.
+    pub limit: f64,
+    /// The burst its `ceiling` tolerates. Absent: the header's `burst`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+    /// Its walks take the platform's lock (`SERIALIZED_PLATFORMS`); else they run uncapped.
+    pub serialized: bool,
+}
+
 /// `Header.backend_detail`: the backend's options in force and the scenario settings the
 /// checkers need, as one JSON object with its keys sorted.
 ///
@@ -574,6 +618,10 @@ pub struct Detail {
     /// `ttl_ns`: a lock key's time to live, which frees a dead holder's lock (TTL locks).
     /// Absent: no such delay ([`Detail::dead_holder_release`]).
     pub ttl_ns: Option<u64>,
+    /// `platforms`: the platforms jobs are on, in index order (the `platform` events' index),
+    /// each with its own destination and ceiling. Absent: one destination, at the header's
+    /// `rate` ([`Detail::platforms`]).
+    pub platforms: Option<Vec<PlatformDetail>>,
     /// Every other key: the backend's remaining options, opaque (and any typed key written as
     /// `null`). It holds no typed key with a value: on writing, a typed field that is set
     /// replaces a key of the same name here.
@@ -642,6 +690,7 @@ impl Detail {
             walk: typed("walk", take("walk"))?,
             detect_dead_ns: typed("detect_dead_ns", take("detect_dead_ns"))?,
             ttl_ns: typed("ttl_ns", take("ttl_ns"))?,
+            platforms: typed("platforms", take("platforms"))?,
             other: Map::new(),
         };
         other.append(&mut map);
@@ -672,7 +721,18 @@ impl Detail {
         put("walk", self.walk.map(Value::from));
         put("detect_dead_ns", self.detect_dead_ns.map(Value::from));
         put("ttl_ns", self.ttl_ns.map(Value::from));
+        put(
+            "platforms",
+            self.platforms
+                .as_ref()
+                .map(|p| serde_json::to_value(p).expect("platforms serialise")),
+        );
         map
+    }
+
+    /// The platforms the trace declares (empty: one destination at the header's rate).
+    pub fn platforms(&self) -> &[PlatformDetail] {
+        self.platforms.as_deref().unwrap_or(&[])
     }
 
     /// The shared authority's GCRA burst: [`burst`](Self::burst), at least 1; 1 when absent.

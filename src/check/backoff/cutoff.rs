@@ -129,7 +129,7 @@ impl Cutoff {
             | Event::LockAcquired { t, pid, .. }
             | Event::LockReleased { t, pid, .. }
             | Event::Uncapped { t, pid, .. } => self.overdue(f, pid, t),
-            Event::Multiplier { pid: None, .. } | Event::Fault { .. } | Event::End { .. } => {}
+            Event::Multiplier { pid: None, .. } | Event::Fault { .. } | Event::Platform { .. } | Event::End { .. } => {}
         }
     }
 

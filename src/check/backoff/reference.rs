@@ -611,6 +611,7 @@ impl Reference {
             | Event::Multiplier { .. }
             | Event::Grant { .. }
             | Event::Fault { .. }
+            | Event::Platform { .. }
             | Event::End { .. } => {}
         }
     }
