@@ -22,8 +22,11 @@ fn summary(sc: &Scenario) -> Summary {
     simulate(sc, None, None).unwrap()
 }
 
-/// Each arrival with the platform of its process's job: `(t, pid, platform)`.
-fn arrivals(evs: &[Event]) -> Vec<(u64, u32, u32)> {
+/// An arrival with the platform of its process's job: `(t, pid, platform)`.
+type Arrival = (u64, u32, u32);
+
+/// Each arrival with the platform of its process's job.
+fn arrivals(evs: &[Event]) -> Vec<Arrival> {
     let mut job = std::collections::BTreeMap::new();
     let mut out = Vec::new();
     for e in evs {
@@ -50,7 +53,7 @@ fn platforms_run_concurrently_and_only_the_serialised_one_waits() {
     assert!(s.checks["ceiling"].detail.contains("patreon:") && s.checks["ceiling"].detail.contains("deviantart:"));
     let evs = trace(&sc);
     let arr = arrivals(&evs);
-    let (patreon, deviantart): (Vec<&(u64, u32, u32)>, Vec<&(u64, u32, u32)>) = arr.iter().partition(|a| a.2 == 0);
+    let (patreon, deviantart): (Vec<&Arrival>, Vec<&Arrival>) = arr.iter().partition(|a| a.2 == 0);
     assert!(
         patreon.len() > 400 && deviantart.len() > 400,
         "{} {}",

@@ -95,7 +95,7 @@ impl RedisLock {
             let known: Vec<&str> = sc.platforms.iter().map(|p| p.name.as_str()).collect();
             return Err(OptionError::new(
                 "serialized_platforms",
-                &format!("unknown platform `{unknown}` (declared: {})", known.join(", ")),
+                format!("unknown platform `{unknown}` (declared: {})", known.join(", ")),
             ));
         }
         let platforms = sc

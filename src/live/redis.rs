@@ -196,7 +196,7 @@ return out
 "#;
 
 /// The `state_lost` fault: delete this run's keys (those under `prefix`, found by SCAN, and
-/// `named` ones under it however new) and return what each held ([`LOSE_LUA`]). Only keys
+/// `named` ones under it however new) and return what each held (one script: read, then `DEL`). Only keys
 /// under the run's own prefix: never another run's, never the run's lease.
 pub fn lose_state(con: &mut Connection, prefix: &str, named: &[&str]) -> RedisResult<Vec<(String, String)>> {
     let mut keys = keys_with_prefix(con, prefix)?;
