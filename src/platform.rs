@@ -73,8 +73,17 @@ impl PlatformCfg {
     }
 }
 
+/// The most platforms a scenario may declare (each is a lock index of the walk lock).
+pub const MAX_PLATFORMS: usize = 4096;
+
 /// Check the `[[platforms]]` list: `Err((field, message))`.
 pub fn validate(platforms: &[PlatformCfg]) -> Result<(), (String, String)> {
+    if platforms.len() > MAX_PLATFORMS {
+        return Err((
+            "platforms".into(),
+            format!("{} platforms: at most {MAX_PLATFORMS}", platforms.len()),
+        ));
+    }
     for (i, p) in platforms.iter().enumerate() {
         let f = |k: &str| format!("platforms[{i}].{k}");
         if p.name.trim().is_empty() {
@@ -103,6 +112,10 @@ pub fn validate(platforms: &[PlatformCfg]) -> Result<(), (String, String)> {
                 crate::scenario::rate_in_range(r).map_err(|m| (f(k), m))?;
             }
         }
+    }
+    let total: f64 = platforms.iter().map(|p| p.share).sum();
+    if !total.is_finite() {
+        return Err(("platforms".into(), "the shares must add up to a finite number".into()));
     }
     Ok(())
 }

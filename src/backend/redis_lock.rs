@@ -216,9 +216,11 @@ impl LockKey {
     }
 }
 
-/// A TTL timer's token: the holder's session and the lock.
+/// A TTL timer's token: the holder's session and the lock (pid in the low 32 bits, the lock in
+/// the next 12, at most [`crate::platform::MAX_PLATFORMS`]; the incarnation in the top 20, where
+/// only a session restarted a million times would alias: its key still expires, by `serve`).
 fn timer_token(s: Session, lock: u32) -> u64 {
-    ((s.incarnation as u64) << 32) | ((lock as u64) << 20) | s.pid as u64
+    ((s.incarnation as u64 & 0xF_FFFF) << 44) | ((lock as u64 & 0xFFF) << 32) | s.pid as u64
 }
 
 impl StoreSide for LockKey {
@@ -281,13 +283,11 @@ impl StoreSide for LockKey {
     }
 
     fn on_timer(&mut self, cx: &mut StoreCx, token: u64) {
-        let s = Session {
-            incarnation: (token >> 32) as u32,
-            pid: (token & 0xF_FFFF) as u32,
-        };
-        let key = self.slot(((token >> 20) & 0xFFF) as u32);
+        let (pid, lock, incarnation) = (token as u32, ((token >> 32) & 0xFFF) as u32, (token >> 44) as u32);
+        let key = self.slot(lock);
         if let Some((h, exp)) = *key
-            && h == s
+            && h.pid == pid
+            && h.incarnation & 0xF_FFFF == incarnation
             && exp <= cx.t
         {
             *key = None;
