@@ -928,7 +928,7 @@ mod tests {
         assert_eq!(redis_lock.lock_count(), 1);
     }
 
-    const TYPED: [&str; 15] = [
+    const TYPED: [&str; 16] = [
         "backoff",
         "backoff_factor",
         "decay_after",
@@ -944,7 +944,24 @@ mod tests {
         "walk",
         "detect_dead_ns",
         "ttl_ns",
+        "platforms",
     ];
+
+    /// A version 3 header's platforms are typed, and write back byte for byte.
+    #[test]
+    fn platforms_are_typed_and_write_back() {
+        let line = r#"{"locks":1,"platforms":[{"limit":2.5,"name":"patreon","serialized":true},{"burst":4,"limit":10.0,"name":"deviantart","serialized":false}],"walk":10}"#;
+        let d: Detail = serde_json::from_str(line).unwrap();
+        assert_eq!(serde_json::to_string(&d).unwrap(), line);
+        assert_eq!(d.platforms().len(), 2);
+        assert_eq!(d.platforms()[1].burst, Some(4));
+        assert!(d.other.is_empty());
+        assert_eq!(version_for(&d), 3);
+        assert_eq!(version_for(&Detail::default()), 2);
+        let bad = r#"{"platforms":[{"name":"patreon"}]}"#;
+        let e = serde_json::from_str::<Detail>(bad).unwrap_err().to_string();
+        assert!(e.contains("backend_detail.platforms"), "{e}");
+    }
 
     /// What a producer builds is what reading its bytes gives, and the settings are written as
     /// the simulator always wrote them (a closed loop's `arrival_rate` as `null`).
