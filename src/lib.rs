@@ -70,6 +70,7 @@ pub mod dist;
 pub mod fault;
 pub mod live;
 pub mod pacer;
+pub mod platform;
 pub mod report;
 pub mod rng;
 pub mod run;

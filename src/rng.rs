@@ -35,6 +35,9 @@ pub enum Entity {
         /// 0 for the first start, incremented on every restart.
         incarnation: u32,
     },
+    /// The platforms of process `pid`'s jobs (only when the scenario declares platforms; a
+    /// restarted process goes on with its predecessor's sequence afresh).
+    Platforms(u32),
 }
 
 /// SplitMix64 finaliser: a bijective 64-bit mixer (Steele, Lea, Flood 2014).
@@ -54,6 +57,7 @@ impl Entity {
             Entity::Faults => 4 << 60,
             Entity::Arrivals(pid) => (5 << 60) | pid as u64,
             Entity::Clock { pid, incarnation } => (6 << 60) | ((incarnation as u64) << 32) | pid as u64,
+            Entity::Platforms(pid) => (7 << 60) | pid as u64,
         }
     }
 }

@@ -92,6 +92,10 @@ pub struct Scenario {
     /// ([`crate::task::JobsCfg`]). Absent: every process loops over jobs of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<crate::task::JobsCfg>,
+    /// The platforms jobs go to, each with its own destination and ceiling
+    /// ([`crate::platform`]). Default: none (one destination at `pacer.rate`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub platforms: Vec<crate::platform::PlatformCfg>,
     /// What a design record claims about this scenario's situation; the report quotes it
     /// beside pacesim's figures (optional).
     #[serde(default)]
@@ -618,6 +622,40 @@ impl Scenario {
         for (i, b) in self.pacer.compare.iter().enumerate() {
             if self.pacer.compare[..i].contains(b) {
                 return err("pacer.compare", format!("`{b}` is listed twice"));
+            }
+        }
+        crate::platform::validate(&self.platforms)?;
+        if !self.platforms.is_empty() {
+            for (i, b) in std::iter::once(&self.pacer.backend)
+                .chain(self.pacer.compare.iter())
+                .enumerate()
+            {
+                if b != "redis_lock" {
+                    let f = if i == 0 { "pacer.backend" } else { "pacer.compare" };
+                    return err(
+                        f,
+                        format!(
+                            "`{b}` with [[platforms]]: platforms are modelled for `redis_lock` only (one walk \
+                             lock per platform); the pace backends keep one budget for one destination"
+                        ),
+                    );
+                }
+            }
+            if self.jobs.is_some() {
+                return err(
+                    "platforms",
+                    "[[platforms]] with [jobs] is not modelled yet: download tasks do not pick a platform; \
+                     declare one or the other"
+                        .into(),
+                );
+            }
+            if self.destination.limit.is_some() {
+                return err(
+                    "destination.limit",
+                    "with [[platforms]] each platform's `limit` is its own destination's ceiling; one limit \
+                     for every platform is not modelled"
+                        .into(),
+                );
             }
         }
         crate::backend::registry::validate_options(self).map_err(|e| (format!("pacer.{}", e.field), e.message))?;

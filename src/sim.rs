@@ -19,7 +19,7 @@ use crate::scenario::Scenario;
 use crate::store::{Store, Waiter};
 use crate::task::{After, End, Jobs, Tasks};
 use crate::time::{Instant, Nanos};
-use crate::trace::{CrashPoint, Detail, Event, Header, ScenarioSettings, Sink, StoreErrorKind, TRACE_VERSION};
+use crate::trace::{CrashPoint, Detail, Event, Header, ScenarioSettings, Sink, StoreErrorKind};
 use crate::worker::{Action, Armed, NextJob, Phase, Sections, Tracked, Worker};
 use rand::RngExt;
 use rand_distr::{Distribution, Exp};
@@ -105,9 +105,10 @@ pub struct Outcome {
 /// The trace header for scenario `sc` run with a backend whose options in force are `detail`
 /// (`source`: `sim` or `live`).
 pub fn header_with(sc: &Scenario, backend: &str, detail: serde_json::Value, source: &str) -> Header {
+    let backend_detail = with_settings(sc, detail);
     Header {
         ev: "header".into(),
-        version: TRACE_VERSION,
+        version: crate::trace::TRACE_VERSION,
         source: source.into(),
         scenario: sc.name.clone(),
         backend: backend.into(),
@@ -116,7 +117,7 @@ pub fn header_with(sc: &Scenario, backend: &str, detail: serde_json::Value, sour
         rate: sc.pacer.rate,
         burst: sc.checks.burst,
         multiplier_cap: sc.backoff.cap,
-        backend_detail: with_settings(sc, detail),
+        backend_detail,
     }
 }
 

@@ -845,3 +845,106 @@ fn calibration_measures_each_stage_and_leaves_nothing() {
         .get(0);
     assert_eq!(left, 0, "a calibration schema was left behind");
 }
+
+/// Issue 16, item 4, live: a `state_lost` fault deletes this run's pace row, cache entry or
+/// Redis keys mid-run (and nothing of another run's), and the live verdicts match the
+/// simulator's for `sims/state-lost.toml` on each backend it compares: `row` and
+/// `shared_cache` recreate their state at `now` and the slots already handed out bunch with
+/// the new ones (the ceiling fails); `redis_gcra` hands out no future slots and keeps it. The
+/// scenario runs 16 s instead of 30 (the fault is at 10 s); the simulator is asked about the
+/// same 16 s.
+#[test]
+fn state_lost_deletes_the_runs_state_and_matches_the_simulator() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "state_lost_deletes_the_runs_state_and_matches_the_simulator";
+    let Some((pgs, rt)) = stores(test) else {
+        return;
+    };
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/state-lost.toml");
+    let mut sc = Scenario::load(&file).unwrap();
+    sc.duration = pacesim::time::Nanos::from_secs_f64(16.0);
+    // Another run's state on both servers, leased so start-up cleanup leaves it alone: the
+    // fault must not touch it.
+    let other = "4000000009_0badf00d";
+    let other_schema = pg::schema_name(other);
+    let c = rt.block_on(pgs.connect(Duration::from_secs(2))).unwrap();
+    rt.block_on(async {
+        let _ = pg::drop_schema(&c, &other_schema).await;
+        let _ = pg::drop_lease(&c, &other_schema).await;
+        pg::take_lease(&c, &other_schema, "other-host:1").await.unwrap();
+        pg::create_schema(&c, &other_schema, 1).await.unwrap();
+    });
+    let mut con = RedisSettings::from_env().connect(None, Duration::from_secs(2)).unwrap();
+    let other_key = format!("{}gcra", pacesim::live::redis::key_prefix(other));
+    let _: () = redis::cmd("SET").arg(&other_key).arg("1").query(&mut con).unwrap();
+    pacesim::live::redis::renew_lease(&mut con, other, "other-host:1").unwrap();
+
+    for backend in ["row", "shared_cache", "redis_gcra"] {
+        sc.pacer.backend = backend.into();
+        let sim = pacesim::summary::simulate(&sc, None, None).unwrap();
+        with_retry(test, || {
+            let r = run_blocking(&sc, &opts()).unwrap_or_else(|e| panic!("{backend}: {e}"));
+            nothing_left(&r, &pgs, &rt);
+            let evs = r.events();
+            let lost = evs
+                .iter()
+                .find_map(|e| match *e {
+                    Event::Fault {
+                        t,
+                        kind: pacesim::trace::FaultKind::StateLost,
+                        start: true,
+                        ..
+                    } => Some(t),
+                    _ => None,
+                })
+                .unwrap_or_else(|| panic!("{backend}: no state_lost fault in the live trace"));
+            assert!((10_000_000_000..10_500_000_000).contains(&lost), "{backend}: at {lost}");
+            // nothing wedges: fetches go on at the rate after the loss
+            let after = arrivals(&r).iter().filter(|&&t| t > lost + 1_000_000_000).count();
+            ensure(after as f64 >= 7.0 * 5.0 * 0.8, || {
+                format!("{backend}: {after} arrivals in the 5 s after the loss")
+            })?;
+            if backend != "redis_gcra" {
+                // the recreated row (entry) grants at `now` again: its first slot is not ahead
+                let (slot, now) = evs
+                    .iter()
+                    .find_map(|e| match *e {
+                        Event::Grant { t, slot, now, .. } if t > lost => Some((slot, now)),
+                        _ => None,
+                    })
+                    .unwrap();
+                ensure(slot - now <= 2_000_000, || {
+                    format!(
+                        "{backend}: the first slot after the loss is {} ms ahead",
+                        (slot - now) / 1_000_000
+                    )
+                })?;
+            }
+            let mut sim_v: Vec<_> = sim.checks.iter().map(|(k, v)| (k.clone(), v.pass)).collect();
+            let mut live_v: Vec<_> = r.summary.checks.iter().map(|(k, v)| (k.clone(), v.pass)).collect();
+            sim_v.sort();
+            live_v.sort();
+            eprintln!(
+                "state-lost {backend}: sim burst {} live burst {} (arrivals); live {:?}",
+                sim.burst_needed, r.summary.burst_needed, live_v
+            );
+            ensure(sim_v == live_v, || {
+                format!("{backend}: simulator {sim_v:?} but live {live_v:?}")
+            })
+        });
+    }
+    let other_row = rt.block_on(c.query(&format!("SELECT * FROM {other_schema}.pace"), &[]));
+    let other_key_kept: bool = redis::cmd("EXISTS").arg(&other_key).query(&mut con).unwrap();
+    rt.block_on(async {
+        let _ = pg::drop_schema(&c, &other_schema).await;
+        let _ = pg::drop_lease(&c, &other_schema).await;
+    });
+    let _ = pacesim::live::redis::delete_prefix(&mut con, &pacesim::live::redis::key_prefix(other));
+    let _ = pacesim::live::redis::drop_lease(&mut con, other);
+    assert_eq!(
+        other_row.map(|r| r.len()).ok(),
+        Some(1),
+        "another run's pace row survives"
+    );
+    assert!(other_key_kept, "another run's key survives");
+}

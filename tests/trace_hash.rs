@@ -111,7 +111,12 @@ fn every_variant() -> Vec<Event> {
             state: pacesim::trace::BackfillState::Stalled,
             chunks: 3,
         },
-        Event::End { t: 26 },
+        Event::Platform {
+            t: 26,
+            pid: 2,
+            platform: 1,
+        },
+        Event::End { t: 27 },
     ];
     for e in &all {
         // exhaustive on purpose: no `_` arm
@@ -134,6 +139,7 @@ fn every_variant() -> Vec<Event> {
             | Event::Fault { .. }
             | Event::JobEvent { .. }
             | Event::Backfill { .. }
+            | Event::Platform { .. }
             | Event::End { .. } => {}
         }
     }

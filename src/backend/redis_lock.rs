@@ -22,6 +22,11 @@
 //!   before. The TTL must sit just past the worker's hard time limit: with a TTL *shorter*
 //!   than a walk can legitimately run, the key expires under a live walker and a second walk
 //!   overlaps it (mutual exclusion fails).
+//! - **Platforms** (a scenario's `[[platforms]]`, [`crate::platform`]): each job goes to one
+//!   platform; a walk on a platform of `serialized_platforms` takes that platform's key
+//!   (`fc:download_lock:<platform>`: lock index = the platform's index), a walk on any other
+//!   runs uncapped, paced only by itself at its platform's rate, with no lock. Without
+//!   platforms there is one key, lock 0, and every walk takes it.
 
 use crate::backend::lockset::{LockOp, LockReply};
 use crate::backend::options::{self, OptionError};
@@ -49,6 +54,10 @@ pub struct RedisLockOptions {
     pub poll: Option<Nanos>,
     /// Fetches one walk makes while holding the lock. Default 10 (pacesim's choice).
     pub walk: Option<u32>,
+    /// The platforms whose walks take their platform's lock (`SERIALIZED_PLATFORMS`); walks
+    /// on the other declared platforms run uncapped (self-pacing). Needs `[[platforms]]`.
+    /// Default `["patreon"]` (the record's `SERIALIZED_PLATFORMS={patreon}`).
+    pub serialized_platforms: Option<Vec<String>>,
 }
 
 /// The Redis walk-lock backend.
@@ -59,6 +68,16 @@ pub struct RedisLock {
     poll: Nanos,
     walk: u32,
     interval: Nanos,
+    platforms: Vec<WalkPlatform>,
+    seed: u64,
+}
+
+/// One declared platform as the walker sees it.
+#[derive(Clone, Debug)]
+struct WalkPlatform {
+    cfg: crate::platform::PlatformCfg,
+    interval: Nanos,
+    serialized: bool,
 }
 
 impl RedisLock {
@@ -67,7 +86,34 @@ impl RedisLock {
         options::positive("ttl", o.ttl)?;
         options::positive("poll", o.poll)?;
         options::at_least_one("walk", o.walk)?;
+        if sc.platforms.is_empty() && o.serialized_platforms.is_some() {
+            return Err(OptionError::new(
+                "serialized_platforms",
+                "names platforms, but the scenario declares none ([[platforms]])",
+            ));
+        }
+        let serialized = o.serialized_platforms.unwrap_or_else(|| vec!["patreon".into()]);
+        if !sc.platforms.is_empty()
+            && let Some(unknown) = serialized.iter().find(|n| !sc.platforms.iter().any(|p| &p.name == *n))
+        {
+            let known: Vec<&str> = sc.platforms.iter().map(|p| p.name.as_str()).collect();
+            return Err(OptionError::new(
+                "serialized_platforms",
+                format!("unknown platform `{unknown}` (declared: {})", known.join(", ")),
+            ));
+        }
+        let platforms = sc
+            .platforms
+            .iter()
+            .map(|p| WalkPlatform {
+                cfg: p.clone(),
+                interval: p.interval(sc.pacer.rate),
+                serialized: serialized.contains(&p.name),
+            })
+            .collect();
         Ok(RedisLock {
+            platforms,
+            seed: sc.seed,
             ttl: o.ttl.unwrap_or(Nanos(1_560_000_000_000)),
             max_wait: o.max_wait.unwrap_or(Nanos(900_000_000_000)),
             poll: o.poll.unwrap_or(Nanos(5_000_000_000)),
@@ -79,6 +125,19 @@ impl RedisLock {
     /// The TTL in force.
     pub fn ttl(&self) -> Nanos {
         self.ttl
+    }
+
+    /// The platforms' detail for the trace header (`backend_detail.platforms`).
+    fn platform_detail(&self, rate: f64) -> Vec<crate::trace::PlatformDetail> {
+        self.platforms
+            .iter()
+            .map(|p| crate::trace::PlatformDetail {
+                name: p.cfg.name.clone(),
+                limit: p.cfg.limit(rate),
+                burst: p.cfg.burst,
+                serialized: p.serialized,
+            })
+            .collect()
     }
 }
 
@@ -93,18 +152,23 @@ impl Backend for RedisLock {
     }
 
     fn detail(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut d = serde_json::json!({
             "ttl_ns": self.ttl.0,
             "max_wait_ns": self.max_wait.0,
             "poll_ns": self.poll.0,
             "walk": self.walk,
             "interval_ns": self.interval.0,
-            "locks": 1,
+            "locks": self.platforms.iter().filter(|p| p.serialized).count().max(1),
             "fallback": "uncapped",
-        })
+        });
+        if !self.platforms.is_empty() {
+            let rate = 1e9 / self.interval.0 as f64;
+            d["platforms"] = serde_json::to_value(self.platform_detail(rate)).expect("platforms serialise");
+        }
+        d
     }
 
-    fn process(&self, _pid: u32) -> Walker {
+    fn process(&self, pid: u32) -> Walker {
         Walker {
             cfg: self.clone(),
             left: 0,
@@ -112,6 +176,10 @@ impl Backend for RedisLock {
             first_try: None,
             task_walk: None,
             pacer: LocalPacer::new(self.interval.0),
+            platform: 0,
+            // drawn from only when platforms are declared
+            platform_rng: (!self.platforms.is_empty())
+                .then(|| crate::rng::stream(self.seed, crate::rng::Entity::Platforms(pid))),
         }
     }
 
@@ -122,17 +190,42 @@ impl Backend for RedisLock {
     fn store(&self) -> LockKey {
         LockKey {
             key: None,
+            others: vec![None; self.platforms.len().saturating_sub(1)],
             ttl: self.ttl,
         }
     }
 }
 
-/// The key in Redis.
+/// The keys in Redis: one per platform (lock index = platform index), one without platforms.
 #[derive(Debug)]
 pub struct LockKey {
-    // invariant: Some((holder, expires_at)) while the key exists.
+    // invariant: Some((holder, expires_at)) while lock 0's key exists.
     key: Option<(Session, Instant)>,
+    // the keys of locks 1.. (platforms after the first), as `key`
+    others: Vec<Option<(Session, Instant)>>,
     ttl: Nanos,
+}
+
+impl LockKey {
+    fn slot(&mut self, lock: u32) -> &mut Option<(Session, Instant)> {
+        match lock {
+            0 => &mut self.key,
+            k => {
+                let i = k as usize - 1;
+                if i >= self.others.len() {
+                    self.others.resize(i + 1, None);
+                }
+                &mut self.others[i]
+            }
+        }
+    }
+}
+
+/// A TTL timer's token: the holder's session and the lock (pid in the low 32 bits, the lock in
+/// the next 12, at most [`crate::platform::MAX_PLATFORMS`]; the incarnation in the top 20, where
+/// only a session restarted a million times would alias: its key still expires, by `serve`).
+fn timer_token(s: Session, lock: u32) -> u64 {
+    ((s.incarnation as u64 & 0xF_FFFF) << 44) | ((lock as u64 & 0xFFF) << 32) | s.pid as u64
 }
 
 impl StoreSide for LockKey {
@@ -142,46 +235,51 @@ impl StoreSide for LockKey {
     /// The key is gone (a flush, an eviction) under its live walker, which goes on walking: the
     /// next try takes it, and two walks overlap.
     fn on_state_lost(&mut self, cx: &mut StoreCx) {
-        if let Some((holder, _)) = self.key.take() {
-            cx.out.event(&Event::LockReleased {
-                t: cx.t.0,
-                pid: holder.pid,
-                lock: 0,
-                reason: ReleaseReason::StateLost,
-            });
+        for lock in 0..=self.others.len() as u32 {
+            if let Some((holder, _)) = self.slot(lock).take() {
+                cx.out.event(&Event::LockReleased {
+                    t: cx.t.0,
+                    pid: holder.pid,
+                    lock,
+                    reason: ReleaseReason::StateLost,
+                });
+            }
         }
     }
 
     fn serve(&mut self, cx: &mut StoreCx, s: Session, op: &LockOp, _now: Reading) -> Served<LockReply> {
-        if let Some((_, exp)) = self.key
-            && exp <= cx.t
+        let (LockOp::TryLock { lock } | LockOp::Unlock { lock }) = *op;
+        let (t, ttl) = (cx.t, self.ttl);
+        let key = self.slot(lock);
+        if let Some((_, exp)) = *key
+            && exp <= t
         {
-            self.key = None;
+            *key = None;
         }
         match *op {
-            LockOp::TryLock { .. } => match self.key {
+            LockOp::TryLock { .. } => match *key {
                 None => {
-                    let exp = cx.t + self.ttl;
-                    self.key = Some((s, exp));
+                    let exp = t + ttl;
+                    *key = Some((s, exp));
                     cx.out.event(&Event::LockAcquired {
-                        t: cx.t.0,
+                        t: t.0,
                         pid: s.pid,
-                        lock: 0,
+                        lock,
                     });
-                    cx.timers.push((exp, ((s.incarnation as u64) << 32) | s.pid as u64));
-                    Served::now(LockReply::Locked { lock: 0 })
+                    cx.timers.push((exp, timer_token(s, lock)));
+                    Served::now(LockReply::Locked { lock })
                 }
                 Some(_) => Served::now(LockReply::Busy),
             },
             LockOp::Unlock { .. } => {
-                if matches!(self.key, Some((h, _)) if h == s) {
-                    self.key = None;
+                if matches!(*key, Some((h, _)) if h == s) {
+                    *key = None;
                 }
                 // The walk (the critical section) is over, whether or not the key was ours.
                 cx.out.event(&Event::LockReleased {
-                    t: cx.t.0,
+                    t: t.0,
                     pid: s.pid,
-                    lock: 0,
+                    lock,
                     reason: ReleaseReason::Release,
                 });
                 Served::now(LockReply::Unlocked)
@@ -190,15 +288,14 @@ impl StoreSide for LockKey {
     }
 
     fn on_timer(&mut self, cx: &mut StoreCx, token: u64) {
-        let s = Session {
-            incarnation: (token >> 32) as u32,
-            pid: (token & 0xFFFF_FFFF) as u32,
-        };
-        if let Some((h, exp)) = self.key
-            && h == s
+        let (pid, lock, incarnation) = (token as u32, ((token >> 32) & 0xFFF) as u32, (token >> 44) as u32);
+        let key = self.slot(lock);
+        if let Some((h, exp)) = *key
+            && h.pid == pid
+            && h.incarnation & 0xF_FFFF == incarnation
             && exp <= cx.t
         {
-            self.key = None;
+            *key = None;
         }
     }
 }
@@ -216,6 +313,10 @@ pub struct Walker {
     // The current broker task's walk length (None: `cfg.walk`).
     task_walk: Option<u32>,
     pacer: LocalPacer,
+    // The current job's platform (the lock it takes); 0 without platforms.
+    platform: u32,
+    // The stream the jobs' platforms are drawn from: Some only when platforms are declared.
+    platform_rng: Option<crate::rng::Rng>,
 }
 
 impl Walker {
@@ -247,8 +348,26 @@ impl ProcessSide for Walker {
     type Reply = LockReply;
 
     fn acquire(&mut self, cx: &mut ProcCx) -> Step<LockOp> {
+        if self.first_try.is_none()
+            && let Some(rng) = &mut self.platform_rng
+        {
+            // a new job: which platform it walks (a re-enqueued one keeps its own)
+            let cfgs: Vec<crate::platform::PlatformCfg> = self.cfg.platforms.iter().map(|p| p.cfg.clone()).collect();
+            self.platform = crate::platform::choose(&cfgs, rng);
+            let p = &self.cfg.platforms[self.platform as usize];
+            self.pacer = LocalPacer::new(p.interval.0);
+            cx.out.event(&Event::Platform {
+                t: cx.t.0,
+                pid: cx.pid,
+                platform: self.platform,
+            });
+            if !p.serialized {
+                // left uncapped: a self-pacing walk, no lock
+                return self.start_walk(cx, false);
+            }
+        }
         self.first_try.get_or_insert(cx.t);
-        Step::Send(LockOp::TryLock { lock: 0 })
+        Step::Send(LockOp::TryLock { lock: self.platform })
     }
 
     fn on_reply(&mut self, cx: &mut ProcCx, op: &LockOp, reply: LockReply) -> Step<LockOp> {
@@ -277,7 +396,7 @@ impl ProcessSide for Walker {
                 cx.out.event(&Event::LockReleased {
                     t: cx.t.0,
                     pid: cx.pid,
-                    lock: 0,
+                    lock: self.platform,
                     reason: ReleaseReason::Release,
                 });
                 self.holding = false;
@@ -295,7 +414,7 @@ impl ProcessSide for Walker {
         if self.left > 0 {
             self.next_fetch(cx)
         } else if self.holding {
-            Step::Send(LockOp::Unlock { lock: 0 })
+            Step::Send(LockOp::Unlock { lock: self.platform })
         } else {
             Step::Done
         }
@@ -307,7 +426,7 @@ impl ProcessSide for Walker {
         // at once; the task's first attempt stays as it was.)
         self.left = 0;
         if self.holding {
-            Step::Send(LockOp::Unlock { lock: 0 })
+            Step::Send(LockOp::Unlock { lock: self.platform })
         } else {
             Step::Done
         }

@@ -309,7 +309,7 @@ mod tests {
     fn every_option_name_is_read_off_its_struct() {
         assert_eq!(
             spec("redis_lock").unwrap().option_names(),
-            &["ttl", "max_wait", "poll", "walk"]
+            &["ttl", "max_wait", "poll", "walk", "serialized_platforms"]
         );
         assert!(spec("local").unwrap().option_names().is_empty());
         assert_eq!(names().len(), REGISTRY.len());

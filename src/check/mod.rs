@@ -13,6 +13,10 @@
 //! | `fairness` | [`fairness`]: Jain's index and the longest wait for permission (a verdict against `[checks] wait_bound`; reported only without one) | always |
 //! | `work_heal` | [`work_heal`]: every download's event finalised or recovered by the sweep; no source re-strands forever | `job_event` events (`[jobs]`) |
 //!
+//! A trace that declares platforms (`backend_detail.platforms`) has `ceiling`,
+//! `slot_ceiling` and `mutual_exclusion` judged per platform instead ([`platforms`]): each
+//! platform has its own destination and its own lock key.
+//!
 //! A trace from an external worker program (its header's `backend_detail` names the `worker`;
 //! [`crate::live::external`]) holds what the destination and the harness saw, plus whatever
 //! events the worker chose to print: a check whose events are missing reads "not judged: needs
@@ -30,6 +34,7 @@ pub mod degradation;
 pub mod fairness;
 pub mod liveness;
 pub mod mutual_exclusion;
+pub mod platforms;
 pub mod self_heal;
 pub mod work_heal;
 
@@ -135,6 +140,8 @@ pub trait Checker: Sink {
 pub struct Suite {
     ceiling: Option<ceiling::Ceiling>,
     others: Option<Others>,
+    // Some when the header declares platforms: its verdicts replace the fleet-wide ones
+    platforms: Option<platforms::PerPlatform>,
     // Some for an external worker's trace (see `Seen`)
     external: Option<Seen>,
 }
@@ -197,6 +204,15 @@ impl Suite {
                 v.extend(c.verdicts());
             }
         }
+        if let Some(p) = &mut self.platforms {
+            let mut own = p.verdicts();
+            for x in &mut v {
+                if let Some(i) = own.iter().position(|o| o.name == x.name) {
+                    *x = own.remove(i);
+                }
+            }
+            v.extend(own);
+        }
         if let Some(seen) = &self.external {
             let mut out = Vec::new();
             for name in ORDER {
@@ -218,6 +234,7 @@ impl Suite {
 impl Sink for Suite {
     fn header(&mut self, h: &Header) {
         self.ceiling = Some(ceiling::Ceiling::new(h));
+        self.platforms = platforms::PerPlatform::new(h);
         self.others = Some(Others {
             backoff: backoff::BackoffCoherence::new(h),
             self_heal: self_heal::SelfHeal::new(h),
@@ -241,6 +258,9 @@ impl Sink for Suite {
         }
         if let Some(c) = &mut self.ceiling {
             c.event(ev);
+        }
+        if let Some(p) = &mut self.platforms {
+            p.event(ev);
         }
         if let Some(o) = &mut self.others {
             for c in o.all() {

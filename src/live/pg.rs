@@ -174,6 +174,73 @@ pub fn reserve_process_clock_sql(schema: &str) -> String {
     )
 }
 
+/// The pace row as the migration creates it (nothing if it exists): what the reservation
+/// runs when its `UPDATE` finds no row. `to_timestamp(0)` is in the past, so the statement run
+/// again hands out `now` (the simulator's `next_allowed_at = None`), with the backoff columns
+/// rested.
+pub fn recreate_sql(schema: &str) -> String {
+    format!(
+        "INSERT INTO {schema}.pace (destination, next_allowed_at) VALUES ('{DESTINATION}', to_timestamp(0))
+         ON CONFLICT (destination) DO NOTHING"
+    )
+}
+
+/// What a `state_lost` fault deleted from a run's schema: the state each PostgreSQL-backed
+/// mechanism keeps there, as the simulator's `on_state_lost` of each backend loses it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LostRows {
+    /// `row`: the pace row's multiplier, if the row existed.
+    pub pace_multiplier: Option<f64>,
+    /// `shared_cache`: the cache entry's multiplier, if the entry existed.
+    pub cache_multiplier: Option<f64>,
+    /// `claim_row`: each claimed slot and its holder (`pid << 16 | incarnation`).
+    pub claims: Vec<(i32, i32)>,
+}
+
+/// The `state_lost` fault on PostgreSQL, in one transaction of a helper connection, on this
+/// run's schema only: delete the pace row (`row`), the cache entries (`shared_cache`) and
+/// the slot rows (`claim_row`). The slot rows come back free at once (the claim statement
+/// only updates rows, so the run stands for the code that recreates them, as the simulator's
+/// `claim_row` does: every claim vanishes under its holder). The pace row and the cache entry
+/// are recreated by the next reservation ([`recreate_sql`], [`cache_reserve_sql`]). Advisory
+/// locks live in the server's memory, not in a table: nothing of theirs is deleted.
+pub async fn lose_state(c: &mut Client, schema: &str) -> Result<LostRows, tokio_postgres::Error> {
+    let tx = c.transaction().await?;
+    let pace = tx
+        .query(&format!("DELETE FROM {schema}.pace RETURNING backoff_multiplier"), &[])
+        .await?;
+    let cache = tx
+        .query(
+            &format!("DELETE FROM {schema}.cache RETURNING split_part(value, ':', 2)::float8"),
+            &[],
+        )
+        .await?;
+    let slots = tx
+        .query(&format!("DELETE FROM {schema}.slots RETURNING slot, holder"), &[])
+        .await?;
+    let mut lost = LostRows {
+        pace_multiplier: pace.first().map(|r| r.get(0)),
+        cache_multiplier: cache.first().map(|r| r.get(0)),
+        claims: Vec::new(),
+    };
+    let mut free = Vec::new();
+    for r in &slots {
+        let slot: i32 = r.get(0);
+        free.push(slot);
+        if let Some(h) = r.get::<_, Option<i32>>(1) {
+            lost.claims.push((slot, h));
+        }
+    }
+    lost.claims.sort_unstable();
+    tx.execute(
+        &format!("INSERT INTO {schema}.slots (slot) SELECT unnest($1::int4[])"),
+        &[&free],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(lost)
+}
+
 /// The new multiplier of the backoff schedule, in SQL over the old multiplier `o.m` and
 /// streak `o.k`: the [`crate::pacer::Backoff`] rules (IEEE float8, so bit-identical to it; the
 /// live tests check this). `$1` is the step (`pressure`, `ok`, `error`, `decay`, `streak_ok`,
@@ -256,6 +323,7 @@ pub struct RowClient {
     backoff: tokio_postgres::Statement,
     cache_reserve: tokio_postgres::Statement,
     cache_backoff: tokio_postgres::Statement,
+    recreate: tokio_postgres::Statement,
 }
 
 impl RowClient {
@@ -266,6 +334,7 @@ impl RowClient {
         let backoff = client.prepare(&backoff_sql(schema)).await?;
         let cache_reserve = client.prepare(&cache_reserve_sql(schema)).await?;
         let cache_backoff = client.prepare(&cache_backoff_sql(schema)).await?;
+        let recreate = client.prepare(&recreate_sql(schema)).await?;
         Ok(RowClient {
             client,
             reserve,
@@ -273,15 +342,28 @@ impl RowClient {
             backoff,
             cache_reserve,
             cache_backoff,
+            recreate,
         })
+    }
+
+    /// Run a statement on the pace row; if the row is gone (a `state_lost` fault truncated the
+    /// table), recreate it as the migration wrote it and run the statement once more: "a
+    /// truncated table recreates its row rather than wedging" (global-pace-row, Verification).
+    async fn on_row(
+        &self,
+        statement: &tokio_postgres::Statement,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
+        if let Some(r) = self.client.query_opt(statement, params).await? {
+            return Ok(r);
+        }
+        self.client.execute(&self.recreate, &[]).await?;
+        self.client.query_one(statement, params).await
     }
 
     /// Reserve on the store clock.
     pub async fn reserve(&self, interval_us: f64, multiplier: Option<f64>) -> Result<Granted, tokio_postgres::Error> {
-        let r = self
-            .client
-            .query_one(&self.reserve, &[&interval_us, &multiplier])
-            .await?;
+        let r = self.on_row(&self.reserve, &[&interval_us, &multiplier]).await?;
         Ok(granted(&r))
     }
 
@@ -294,7 +376,7 @@ impl RowClient {
         stale_after_us: f64,
     ) -> Result<Granted, tokio_postgres::Error> {
         let params: [&(dyn ToSql + Sync); 4] = [&interval_us, &multiplier, &proc_now_s, &stale_after_us];
-        let r = self.client.query_one(&self.reserve_proc, &params).await?;
+        let r = self.on_row(&self.reserve_proc, &params).await?;
         Ok(granted(&r))
     }
 
@@ -302,10 +384,7 @@ impl RowClient {
     pub async fn backoff(&self, signal: Signal, cfg: &BackoffCfg) -> Result<BackoffRow, tokio_postgres::Error> {
         let (step, _) = backoff_step(signal);
         let k = cfg.decay_after.max(1) as i32;
-        let r = self
-            .client
-            .query_one(&self.backoff, &[&step, &cfg.cap, &cfg.factor, &k])
-            .await?;
+        let r = self.on_row(&self.backoff, &[&step, &cfg.cap, &cfg.factor, &k]).await?;
         Ok(BackoffRow {
             from: r.get(0),
             to: r.get(1),

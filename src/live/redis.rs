@@ -176,6 +176,47 @@ pub fn backoff(
     Ok((f(0), f(1), k(2), k(3), k(4) * 1_000_000 + k(5)))
 }
 
+/// The `state_lost` fault on Redis: read, then delete, each of `KEYS` in one script (a flush
+/// or an eviction of the run's keys). Returns `{key, value}` pairs of the keys that existed:
+/// a string's value, a hash's multiplier field `m`.
+const LOSE_LUA: &str = r#"
+local out = {}
+for _, k in ipairs(KEYS) do
+  local t = redis.call('TYPE', k)['ok']
+  if t == 'string' then
+    table.insert(out, k); table.insert(out, redis.call('GET', k))
+  elseif t == 'hash' then
+    table.insert(out, k); table.insert(out, redis.call('HGET', k, 'm') or '1')
+  elseif t ~= 'none' then
+    table.insert(out, k); table.insert(out, '')
+  end
+  redis.call('DEL', k)
+end
+return out
+"#;
+
+/// The `state_lost` fault: delete this run's keys (those under `prefix`, found by SCAN, and
+/// `named` ones under it however new) and return what each held (one script: read, then `DEL`). Only keys
+/// under the run's own prefix: never another run's, never the run's lease.
+pub fn lose_state(con: &mut Connection, prefix: &str, named: &[&str]) -> RedisResult<Vec<(String, String)>> {
+    let mut keys = keys_with_prefix(con, prefix)?;
+    keys.extend(named.iter().map(|n| format!("{prefix}{n}")));
+    keys.sort();
+    keys.dedup();
+    let script = Script::new(LOSE_LUA);
+    let mut call = script.prepare_invoke();
+    for k in &keys {
+        call.key(k);
+    }
+    let v: Vec<String> = call.invoke(con)?;
+    Ok(v.chunks(2)
+        .filter_map(|p| match p {
+            [k, v] => Some((k.clone(), v.clone())),
+            _ => None,
+        })
+        .collect())
+}
+
 /// Keys under `prefix` (SCAN, not KEYS, so a big server is not blocked).
 pub fn keys_with_prefix(con: &mut Connection, prefix: &str) -> RedisResult<Vec<String>> {
     let pattern = format!("{}*", glob_escape(prefix));

@@ -20,7 +20,7 @@
 use crate::fault::FaultSpec;
 use crate::live::clock::{RunClock, mono_ns};
 use crate::live::external::{self, ExtCtx, Targets, WorkerCommand};
-use crate::live::faults::fault;
+use crate::live::faults::{StateStores, fault};
 use crate::live::proto::{PgStore, RedisStore};
 use crate::live::proxy::Proxy;
 use crate::live::settings::{PgSettings, RedisSettings};
@@ -151,11 +151,12 @@ pub fn new_run_id() -> String {
 /// Run a scenario live. Cleanup (workers, schema, keys) happens whatever the outcome; `cancel`
 /// turning true stops the run (SIGINT/SIGTERM).
 pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool>) -> Result<LiveRun, LiveError> {
-    if let Some(f) = sc.faults.iter().find(|f| matches!(f, FaultSpec::StateLost { .. })) {
-        return Err(LiveError::Unsupported(format!(
-            "fault `{}` is simulated only: live mode does not yet delete a run's table rows or keys mid-run",
-            f.kind()
-        )));
+    if !sc.platforms.is_empty() {
+        return Err(LiveError::Unsupported(
+            "[[platforms]] is simulated only: live mode has one destination and one lock key per run, so it \
+             cannot yet give each platform its own"
+                .into(),
+        ));
     }
     if sc.jobs.is_some() {
         return Err(LiveError::Unsupported(
@@ -362,6 +363,30 @@ async fn run_inner(
         }
     }
 
+    // The state-lost helpers too: one PostgreSQL and one Redis connection per such fault.
+    let mut losses = Vec::new();
+    for f in &sc.faults {
+        let mut stores = StateStores::default();
+        if matches!(f, FaultSpec::StateLost { .. }) {
+            if let Some((settings, schema)) = &pg_target {
+                let c = settings
+                    .connect(Duration::from_secs(3))
+                    .await
+                    .map_err(|e| setup("state-lost helper (PostgreSQL)", &e))?;
+                stores.pg = Some((c, schema.clone()));
+            }
+            if let Some((settings, prefix)) = &redis_target {
+                let s = settings.clone();
+                let con = tokio::task::spawn_blocking(move || s.connect(None, Duration::from_secs(3)))
+                    .await
+                    .map_err(|e| setup("state-lost helper (Redis)", &e))?
+                    .map_err(|e| setup("state-lost helper (Redis)", &e))?;
+                stores.redis = Some((con, prefix.clone()));
+            }
+        }
+        losses.push(Some(stores));
+    }
+
     // 3. Supervisors. External workers need no handshake: the origin is fixed now, before
     // they start, and given to them in their environment.
     let ext_ctx = opts.worker.as_ref().map(|cmd| {
@@ -493,6 +518,7 @@ async fn run_inner(
             Arc::clone(&cmds),
             helper,
             pg_target.as_ref().map(|p| p.1.clone()),
+            losses[id].take().unwrap_or_default(),
         )));
     }
 

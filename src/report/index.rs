@@ -135,11 +135,22 @@ fn and_list(v: &[String]) -> String {
 fn run_phrase(r: &Run, ceiling: &str) -> String {
     let s = &r.row.summary;
     let d = &r.row.derived;
-    let mut p = format!(
-        "delivered {:.1}/s against a {ceiling}/s ceiling ({:.2}x), burst needed {}",
-        s.achieved_rate, d.utilisation, s.burst_needed
-    );
-    if s.max_window.count > s.max_window.bound {
+    let platforms = s.backend_detail.platforms();
+    let mut p = if platforms.is_empty() {
+        format!(
+            "delivered {:.1}/s against a {ceiling}/s ceiling ({:.2}x), burst needed {}",
+            s.achieved_rate, d.utilisation, s.burst_needed
+        )
+    } else {
+        // each platform has its own destination: the fleet-wide figures judge nothing
+        let ceiling = s.checks.get("ceiling").map_or("", |c| c.detail.as_str());
+        format!(
+            "delivered {:.1}/s in all to {} platforms, each judged at its own limit ({ceiling})",
+            s.achieved_rate,
+            platforms.len()
+        )
+    };
+    if platforms.is_empty() && s.max_window.count > s.max_window.bound {
         let _ = write!(
             p,
             ", {} arrivals in one 1 s window against a bound of {}",

@@ -313,7 +313,7 @@ mod tests {
                 1 => i64::MAX,
                 _ => r.random_range(-1_000_000_000_000i64..1_000_000_000_000),
             };
-            out.push(match i % 19 {
+            out.push(match i % 20 {
                 0 => Event::OpSent { t, pid, op },
                 1 => Event::Grant {
                     t,
@@ -400,6 +400,11 @@ mod tests {
                     source: pid,
                     state: pick(&mut r, BackfillState::ALL),
                     chunks: r.random_range(0..u32::MAX),
+                },
+                18 => Event::Platform {
+                    t,
+                    pid,
+                    platform: r.random_range(0..u32::MAX),
                 },
                 _ => Event::End { t },
             });

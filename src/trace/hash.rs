@@ -241,6 +241,12 @@ impl TraceHash {
                 self.str(state.name());
                 self.word((*chunks).into());
             }
+            Event::Platform { t, pid, platform } => {
+                self.word(20);
+                self.word(*t);
+                self.word((*pid).into());
+                self.word((*platform).into());
+            }
         }
     }
 

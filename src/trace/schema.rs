@@ -11,7 +11,9 @@ use serde_json::{Map, Value};
 ///   paces by (a version 1 trace lacks it; it reads as 1).
 /// - 3: `job_event` (a download's event: pending, running, finalised with a reason, stranded)
 ///   and `backfill` (a source's backfill state) events, written by scenarios with a `[jobs]`
-///   table; older traces have none.
+///   table; `platform` events (which platform a process's job is on) and
+///   `backend_detail.platforms` (each platform's name, ceiling and whether its walks are
+///   serialised), written by scenarios that declare platforms. Older traces have none.
 pub const TRACE_VERSION: u32 = 3;
 
 /// The oldest trace version this build reads.
@@ -247,6 +249,18 @@ pub enum Event {
         /// Chunks finished so far.
         chunks: u32,
     },
+    /// A process's job (a walk) is on platform `platform` (an index into
+    /// `backend_detail.platforms`), from now until its next `platform` event: the fetches it
+    /// makes meanwhile reach that platform's destination. Only in traces that declare
+    /// platforms (version 3).
+    Platform {
+        /// Time.
+        t: u64,
+        /// Process.
+        pid: u32,
+        /// Index into `backend_detail.platforms`.
+        platform: u32,
+    },
     /// The run ended.
     End {
         /// Time.
@@ -277,6 +291,7 @@ impl Event {
             | Event::Fault { t, .. }
             | Event::JobEvent { t, .. }
             | Event::Backfill { t, .. }
+            | Event::Platform { t, .. }
             | Event::End { t } => t,
         }
     }
@@ -595,6 +610,22 @@ pub struct ScenarioSettings {
     pub wait_bound_ns: Option<u64>,
 }
 
+/// One platform of `backend_detail.platforms`: a destination of its own, judged against its
+/// own ceiling.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlatformDetail {
+    /// Its name (`patreon`).
+    pub name: String,
+    /// Its destination's ceiling, requests per second: what `ceiling` judges its arrivals by.
+    pub limit: f64,
+    /// The burst its `ceiling` tolerates. Absent: the header's `burst`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+    /// Its walks take the platform's lock (`SERIALIZED_PLATFORMS`); else they run uncapped.
+    pub serialized: bool,
+}
+
 /// `Header.backend_detail`: the backend's options in force and the scenario settings the
 /// checkers need, as one JSON object with its keys sorted.
 ///
@@ -674,6 +705,10 @@ pub struct Detail {
     /// `strand_limit`: consecutive strands of one source that `work_heal` calls "forever"
     /// (`[jobs] strand_limit`). Absent: [`Detail::DEFAULT_STRAND_LIMIT`].
     pub strand_limit: Option<u64>,
+    /// `platforms`: the platforms jobs are on, in index order (the `platform` events' index),
+    /// each with its own destination and ceiling. Absent: one destination, at the header's
+    /// `rate` ([`Detail::platforms`]).
+    pub platforms: Option<Vec<PlatformDetail>>,
     /// Every other key: the backend's remaining options, opaque (and any typed key written as
     /// `null`). It holds no typed key with a value: on writing, a typed field that is set
     /// replaces a key of the same name here.
@@ -749,6 +784,7 @@ impl Detail {
             stranded_after_ns: typed("stranded_after_ns", take("stranded_after_ns"))?,
             sweep_every_ns: typed("sweep_every_ns", take("sweep_every_ns"))?,
             strand_limit: typed("strand_limit", take("strand_limit"))?,
+            platforms: typed("platforms", take("platforms"))?,
             other: Map::new(),
         };
         other.append(&mut map);
@@ -783,6 +819,12 @@ impl Detail {
         put("stranded_after_ns", self.stranded_after_ns.map(Value::from));
         put("sweep_every_ns", self.sweep_every_ns.map(Value::from));
         put("strand_limit", self.strand_limit.map(Value::from));
+        put(
+            "platforms",
+            self.platforms
+                .as_ref()
+                .map(|p| serde_json::to_value(p).expect("platforms serialise")),
+        );
         map
     }
 
@@ -802,6 +844,11 @@ impl Detail {
     /// least 1; [`Detail::DEFAULT_STRAND_LIMIT`] when absent.
     pub fn strand_limit(&self) -> u64 {
         self.strand_limit.unwrap_or(Self::DEFAULT_STRAND_LIMIT).max(1)
+    }
+
+    /// The platforms the trace declares (empty: one destination at the header's rate).
+    pub fn platforms(&self) -> &[PlatformDetail] {
+        self.platforms.as_deref().unwrap_or(&[])
     }
 
     /// The shared authority's GCRA burst: [`burst`](Self::burst), at least 1; 1 when absent.
@@ -1012,7 +1059,7 @@ mod tests {
         assert_eq!(redis_lock.lock_count(), 1);
     }
 
-    const TYPED: [&str; 19] = [
+    const TYPED: [&str; 20] = [
         "backoff",
         "backoff_factor",
         "decay_after",
@@ -1032,7 +1079,22 @@ mod tests {
         "stranded_after_ns",
         "sweep_every_ns",
         "strand_limit",
+        "platforms",
     ];
+
+    /// A version 3 header's platforms are typed, and write back byte for byte.
+    #[test]
+    fn platforms_are_typed_and_write_back() {
+        let line = r#"{"locks":1,"platforms":[{"limit":2.5,"name":"patreon","serialized":true},{"burst":4,"limit":10.0,"name":"deviantart","serialized":false}],"walk":10}"#;
+        let d: Detail = serde_json::from_str(line).unwrap();
+        assert_eq!(serde_json::to_string(&d).unwrap(), line);
+        assert_eq!(d.platforms().len(), 2);
+        assert_eq!(d.platforms()[1].burst, Some(4));
+        assert!(d.other.is_empty());
+        let bad = r#"{"platforms":[{"name":"patreon"}]}"#;
+        let e = serde_json::from_str::<Detail>(bad).unwrap_err().to_string();
+        assert!(e.contains("backend_detail.platforms"), "{e}");
+    }
 
     /// What a producer builds is what reading its bytes gives, and the settings are written as
     /// the simulator always wrote them (a closed loop's `arrival_rate` as `null`).

@@ -133,6 +133,7 @@ impl Cutoff {
             | Event::Fault { .. }
             | Event::JobEvent { .. }
             | Event::Backfill { .. }
+            | Event::Platform { .. }
             | Event::End { .. } => {}
         }
     }

@@ -613,6 +613,7 @@ impl Reference {
             | Event::Fault { .. }
             | Event::JobEvent { .. }
             | Event::Backfill { .. }
+            | Event::Platform { .. }
             | Event::End { .. } => {}
         }
     }
