@@ -237,9 +237,33 @@ pub struct ProcessesCfg {
     /// Soft time limit of one job (from reservation to fetch end): past it the job finalises.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soft_limit: Option<Nanos>,
-    /// Hard time limit of one job: past it the worker is killed (SIGKILL) and restarted.
+    /// Hard time limit of one job: past it the worker is killed (SIGKILL) and restarted. (With
+    /// `threads`, the limit is each thread's job's; passing it kills the whole process, as a
+    /// pool's hard limit kills the worker process its job runs in.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hard_limit: Option<Nanos>,
+    /// Threads M inside each process (the pooled runner's fetch thread pool): M loops sharing
+    /// the process's clocks, its kills and restarts, its open-loop job queue and, as the
+    /// backend says ([`crate::backend::Threads`]), its process side; each thread has its own
+    /// store connection and random stream, and `requests` counts each thread's fetches.
+    /// Default 1 (pacesim's: every scenario before threads ran one loop per process).
+    #[serde(default = "one_thread", skip_serializing_if = "is_one_thread")]
+    pub threads: u16,
+    /// At most K jobs (so at most K fetches) in flight per process: a semaphore the thread takes
+    /// before it asks the pacer and gives back when its job ends; a thread that finds none
+    /// free waits for one (FIFO). A local resource bound, not a ceiling (the record:
+    /// "max_concurrency stays per-process, deliberately"). Default: none, no bound beyond
+    /// `threads` (pacesim's; the records give no number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u16>,
+}
+
+fn one_thread() -> u16 {
+    1
+}
+
+fn is_one_thread(n: &u16) -> bool {
+    *n == 1
 }
 
 /// `[store]`.
@@ -509,6 +533,12 @@ impl Scenario {
         if self.processes.count == 0 {
             return err("processes.count", "must be at least 1".into());
         }
+        if self.processes.threads == 0 {
+            return err("processes.threads", "must be at least 1".into());
+        }
+        if self.processes.max_concurrency == Some(0) {
+            return err("processes.max_concurrency", "must be at least 1".into());
+        }
         if self.duration.0 == 0 {
             return err("duration", "must be above 0".into());
         }
@@ -597,6 +627,14 @@ impl Scenario {
             }
         }
         crate::backend::registry::validate_options(self).map_err(|e| (format!("pacer.{}", e.field), e.message))?;
+        if self.processes.threads > 1
+            && let Some((b, why)) = crate::backend::registry::single_threaded(self)
+        {
+            return err(
+                "processes.threads",
+                format!("backend `{b}` runs one thread per process: {why}"),
+            );
+        }
         for (i, f) in self.faults.iter().enumerate() {
             f.validate(self)
                 .map_err(|(field, m)| (format!("faults[{i}].{field}"), m))?;

@@ -188,6 +188,7 @@ impl StoreSide for LockKey {
         let s = Session {
             incarnation: (token >> 32) as u32,
             pid: (token & 0xFFFF_FFFF) as u32,
+            thread: 0, // one thread per process (`Backend::threads`)
         };
         if let Some((h, exp)) = self.key
             && h == s
@@ -339,12 +340,24 @@ mod tests {
                 rng: &mut self.rng,
                 timers: &mut self.timers,
             };
-            self.key.serve(&mut cx, Session { pid, incarnation: 0 }, &op, 0).reply
+            self.key
+                .serve(
+                    &mut cx,
+                    Session {
+                        pid,
+                        incarnation: 0,
+                        thread: 0,
+                    },
+                    &op,
+                    0,
+                )
+                .reply
         }
         fn proc<R>(&mut self, t: u64, pid: u32, f: impl FnOnce(&mut Walker, &mut ProcCx) -> R) -> R {
             let mut cx = ProcCx {
                 t: Instant(t),
                 pid,
+                thread: 0,
                 mono: &self.clock,
                 wall: &self.clock,
                 out: &mut self.sink,

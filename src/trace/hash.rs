@@ -19,6 +19,12 @@ const SEED: u64 = 0x243f_6a88_85a3_08d3; // pi's fraction
 const K: u64 = 0x9e37_79b9_7f4a_7c15; // golden ratio
 const ADD: u64 = 0xbf58_476d_1ce4_e5b9;
 
+/// A thread's loop as one word: the pid, and the thread above it (thread 0's word is the pid's,
+/// as before threads were traced).
+fn loop_word(pid: u32, thread: u16) -> u64 {
+    u64::from(pid) | (u64::from(thread) << 32)
+}
+
 /// A running trace hash.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct TraceHash(u64);
@@ -86,15 +92,16 @@ impl TraceHash {
     /// Adds one event.
     pub fn event(&mut self, ev: &Event) {
         match ev {
-            Event::OpSent { t, pid, op } => {
+            Event::OpSent { t, pid, thread, op } => {
                 self.word(1);
                 self.word(*t);
-                self.word((*pid).into());
+                self.word(loop_word(*pid, *thread));
                 self.op(*op);
             }
             Event::Grant {
                 t,
                 pid,
+                thread,
                 slot,
                 now,
                 interval,
@@ -102,7 +109,7 @@ impl TraceHash {
             } => {
                 self.word(2);
                 self.word(*t);
-                self.word((*pid).into());
+                self.word(loop_word(*pid, *thread));
                 self.word(*slot as u64);
                 self.word(*now as u64);
                 self.word(*interval);
@@ -113,23 +120,29 @@ impl TraceHash {
                 self.word(*t);
                 self.word((*pid).into());
             }
-            Event::Reply { t, pid, op, wait } => {
+            Event::Reply {
+                t,
+                pid,
+                thread,
+                op,
+                wait,
+            } => {
                 self.word(4);
                 self.word(*t);
-                self.word((*pid).into());
+                self.word(loop_word(*pid, *thread));
                 self.op(*op);
                 self.word(*wait);
             }
-            Event::StoreError { t, pid, error } => {
+            Event::StoreError { t, pid, thread, error } => {
                 self.word(5);
                 self.word(*t);
-                self.word((*pid).into());
+                self.word(loop_word(*pid, *thread));
                 self.str(error.name());
             }
-            Event::FetchStart { t, pid } => {
+            Event::FetchStart { t, pid, thread } => {
                 self.word(6);
                 self.word(*t);
-                self.word((*pid).into());
+                self.word(loop_word(*pid, *thread));
             }
             Event::Arrival { t, pid, status } => {
                 self.word(7);
@@ -137,10 +150,10 @@ impl TraceHash {
                 self.word((*pid).into());
                 self.word((*status).into());
             }
-            Event::FetchEnd { t, pid, status } => {
+            Event::FetchEnd { t, pid, thread, status } => {
                 self.word(8);
                 self.word(*t);
-                self.word((*pid).into());
+                self.word(loop_word(*pid, *thread));
                 self.word((*status).into());
             }
             Event::Multiplier {
@@ -245,11 +258,13 @@ mod tests {
             Event::OpSent {
                 t: 1,
                 pid: 2,
+                thread: 0,
                 op: OpKind::Reserve,
             },
             Event::Grant {
                 t: 1,
                 pid: 2,
+                thread: 0,
                 slot: 3,
                 now: 4,
                 interval: 5,
@@ -277,6 +292,7 @@ mod tests {
                 v[0] = Event::OpSent {
                     t: 1,
                     pid: 2,
+                    thread: 0,
                     op: OpKind::Report,
                 };
                 v
@@ -286,6 +302,7 @@ mod tests {
                 v[1] = Event::Grant {
                     t: 1,
                     pid: 2,
+                    thread: 0,
                     slot: 3,
                     now: 4,
                     interval: 5,
@@ -298,6 +315,7 @@ mod tests {
                 v[1] = Event::Grant {
                     t: 1,
                     pid: 2,
+                    thread: 0,
                     slot: 4,
                     now: 3,
                     interval: 5,
@@ -338,6 +356,23 @@ mod tests {
                 };
                 v
             },
+            {
+                let mut v = base.clone();
+                v[0] = Event::OpSent {
+                    t: 1,
+                    pid: 2,
+                    thread: 1,
+                    op: OpKind::Reserve,
+                };
+                v
+            },
+            {
+                let mut v = base.clone();
+                if let Event::Grant { thread, .. } = &mut v[1] {
+                    *thread = 7;
+                }
+                v
+            },
             base[..3].to_vec(),
             base.iter().rev().cloned().collect(),
             {
@@ -369,7 +404,12 @@ mod tests {
             x.value()
         };
         for &error in StoreErrorKind::ALL {
-            let ev = Event::StoreError { t: 1, pid: 2, error };
+            let ev = Event::StoreError {
+                t: 1,
+                pid: 2,
+                thread: 0,
+                error,
+            };
             assert_eq!(h(&[ev]), by_name(5, &[1, 2], error.name(), &[]));
         }
         for &cause in MultiplierCause::ALL {
@@ -436,7 +476,16 @@ mod tests {
             for w in [1, 7, 2, w] {
                 x.word(w);
             }
-            assert_eq!(h(&[Event::OpSent { t: 7, pid: 2, op }]), x.value(), "{op}");
+            assert_eq!(
+                h(&[Event::OpSent {
+                    t: 7,
+                    pid: 2,
+                    thread: 0,
+                    op
+                }]),
+                x.value(),
+                "{op}"
+            );
         }
     }
 
