@@ -258,6 +258,24 @@ pub struct ProcessesCfg {
     pub max_concurrency: Option<u16>,
 }
 
+impl ProcessesCfg {
+    /// The processes as reports name them: `4 processes`, or with threads `2 processes of 8
+    /// threads` (and `, at most 3 fetches in flight each` under `max_concurrency`).
+    pub fn describe(&self) -> String {
+        let mut s = format!("{} processes", self.count);
+        if self.threads > 1 {
+            s.push_str(&format!(" of {} threads", self.threads));
+        }
+        if let Some(k) = self.max_concurrency {
+            s.push_str(&format!(", at most {k} fetches in flight each"));
+        }
+        s
+    }
+}
+
+/// The most threads a process may run (`[processes] threads`): pacesim's limit.
+pub const MAX_THREADS: u16 = 1024;
+
 fn one_thread() -> u16 {
     1
 }
@@ -535,6 +553,15 @@ impl Scenario {
         }
         if self.processes.threads == 0 {
             return err("processes.threads", "must be at least 1".into());
+        }
+        if self.processes.threads > MAX_THREADS {
+            return err(
+                "processes.threads",
+                format!(
+                    "at most {MAX_THREADS} threads per process (pacesim's limit), got {}",
+                    self.processes.threads
+                ),
+            );
         }
         if self.processes.max_concurrency == Some(0) {
             return err("processes.max_concurrency", "must be at least 1".into());

@@ -243,3 +243,48 @@ fn a_killed_process_loses_every_thread_and_restarts_with_all_of_them() {
     assert_eq!(after.len(), 8, "the restarted process runs all 8 threads");
     assert!(s.checks.values().all(|v| v.pass), "{:?}", s.checks);
 }
+
+/// The backoff reference follows each thread's responses and reports: with threads, the
+/// row's one global schedule still passes `backoff_coherence`, and the per-process defects
+/// it exists to catch are still caught.
+#[test]
+fn backoff_coherence_with_threads_passes_the_global_schedule_and_catches_the_defects() {
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/threads-row.toml")).unwrap();
+    let src = src
+        .replace("count = 1\nthreads = 8", "count = 2\nthreads = 4")
+        .replace("seed = 7", "seed = 3")
+        .replace("compare = [\"row\", \"shared_cache\", \"redis_gcra\"]\n", "")
+        + "\n[[faults]]\nkind = \"destination_throttle\"\nat = \"10s\"\nduration = \"4s\"\nstatus = 429\n";
+    let with = |extra: &str| {
+        let s = src.replace("rate = 7.0", &format!("rate = 7.0\n{extra}"));
+        run(&Scenario::parse("b.toml", &s).unwrap(), "row").0
+    };
+    let global = with("");
+    assert!(global.status_429 > 0);
+    assert!(
+        global.checks["backoff_coherence"].pass,
+        "{}",
+        global.checks["backoff_coherence"].detail
+    );
+    for defect in ["backoff = \"per_process\"", "streak = \"per_process\""] {
+        let s = with(defect);
+        assert!(
+            !s.checks["backoff_coherence"].pass,
+            "{defect}: {}",
+            s.checks["backoff_coherence"].detail
+        );
+    }
+}
+
+/// `liveness` judges a threaded closed loop by its threads' offered load (M per process, at
+/// most K at once under `max_concurrency`), not one loop's.
+#[test]
+fn liveness_counts_every_thread_s_offered_load() {
+    let sc = load("threads-pooled-runner.toml");
+    let (s, _) = run(&sc, "row");
+    let d = &s.checks["liveness"].detail;
+    assert!(
+        !d.contains("not judged"),
+        "8 threads of ~300 ms fetches offer ~25/s against 7/s: {d}"
+    );
+}

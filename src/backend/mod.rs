@@ -205,7 +205,9 @@ impl<R> Served<R> {
     }
 }
 
-/// The process side of a backend: one process incarnation's memory and decisions.
+/// The process side of a backend: one process incarnation's memory and decisions. With
+/// several threads per process it is shared by them or built once per thread, as
+/// [`Backend::threads`] says; [`ProcCx::thread`] names the calling thread.
 pub trait ProcessSide: Send {
     /// The operations it sends.
     type Op: StoreOp;

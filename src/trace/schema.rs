@@ -712,6 +712,12 @@ impl Detail {
         self.other.get("threads").and_then(Value::as_u64).unwrap_or(1).max(1)
     }
 
+    /// `max_concurrency`: at most K jobs in flight per process (`[processes] max_concurrency`).
+    /// Absent: no bound beyond the threads.
+    pub fn max_concurrency(&self) -> Option<u64> {
+        self.other.get("max_concurrency").and_then(Value::as_u64)
+    }
+
     /// `process_side = "per_thread"`: each thread of a process runs its own instance of the
     /// backend's process side (its own pacer), rather than one the process's threads share
     /// (`"shared"`, or absent).
