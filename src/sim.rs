@@ -362,12 +362,7 @@ impl<'a, B: Backend> Sim<'a, B> {
 
     fn handle(&mut self, ev: Ev<B::Op, B::Reply>) {
         match ev {
-            Ev::Start { pid } => {
-                for th in 0..self.sc.processes.threads.max(1) {
-                    self.thread(pid, th).phase = Phase::Idle;
-                    self.next_job(pid, th, true);
-                }
-            }
+            Ev::Start { pid } => self.start_threads(pid, 0),
             Ev::Wake { pid, th, inc, timer } => {
                 if !self.current(pid, inc) || self.thread(pid, th).timer != timer {
                     return;
@@ -561,8 +556,12 @@ impl<'a, B: Backend> Sim<'a, B> {
                 self.job_over(pid);
             }
             Action::JobDone => {
+                let inc = self.thread(pid, th).incarnation;
                 self.job_over(pid);
-                self.next_job(pid, th, false);
+                // (the next thread in line may have died at its first step, with its process)
+                if self.current(pid, inc) {
+                    self.next_job(pid, th, false);
+                }
             }
             Action::Die(k) => self.kill(pid, k.point.into(), k.restart_after),
         }
@@ -818,8 +817,18 @@ impl<'a, B: Backend> Sim<'a, B> {
         self.procs[pid as usize].restarted(threads, side);
         self.out.event(&Event::Restart { t, pid });
         self.active -= 1;
+        self.active += u32::from(self.sc.processes.threads.max(1));
+        self.start_threads(pid, inc);
+    }
+
+    /// Incarnation `inc` of process `pid` starts its threads, in order, unless one of them
+    /// dies on the way (a kill armed at the first protocol point one of them reaches: then the
+    /// rest never start, and the kill has counted them).
+    fn start_threads(&mut self, pid: u32, inc: u32) {
         for th in 0..self.sc.processes.threads.max(1) {
-            self.active += 1;
+            if !self.current(pid, inc) {
+                return;
+            }
             self.thread(pid, th).phase = Phase::Idle;
             self.next_job(pid, th, true);
         }
