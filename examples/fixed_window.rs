@@ -72,6 +72,7 @@ impl StoreSide for Counter {
             cx.out.event(&Event::Grant {
                 t: cx.t.0,
                 pid: from.pid,
+                thread: from.thread,
                 slot: now,
                 now,
                 interval: self.cfg.window.0 / self.cfg.limit,

@@ -65,7 +65,17 @@ impl SimBuilder {
     /// Run with `backend`, streaming the trace (header first) into `out`.
     pub fn run_into<B: Backend>(&self, backend: B, out: &mut dyn Sink) -> Outcome {
         let sc = &self.scenario;
-        out.header(&header_with(sc, backend.name(), backend.detail(), "sim"));
+        let mut detail = backend.detail();
+        if sc.processes.threads > 1
+            && let Some(map) = detail.as_object_mut()
+        {
+            let side = match backend.threads() {
+                crate::backend::Threads::PerThread => "per_thread",
+                _ => "shared",
+            };
+            map.insert("process_side".into(), side.into());
+        }
+        out.header(&header_with(sc, backend.name(), detail, "sim"));
         Sim::new(sc, backend, out).run()
     }
 

@@ -570,8 +570,11 @@ fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool, jun
 fn print_table(sr: &compare::ScenarioRuns) {
     let sc = &sr.scenario;
     println!(
-        "\n== {} ({} processes, ceiling {}/s, seed {})",
-        sc.name, sc.processes.count, sc.pacer.rate, sr.seeds[0]
+        "\n== {} ({}, ceiling {}/s, seed {})",
+        sc.name,
+        sc.processes.describe(),
+        sc.pacer.rate,
+        sr.seeds[0]
     );
     print!("{}", report::table::comparison(sr).text());
     if sr.seeds.len() > 1 {

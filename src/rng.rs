@@ -38,6 +38,16 @@ pub enum Entity {
     /// The platforms of process `pid`'s jobs (only when the scenario declares platforms; a
     /// restarted process goes on with its predecessor's sequence afresh).
     Platforms(u32),
+    /// Thread `thread` (>= 1) of process `pid`, `incarnation` (thread 0 draws from the
+    /// process's own stream, [`Entity::Process`], so a one-thread process draws as before).
+    Thread {
+        /// Process id.
+        pid: u32,
+        /// 0 for the first start, incremented on every restart (taken modulo 4096).
+        incarnation: u32,
+        /// The thread.
+        thread: u16,
+    },
 }
 
 /// SplitMix64 finaliser: a bijective 64-bit mixer (Steele, Lea, Flood 2014).
@@ -58,6 +68,11 @@ impl Entity {
             Entity::Arrivals(pid) => (5 << 60) | pid as u64,
             Entity::Clock { pid, incarnation } => (6 << 60) | ((incarnation as u64) << 32) | pid as u64,
             Entity::Platforms(pid) => (7 << 60) | pid as u64,
+            Entity::Thread {
+                pid,
+                incarnation,
+                thread,
+            } => (8 << 60) | ((incarnation as u64 & 0xFFF) << 48) | ((thread as u64) << 32) | pid as u64,
         }
     }
 }

@@ -245,9 +245,51 @@ pub struct ProcessesCfg {
     /// Soft time limit of one job (from reservation to fetch end): past it the job finalises.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soft_limit: Option<Nanos>,
-    /// Hard time limit of one job: past it the worker is killed (SIGKILL) and restarted.
+    /// Hard time limit of one job: past it the worker is killed (SIGKILL) and restarted. (With
+    /// `threads`, the limit is each thread's job's; passing it kills the whole process, as a
+    /// pool's hard limit kills the worker process its job runs in.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hard_limit: Option<Nanos>,
+    /// Threads M inside each process (the pooled runner's fetch thread pool): M loops sharing
+    /// the process's clocks, its kills and restarts, its open-loop job queue and, as the
+    /// backend says ([`crate::backend::Threads`]), its process side; each thread has its own
+    /// store connection and random stream, and `requests` counts each thread's fetches.
+    /// Default 1 (pacesim's: every scenario before threads ran one loop per process).
+    #[serde(default = "one_thread", skip_serializing_if = "is_one_thread")]
+    pub threads: u16,
+    /// At most K jobs (so at most K fetches) in flight per process: a semaphore the thread takes
+    /// before it asks the pacer and gives back when its job ends; a thread that finds none
+    /// free waits for one (FIFO). A local resource bound, not a ceiling (the record:
+    /// "max_concurrency stays per-process, deliberately"). Default: none, no bound beyond
+    /// `threads` (pacesim's; the records give no number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u16>,
+}
+
+impl ProcessesCfg {
+    /// The processes as reports name them: `4 processes`, or with threads `2 processes of 8
+    /// threads` (and `, at most 3 fetches in flight each` under `max_concurrency`).
+    pub fn describe(&self) -> String {
+        let mut s = format!("{} processes", self.count);
+        if self.threads > 1 {
+            s.push_str(&format!(" of {} threads", self.threads));
+        }
+        if let Some(k) = self.max_concurrency {
+            s.push_str(&format!(", at most {k} fetches in flight each"));
+        }
+        s
+    }
+}
+
+/// The most threads a process may run (`[processes] threads`): pacesim's limit.
+pub const MAX_THREADS: u16 = 1024;
+
+fn one_thread() -> u16 {
+    1
+}
+
+fn is_one_thread(n: &u16) -> bool {
+    *n == 1
 }
 
 /// `[store]`.
@@ -533,6 +575,21 @@ impl Scenario {
         if self.processes.count == 0 {
             return err("processes.count", "must be at least 1".into());
         }
+        if self.processes.threads == 0 {
+            return err("processes.threads", "must be at least 1".into());
+        }
+        if self.processes.threads > MAX_THREADS {
+            return err(
+                "processes.threads",
+                format!(
+                    "at most {MAX_THREADS} threads per process (pacesim's limit), got {}",
+                    self.processes.threads
+                ),
+            );
+        }
+        if self.processes.max_concurrency == Some(0) {
+            return err("processes.max_concurrency", "must be at least 1".into());
+        }
         if self.duration.0 == 0 {
             return err("duration", "must be above 0".into());
         }
@@ -659,6 +716,14 @@ impl Scenario {
             }
         }
         crate::backend::registry::validate_options(self).map_err(|e| (format!("pacer.{}", e.field), e.message))?;
+        if self.processes.threads > 1
+            && let Some((b, why)) = crate::backend::registry::single_threaded(self)
+        {
+            return err(
+                "processes.threads",
+                format!("backend `{b}` runs one thread per process: {why}"),
+            );
+        }
         for (i, f) in self.faults.iter().enumerate() {
             f.validate(self)
                 .map_err(|(field, m)| (format!("faults[{i}].{field}"), m))?;
@@ -689,6 +754,12 @@ impl Scenario {
                 return err(
                     "processes.requests",
                     "a [jobs] scenario runs until its duration: its work comes from the tick".into(),
+                );
+            }
+            if self.processes.max_concurrency.is_some() {
+                return err(
+                    "processes.max_concurrency",
+                    "a [jobs] scenario runs one task per worker process; max_concurrency bounds threads".into(),
                 );
             }
             if self.processes.arrival_rate.is_some() {

@@ -10,7 +10,7 @@
 //! Most callers go through [`crate::builder::SimBuilder`] (any backend value) or [`run`] (the
 //! backend the scenario names).
 
-use crate::backend::{Backend, ProcessSide, Session, StoreCx, StoreSide};
+use crate::backend::{Backend, ProcessSide, Session, StoreCx, StoreSide, Threads};
 use crate::destination::Destination;
 use crate::engine::{Engine, Lane};
 use crate::fault::{FaultSpec, OutageMode};
@@ -19,8 +19,8 @@ use crate::scenario::Scenario;
 use crate::store::{Store, Waiter};
 use crate::task::{After, End, Jobs, Tasks};
 use crate::time::{Instant, Nanos};
-use crate::trace::{CrashPoint, Detail, Event, Header, ScenarioSettings, Sink, StoreErrorKind};
-use crate::worker::{Action, Armed, NextJob, Phase, Sections, Tracked, Worker};
+use crate::trace::{CrashPoint, Detail, Event, Header, ScenarioSettings, Sink, StoreErrorKind, TRACE_VERSION};
+use crate::worker::{Action, Armed, NextJob, Phase, Process, Sections, Tracked, Worker};
 use rand::RngExt;
 use rand_distr::{Distribution, Exp};
 
@@ -32,36 +32,56 @@ const LOCK: Lane = Lane(1);
 /// Fetches on their way to the destination: in order whenever its latency is constant.
 const TO_DESTINATION: Lane = Lane(2);
 
-/// What happens next, on the engine's queue.
+/// What happens next, on the engine's queue. `th` is the thread of process `pid` an event
+/// belongs to (0 in a one-thread process).
 #[derive(Copy, Clone, Debug)]
 enum Ev<Op, Reply> {
-    /// Process `pid` starts.
+    /// Process `pid` starts (all its threads).
     Start { pid: u32 },
-    /// A process timer fires; what it means depends on the process's phase. `timer` tells the
-    /// process's current timer from one a soft limit or a re-enqueue made stale.
-    Wake { pid: u32, inc: u32, timer: u32 },
+    /// A thread's timer fires; what it means depends on the thread's phase. `timer` tells the
+    /// thread's current timer from one a soft limit or a re-enqueue made stale.
+    Wake { pid: u32, th: u16, inc: u32, timer: u32 },
     /// Open loop: a job arrives for `pid`.
     Job { pid: u32 },
     /// An operation reaches the store.
-    StoreRecv { pid: u32, inc: u32, seq: u64, op: Op },
+    StoreRecv {
+        pid: u32,
+        th: u16,
+        inc: u32,
+        seq: u64,
+        op: Op,
+    },
     /// The store's lock frees.
     StoreFree,
-    /// A reply reaches the process.
+    /// A reply reaches the thread.
     Reply {
         pid: u32,
+        th: u16,
         inc: u32,
         seq: u64,
         op: Op,
         reply: Reply,
     },
-    /// The store refused the operation (the error reaches the process).
-    StoreRefused { pid: u32, inc: u32, seq: u64, op: Op },
+    /// The store refused the operation (the error reaches the thread).
+    StoreRefused {
+        pid: u32,
+        th: u16,
+        inc: u32,
+        seq: u64,
+        op: Op,
+    },
     /// The client gave up waiting for the operation.
-    Timeout { pid: u32, inc: u32, seq: u64, op: Op },
+    Timeout {
+        pid: u32,
+        th: u16,
+        inc: u32,
+        seq: u64,
+        op: Op,
+    },
     /// A fetch reaches the destination (delivered even if the sender has since died).
-    DestRecv { pid: u32, inc: u32 },
-    /// A fetch's response reaches the process.
-    FetchDone { pid: u32, inc: u32, status: u16 },
+    DestRecv { pid: u32, th: u16, inc: u32 },
+    /// A fetch's response reaches the thread.
+    FetchDone { pid: u32, th: u16, inc: u32, status: u16 },
     /// A fault window opens or closes.
     Fault { id: u32, start: bool },
     /// A kill fault fires (armed or immediate).
@@ -69,7 +89,13 @@ enum Ev<Op, Reply> {
     /// A fresh process replaces a killed one.
     Restart { pid: u32 },
     /// A job's soft or hard time limit.
-    Limit { pid: u32, inc: u32, job: u64, hard: bool },
+    Limit {
+        pid: u32,
+        th: u16,
+        inc: u32,
+        job: u64,
+        hard: bool,
+    },
     /// A timer the store side asked for.
     StoreTimer { token: u64 },
     /// `[jobs]`: the re-run tick.
@@ -89,6 +115,16 @@ enum Ev<Op, Reply> {
         job: u64,
         state: crate::trace::JobState,
     },
+}
+
+/// The store's queue keeps `(pid, incarnation, seq)` for each operation; the sender's thread
+/// rides in the top 16 bits of `seq` (a thread's operation numbers stay far below 2^48).
+fn tag_seq(seq: u64, th: u16) -> u64 {
+    seq | (u64::from(th) << 48)
+}
+
+fn untag_seq(tagged: u64) -> (u64, u16) {
+    (tagged & ((1 << 48) - 1), (tagged >> 48) as u16)
 }
 
 /// Figures about the run itself (not about the pacer: those come from the trace).
@@ -153,6 +189,13 @@ fn with_settings(sc: &Scenario, d: serde_json::Value) -> Detail {
             map.insert(k.clone(), v.clone());
         }
     }
+    // (stated only with threads, so a one-thread header is as it always was)
+    if sc.processes.threads > 1 {
+        d["threads"] = sc.processes.threads.into();
+    }
+    if let Some(k) = sc.processes.max_concurrency {
+        d["max_concurrency"] = k.into();
+    }
     Detail::new(d, settings)
 }
 
@@ -168,16 +211,19 @@ pub struct Sim<'a, B: Backend> {
     sc: &'a Scenario,
     out: &'a mut dyn Sink,
     backend: B,
+    // how the threads of a process use its process side (with more than one thread)
+    sharing: Threads,
     engine: Engine<Ev<B::Op, B::Reply>>,
-    workers: Vec<Worker<B::Process>>,
+    procs: Vec<Process<B::Process>>,
     store: Store<B::Op>,
     store_side: B::Store,
     dest: Destination,
     fault_rng: Rng,
     // invariant: the critical sections each process is in, as its events show them.
     sections: Sections,
-    // invariant: number of workers that are neither finished nor dead-for-good; the run ends
-    // when it reaches zero (closed loop) or at the duration.
+    // invariant: number of thread loops that are neither finished nor dead-for-good, plus one
+    // for each killed process awaiting its restart; the run ends when it reaches zero (closed
+    // loop) or at the duration.
     active: u32,
     arrivals: Vec<Rng>,
     timers: Vec<(Instant, u64)>,
@@ -197,17 +243,28 @@ impl<B: Backend> std::fmt::Debug for Sim<'_, B> {
 impl<'a, B: Backend> Sim<'a, B> {
     /// Build the world: workers, clocks, store, destination, the backend's halves, fault
     /// schedule. The header is the caller's to write.
+    ///
+    /// # Panics
+    ///
+    /// With `[processes] threads` above 1 and a backend that runs one thread per process
+    /// ([`Threads::Single`]; a scenario file asking for it is refused when it is read).
     pub fn new(sc: &'a Scenario, backend: B, out: &'a mut dyn Sink) -> Sim<'a, B> {
         let n = sc.processes.count;
+        let threads = sc.processes.threads.max(1);
+        let sharing = if threads == 1 {
+            Threads::PerThread
+        } else {
+            match backend.threads() {
+                Threads::Single(why) => panic!(
+                    "backend `{}` runs one thread per process ({why}); scenario `{}` asks for {threads}",
+                    backend.name(),
+                    sc.name
+                ),
+                t => t,
+            }
+        };
         let fault_rng = rng::stream(sc.seed, Entity::Faults);
         let store = Store::new(&sc.store, rng::stream(sc.seed, Entity::Store));
-        let workers: Vec<Worker<B::Process>> = (0..n)
-            .map(|pid| {
-                let r = rng::stream(sc.seed, Entity::Process { pid, incarnation: 0 });
-                let (mono, wall) = crate::fault::clocks(sc, pid, 0, &store.clock);
-                Worker::new(pid, 0, mono, wall, r, backend.process(pid))
-            })
-            .collect();
         let dest = Destination::new(&sc.destination, rng::stream(sc.seed, Entity::Destination))
             .with_throttles(crate::fault::throttles(&sc.faults));
         let mut sim = Sim {
@@ -215,19 +272,56 @@ impl<'a, B: Backend> Sim<'a, B> {
             out,
             store_side: backend.store(),
             backend,
+            sharing,
             engine: Engine::new(),
-            workers,
+            procs: Vec::with_capacity(n as usize),
             store,
             dest,
             fault_rng,
             sections: Sections::new(n),
-            active: n,
+            active: n * u32::from(threads),
             arrivals: (0..n).map(|pid| rng::stream(sc.seed, Entity::Arrivals(pid))).collect(),
             timers: Vec::new(),
             tasks: sc.jobs.as_ref().map(|j| Tasks::new(Jobs::new(j), n)),
         };
+        for pid in 0..n {
+            let (threads, side) = sim.incarnation(pid, 0);
+            sim.procs
+                .push(Process::new(threads, side, sc.processes.max_concurrency));
+        }
         sim.schedule_start();
         sim
+    }
+
+    /// The thread loops of incarnation `inc` of process `pid`, and the process side they share
+    /// (if they share one). Thread 0 draws from the process's stream.
+    fn incarnation(&self, pid: u32, inc: u32) -> (Vec<Worker<B::Process>>, Option<B::Process>) {
+        let sc = self.sc;
+        let (mono, wall) = crate::fault::clocks(sc, pid, inc, &self.store.clock);
+        let threads = sc.processes.threads.max(1);
+        let shared = self.sharing == Threads::Shared;
+        let workers = (0..threads)
+            .map(|th| {
+                let r = if th == 0 {
+                    rng::stream(sc.seed, Entity::Process { pid, incarnation: inc })
+                } else {
+                    rng::stream(
+                        sc.seed,
+                        Entity::Thread {
+                            pid,
+                            incarnation: inc,
+                            thread: th,
+                        },
+                    )
+                };
+                if shared {
+                    Worker::sharing(pid, th, inc, mono.clone(), wall.clone(), r)
+                } else {
+                    Worker::new(pid, inc, mono.clone(), wall.clone(), r, self.backend.process(pid)).on_thread(th)
+                }
+            })
+            .collect();
+        (workers, shared.then(|| self.backend.process(pid)))
     }
 
     fn schedule_start(&mut self) {
@@ -237,7 +331,11 @@ impl<'a, B: Backend> Sim<'a, B> {
             self.engine.at(Instant::ZERO + sweep, Ev::Sweep);
         }
         for pid in 0..self.sc.processes.count {
-            let d = self.sc.processes.start.sample(&mut self.workers[pid as usize].rng);
+            let d = self
+                .sc
+                .processes
+                .start
+                .sample(&mut self.procs[pid as usize].threads[0].rng);
             self.engine.at(Instant::ZERO + d, Ev::Start { pid });
             if let Some(rate) = self.sc.processes.arrival_rate {
                 let first = exp_gap(&mut self.arrivals[pid as usize], rate);
@@ -300,27 +398,23 @@ impl<'a, B: Backend> Sim<'a, B> {
 
     fn handle(&mut self, ev: Ev<B::Op, B::Reply>) {
         match ev {
-            Ev::Start { pid } => {
-                self.workers[pid as usize].phase = Phase::Idle;
-                self.next_job(pid, true);
-            }
-            Ev::Wake { pid, inc, timer } => {
-                if !self.current(pid, inc) || self.workers[pid as usize].timer != timer {
+            Ev::Start { pid } => self.start_threads(pid, 0),
+            Ev::Wake { pid, th, inc, timer } => {
+                if !self.current(pid, inc) || self.thread(pid, th).timer != timer {
                     return;
                 }
-                match self.workers[pid as usize].phase {
-                    Phase::Idle | Phase::Requeued => self.start_job(pid),
+                match self.thread(pid, th).phase {
+                    Phase::Idle | Phase::Requeued => self.start_job(pid, th),
                     Phase::Retrying => {
-                        let (t, w) = (self.engine.now(), &mut self.workers[pid as usize]);
-                        let a = w.retry(t, &mut Tracked::new(self.out, &mut self.sections));
-                        self.act(pid, a);
+                        let a = self.step(pid, th, |w, t, out| w.retry(t, out));
+                        self.act(pid, th, a);
                     }
-                    Phase::SleepingToSlot => self.fetch_start(pid),
+                    Phase::SleepingToSlot => self.fetch_start(pid, th),
                     _ => {}
                 }
             }
             Ev::Job { pid } => self.job_arrives(pid),
-            Ev::StoreRecv { pid, inc, seq, op } => self.store_recv(pid, inc, seq, op),
+            Ev::StoreRecv { pid, th, inc, seq, op } => self.store_recv(pid, th, inc, seq, op),
             Ev::StoreFree => {
                 if let Some(w) = self.store.release() {
                     self.serve(w);
@@ -328,19 +422,28 @@ impl<'a, B: Backend> Sim<'a, B> {
             }
             Ev::Reply {
                 pid,
+                th,
                 inc,
                 seq,
                 op,
                 reply,
-            } => self.reply(pid, inc, seq, op, reply),
-            Ev::StoreRefused { pid, inc, seq, op } => self.store_error(pid, inc, seq, op, StoreErrorKind::Refused),
-            Ev::Timeout { pid, inc, seq, op } => self.store_error(pid, inc, seq, op, StoreErrorKind::Timeout),
-            Ev::DestRecv { pid, inc } => self.dest_recv(pid, inc),
-            Ev::FetchDone { pid, inc, status } => self.fetch_done(pid, inc, status),
+            } => self.reply(pid, th, inc, seq, op, reply),
+            Ev::StoreRefused { pid, th, inc, seq, op } => {
+                self.store_error(pid, th, inc, seq, op, StoreErrorKind::Refused)
+            }
+            Ev::Timeout { pid, th, inc, seq, op } => self.store_error(pid, th, inc, seq, op, StoreErrorKind::Timeout),
+            Ev::DestRecv { pid, th, inc } => self.dest_recv(pid, th, inc),
+            Ev::FetchDone { pid, th, inc, status } => self.fetch_done(pid, th, inc, status),
             Ev::Fault { id, start } => self.fault_edge(id, start),
             Ev::Kill { id } => self.kill_fires(id),
             Ev::Restart { pid } => self.restart(pid),
-            Ev::Limit { pid, inc, job, hard } => self.limit(pid, inc, job, hard),
+            Ev::Limit {
+                pid,
+                th,
+                inc,
+                job,
+                hard,
+            } => self.limit(pid, th, inc, job, hard),
             Ev::StoreTimer { token } => {
                 let now = self.engine.now();
                 self.with_store(now, |s, cx| s.on_timer(cx, token));
@@ -357,9 +460,29 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
     }
 
+    /// Thread `th` of process `pid`.
+    fn thread(&mut self, pid: u32, th: u16) -> &mut Worker<B::Process> {
+        &mut self.procs[pid as usize].threads[th as usize]
+    }
+
+    /// Run one step of thread `th`'s loop, holding what its process shares (the trace followed
+    /// for critical sections).
+    fn step<R>(
+        &mut self,
+        pid: u32,
+        th: u16,
+        f: impl FnOnce(&mut Worker<B::Process>, Instant, &mut dyn Sink) -> R,
+    ) -> R {
+        let now = self.engine.now();
+        let p = &mut self.procs[pid as usize];
+        let r = f(p.lend(th), now, &mut Tracked::new(self.out, &mut self.sections));
+        p.reclaim(th);
+        r
+    }
+
     /// Is `(pid, inc)` the live incarnation?
     fn current(&self, pid: u32, inc: u32) -> bool {
-        let w = &self.workers[pid as usize];
+        let w = &self.procs[pid as usize].threads[0];
         w.incarnation == inc && w.phase != Phase::Dead
     }
 
@@ -378,25 +501,28 @@ impl<'a, B: Backend> Sim<'a, B> {
     // ---- the worker's loop -------------------------------------------------------------
 
     /// Between jobs: finish, wait for a job, or think then start the next one.
-    fn next_job(&mut self, pid: u32, first: bool) {
+    fn next_job(&mut self, pid: u32, th: u16, first: bool) {
         if self.tasks.is_some() {
-            self.workers[pid as usize].phase = Phase::Idle;
+            self.thread(pid, th).phase = Phase::Idle;
             return self.take_task(pid);
         }
         let sc = self.sc;
-        let w = &mut self.workers[pid as usize];
-        match w.next_job(
-            sc.processes.requests,
-            sc.processes.arrival_rate.is_some(),
-            &sc.processes.think,
-            first,
-        ) {
+        let next = self.step(pid, th, |w, _, _| {
+            w.next_job(
+                sc.processes.requests,
+                sc.processes.arrival_rate.is_some(),
+                &sc.processes.think,
+                first,
+            )
+        });
+        match next {
             NextJob::Finished => self.active -= 1,
             NextJob::WaitForJob => {}
-            NextJob::StartNow => self.start_job(pid),
+            NextJob::StartNow => self.start_job(pid, th),
             NextJob::ThinkFor(d) => {
+                let w = self.thread(pid, th);
                 let (inc, timer) = (w.incarnation, w.arm_timer());
-                self.engine.after(d, Ev::Wake { pid, inc, timer });
+                self.engine.after(d, Ev::Wake { pid, th, inc, timer });
             }
         }
     }
@@ -405,78 +531,116 @@ impl<'a, B: Backend> Sim<'a, B> {
         let rate = self.sc.processes.arrival_rate.expect("jobs only in open loop");
         let gap = exp_gap(&mut self.arrivals[pid as usize], rate);
         self.engine.after(gap, Ev::Job { pid });
-        let w = &mut self.workers[pid as usize];
-        if w.phase == Phase::Idle {
-            self.start_job(pid);
-        } else {
-            w.queued += 1;
+        if let Some(th) = self.procs[pid as usize].job_arrives() {
+            self.start_job(pid, th);
         }
     }
 
-    fn start_job(&mut self, pid: u32) {
+    /// A thread begins a job, once it holds one of its process's permits (if they are
+    /// bounded: `max_concurrency`).
+    fn start_job(&mut self, pid: u32, th: u16) {
+        if self.procs[pid as usize].take_permit(th) {
+            self.begin_job(pid, th);
+        }
+    }
+
+    /// A thread holding a permit (or needing none) begins its job: its time limits are armed,
+    /// and it asks for permission.
+    fn begin_job(&mut self, pid: u32, th: u16) {
         let now = self.engine.now();
         let sc = self.sc;
-        let w = &mut self.workers[pid as usize];
+        let w = self.thread(pid, th);
         let (inc, job) = (w.incarnation, w.start_job(now));
         for (limit, hard) in [(sc.processes.soft_limit, false), (sc.processes.hard_limit, true)] {
             if let Some(d) = limit {
-                self.engine.after(d, Ev::Limit { pid, inc, job, hard });
+                self.engine.after(
+                    d,
+                    Ev::Limit {
+                        pid,
+                        th,
+                        inc,
+                        job,
+                        hard,
+                    },
+                );
             }
         }
-        let a = w.retry(now, &mut Tracked::new(self.out, &mut self.sections));
-        self.act(pid, a);
+        let a = self.step(pid, th, |w, t, out| w.retry(t, out));
+        self.act(pid, th, a);
+    }
+
+    /// A thread's job is over: its permit goes to the first thread waiting for one.
+    fn job_over(&mut self, pid: u32) {
+        if let Some(waiter) = self.procs[pid as usize].give_permit() {
+            self.begin_job(pid, waiter);
+        }
     }
 
     /// Carry out what the worker loop decided.
-    fn act(&mut self, pid: u32, a: Action<B::Op>) {
+    fn act(&mut self, pid: u32, th: u16, a: Action<B::Op>) {
         let now = self.engine.now();
         match a {
-            Action::Send { op, seq } => self.send(pid, seq, op),
+            Action::Send { op, seq } => self.send(pid, th, seq, op),
             Action::FetchAt(wake) => {
                 self.walk_starts(pid);
                 if wake <= now {
-                    self.fetch_start(pid);
+                    self.fetch_start(pid, th);
                 } else {
-                    let w = &mut self.workers[pid as usize];
+                    let w = self.thread(pid, th);
                     let (inc, timer) = (w.incarnation, w.arm_timer());
-                    self.engine.at(wake, Ev::Wake { pid, inc, timer });
+                    self.engine.at(wake, Ev::Wake { pid, th, inc, timer });
                 }
             }
             Action::Requeue(at) if self.tasks.is_some() => self.task_requeued(pid, at),
             Action::JobDone if self.tasks.is_some() => self.walk_over(pid),
-            Action::RetryAt(at) | Action::Requeue(at) => {
-                let w = &mut self.workers[pid as usize];
+            Action::RetryAt(at) => {
+                let w = self.thread(pid, th);
                 let (inc, timer) = (w.incarnation, w.arm_timer());
-                self.engine.at(at, Ev::Wake { pid, inc, timer });
+                self.engine.at(at, Ev::Wake { pid, th, inc, timer });
             }
-            Action::JobDone => self.next_job(pid, false),
+            Action::Requeue(at) => {
+                let w = self.thread(pid, th);
+                let (inc, timer) = (w.incarnation, w.arm_timer());
+                self.engine.at(at, Ev::Wake { pid, th, inc, timer });
+                self.job_over(pid);
+            }
+            Action::JobDone => {
+                let inc = self.thread(pid, th).incarnation;
+                self.job_over(pid);
+                // (the next thread in line may have died at its first step, with its process)
+                if self.current(pid, inc) {
+                    self.next_job(pid, th, false);
+                }
+            }
             Action::Die(k) => self.kill(pid, k.point.into(), k.restart_after),
         }
     }
 
-    /// A process sends `op` (already traced) to the store.
-    fn send(&mut self, pid: u32, seq: u64, op: B::Op) {
-        let w = &mut self.workers[pid as usize];
+    /// A thread sends `op` (already traced) to the store.
+    fn send(&mut self, pid: u32, th: u16, seq: u64, op: B::Op) {
+        let w = &mut self.procs[pid as usize].threads[th as usize];
         let inc = w.incarnation;
         let there = self.store.one_way(&mut w.rng);
-        self.engine.after(there, Ev::StoreRecv { pid, inc, seq, op });
+        self.engine.after(there, Ev::StoreRecv { pid, th, inc, seq, op });
         self.engine
-            .after_in(TIMEOUTS, self.store.timeout, Ev::Timeout { pid, inc, seq, op });
+            .after_in(TIMEOUTS, self.store.timeout, Ev::Timeout { pid, th, inc, seq, op });
     }
 
     /// An operation reaches the store: refused, ignored, or queued for the lock.
-    fn store_recv(&mut self, pid: u32, inc: u32, seq: u64, op: B::Op) {
+    fn store_recv(&mut self, pid: u32, th: u16, inc: u32, seq: u64, op: B::Op) {
         match self.store.reachable(pid) {
             Err(OutageMode::Refuse) => {
-                let back = self.store.one_way(&mut self.workers[pid as usize].rng);
-                self.engine.after(back, Ev::StoreRefused { pid, inc, seq, op });
+                let back = self
+                    .store
+                    .one_way(&mut self.procs[pid as usize].threads[th as usize].rng);
+                self.engine.after(back, Ev::StoreRefused { pid, th, inc, seq, op });
             }
             Err(OutageMode::Timeout) => {} // nothing answers; the client's timeout fires
             Ok(()) => {
                 if let Some(w) = self.store.admit(Waiter::Op {
                     pid,
                     incarnation: inc,
-                    seq,
+                    seq: tag_seq(seq, th),
                     op,
                 }) {
                     self.serve(w);
@@ -488,17 +652,21 @@ impl<'a, B: Backend> Sim<'a, B> {
     /// The store serves one waiter under its lock: the backend's atomic operation.
     fn serve(&mut self, waiter: Waiter<B::Op>) {
         let now = self.engine.now();
-        let (pid, inc, seq, op) = match waiter {
+        let (pid, inc, (seq, th), op) = match waiter {
             Waiter::Foreign { hold } => return self.engine.after_in(LOCK, hold, Ev::StoreFree),
             Waiter::Op {
                 pid,
                 incarnation,
                 seq,
                 op,
-            } => (pid, incarnation, seq, op),
+            } => (pid, incarnation, untag_seq(seq), op),
         };
         let store_now = self.store.now(now);
-        let from = Session { pid, incarnation: inc };
+        let from = Session {
+            pid,
+            incarnation: inc,
+            thread: th,
+        };
         let served = self.with_store(now, |s, cx| s.serve(cx, from, &op, store_now));
         self.store.served += 1;
         let service = self.store.service_time();
@@ -510,11 +678,14 @@ impl<'a, B: Backend> Sim<'a, B> {
             Nanos::ZERO
         };
         let reply_after = if served.hold.0 > 0 { service } else { service + commit };
-        let back = self.store.one_way(&mut self.workers[pid as usize].rng);
+        let back = self
+            .store
+            .one_way(&mut self.procs[pid as usize].threads[th as usize].rng);
         self.engine.after(
             reply_after + back,
             Ev::Reply {
                 pid,
+                th,
                 inc,
                 seq,
                 op,
@@ -524,72 +695,73 @@ impl<'a, B: Backend> Sim<'a, B> {
         self.engine
             .after_in(LOCK, service + served.hold + commit, Ev::StoreFree);
         if self.current(pid, inc)
-            && let Some(k) = self.workers[pid as usize].served(&op, served.hold.0 > 0)
+            && let Some(k) = self.step(pid, th, |w, _, _| w.served(&op, served.hold.0 > 0))
         {
             self.kill(pid, k.point.into(), k.restart_after);
         }
     }
 
-    fn reply(&mut self, pid: u32, inc: u32, seq: u64, op: B::Op, reply: B::Reply) {
-        if !self.awaiting(pid, inc, seq) {
+    fn reply(&mut self, pid: u32, th: u16, inc: u32, seq: u64, op: B::Op, reply: B::Reply) {
+        if !self.awaiting(pid, th, inc, seq) {
+            return;
+        }
+        let a = self.step(pid, th, |w, t, out| w.reply(t, &op, reply, out));
+        self.act(pid, th, a);
+    }
+
+    fn awaiting(&self, pid: u32, th: u16, inc: u32, seq: u64) -> bool {
+        self.current(pid, inc) && self.procs[pid as usize].threads[th as usize].awaiting(seq)
+    }
+
+    fn store_error(&mut self, pid: u32, th: u16, inc: u32, seq: u64, op: B::Op, error: StoreErrorKind) {
+        if !self.awaiting(pid, th, inc, seq) {
             return;
         }
         let now = self.engine.now();
-        let w = &mut self.workers[pid as usize];
-        let a = w.reply(now, &op, reply, &mut Tracked::new(self.out, &mut self.sections));
-        self.act(pid, a);
+        self.procs[pid as usize].threads[th as usize].store_error_event(now, error, self.out);
+        let from = Session {
+            pid,
+            incarnation: inc,
+            thread: th,
+        };
+        self.with_store(now, |s, cx| s.on_error(cx, from, &op));
+        let a = self.step(pid, th, |w, t, out| w.store_error(t, &op, out));
+        self.act(pid, th, a);
     }
 
-    fn awaiting(&self, pid: u32, inc: u32, seq: u64) -> bool {
-        self.current(pid, inc) && self.workers[pid as usize].awaiting(seq)
-    }
-
-    fn store_error(&mut self, pid: u32, inc: u32, seq: u64, op: B::Op, error: StoreErrorKind) {
-        if !self.awaiting(pid, inc, seq) {
-            return;
-        }
+    fn fetch_start(&mut self, pid: u32, th: u16) {
         let now = self.engine.now();
-        self.workers[pid as usize].store_error_event(now, error, self.out);
-        self.with_store(now, |s, cx| s.on_error(cx, Session { pid, incarnation: inc }, &op));
-        let w = &mut self.workers[pid as usize];
-        let a = w.store_error(now, &op, &mut Tracked::new(self.out, &mut self.sections));
-        self.act(pid, a);
-    }
-
-    fn fetch_start(&mut self, pid: u32) {
-        let now = self.engine.now();
-        let w = &mut self.workers[pid as usize];
+        let w = &mut self.procs[pid as usize].threads[th as usize];
         w.fetch_start(now, self.out);
         let inc = w.incarnation;
         let there = self.sc.destination.latency.sample(&mut w.rng);
-        self.engine.after_in(TO_DESTINATION, there, Ev::DestRecv { pid, inc });
-        if let Some(k) = self.workers[pid as usize].fetch_sent() {
+        self.engine
+            .after_in(TO_DESTINATION, there, Ev::DestRecv { pid, th, inc });
+        if let Some(k) = self.step(pid, th, |w, _, _| w.fetch_sent()) {
             self.kill(pid, k.point.into(), k.restart_after);
         }
     }
 
     /// The request reaches the destination: the witness records it, whoever sent it.
-    fn dest_recv(&mut self, pid: u32, inc: u32) {
+    fn dest_recv(&mut self, pid: u32, th: u16, inc: u32) {
         let now = self.engine.now();
         let status = self.dest.arrive(now);
         self.out.event(&Event::Arrival { t: now.0, pid, status });
         if self.current(pid, inc) {
-            let d = self.sc.fetch.duration.sample(&mut self.workers[pid as usize].rng);
-            self.engine.after(d, Ev::FetchDone { pid, inc, status });
+            let d = self.sc.fetch.duration.sample(&mut self.thread(pid, th).rng);
+            self.engine.after(d, Ev::FetchDone { pid, th, inc, status });
         }
     }
 
-    fn fetch_done(&mut self, pid: u32, inc: u32, status: u16) {
-        if !self.current(pid, inc) || self.workers[pid as usize].phase != Phase::Fetching {
+    fn fetch_done(&mut self, pid: u32, th: u16, inc: u32, status: u16) {
+        if !self.current(pid, inc) || self.thread(pid, th).phase != Phase::Fetching {
             return;
         }
-        let now = self.engine.now();
         if let Some(tk) = &mut self.tasks {
             tk.fetched(pid);
         }
-        let w = &mut self.workers[pid as usize];
-        let a = w.fetch_end(now, status, &mut Tracked::new(self.out, &mut self.sections));
-        self.act(pid, a);
+        let a = self.step(pid, th, |w, t, out| w.fetch_end(t, status, out));
+        self.act(pid, th, a);
     }
 
     // ---- faults --------------------------------------------------------------------------
@@ -669,87 +841,100 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
         match point {
             None => {
-                if self.workers[pid as usize].is_active() {
+                if self.procs[pid as usize].threads.iter().any(|w| w.is_active()) {
                     self.kill(pid, CrashPoint::Immediate, restart_after);
                 }
             }
-            Some(point) => self.workers[pid as usize].armed.push(Armed { point, restart_after }),
+            Some(point) => self.procs[pid as usize].arm(Armed { point, restart_after }),
         }
     }
 
-    /// SIGKILL: the process stops at once; nothing it would have done next happens. Its
-    /// critical sections end; what it leaves in the store is the store side's business.
+    /// SIGKILL: the process stops at once, every thread of it; nothing it would have done next
+    /// happens. Its critical sections end; what each thread's session leaves in the store is
+    /// the store side's business.
     fn kill(&mut self, pid: u32, point: CrashPoint, restart_after: Option<Nanos>) {
         let now = self.engine.now();
-        let w = &mut self.workers[pid as usize];
-        let was_active = w.is_active();
-        w.phase = Phase::Dead;
-        let s = Session {
-            pid,
-            incarnation: w.incarnation,
-        };
+        let p = &mut self.procs[pid as usize];
+        let was_active = p.die();
+        let sessions: Vec<Session> = p.sessions().collect();
         self.out.event(&Event::Crash { t: now.0, pid, point });
         self.sections.died(pid, now.0, self.out);
-        self.with_store(now, |st, cx| st.on_crash(cx, s));
+        for s in sessions {
+            self.with_store(now, |st, cx| st.on_crash(cx, s));
+        }
         if let Some(tk) = &mut self.tasks {
             let (tasks, after) = tk.killed(pid, point == CrashPoint::HardLimit);
             for task in tasks {
                 self.engine.after(after, Ev::Redeliver { task });
             }
         }
-        match restart_after {
-            Some(d) => self.engine.after(d, Ev::Restart { pid }),
-            None => {
-                if was_active {
-                    self.active -= 1;
-                }
-            }
+        self.active -= was_active;
+        if let Some(d) = restart_after {
+            self.active += 1; // the restart to come
+            self.engine.after(d, Ev::Restart { pid });
         }
     }
 
-    /// A fresh process (new state, new random stream, new clock epoch) takes `pid`'s place.
+    /// A fresh process (new state, new random streams, new clock epoch) takes `pid`'s place,
+    /// with all its threads.
     fn restart(&mut self, pid: u32) {
         let t = self.t();
-        let old = &mut self.workers[pid as usize];
-        let inc = old.incarnation + 1;
-        let (mono, _) = crate::fault::clocks(self.sc, pid, inc, &self.store.clock);
-        let r = rng::stream(self.sc.seed, Entity::Process { pid, incarnation: inc });
-        let w = old.restarted(mono, r, self.backend.process(pid));
-        self.workers[pid as usize] = w;
+        let inc = self.procs[pid as usize].threads[0].incarnation + 1;
+        let (threads, side) = self.incarnation(pid, inc);
+        self.procs[pid as usize].restarted(threads, side);
         self.out.event(&Event::Restart { t, pid });
-        self.workers[pid as usize].phase = Phase::Idle;
-        self.next_job(pid, true);
+        self.active -= 1;
+        self.active += u32::from(self.sc.processes.threads.max(1));
+        self.start_threads(pid, inc);
     }
 
-    fn limit(&mut self, pid: u32, inc: u32, job: u64, hard: bool) {
-        let w = &self.workers[pid as usize];
-        if !self.current(pid, inc)
+    /// Incarnation `inc` of process `pid` starts its threads, in order, unless one of them
+    /// dies on the way (a kill armed at the first protocol point one of them reaches: then the
+    /// rest never start, and the kill has counted them).
+    fn start_threads(&mut self, pid: u32, inc: u32) {
+        for th in 0..self.sc.processes.threads.max(1) {
+            if !self.current(pid, inc) {
+                return;
+            }
+            self.thread(pid, th).phase = Phase::Idle;
+            self.next_job(pid, th, true);
+        }
+    }
+
+    fn limit(&mut self, pid: u32, th: u16, inc: u32, job: u64, hard: bool) {
+        let current = self.current(pid, inc);
+        let w = self.thread(pid, th);
+        if !current
             || w.job_seq != job
-            || matches!(w.phase, Phase::Idle | Phase::Requeued | Phase::Finished)
+            || matches!(
+                w.phase,
+                Phase::Idle | Phase::Requeued | Phase::WaitingPermit | Phase::Finished
+            )
         {
             return;
         }
         if hard {
-            // Past the hard limit the job is killed; the pool starts a fresh worker.
+            // Past the hard limit the job is killed with its process; the pool starts a fresh
+            // one.
             self.kill(pid, CrashPoint::HardLimit, Some(Nanos::ZERO));
-        } else if let Some(tk) = &mut self.tasks {
-            // The soft limit raises in the download task.
+        } else if self.tasks.is_some() {
+            // The soft limit raises in the download task (one thread per process: `[jobs]`
+            // needs `redis_lock`, which refuses threads).
             let now = self.engine.now();
-            if w.phase == Phase::Finalising {
+            let finalising = self.thread(pid, th).phase == Phase::Finalising;
+            let tk = self.tasks.as_mut().expect("checked");
+            if finalising {
                 if let Some(state) = tk.soft_limit_in_phase3(pid) {
                     tk.finalise(pid, state, now, self.out);
                 }
-                return self.next_job(pid, false);
+                return self.next_job(pid, th, false);
             }
             tk.ending(pid, End::SoftLimit);
-            let w = &mut self.workers[pid as usize];
-            let a = w.soft_limit(now, &mut Tracked::new(self.out, &mut self.sections));
-            self.act(pid, a);
+            let a = self.step(pid, th, |w, t, out| w.soft_limit(t, out));
+            self.act(pid, th, a);
         } else {
-            let now = self.engine.now();
-            let w = &mut self.workers[pid as usize];
-            let a = w.soft_limit(now, &mut Tracked::new(self.out, &mut self.sections));
-            self.act(pid, a);
+            let a = self.step(pid, th, |w, t, out| w.soft_limit(t, out));
+            self.act(pid, th, a);
         }
     }
 }
@@ -783,7 +968,7 @@ impl<B: Backend> Sim<'_, B> {
             if !self.tasks.as_ref().is_some_and(Tasks::has_ready) {
                 return;
             }
-            if self.workers[pid as usize].phase == Phase::Idle {
+            if self.thread(pid, 0).phase == Phase::Idle {
                 self.take_task(pid);
             }
         }
@@ -794,22 +979,24 @@ impl<B: Backend> Sim<'_, B> {
         let now = self.engine.now();
         let Some(tk) = &mut self.tasks else { return };
         let Some(task) = tk.take_ready() else { return };
-        let w = &mut self.workers[pid as usize];
+        let p = &mut self.procs[pid as usize];
+        let w = p.lend(0);
         let memo = tk.begin(pid, task, w.job_seq + 1, now);
-        w.process.begin_task(memo);
-        self.start_job(pid);
+        w.process.as_mut().expect("a lent process side").begin_task(memo);
+        p.reclaim(0);
+        self.start_job(pid, 0);
     }
 
     /// The execution re-enqueued its task with a countdown: `pid` holds it until then and is
     /// free meanwhile.
     fn task_requeued(&mut self, pid: u32, at: Instant) {
         let now = self.engine.now();
-        let inc = self.workers[pid as usize].incarnation;
+        let inc = self.thread(pid, 0).incarnation;
         let Some(tk) = &mut self.tasks else { return };
         if let Some(task) = tk.requeued(pid, now, self.out) {
             self.engine.at(at, Ev::Countdown { pid, inc, task });
         }
-        self.next_job(pid, false);
+        self.next_job(pid, 0, false);
     }
 
     fn countdown_over(&mut self, pid: u32, inc: u32, task: usize) {
@@ -834,30 +1021,28 @@ impl<B: Backend> Sim<'_, B> {
         let now = self.engine.now();
         let Some(tk) = &mut self.tasks else { return };
         if let Some((job, budget)) = tk.walk_starts(pid, now, self.out) {
-            let inc = self.workers[pid as usize].incarnation;
+            let inc = self.procs[pid as usize].threads[0].incarnation;
             self.engine.after(budget, Ev::Budget { pid, inc, job });
         }
     }
 
     /// The subprocess budget ran out: the walk stops (TimeoutExpired) and releases the lock.
     fn budget(&mut self, pid: u32, inc: u32, job: u64) {
-        if !self.current(pid, inc) || self.workers[pid as usize].job_seq != job {
+        if !self.current(pid, inc) || self.thread(pid, 0).job_seq != job {
             return;
         }
         let Some(tk) = &mut self.tasks else { return };
         if !tk.walking(pid, job)
             || !matches!(
-                self.workers[pid as usize].phase,
+                self.procs[pid as usize].threads[0].phase,
                 Phase::SleepingToSlot | Phase::Fetching
             )
         {
             return;
         }
         tk.ending(pid, End::Budget);
-        let now = self.engine.now();
-        let w = &mut self.workers[pid as usize];
-        let a = w.soft_limit(now, &mut Tracked::new(self.out, &mut self.sections));
-        self.act(pid, a);
+        let a = self.step(pid, 0, |w, t, out| w.soft_limit(t, out));
+        self.act(pid, 0, a);
     }
 
     /// The walk is over (the lock released): phase 3, or the event is left as it is.
@@ -865,25 +1050,25 @@ impl<B: Backend> Sim<'_, B> {
         let Some(tk) = &mut self.tasks else { return };
         match tk.walk_over(pid) {
             After::Persist(state) => {
-                let w = &mut self.workers[pid as usize];
+                let w = &mut self.procs[pid as usize].threads[0];
                 w.phase = Phase::Finalising;
                 let (inc, job) = (w.incarnation, w.job_seq);
                 let persist = tk.cfg.persist;
                 self.engine.after(persist, Ev::Persisted { pid, inc, job, state });
             }
-            After::Abandon => self.next_job(pid, false),
+            After::Abandon => self.next_job(pid, 0, false),
         }
     }
 
     fn persisted(&mut self, pid: u32, inc: u32, job: u64, state: crate::trace::JobState) {
-        let w = &self.workers[pid as usize];
+        let w = &self.procs[pid as usize].threads[0];
         if !self.current(pid, inc) || w.job_seq != job || w.phase != Phase::Finalising {
             return;
         }
         let now = self.engine.now();
         let Some(tk) = &mut self.tasks else { return };
         tk.finalise(pid, state, now, self.out);
-        self.next_job(pid, false);
+        self.next_job(pid, 0, false);
     }
 }
 

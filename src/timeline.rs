@@ -12,6 +12,7 @@
 //! `max(1 s, 10 × interval)` of the crash. A gap still open when the run ends counts up to the
 //! end.
 
+use crate::check::common::LoopMap;
 use crate::trace::{Event, FaultKind, Header, Sink};
 use hdrhistogram::Histogram;
 
@@ -187,7 +188,8 @@ pub struct Timeline {
     per_process: Vec<Grid<u32>>,
     per_process_total: Vec<u64>,
     latency: Histogram<u64>,
-    sent: Vec<Option<u64>>,
+    // each thread loop's permission request in flight: when it was sent
+    sent: LoopMap<u64>,
     global_mult: Grid<Gauge>,
     has_global_mult: bool,
     // the shared multiplier now
@@ -224,7 +226,7 @@ impl Timeline {
             per_process: Vec::new(),
             per_process_total: Vec::new(),
             latency: Histogram::new_with_bounds(1, LATENCY_HIGH_NS, 3).expect("valid histogram bounds"),
-            sent: Vec::new(),
+            sent: LoopMap::default(),
             global_mult: Grid::new(FINE_WIDTH_NS, COARSE_CAP),
             has_global_mult: false,
             global_now: 1.0,
@@ -386,7 +388,7 @@ impl Default for Timeline {
 impl Sink for Timeline {
     fn header(&mut self, h: &Header) {
         let n = h.processes as usize;
-        self.sent = vec![None; n];
+        self.sent = LoopMap::default();
         self.in_fallback = vec![false; n];
         if self.series {
             self.per_process = vec![Grid::new(FINE_WIDTH_NS, COARSE_CAP); n];
@@ -413,23 +415,19 @@ impl Sink for Timeline {
             }
             Event::Grant { t, .. } => self.stall.progress(t),
             // The same round-trip definition as `summary::Figures`.
-            Event::OpSent { t, pid, op } if op.asks_permission() => {
-                *Self::pid_slot(&mut self.sent, pid, None) = Some(t)
+            Event::OpSent { t, pid, thread, op } if op.asks_permission() => {
+                self.sent.insert(pid, thread, t);
             }
-            Event::Reply { t, pid, op, .. } if op.asks_permission() => {
-                if let Some(Some(s)) = self.sent.get_mut(pid as usize).map(|s| s.take()) {
+            Event::Reply { t, pid, thread, op, .. } if op.asks_permission() => {
+                if let Some(s) = self.sent.remove(pid, thread) {
                     self.latency.saturating_record((t - s).max(1));
                 }
             }
-            Event::StoreError { pid, .. } => {
-                if let Some(s) = self.sent.get_mut(pid as usize) {
-                    *s = None;
-                }
+            Event::StoreError { pid, thread, .. } => {
+                self.sent.remove(pid, thread);
             }
             Event::Crash { t, pid, .. } => {
-                if let Some(s) = self.sent.get_mut(pid as usize) {
-                    *s = None;
-                }
+                self.sent.remove_process(pid);
                 self.crash_count += 1;
                 self.stall.crash(t);
                 if self.series {

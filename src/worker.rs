@@ -38,6 +38,8 @@ pub enum Phase {
     /// A broker task's walk is over and its outcome is being persisted (the record's phase 3:
     /// finalising the download's event); its time limits still run ([`crate::task`]).
     Finalising,
+    /// Waiting for one of its process's `max_concurrency` permits before its job begins.
+    WaitingPermit,
     /// Finished every request it had.
     Finished,
     /// Killed, and not (yet) restarted.
@@ -103,11 +105,14 @@ pub fn points_after_served(kind: OpKind, in_transaction: bool) -> [Option<KillPo
     ]
 }
 
-/// One worker process: the loop's state and the backend's process side.
+/// One worker loop: a one-thread process, or one thread of a process of several (see
+/// [`Process`]): the loop's state and the backend's process side while it holds it.
 #[derive(Debug)]
 pub struct Worker<P> {
     /// Process id (stable across restarts).
     pub pid: u32,
+    /// The thread of its process this loop runs on (0 in a one-thread process).
+    pub thread: u16,
     /// 0 for the first process with this id; +1 on each restart. Events addressed to an older
     /// incarnation are dropped: a killed process hears nothing.
     pub incarnation: u32,
@@ -140,8 +145,11 @@ pub struct Worker<P> {
     /// Kills armed for this process, in arming order (they outlive an incarnation).
     pub armed: Vec<Armed>,
     /// The backend's process side (a restart builds a fresh one). Boxed: the loop's own
-    /// fields stay together in few cache lines, whatever the size of a backend's state.
-    pub process: Box<P>,
+    /// fields stay together in few cache lines, whatever the size of a backend's state. Held
+    /// for good by a one-thread process and by a thread with its own instance
+    /// ([`crate::backend::Threads::PerThread`]); a process side its threads share is lent by
+    /// the [`Process`] for one step at a time, and is `None` between steps.
+    pub process: Option<Box<P>>,
 }
 
 impl<P: ProcessSide> Worker<P> {
@@ -149,6 +157,7 @@ impl<P: ProcessSide> Worker<P> {
     pub fn new(pid: u32, incarnation: u32, mono: Clock, wall: Clock, rng: Rng, process: P) -> Worker<P> {
         Worker {
             pid,
+            thread: 0,
             incarnation,
             phase: Phase::NotStarted,
             mono,
@@ -162,7 +171,36 @@ impl<P: ProcessSide> Worker<P> {
             job_start: Instant::ZERO,
             timer: 0,
             armed: Vec::new(),
-            process: Box::new(process),
+            process: Some(Box::new(process)),
+        }
+    }
+
+    /// The same loop on thread `thread` of its process.
+    pub fn on_thread(mut self, thread: u16) -> Worker<P> {
+        self.thread = thread;
+        self
+    }
+
+    /// A loop on thread `thread` that holds no process side: its process lends it the shared
+    /// one for each step ([`Process::lend`]).
+    pub fn sharing(pid: u32, thread: u16, incarnation: u32, mono: Clock, wall: Clock, rng: Rng) -> Worker<P> {
+        Worker {
+            pid,
+            thread,
+            incarnation,
+            phase: Phase::NotStarted,
+            mono,
+            wall,
+            rng,
+            fetches: 0,
+            queued: 0,
+            op_seq: 0,
+            op_sent: Instant::ZERO,
+            job_seq: 0,
+            job_start: Instant::ZERO,
+            timer: 0,
+            armed: Vec::new(),
+            process: None,
         }
     }
 
@@ -186,11 +224,16 @@ impl<P: ProcessSide> Worker<P> {
         let mut cx = ProcCx {
             t,
             pid: self.pid,
+            thread: self.thread,
             mono: &self.mono,
             wall: &self.wall,
             out,
         };
-        f(&mut self.process, &mut cx)
+        let p = self
+            .process
+            .as_mut()
+            .expect("a loop holds its process side while it steps (Process::lend)");
+        f(p, &mut cx)
     }
 
     /// A timer is armed: any timer armed before it no longer counts. Its number.
@@ -266,6 +309,7 @@ impl<P: ProcessSide> Worker<P> {
                 out.event(&Event::OpSent {
                     t: t.0,
                     pid: self.pid,
+                    thread: self.thread,
                     op: op.kind(),
                 });
                 Action::Send { op, seq: self.op_seq }
@@ -313,6 +357,7 @@ impl<P: ProcessSide> Worker<P> {
         out.event(&Event::Reply {
             t: t.0,
             pid: self.pid,
+            thread: self.thread,
             op: op.kind(),
             wait,
         });
@@ -331,6 +376,7 @@ impl<P: ProcessSide> Worker<P> {
         out.event(&Event::StoreError {
             t: t.0,
             pid: self.pid,
+            thread: self.thread,
             error,
         });
     }
@@ -344,7 +390,11 @@ impl<P: ProcessSide> Worker<P> {
     /// 5. The fetch starts (the driver sends it; then [`Worker::fetch_sent`]).
     pub fn fetch_start(&mut self, t: Instant, out: &mut dyn Sink) {
         self.phase = Phase::Fetching;
-        out.event(&Event::FetchStart { t: t.0, pid: self.pid });
+        out.event(&Event::FetchStart {
+            t: t.0,
+            pid: self.pid,
+            thread: self.thread,
+        });
     }
 
     /// The request has left for the destination: the `mid_fetch` point.
@@ -357,6 +407,7 @@ impl<P: ProcessSide> Worker<P> {
         out.event(&Event::FetchEnd {
             t: t.0,
             pid: self.pid,
+            thread: self.thread,
             status,
         });
         self.fetches += 1;
@@ -371,6 +422,153 @@ impl<P: ProcessSide> Worker<P> {
         self.op_seq += 1;
         self.phase = Phase::Idle;
         self.apply(t, step, out)
+    }
+}
+
+/// One process of one or more thread loops, and what its threads share (`[processes]
+/// threads`): the process side when they share it ([`crate::backend::Threads::Shared`]), the
+/// kills armed for the process, its open-loop job queue, and its `max_concurrency` permits.
+///
+/// Each [`Worker`] stays one thread's loop, with its own phase, timers, operation in flight,
+/// job and random stream; a driver runs a thread's step between [`Process::lend`] (the shared
+/// parts move into the thread's loop) and [`Process::reclaim`] (they move back), so every
+/// step of the loop is written once, for one thread. A step runs alone, as the record's
+/// limiter runs under its `threading.Lock`. A one-thread process lends nothing but its armed
+/// kills and its queue, and steps exactly as a [`Worker`] alone.
+#[derive(Debug)]
+pub struct Process<P> {
+    /// The threads' loops, by thread number.
+    pub threads: Vec<Worker<P>>,
+    // invariant: Some between steps iff the threads share one process side; during a step it
+    // is lent to the stepping thread.
+    side: Option<Box<P>>,
+    shared: bool,
+    // kills armed for the process (they outlive an incarnation); lent to the stepping thread
+    armed: Vec<Armed>,
+    // open loop: jobs waiting for a free thread; lent to the stepping thread
+    queued: u64,
+    // `max_concurrency`: permits free now (`None`: no bound)
+    permits: Option<u16>,
+    bound: Option<u16>,
+    // invariant: the threads waiting for a permit (phase WaitingPermit), in the order they
+    // asked.
+    waiting: std::collections::VecDeque<u16>,
+}
+
+impl<P: ProcessSide> Process<P> {
+    /// A process of `threads`, sharing `side` if given (then no thread holds one), with at most
+    /// `max_concurrency` jobs in flight.
+    pub fn new(threads: Vec<Worker<P>>, side: Option<P>, max_concurrency: Option<u16>) -> Process<P> {
+        Process {
+            threads,
+            shared: side.is_some(),
+            side: side.map(Box::new),
+            armed: Vec::new(),
+            queued: 0,
+            permits: max_concurrency,
+            bound: max_concurrency,
+            waiting: Default::default(),
+        }
+    }
+
+    /// Thread `th`'s loop, holding the shared parts for one step.
+    pub fn lend(&mut self, th: u16) -> &mut Worker<P> {
+        let w = &mut self.threads[th as usize];
+        if let Some(side) = self.side.take() {
+            w.process = Some(side);
+        }
+        std::mem::swap(&mut w.armed, &mut self.armed);
+        std::mem::swap(&mut w.queued, &mut self.queued);
+        w
+    }
+
+    /// Thread `th`'s step is over: the shared parts come back.
+    pub fn reclaim(&mut self, th: u16) {
+        let w = &mut self.threads[th as usize];
+        if self.shared {
+            self.side = w.process.take();
+        }
+        std::mem::swap(&mut w.armed, &mut self.armed);
+        std::mem::swap(&mut w.queued, &mut self.queued);
+    }
+
+    /// Arm a kill for the process: it fires at the first of its threads to reach the point.
+    pub fn arm(&mut self, k: Armed) {
+        self.armed.push(k);
+    }
+
+    /// Open loop: a job arrives for the process. The first thread waiting for a job takes it
+    /// (`Some(thread)`), else it queues.
+    pub fn job_arrives(&mut self) -> Option<u16> {
+        match self.threads.iter().position(|w| w.phase == Phase::Idle) {
+            Some(th) => Some(th as u16),
+            None => {
+                self.queued += 1;
+                None
+            }
+        }
+    }
+
+    /// Thread `th` wants to begin a job: true if it holds a permit now (or nothing bounds the
+    /// process); otherwise it waits in line ([`Phase::WaitingPermit`]).
+    pub fn take_permit(&mut self, th: u16) -> bool {
+        match &mut self.permits {
+            None => true,
+            Some(0) => {
+                self.threads[th as usize].phase = Phase::WaitingPermit;
+                self.waiting.push_back(th);
+                false
+            }
+            Some(n) => {
+                *n -= 1;
+                true
+            }
+        }
+    }
+
+    /// A job ended and gives its permit back: the first waiting thread, if any, gets it (it
+    /// begins its job now).
+    pub fn give_permit(&mut self) -> Option<u16> {
+        let n = self.permits.as_mut()?;
+        match self.waiting.pop_front() {
+            Some(th) => Some(th),
+            None => {
+                *n += 1;
+                None
+            }
+        }
+    }
+
+    /// The process was killed: every thread is dead; its permits are free again for the
+    /// process that replaces it. How many of its threads were still active.
+    pub fn die(&mut self) -> u32 {
+        let mut active = 0;
+        for w in &mut self.threads {
+            active += u32::from(w.is_active());
+            w.phase = Phase::Dead;
+        }
+        self.permits = self.bound;
+        self.waiting.clear();
+        active
+    }
+
+    /// A fresh process in this one's place: `threads` new loops (each thread's fetch count
+    /// carries over), sharing `side` if given; the armed kills and the job queue carry over.
+    pub fn restarted(&mut self, mut threads: Vec<Worker<P>>, side: Option<P>) {
+        for (new, old) in threads.iter_mut().zip(&self.threads) {
+            new.fetches = old.fetches;
+        }
+        self.threads = threads;
+        self.side = side.map(Box::new);
+    }
+
+    /// The sessions of the process's threads (one store connection each).
+    pub fn sessions(&self) -> impl Iterator<Item = crate::backend::Session> + '_ {
+        self.threads.iter().map(|w| crate::backend::Session {
+            pid: w.pid,
+            incarnation: w.incarnation,
+            thread: w.thread,
+        })
     }
 }
 

@@ -71,11 +71,13 @@ fn reserve(t: u64, pid: u32, slot: u64, m: f64) -> Vec<Event> {
         Event::OpSent {
             t,
             pid,
+            thread: 0,
             op: OpKind::Reserve,
         },
         Event::Grant {
             t,
             pid,
+            thread: 0,
             slot: slot as i64,
             now: t as i64,
             interval: (I as f64 * m).round() as u64,
@@ -84,6 +86,7 @@ fn reserve(t: u64, pid: u32, slot: u64, m: f64) -> Vec<Event> {
         Event::Reply {
             t,
             pid,
+            thread: 0,
             op: OpKind::Reserve,
             wait: slot.saturating_sub(t),
         },
@@ -92,9 +95,14 @@ fn reserve(t: u64, pid: u32, slot: u64, m: f64) -> Vec<Event> {
 
 fn fetch(t: u64, pid: u32, status: u16) -> Vec<Event> {
     vec![
-        Event::FetchStart { t, pid },
+        Event::FetchStart { t, pid, thread: 0 },
         Event::Arrival { t, pid, status },
-        Event::FetchEnd { t: t + MS, pid, status },
+        Event::FetchEnd {
+            t: t + MS,
+            pid,
+            thread: 0,
+            status,
+        },
     ]
 }
 
@@ -102,15 +110,22 @@ fn fetch(t: u64, pid: u32, status: u16) -> Vec<Event> {
 /// reply at `t + 2 ms` (the multiplier change, if any, at the serve).
 fn respond(t: u64, pid: u32, status: u16, served: u64, change: Option<(f64, f64)>) -> Vec<Event> {
     let mut v = vec![
-        Event::FetchEnd { t, pid, status },
+        Event::FetchEnd {
+            t,
+            pid,
+            thread: 0,
+            status,
+        },
         Event::OpSent {
             t,
             pid,
+            thread: 0,
             op: OpKind::Report,
         },
         Event::Reply {
             t: t + 2 * MS,
             pid,
+            thread: 0,
             op: OpKind::Report,
             wait: 0,
         },
@@ -150,11 +165,13 @@ fn cut_off_run(clean: u32, steps: &[(usize, f64, f64, MultiplierCause)]) -> Vec<
     ev.push(Event::OpSent {
         t: 10 * S,
         pid: 1,
+        thread: 0,
         op: OpKind::Reserve,
     });
     ev.push(Event::StoreError {
         t: 10 * S + MS,
         pid: 1,
+        thread: 0,
         error: StoreErrorKind::Refused,
     });
     ev.push(Event::Fallback {
@@ -183,11 +200,13 @@ fn cut_off_run(clean: u32, steps: &[(usize, f64, f64, MultiplierCause)]) -> Vec<
         ev.push(Event::OpSent {
             t: end,
             pid: 1,
+            thread: 0,
             op: OpKind::Report,
         });
         ev.push(Event::StoreError {
             t: end + MS,
             pid: 1,
+            thread: 0,
             error: StoreErrorKind::Refused,
         });
     }
@@ -322,6 +341,7 @@ fn backoff_diverging_per_process_multipliers_fail() {
         Event::FetchEnd {
             t: S,
             pid: 0,
+            thread: 0,
             status: 429,
         },
         Event::Multiplier {
@@ -334,6 +354,7 @@ fn backoff_diverging_per_process_multipliers_fail() {
         Event::FetchEnd {
             t: 2 * S,
             pid: 1,
+            thread: 0,
             status: 429,
         },
         Event::Multiplier {
@@ -390,11 +411,13 @@ fn backoff_grants_answering_acquire_are_the_shared_pace() {
                 Event::OpSent { t, pid, .. } => Event::OpSent {
                     t,
                     pid,
+                    thread: 0,
                     op: OpKind::Acquire,
                 },
                 Event::Reply { t, pid, wait, .. } => Event::Reply {
                     t,
                     pid,
+                    thread: 0,
                     op: OpKind::Acquire,
                     wait,
                 },
@@ -498,6 +521,7 @@ fn self_heal_wedge_after_kill_fails() {
         ev.push(Event::OpSent {
             t,
             pid,
+            thread: 0,
             op: OpKind::TryLock,
         });
         ev.push(Event::LockAcquired { t, pid, lock: 0 });
@@ -514,6 +538,7 @@ fn self_heal_wedge_after_kill_fails() {
     ev.push(Event::OpSent {
         t: 5 * S,
         pid: 0,
+        thread: 0,
         op: OpKind::TryLock,
     });
     ev.push(Event::LockAcquired {
@@ -532,6 +557,7 @@ fn self_heal_wedge_after_kill_fails() {
             ev.push(Event::OpSent {
                 t,
                 pid,
+                thread: 0,
                 op: OpKind::TryLock,
             });
         }
@@ -563,15 +589,17 @@ fn halved_after_kill() -> Vec<Event> {
         ev.push(Event::OpSent {
             t: t.saturating_sub(50 * MS),
             pid,
+            thread: 0,
             op: OpKind::TryLock,
         });
-        ev.push(Event::FetchStart { t, pid });
+        ev.push(Event::FetchStart { t, pid, thread: 0 });
         // the others keep polling
         for other in 0..4 {
             if other != pid {
                 ev.push(Event::OpSent {
                     t,
                     pid: other,
+                    thread: 0,
                     op: OpKind::TryLock,
                 });
             }
@@ -626,6 +654,7 @@ fn self_heal_does_not_judge_a_kill_while_an_operation_from_an_outage_hangs() {
             Event::OpSent { t, pid, .. } if (2 * S..=3 * S).contains(&t) => Some(Event::StoreError {
                 t,
                 pid,
+                thread: 0,
                 error: StoreErrorKind::Refused,
             }),
             _ => None,
@@ -636,6 +665,7 @@ fn self_heal_does_not_judge_a_kill_while_an_operation_from_an_outage_hangs() {
     ev.push(Event::OpSent {
         t: 2 * S + 500 * MS,
         pid: 4,
+        thread: 0,
         op: OpKind::TryLock,
     });
     let d = passes(&check(&h, &ev), "self_heal");
@@ -644,6 +674,7 @@ fn self_heal_does_not_judge_a_kill_while_an_operation_from_an_outage_hangs() {
     ev.push(Event::StoreError {
         t: 7 * S + 500 * MS,
         pid: 4,
+        thread: 0,
         error: StoreErrorKind::Timeout,
     });
     let d = fails(&check(&h, &ev), "self_heal");
@@ -681,11 +712,13 @@ fn fallback_run(mode: FallbackMode, interval: u64) -> Vec<Event> {
         ev.push(Event::OpSent {
             t: t0,
             pid,
+            thread: 0,
             op: OpKind::Reserve,
         });
         ev.push(Event::StoreError {
             t: t0 + MS,
             pid,
+            thread: 0,
             error: StoreErrorKind::Refused,
         });
         ev.push(Event::Fallback {
@@ -759,11 +792,13 @@ fn degradation_drop_to_zero_fails() {
         ev.push(Event::OpSent {
             t,
             pid: 0,
+            thread: 0,
             op: OpKind::Reserve,
         });
         ev.push(Event::StoreError {
             t: t + MS,
             pid: 0,
+            thread: 0,
             error: StoreErrorKind::Refused,
         });
         t += S;
@@ -786,6 +821,7 @@ fn degradation_excuses_zero_while_a_hung_operation_is_still_unanswered() {
         ev.push(Event::OpSent {
             t: 10 * S + u64::from(pid) * MS,
             pid,
+            thread: 0,
             op: OpKind::Reserve,
         });
     }
@@ -797,6 +833,7 @@ fn degradation_excuses_zero_while_a_hung_operation_is_still_unanswered() {
         ev.push(Event::StoreError {
             t: 10 * S + u64::from(pid) * MS + MS,
             pid,
+            thread: 0,
             error: StoreErrorKind::Refused,
         });
     }
@@ -827,6 +864,7 @@ fn saturated(gap: u64, until: u64) -> Vec<Event> {
         ev.push(Event::OpSent {
             t: 0,
             pid,
+            thread: 0,
             op: OpKind::Reserve,
         });
     }
@@ -837,6 +875,7 @@ fn saturated(gap: u64, until: u64) -> Vec<Event> {
         ev.push(Event::Grant {
             t,
             pid,
+            thread: 0,
             slot: t as i64,
             now: t as i64,
             interval: I,
@@ -846,6 +885,7 @@ fn saturated(gap: u64, until: u64) -> Vec<Event> {
         ev.push(Event::OpSent {
             t: t + 2 * MS,
             pid,
+            thread: 0,
             op: OpKind::Reserve,
         });
         t += gap;
@@ -1014,6 +1054,7 @@ fn fairness_judges_the_longest_wait_against_the_bound() {
     ev.push(Event::OpSent {
         t: 0,
         pid: 1,
+        thread: 0,
         op: OpKind::Reserve,
     });
     ev.extend(fetch(30 * S, 1, 200));

@@ -287,6 +287,8 @@ fn bad_jobs_fields_name_the_file_line_and_field() {
             "jobs.chunks.stuck_sources",
             0,
         ),
+        // one task per worker process: a permit bound would never be given back
+        ("max_concurrency = 1\n[jobs]\n", "processes.max_concurrency", 0),
     ] {
         let src = format!("{base}{extra}");
         match Scenario::parse("t.toml", &src) {

@@ -495,6 +495,7 @@ fn s3_same_429_burst_per_process_streak_clusters_but_does_not_recover_faster() {
                 now,
                 interval,
                 multiplier,
+                ..
             },
             Event::Grant {
                 t: t2,
@@ -839,7 +840,7 @@ fn lock_churn_requeues_with_fresh_limits_and_the_valve_fires_at_max_wait() {
         let tries: Vec<u64> = evs
             .iter()
             .filter_map(|e| match *e {
-                Event::OpSent { t, pid: p, op } if p == pid && op == pacesim::trace::OpKind::TryLock => Some(t),
+                Event::OpSent { t, pid: p, op, .. } if p == pid && op == pacesim::trace::OpKind::TryLock => Some(t),
                 _ => None,
             })
             .collect();

@@ -20,11 +20,13 @@ fn every_variant() -> Vec<Event> {
         Event::OpSent {
             t: 10,
             pid: 2,
+            thread: 0,
             op: OpKind::Reserve,
         },
         Event::Grant {
             t: 11,
             pid: 2,
+            thread: 0,
             slot: 30,
             now: 40,
             interval: 50,
@@ -34,15 +36,21 @@ fn every_variant() -> Vec<Event> {
         Event::Reply {
             t: 13,
             pid: 2,
+            thread: 0,
             op: OpKind::Report,
             wait: 7,
         },
         Event::StoreError {
             t: 14,
             pid: 2,
+            thread: 0,
             error: StoreErrorKind::Refused,
         },
-        Event::FetchStart { t: 15, pid: 2 },
+        Event::FetchStart {
+            t: 15,
+            pid: 2,
+            thread: 0,
+        },
         Event::Arrival {
             t: 16,
             pid: 2,
@@ -51,6 +59,7 @@ fn every_variant() -> Vec<Event> {
         Event::FetchEnd {
             t: 17,
             pid: 2,
+            thread: 0,
             status: 429,
         },
         Event::Multiplier {
@@ -291,7 +300,11 @@ fn changing_any_one_field_of_the_header_changes_the_hash() {
 fn variants_and_order_are_distinguished() {
     let h = header();
     let same = [
-        Event::FetchStart { t: 5, pid: 1 },
+        Event::FetchStart {
+            t: 5,
+            pid: 1,
+            thread: 0,
+        },
         Event::Restart { t: 5, pid: 1 },
         Event::Deny { t: 5, pid: 1 },
     ];
@@ -314,6 +327,7 @@ fn variants_and_order_are_distinguished() {
     let end = Event::FetchEnd {
         t: 5,
         pid: 1,
+        thread: 0,
         status: 200,
     };
     assert_ne!(

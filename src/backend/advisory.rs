@@ -186,6 +186,7 @@ impl StoreSide for AdvisoryStore {
         let s = Session {
             incarnation: (token >> 40) as u32,
             pid: ((token >> 8) & 0xFFFF_FFFF) as u32,
+            thread: 0, // one thread per process (`Backend::threads`)
         };
         self.locks
             .release(cx, (token & 0xFF) as u32, s, ReleaseReason::SessionGone);

@@ -8,7 +8,17 @@
 //! - its **process side** ([`ProcessSide`]), one per process incarnation: what to ask the store,
 //!   what a reply or an error means, when to fall back, where backoff is applied. It is a
 //!   sans-IO state machine: it never sleeps, sends or reads a clock itself; it returns a
-//!   [`Step`] and is called back. A restart drops it and builds a fresh one. The simulator
+//!   [`Step`] and is called back. A restart drops it and builds a fresh one.
+//!   **Threads** (`[processes] threads = M`): a process runs M loops, each with its own store
+//!   connection ([`Session::thread`]). The backend says how they use the process side
+//!   ([`Backend::threads`]): one instance shared by the process's threads, each call naming
+//!   its thread ([`ProcCx::thread`]) and running alone, as the record's limiter runs under its
+//!   `threading.Lock` ([`Threads::Shared`]: what is per process in the records, the local
+//!   pacer, the cached multiplier and streak, the fallback pacer, stays per process; what is
+//!   per operation in flight must be kept per thread); one instance per thread
+//!   ([`Threads::PerThread`]: independent limiters on threads); or one thread only
+//!   ([`Threads::Single`], the default, so a backend written for one operation in flight is
+//!   never driven by several at once). The simulator
 //!   ([`crate::sim`]) and the live worker ([`crate::live`]) drive the *same* process side
 //!   through the same worker loop ([`crate::worker`]).
 //! - its **store side** ([`StoreSide`]), one per run: the state kept in the shared store and
@@ -50,13 +60,36 @@ use crate::trace::{OpKind, Sink};
 pub use backoff::Signal;
 pub use registry::{BackendSpec, Configure, REGISTRY, names, spec};
 
-/// One process incarnation, as the store sees it: a restarted process has a new session.
+/// One connection of a process incarnation, as the store sees it: a restarted process has new
+/// sessions, and each thread of a process has its own (the records' "one connect per fetch
+/// thread for the life of the process").
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Session {
     /// Process id (stable across restarts).
     pub pid: u32,
     /// 0 for the first process with this id; +1 on each restart.
     pub incarnation: u32,
+    /// The thread of the process whose connection this is (0 in a one-thread process).
+    pub thread: u16,
+}
+
+/// How the threads of one process (`[processes] threads`) use the backend's process side.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Threads {
+    /// One process side per process incarnation, shared by its threads: the record's
+    /// `_DestinationLimiter`, one instance per process behind its `threading.Lock`. Each call
+    /// runs alone (the simulator is one thread; a call is the limiter's critical section) and
+    /// [`ProcCx::thread`] says which thread makes it; several threads' operations can be in
+    /// flight at once, so a process side that keeps state for *one* operation in flight (a
+    /// pending reservation, the lock it holds) must keep it per thread.
+    Shared,
+    /// One process side per thread, each driven by its thread alone: independent limiter
+    /// instances on threads (#653's "weaker witness"). Every instance sees one operation in
+    /// flight at a time, as in a one-thread process.
+    PerThread,
+    /// The backend runs one thread per process; the text says why (a scenario asking for more
+    /// is refused).
+    Single(&'static str),
 }
 
 /// An operation a process sends to the store.
@@ -110,6 +143,9 @@ pub struct ProcCx<'a> {
     pub t: Instant,
     /// The process.
     pub pid: u32,
+    /// The thread of the process making this call (0 in a one-thread process; see
+    /// [`Threads`]).
+    pub thread: u16,
     /// Its monotonic clock.
     pub mono: &'a Clock,
     /// Its host's wall clock.
@@ -140,6 +176,7 @@ impl std::fmt::Debug for ProcCx<'_> {
         f.debug_struct("ProcCx")
             .field("t", &self.t)
             .field("pid", &self.pid)
+            .field("thread", &self.thread)
             .finish()
     }
 }
@@ -182,7 +219,9 @@ impl<R> Served<R> {
     }
 }
 
-/// The process side of a backend: one process incarnation's memory and decisions.
+/// The process side of a backend: one process incarnation's memory and decisions. With
+/// several threads per process it is shared by them or built once per thread, as
+/// [`Backend::threads`] says; [`ProcCx::thread`] names the calling thread.
 pub trait ProcessSide: Send {
     /// The operations it sends.
     type Op: StoreOp;
@@ -224,7 +263,8 @@ pub trait StoreSide: Send {
     /// `from`'s `op` failed on its way (the client saw an error or gave up): what the store
     /// does about the broken session. Default: nothing.
     fn on_error(&mut self, _cx: &mut StoreCx, _from: Session, _op: &Self::Op) {}
-    /// `s` was killed (SIGKILL). What does it leave behind? Default: nothing but the data it
+    /// `s` was killed (SIGKILL; called once for each thread's session of the process). What
+    /// does it leave behind? Default: nothing but the data it
     /// already wrote. (The end of its critical sections is the worker loop's business.)
     fn on_crash(&mut self, _cx: &mut StoreCx, _s: Session) {}
     /// The store restarted: session state (locks tied to sessions) is gone; rows survive.
@@ -265,6 +305,13 @@ pub trait Backend: Send + Sync + 'static {
     /// every point, unchecked.
     fn kill_points(&self) -> Vec<KillPoint> {
         KillPoint::ALL.to_vec()
+    }
+    /// How the threads of a process (`[processes] threads`) use [`Backend::process`]'s
+    /// result. Default: [`Threads::Single`]: a process side written before threads existed
+    /// may keep state for one operation in flight, so a scenario with more than one thread
+    /// per process is refused until the backend says how its threads share it.
+    fn threads(&self) -> Threads {
+        Threads::Single("it does not say how its threads share its process side (Backend::threads)")
     }
 }
 

@@ -15,7 +15,9 @@
 use crate::backend::backoff::{BackoffReply, LocalBackoff, Placed, SharedBackoff, Signal};
 use crate::backend::fallback::{FallbackCfg, Pace, ProcFallback};
 use crate::backend::options::{self, Fallback, OptionError, Placement};
-use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide};
+use crate::backend::{
+    Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide, Threads,
+};
 use crate::clock::Reading;
 use crate::fault::KillPoint;
 use crate::pacer::Gcra;
@@ -133,6 +135,12 @@ impl Backend for RedisGcra {
         self.fallback.stated(detail)
     }
 
+    /// Shared: a process's backoff machine, its cached shared multiplier and its fallback
+    /// switch are per process (the records'); nothing is kept per operation in flight.
+    fn threads(&self) -> Threads {
+        Threads::Shared
+    }
+
     fn process(&self, _pid: u32) -> GcraProcess {
         GcraProcess {
             backoff: self.placed.local(),
@@ -192,6 +200,7 @@ impl StoreSide for GcraStore {
                         cx.out.event(&Event::Grant {
                             t: cx.t.0,
                             pid: s.pid,
+                            thread: s.thread,
                             slot: now,
                             now,
                             interval: g.interval(),
@@ -306,7 +315,11 @@ mod tests {
             timers: &mut timers,
         };
         let op = GcraOp::Gcra { multiplier: None };
-        let s = Session { pid: 0, incarnation: 0 };
+        let s = Session {
+            pid: 0,
+            incarnation: 0,
+            thread: 0,
+        };
         let t = 100_000_000i64;
         let mut replies = Vec::new();
         for now in [0, 0, 0, 0, t / 2, t, 3 * t] {

@@ -470,12 +470,24 @@ mod tests {
                 rng: &mut self.rng,
                 timers: &mut self.timers,
             };
-            self.key.serve(&mut cx, Session { pid, incarnation: 0 }, &op, 0).reply
+            self.key
+                .serve(
+                    &mut cx,
+                    Session {
+                        pid,
+                        incarnation: 0,
+                        thread: 0,
+                    },
+                    &op,
+                    0,
+                )
+                .reply
         }
         fn proc<R>(&mut self, t: u64, pid: u32, f: impl FnOnce(&mut Walker, &mut ProcCx) -> R) -> R {
             let mut cx = ProcCx {
                 t: Instant(t),
                 pid,
+                thread: 0,
                 mono: &self.clock,
                 wall: &self.clock,
                 out: &mut self.sink,

@@ -85,6 +85,8 @@ pub trait Ops: Sync {
     fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, OptionError>;
     /// The kill points its processes can be found at, with `sc`'s options.
     fn kill_points(&self, name: &str, sc: &Scenario) -> Result<Vec<crate::fault::KillPoint>, OptionError>;
+    /// How the threads of a process use its process side, with `sc`'s options.
+    fn threads(&self, name: &str, sc: &Scenario) -> Result<crate::backend::Threads, OptionError>;
 }
 
 /// The [`Ops`] of options type `O`.
@@ -114,6 +116,9 @@ impl<O: Configure> Ops for OpsOf<O> {
     }
     fn kill_points(&self, name: &str, sc: &Scenario) -> Result<Vec<crate::fault::KillPoint>, OptionError> {
         Ok(self.build(name, sc, false)?.kill_points())
+    }
+    fn threads(&self, name: &str, sc: &Scenario) -> Result<crate::backend::Threads, OptionError> {
+        Ok(self.build(name, sc, false)?.threads())
     }
     fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, OptionError> {
         let b = self.build(name, sc, false)?;
@@ -274,6 +279,17 @@ pub fn unreachable_kill(sc: &Scenario) -> Option<(usize, String)> {
     None
 }
 
+/// A backend `sc` runs that runs one thread per process, and why ([`crate::backend::Threads`]).
+pub fn single_threaded(sc: &Scenario) -> Option<(String, &'static str)> {
+    sc.compared_backends().into_iter().find_map(|b| {
+        let s = spec(&b)?;
+        match s.ops.threads(s.name, sc).ok()? {
+            crate::backend::Threads::Single(why) => Some((b, why)),
+            _ => None,
+        }
+    })
+}
+
 /// Check the backend options of `sc` for every backend it runs: alone, each option must be
 /// one of the backend's own; with a `compare` list, each backend checks the options it uses,
 /// and an option none of them uses is an error.
@@ -311,7 +327,7 @@ mod tests {
             spec("redis_lock").unwrap().option_names(),
             &["ttl", "max_wait", "poll", "walk", "serialized_platforms"]
         );
-        assert!(spec("local").unwrap().option_names().is_empty());
+        assert_eq!(spec("local").unwrap().option_names(), &["per"]);
         assert_eq!(names().len(), REGISTRY.len());
     }
 }

@@ -34,7 +34,9 @@
 use crate::backend::backoff::{BackoffReply, LocalBackoff, Placed, SharedBackoff, Signal};
 use crate::backend::fallback::{FallbackCfg, Pace, ProcFallback};
 use crate::backend::options::{self, Fallback, OptionError, Placement};
-use crate::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide};
+use crate::backend::{
+    Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide, Threads,
+};
 use crate::clock::Reading;
 use crate::dist::Dist;
 use crate::fault::KillPoint;
@@ -238,6 +240,14 @@ impl Backend for Row {
         self.fallback.stated(detail)
     }
 
+    /// Shared: the record's limiter is one per process; its backoff machine, the shared
+    /// multiplier it last saw and its fallback switch ("falls back to its own per-process
+    /// pacer") are per process, and nothing is kept per operation in flight (each thread's
+    /// reservation travels on its own connection).
+    fn threads(&self) -> Threads {
+        Threads::Shared
+    }
+
     fn process(&self, _pid: u32) -> RowProcess {
         RowProcess {
             clock: self.clock,
@@ -331,6 +341,7 @@ impl StoreSide for RowStore {
                 cx.out.event(&Event::Grant {
                     t: cx.t.0,
                     pid: from.pid,
+                    thread: from.thread,
                     slot,
                     now,
                     interval: interval.0,
@@ -459,7 +470,11 @@ mod tests {
     }
 
     fn s(pid: u32) -> Session {
-        Session { pid, incarnation: 0 }
+        Session {
+            pid,
+            incarnation: 0,
+            thread: 0,
+        }
     }
 
     #[test]

@@ -271,6 +271,7 @@ mod tests {
         let grant = |t: u64, slot: i64, multiplier: f64| Event::Grant {
             t,
             pid: 0,
+            thread: 0,
             slot,
             now: 0,
             interval: 0,

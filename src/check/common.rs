@@ -37,8 +37,12 @@ pub fn base_interval(h: &Header) -> u64 {
 /// what the pacer is giving.
 #[derive(Clone, Debug, Default)]
 pub struct Demand {
-    // invariant: waiting[pid] = Some(since) iff pid asked and has not yet started its fetch.
+    // invariant: waiting[pid] = Some(since) iff pid's thread 0 asked and has not yet started
+    // its fetch.
     waiting: Vec<Option<u64>>,
+    // invariant: the same for the other threads of a process of several (`(pid, thread)`
+    // -> since); thread 0 stays in `waiting`, where every one-thread trace lives.
+    others: std::collections::BTreeMap<(u32, u16), u64>,
     // invariant: dead[pid] iff pid crashed and has not restarted; then waiting[pid] is None.
     dead: Vec<bool>,
     count: usize,
@@ -100,13 +104,23 @@ impl Demand {
     }
 
     #[inline]
-    fn start(&mut self, pid: u32, t: u64) {
+    fn start(&mut self, pid: u32, thread: u16, t: u64) {
         if self.dead.get(pid as usize).copied().unwrap_or(false) {
             return;
         }
-        let w = self.slot(pid);
-        if w.is_none() {
-            *w = Some(t);
+        let fresh = if thread == 0 {
+            let w = self.slot(pid);
+            w.is_none() && w.replace(t).is_none()
+        } else {
+            match self.others.entry((pid, thread)) {
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(t);
+                    true
+                }
+                std::collections::btree_map::Entry::Occupied(_) => false,
+            }
+        };
+        if fresh {
             self.count += 1;
             if self.count == 1 {
                 self.since = Some(t);
@@ -115,11 +129,31 @@ impl Demand {
     }
 
     #[inline]
-    fn stop(&mut self, pid: u32) {
-        if self.slot(pid).take().is_some() {
+    fn stop(&mut self, pid: u32, thread: u16) {
+        let was = if thread == 0 {
+            self.slot(pid).take().is_some()
+        } else {
+            self.others.remove(&(pid, thread)).is_some()
+        };
+        if was {
             self.count -= 1;
             if self.count == 0 {
                 self.since = None;
+            }
+        }
+    }
+
+    /// Every thread of `pid` stops waiting (a crash, a restart).
+    fn stop_process(&mut self, pid: u32) {
+        self.stop(pid, 0);
+        if !self.others.is_empty() {
+            let threads: Vec<u16> = self
+                .others
+                .range((pid, 1)..=(pid, u16::MAX))
+                .map(|(k, _)| k.1)
+                .collect();
+            for th in threads {
+                self.stop(pid, th);
             }
         }
     }
@@ -133,10 +167,10 @@ impl Demand {
         }
         self.last = self.last.max(t);
         match *ev {
-            Event::OpSent { pid, op, t } if op.asks_permission() => self.start(pid, t),
-            Event::Grant { pid, t, .. } => self.start(pid, t),
-            Event::FetchStart { pid, .. } => {
-                self.stop(pid);
+            Event::OpSent { pid, thread, op, t } if op.asks_permission() => self.start(pid, thread, t),
+            Event::Grant { pid, thread, t, .. } => self.start(pid, thread, t),
+            Event::FetchStart { pid, thread, .. } => {
+                self.stop(pid, thread);
                 if self.implied.is_some() {
                     let i = pid as usize;
                     if i >= self.starts.len() {
@@ -145,15 +179,15 @@ impl Demand {
                     self.starts[i] += 1;
                 }
             }
-            Event::FetchEnd { pid, t, .. } => {
+            Event::FetchEnd { pid, thread, t, .. } => {
                 if let Some(bound) = self.implied
                     && bound.is_none_or(|r| self.starts.get(pid as usize).copied().unwrap_or(0) < r)
                 {
-                    self.start(pid, t);
+                    self.start(pid, thread, t);
                 }
             }
             Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
-                self.stop(pid);
+                self.stop_process(pid);
                 let i = pid as usize;
                 if i >= self.dead.len() {
                     self.dead.resize(i + 1, false);
@@ -174,16 +208,27 @@ impl Demand {
         self.since
     }
 
-    /// Since when `pid` has waited, if it waits now.
+    /// Since when `pid` has waited (its longest-waiting thread), if it waits now.
     pub fn waiting_since(&self, pid: u32) -> Option<u64> {
-        self.waiting.get(pid as usize).copied().flatten()
+        let first = self.waiting.get(pid as usize).copied().flatten();
+        if self.others.is_empty() {
+            return first;
+        }
+        let rest = self.others.range((pid, 1)..=(pid, u16::MAX)).map(|(_, &t)| t).min();
+        first.into_iter().chain(rest).min()
     }
 
-    /// The waiting processes, ascending.
+    /// The waiting processes (any of their threads), ascending.
     pub fn waiting_pids(&self) -> Vec<u32> {
-        (0..self.waiting.len() as u32)
+        let mut v: Vec<u32> = (0..self.waiting.len() as u32)
             .filter(|&p| self.waiting[p as usize].is_some())
-            .collect()
+            .collect();
+        if !self.others.is_empty() {
+            v.extend(self.others.keys().map(|k| k.0));
+            v.sort_unstable();
+            v.dedup();
+        }
+        v
     }
 
     /// Total time, up to `t`, during which some process waited.
@@ -192,10 +237,11 @@ impl Demand {
     }
 }
 
-/// When each process sent the store operation it still awaits: from its `op_sent` until the
-/// reply or the error that answers it; a crash or a restart forgets it.
+/// When each thread loop sent the store operation it still awaits: from its `op_sent` until
+/// the reply or the error that answers it (each thread has its own connection, so a process of
+/// several threads can await several); a crash or a restart forgets all of its process's.
 #[derive(Clone, Debug, Default)]
-pub struct Awaiting(PidMap<u64>);
+pub struct Awaiting(LoopMap<u64>);
 
 impl Awaiting {
     /// Feed one event; when it answers an awaited operation (a reply or an error), when that
@@ -203,22 +249,105 @@ impl Awaiting {
     #[inline(always)]
     pub fn event(&mut self, ev: &Event) -> Option<u64> {
         match *ev {
-            Event::OpSent { t, pid, .. } => {
-                self.0.insert(pid, t);
+            Event::OpSent { t, pid, thread, .. } => {
+                self.0.insert(pid, thread, t);
                 None
             }
-            Event::Reply { pid, .. } | Event::StoreError { pid, .. } => self.0.remove(&pid),
+            Event::Reply { pid, thread, .. } | Event::StoreError { pid, thread, .. } => self.0.remove(pid, thread),
             Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
-                self.0.remove(&pid);
+                self.0.remove_process(pid);
                 None
             }
             _ => None,
         }
     }
 
-    /// The processes awaiting an answer, ascending, with when they sent.
-    pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
-        self.0.iter().map(|(p, &t)| (p, t))
+    /// The thread loops awaiting an answer, with when they sent: thread 0s by ascending pid,
+    /// then the other threads by `(pid, thread)`.
+    pub fn iter(&self) -> impl Iterator<Item = ((u32, u16), u64)> + '_ {
+        self.0.iter().map(|(k, &t)| (k, t))
+    }
+}
+
+/// A map keyed by thread loop `(pid, thread)`: thread 0's entries in a [`PidMap`] (every
+/// one-thread trace lives there, at its speed), the other threads' in an ordered map.
+#[derive(Clone, Debug)]
+pub struct LoopMap<V> {
+    first: PidMap<V>,
+    others: std::collections::BTreeMap<(u32, u16), V>,
+}
+
+impl<V> Default for LoopMap<V> {
+    fn default() -> Self {
+        LoopMap {
+            first: PidMap::default(),
+            others: Default::default(),
+        }
+    }
+}
+
+impl<V> LoopMap<V> {
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.first.is_empty() && self.others.is_empty()
+    }
+    /// `(pid, thread)`'s entry.
+    pub fn get(&self, pid: u32, thread: u16) -> Option<&V> {
+        if thread == 0 {
+            self.first.get(&pid)
+        } else {
+            self.others.get(&(pid, thread))
+        }
+    }
+    /// Sets `(pid, thread)`'s entry; returns the previous one.
+    #[inline]
+    pub fn insert(&mut self, pid: u32, thread: u16, v: V) -> Option<V> {
+        if thread == 0 {
+            self.first.insert(pid, v)
+        } else {
+            self.others.insert((pid, thread), v)
+        }
+    }
+    /// Removes and returns `(pid, thread)`'s entry.
+    #[inline]
+    pub fn remove(&mut self, pid: u32, thread: u16) -> Option<V> {
+        if thread == 0 {
+            self.first.remove(&pid)
+        } else {
+            self.others.remove(&(pid, thread))
+        }
+    }
+    /// Removes every thread's entry of process `pid`.
+    #[inline]
+    pub fn remove_process(&mut self, pid: u32) {
+        self.first.remove(&pid);
+        if !self.others.is_empty() {
+            self.others.retain(|k, _| k.0 != pid);
+        }
+    }
+    /// The values, in [`iter`](Self::iter)'s order.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.first.values().chain(self.others.values())
+    }
+    /// Removes every entry.
+    pub fn clear(&mut self) {
+        self.first.clear();
+        self.others.clear();
+    }
+    /// The threads of process `pid` that have an entry, ascending.
+    pub fn threads_of(&self, pid: u32) -> Vec<u16> {
+        let mut v: Vec<u16> = self.first.get(&pid).map(|_| 0).into_iter().collect();
+        if !self.others.is_empty() {
+            v.extend(self.others.range((pid, 1)..=(pid, u16::MAX)).map(|(k, _)| k.1));
+        }
+        v
+    }
+    /// The entries: thread 0s by ascending pid, then the others by `(pid, thread)`.
+    pub fn iter(&self) -> impl Iterator<Item = ((u32, u16), &V)> {
+        self.first
+            .iter()
+            .map(|(p, v)| ((p, 0), v))
+            .chain(self.others.iter().map(|(k, v)| (*k, v)))
     }
 }
 
@@ -229,8 +358,8 @@ impl Awaiting {
 #[derive(Clone, Debug, Default)]
 pub struct Stranded {
     awaiting: Awaiting,
-    // invariant: a subset of the processes in `awaiting`
-    stranded: PidSet,
+    // invariant: a subset of the thread loops in `awaiting`
+    stranded: LoopMap<()>,
 }
 
 impl Stranded {
@@ -240,17 +369,15 @@ impl Stranded {
     pub fn event(&mut self, ev: &Event, window_open: bool) -> Option<u64> {
         let answered = self.awaiting.event(ev);
         match *ev {
-            Event::OpSent { pid, .. } if window_open => {
-                self.stranded.add(pid);
+            Event::OpSent { pid, thread, .. } if window_open => {
+                self.stranded.insert(pid, thread, ());
             }
             // (nothing to remove from an empty set: the usual case, no store window)
-            Event::Reply { pid, .. }
-            | Event::StoreError { pid, .. }
-            | Event::Crash { pid, .. }
-            | Event::Restart { pid, .. }
-                if !self.stranded.is_empty() =>
-            {
-                self.stranded.remove(&pid);
+            Event::Reply { pid, thread, .. } | Event::StoreError { pid, thread, .. } if !self.stranded.is_empty() => {
+                self.stranded.remove(pid, thread);
+            }
+            Event::Crash { pid, .. } | Event::Restart { pid, .. } if !self.stranded.is_empty() => {
+                self.stranded.remove_process(pid);
             }
             _ => {}
         }
@@ -259,9 +386,9 @@ impl Stranded {
 
     /// A store window begins: every operation in flight may be lost in it.
     pub fn window_began(&mut self) {
-        let in_flight: Vec<u32> = self.awaiting.iter().map(|(p, _)| p).collect();
-        for pid in in_flight {
-            self.stranded.add(pid);
+        let in_flight: Vec<(u32, u16)> = self.awaiting.iter().map(|(k, _)| k).collect();
+        for (pid, thread) in in_flight {
+            self.stranded.insert(pid, thread, ());
         }
     }
 
@@ -516,18 +643,24 @@ mod demand_tests {
         let reserve = |t| Event::OpSent {
             t,
             pid: 0,
+            thread: 0,
             op: OpKind::Reserve,
         };
         let grant = |t| Event::Grant {
             t,
             pid: 0,
+            thread: 0,
             slot: t as i64,
             now: t as i64,
             interval: 10,
             multiplier: 1.0,
         };
         d.event(&reserve(0));
-        d.event(&Event::FetchStart { t: 10, pid: 0 });
+        d.event(&Event::FetchStart {
+            t: 10,
+            pid: 0,
+            thread: 0,
+        });
         assert_eq!(d.busy_until(10), 10);
         d.event(&reserve(20));
         d.event(&Event::Crash {
@@ -540,7 +673,11 @@ mod demand_tests {
         assert_eq!(d.busy_until(1_000), 15);
         d.event(&Event::Restart { t: 1_000, pid: 0 });
         d.event(&reserve(1_000));
-        d.event(&Event::FetchStart { t: 1_005, pid: 0 });
+        d.event(&Event::FetchStart {
+            t: 1_005,
+            pid: 0,
+            thread: 0,
+        });
         assert_eq!(d.busy_until(1_005), 20);
     }
 }
@@ -556,7 +693,12 @@ mod permission_tests {
     fn asking_operations_start_a_wait() {
         for &op in OpKind::ALL {
             let mut d = Demand::new(1);
-            d.event(&Event::OpSent { t: 0, pid: 0, op });
+            d.event(&Event::OpSent {
+                t: 0,
+                pid: 0,
+                thread: 0,
+                op,
+            });
             assert_eq!(d.waiting() == 1, op.asks_permission(), "{op}");
         }
         assert!(OpKind::Acquire.asks_permission());
@@ -573,6 +715,7 @@ mod stranded_tests {
         Event::OpSent {
             t,
             pid,
+            thread: 0,
             op: OpKind::Reserve,
         }
     }
@@ -588,6 +731,7 @@ mod stranded_tests {
             &Event::Reply {
                 t: 1,
                 pid: 1,
+                thread: 0,
                 op: OpKind::Reserve,
                 wait: 0,
             },
@@ -600,6 +744,7 @@ mod stranded_tests {
             &Event::StoreError {
                 t: 5,
                 pid: 0,
+                thread: 0,
                 error: StoreErrorKind::Timeout,
             },
             true,
@@ -724,5 +869,78 @@ mod mostly_sorted_tests {
             assert_eq!(a.pop(), Some(v));
         }
         assert!(a.is_empty() && a.pop().is_none());
+    }
+}
+
+#[cfg(test)]
+mod thread_tests {
+    use super::*;
+    use crate::trace::OpKind;
+
+    fn sent(t: u64, pid: u32, thread: u16) -> Event {
+        Event::OpSent {
+            t,
+            pid,
+            thread,
+            op: OpKind::Reserve,
+        }
+    }
+
+    fn reply(t: u64, pid: u32, thread: u16) -> Event {
+        Event::Reply {
+            t,
+            pid,
+            thread,
+            op: OpKind::Reserve,
+            wait: 0,
+        }
+    }
+
+    /// Two threads of one process with reservations in flight at once: each reply answers
+    /// its own thread's operation (keyed by pid alone, the second send would overwrite the
+    /// first, and thread 0's round trip would read 6 instead of 10).
+    #[test]
+    fn each_thread_awaits_its_own_operation() {
+        let mut a = Awaiting::default();
+        assert_eq!(a.event(&sent(0, 3, 0)), None);
+        assert_eq!(a.event(&sent(5, 3, 1)), None);
+        assert_eq!(a.event(&reply(6, 3, 1)), Some(5));
+        assert_eq!(a.event(&reply(10, 3, 0)), Some(0));
+        // a crash forgets every thread's
+        a.event(&sent(11, 3, 0));
+        a.event(&sent(12, 3, 2));
+        a.event(&Event::Crash {
+            t: 13,
+            pid: 3,
+            point: crate::trace::CrashPoint::Immediate,
+        });
+        assert_eq!(a.iter().count(), 0);
+    }
+
+    /// A process's threads wait for permission each on its own: the process waits while any
+    /// of them does, and a crash ends every one of their waits.
+    #[test]
+    fn demand_counts_each_thread_and_a_crash_ends_them_all() {
+        let mut d = Demand::new(2);
+        d.event(&sent(0, 1, 0));
+        d.event(&sent(2, 1, 4));
+        assert_eq!(d.waiting(), 2);
+        assert_eq!(d.waiting_since(1), Some(0));
+        assert_eq!(d.waiting_pids(), vec![1]);
+        d.event(&Event::FetchStart {
+            t: 3,
+            pid: 1,
+            thread: 0,
+        });
+        assert_eq!(d.waiting(), 1, "thread 4 still waits");
+        assert_eq!(d.waiting_since(1), Some(2));
+        d.event(&sent(4, 1, 0));
+        d.event(&Event::Crash {
+            t: 5,
+            pid: 1,
+            point: crate::trace::CrashPoint::Immediate,
+        });
+        assert_eq!(d.waiting(), 0);
+        assert_eq!(d.since(), None);
     }
 }

@@ -70,7 +70,7 @@ impl Sink for Fairness {
                 }
                 self.counts[i] += 1;
             }
-            Event::FetchStart { t, pid } => self.served(pid, t),
+            Event::FetchStart { t, pid, .. } => self.served(pid, t),
             Event::End { t } => {
                 for pid in self.demand.waiting_pids() {
                     self.served(pid, t);

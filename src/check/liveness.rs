@@ -101,10 +101,17 @@ impl Liveness {
             _ => None,
         };
         let n = h.processes as f64;
+        // a closed loop per thread; a process's `max_concurrency` permits let at most K of
+        // them fetch at once (a thinking thread holds none)
+        let threads = d.threads() as f64;
         let offered = match d.arrival_rate {
             Some(a) => Some(a * n),
             None => match (d.think_mean_ns, fetch) {
-                (Some(think), Some(f)) if think + f > 0.0 => Some(n * 1e9 / (think + f)),
+                (Some(think), Some(f)) if think + f > 0.0 => {
+                    let per_process = threads * 1e9 / (think + f);
+                    let bound = d.max_concurrency().map_or(f64::INFINITY, |k| k as f64 * 1e9 / f);
+                    Some(n * per_process.min(bound))
+                }
                 _ => None,
             },
         };

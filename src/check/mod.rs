@@ -311,11 +311,12 @@ mod tests {
         let mut evs = Vec::new();
         for i in 0..18u64 {
             let (t, pid) = (i * 100_000_000, (i % 2) as u32);
-            evs.push(Event::FetchStart { t, pid });
+            evs.push(Event::FetchStart { t, pid, thread: 0 });
             evs.push(Event::Arrival { t, pid, status: 200 });
             evs.push(Event::FetchEnd {
                 t: t + 10_000_000,
                 pid,
+                thread: 0,
                 status: 200,
             });
         }
@@ -371,6 +372,7 @@ mod tests {
             Event::OpSent {
                 t: 0,
                 pid: 0,
+                thread: 0,
                 op: OpKind::Reserve,
             },
         );
@@ -394,10 +396,11 @@ mod tests {
         for i in 0..4u64 {
             let t = i * 1_000_000_000;
             let pid = (i % 2) as u32;
-            evs.push(Event::FetchStart { t, pid });
+            evs.push(Event::FetchStart { t, pid, thread: 0 });
             evs.push(Event::FetchEnd {
                 t: t + 10_000_000,
                 pid,
+                thread: 0,
                 status: 200,
             });
         }

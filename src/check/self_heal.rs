@@ -46,7 +46,7 @@
 //!
 //! The detail reports the largest stall after any kill.
 
-use crate::check::common::{Demand, PidMap, PidSet, Stranded, base_interval, is_outage, pid_list, secs};
+use crate::check::common::{Demand, LoopMap, PidSet, Stranded, base_interval, is_outage, pid_list, secs};
 use crate::check::{Checker, Verdict};
 use crate::trace::{CrashPoint, Event, Header, Sink};
 use std::collections::VecDeque;
@@ -129,8 +129,9 @@ pub struct SelfHeal {
     demand: Demand,
     global_m: f64,
     starts: VecDeque<Start>,
-    // pid -> (reference time, multiplier) of a granted slot it has not used yet
-    pending_slot: PidMap<(u64, f64)>,
+    // (pid, thread) -> (reference time, multiplier) of a granted slot that thread has not used
+    // yet
+    pending_slot: LoopMap<(u64, f64)>,
     // the trace has grants: a pace, whose normal spacing is at least the interval
     paced_backend: bool,
     open: Vec<Kill>,
@@ -182,7 +183,7 @@ impl SelfHeal {
             demand: Demand::for_header(h),
             global_m: 1.0,
             starts: VecDeque::new(),
-            pending_slot: PidMap::new(),
+            pending_slot: LoopMap::default(),
             paced_backend: false,
             open: Vec::new(),
             recovering: None,
@@ -413,17 +414,24 @@ impl Sink for SelfHeal {
                 // the shared pace is not what paces the fleet now: degradation judges this time
                 self.kills += 1;
                 self.in_fallback.remove(pid);
-                self.pending_slot.remove(pid);
+                self.pending_slot.remove_process(*pid);
                 self.unjudged.push(format!("pid {pid} killed at {} ({point})", secs(t)));
             }
             Event::Crash { pid, point, .. } => {
                 self.kills += 1;
-                let victim = self.pending_slot.remove(pid);
-                let until = victim.map_or(t, |p| p.0).max(t);
-                let victim_m = victim.map_or(1.0, |p| p.1);
+                // every thread of the process dies: each slot granted and not yet used is a hole
+                let victims: Vec<(u64, f64)> = self
+                    .pending_slot
+                    .threads_of(*pid)
+                    .into_iter()
+                    .filter_map(|th| self.pending_slot.remove(*pid, th))
+                    .collect();
+                let until = victims.iter().map(|p| p.0).max().unwrap_or(t).max(t);
+                let victim_m = victims.iter().map(|p| p.1).fold(1.0, f64::max);
+                let holes = victims.len().max(1) as u32;
                 if let Some(k) = self.open.last_mut() {
                     // a second kill before the first hole was passed: one window, two holes
-                    k.holes += 1;
+                    k.holes += holes;
                     k.until = k.until.max(until);
                     k.victim_m = k.victim_m.max(victim_m);
                     k.others.push(format!("pid {pid} killed at {} ({point})", secs(t)));
@@ -446,7 +454,7 @@ impl Sink for SelfHeal {
                         point: *point,
                         until,
                         victim_m,
-                        holes: 1,
+                        holes,
                         others: Vec::new(),
                         last,
                         pre_norm,
@@ -457,8 +465,8 @@ impl Sink for SelfHeal {
                     self.open.push(k);
                 }
             }
-            Event::FetchStart { pid, .. } => {
-                let m = self.pending_slot.remove(pid).map_or(self.global_m, |p| p.1);
+            Event::FetchStart { pid, thread, .. } => {
+                let m = self.pending_slot.remove(*pid, *thread).map_or(self.global_m, |p| p.1);
                 let s = Start {
                     t,
                     busy: self.demand.busy_until(t),
@@ -481,6 +489,7 @@ impl Sink for SelfHeal {
             }
             Event::Grant {
                 pid,
+                thread,
                 multiplier,
                 slot,
                 now,
@@ -488,7 +497,7 @@ impl Sink for SelfHeal {
             } => {
                 self.paced_backend = true;
                 let at = (t as i128 + *slot as i128 - *now as i128).clamp(0, u64::MAX as i128) as u64;
-                self.pending_slot.insert(*pid, (at, *multiplier));
+                self.pending_slot.insert(*pid, *thread, (at, *multiplier));
             }
             Event::Multiplier { pid: None, to, .. } => self.global_m = *to,
             Event::Fault { id, kind, start, .. } if is_outage(*kind) => {

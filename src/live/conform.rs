@@ -248,6 +248,7 @@ pub fn reservation_rtts(events: &[Event], processes: u32, warmup: usize) -> Vec<
                 t,
                 pid,
                 op: OpKind::Reserve,
+                ..
             } => sent[pid as usize] = Some(t),
             Event::Reply {
                 t,

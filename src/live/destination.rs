@@ -186,7 +186,7 @@ async fn serve(sock: TcpStream, shared: Arc<Shared>) {
         {
             let mut log = shared.log.lock().expect("event log");
             if shared.external.is_some() {
-                log.push(Event::FetchStart { t, pid });
+                log.push(Event::FetchStart { t, pid, thread: 0 });
             }
             log.push(Event::Arrival { t, pid, status });
         }
@@ -204,11 +204,12 @@ async fn serve(sock: TcpStream, shared: Arc<Shared>) {
         let written = wr.write_all(resp.as_bytes()).await.is_ok();
         if shared.external.is_some() && written {
             let t = shared.clock.get().map_or(0, RunClock::now);
-            shared
-                .log
-                .lock()
-                .expect("event log")
-                .push(Event::FetchEnd { t, pid, status });
+            shared.log.lock().expect("event log").push(Event::FetchEnd {
+                t,
+                pid,
+                thread: 0,
+                status,
+            });
         }
         if !written {
             return;

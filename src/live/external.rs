@@ -548,6 +548,7 @@ pub fn place_grant(ev: Event, sent: Option<u64>, wall_at_origin: i64) -> Event {
         Event::Grant {
             t,
             pid,
+            thread,
             slot,
             now,
             interval,
@@ -563,6 +564,7 @@ pub fn place_grant(ev: Event, sent: Option<u64>, wall_at_origin: i64) -> Event {
             Event::Grant {
                 t: at as u64,
                 pid,
+                thread,
                 slot,
                 now: (now as i128 + (at - mapped)) as i64,
                 interval,
@@ -868,6 +870,7 @@ mod tests {
             Ok(Line::Event(Event::OpSent {
                 t: 7,
                 pid: 2,
+                thread: 0,
                 op: crate::trace::OpKind::Reserve
             }))
         );
@@ -903,6 +906,7 @@ mod tests {
         let g = |t, now| Event::Grant {
             t,
             pid: 0,
+            thread: 0,
             slot: now + 40,
             now,
             interval: 50,

@@ -151,7 +151,11 @@ mod tests {
 
     #[test]
     fn event_message_matches_the_owned_form() {
-        let ev = Event::FetchStart { t: 5, pid: 1 };
+        let ev = Event::FetchStart {
+            t: 5,
+            pid: 1,
+            thread: 0,
+        };
         let s = serde_json::to_string(&EventMsg { m: "event", ev: &ev }).unwrap();
         assert_eq!(serde_json::from_str::<ToParent>(&s).unwrap(), ToParent::Event { ev });
     }

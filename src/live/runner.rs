@@ -165,6 +165,13 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
                 .into(),
         ));
     }
+    if sc.processes.threads > 1 {
+        return Err(LiveError::Unsupported(format!(
+            "`[processes] threads = {}` is simulated only: pacesim's live workers run one loop per OS \
+             process, and an external worker is not told a thread count (no PACESIM_THREADS)",
+            sc.processes.threads
+        )));
+    }
     let adapter = crate::backend::spec(&sc.pacer.backend).and_then(|s| s.live);
     let run_id = new_run_id();
     let stores = if opts.worker.is_some() {

@@ -6,6 +6,12 @@
 //! exists to fix. It remains the pacer of the pooled (single-process) runner and the fallback
 //! pacer of [`FallbackSwitch`](super::FallbackSwitch), where [`divided_interval`] keeps the
 //! global ceiling through a store outage.
+//!
+//! In the simulator, the threads of a process (`[processes] threads`) share its one
+//! `LocalPacer` (the `local` backend's, and a fallback's) as the record's threads share their
+//! `_DestinationLimiter`; they call it one at a time, so the simulator never interleaves
+//! inside `reserve`. The interleavings of real threads inside it are what the loom models
+//! (`tests/loom_pacer.rs`) check.
 
 use super::sync::{AtomicU64, Ordering};
 use super::{NANOS_PER_SEC, Nanos, interval_for_rate, scale_interval};

@@ -8,6 +8,10 @@
 //!
 //! Not every re-export is used by the pacer itself; the rest are here so that other in-crate
 //! code with concurrent state can be model-checked the same way.
+//!
+//! The simulator's threads of one process (`[processes] threads`) share one pacer built on
+//! these types, but step one at a time under virtual time; real concurrency inside the pacer
+//! is the loom models' to check, not the simulator's.
 
 #[cfg(pacesim_loom)]
 #[allow(unused_imports)]

@@ -212,8 +212,8 @@ pub fn reading(sr: &ScenarioRuns) -> String {
         })
         .collect();
     let mut out = format!(
-        "With {} processes and seed {}: {}.",
-        sc.processes.count,
+        "With {} and seed {}: {}.",
+        sc.processes.describe(),
         sr.seeds[0],
         parts.join("; ")
     );
@@ -312,8 +312,8 @@ fn scenario_section(sr: &ScenarioRuns, w: &Written) -> String {
     }
     let _ = writeln!(
         md,
-        "{} processes, ceiling {}/s, backends compared: {}. Figures: [`{}/summary.json`]({}/summary.json).\n",
-        sc.processes.count,
+        "{}, ceiling {}/s, backends compared: {}. Figures: [`{}/summary.json`]({}/summary.json).\n",
+        sc.processes.describe(),
         num(sc.pacer.rate, 3),
         sr.backends.join(", "),
         w.dir,

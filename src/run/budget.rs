@@ -101,6 +101,11 @@ pub fn estimate(sc: &Scenario, runs: u64) -> (u64, String) {
     let n = f64::from(sc.processes.count);
     let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
     let mut parts: Vec<(String, f64)> = vec![("processes.count".into(), n * PER_PROCESS)];
+    // every thread past the first is one more loop, about the size of a one-thread process's
+    if sc.processes.threads > 1 {
+        let extra = f64::from(sc.processes.threads - 1);
+        parts.push(("processes.threads".into(), n * extra * PER_PROCESS));
+    }
     // a lock table's size, whichever backend reads it (`locks` is a count of locks wherever
     // it appears)
     if let Some(k) = sc.pacer.options.get("locks").and_then(toml::Value::as_integer) {

@@ -18,14 +18,16 @@ pub fn encode_line<T: Serialize>(v: &T, buf: &mut Vec<u8>) {
 pub fn encode_event(ev: &Event, buf: &mut Vec<u8>) {
     let mut j = Json(buf);
     match *ev {
-        Event::OpSent { t, pid, op } => {
+        Event::OpSent { t, pid, thread, op } => {
             j.head("op_sent", t);
             j.uint("pid", pid.into());
+            j.thread(thread);
             j.string("op", op.name());
         }
         Event::Grant {
             t,
             pid,
+            thread,
             slot,
             now,
             interval,
@@ -33,6 +35,7 @@ pub fn encode_event(ev: &Event, buf: &mut Vec<u8>) {
         } => {
             j.head("grant", t);
             j.uint("pid", pid.into());
+            j.thread(thread);
             j.int("slot", slot);
             j.int("now", now);
             j.uint("interval", interval);
@@ -42,24 +45,33 @@ pub fn encode_event(ev: &Event, buf: &mut Vec<u8>) {
             j.head("deny", t);
             j.uint("pid", pid.into());
         }
-        Event::Reply { t, pid, op, wait } => {
+        Event::Reply {
+            t,
+            pid,
+            thread,
+            op,
+            wait,
+        } => {
             j.head("reply", t);
             j.uint("pid", pid.into());
+            j.thread(thread);
             j.string("op", op.name());
             j.uint("wait", wait);
         }
-        Event::FetchStart { t, pid } => {
+        Event::FetchStart { t, pid, thread } => {
             j.head("fetch_start", t);
             j.uint("pid", pid.into());
+            j.thread(thread);
         }
         Event::Arrival { t, pid, status } => {
             j.head("arrival", t);
             j.uint("pid", pid.into());
             j.uint("status", status.into());
         }
-        Event::FetchEnd { t, pid, status } => {
+        Event::FetchEnd { t, pid, thread, status } => {
             j.head("fetch_end", t);
             j.uint("pid", pid.into());
+            j.thread(thread);
             j.uint("status", status.into());
         }
         Event::Multiplier {
@@ -110,6 +122,12 @@ impl Json<'_> {
         self.0.extend_from_slice(tag.as_bytes());
         self.0.extend_from_slice(b"\",\"t\":");
         self.0.extend_from_slice(itoa::Buffer::new().format(t).as_bytes());
+    }
+    /// `,"thread":<n>` unless `n` is 0 (serde skips a zero thread).
+    fn thread(&mut self, n: u16) {
+        if n != 0 {
+            self.uint("thread", n.into());
+        }
     }
     /// `,"<key>":`
     fn key(&mut self, key: &str) {
@@ -298,6 +316,8 @@ mod tests {
                 r.random_range(0..100_000)
             };
             let op = ops[r.random_range(0..ops.len())];
+            // thread 0 (not written), a small one, the largest
+            let thread: u16 = [0, 0, 3, u16::MAX][i % 4];
             let f = |r: &mut rand_pcg::Pcg64Mcg| {
                 if r.random_bool(0.5) {
                     floats[r.random_range(0..floats.len())]
@@ -314,10 +334,11 @@ mod tests {
                 _ => r.random_range(-1_000_000_000_000i64..1_000_000_000_000),
             };
             out.push(match i % 20 {
-                0 => Event::OpSent { t, pid, op },
+                0 => Event::OpSent { t, pid, thread, op },
                 1 => Event::Grant {
                     t,
                     pid,
+                    thread,
                     slot: int(&mut r),
                     now: int(&mut r),
                     interval: r.random_range(0..u64::MAX),
@@ -327,15 +348,17 @@ mod tests {
                 3 => Event::Reply {
                     t,
                     pid,
+                    thread,
                     op,
                     wait: r.random_range(0..u64::MAX),
                 },
                 4 => Event::StoreError {
                     t,
                     pid,
+                    thread,
                     error: pick(&mut r, StoreErrorKind::ALL),
                 },
-                5 => Event::FetchStart { t, pid },
+                5 => Event::FetchStart { t, pid, thread },
                 6 => Event::Arrival {
                     t,
                     pid,
@@ -344,6 +367,7 @@ mod tests {
                 7 => Event::FetchEnd {
                     t,
                     pid,
+                    thread,
                     status: r.random_range(0..u16::MAX),
                 },
                 8 => Event::Multiplier {

@@ -22,6 +22,12 @@ const SEED: u64 = 0x243f_6a88_85a3_08d3; // pi's fraction
 const K: u64 = 0x9e37_79b9_7f4a_7c15; // golden ratio
 const ADD: u64 = 0xbf58_476d_1ce4_e5b9;
 
+/// A thread's loop as one word: the pid, and the thread above it (thread 0's word is the pid's,
+/// as before threads were traced).
+fn loop_word(pid: u32, thread: u16) -> u64 {
+    u64::from(pid) | (u64::from(thread) << 32)
+}
+
 /// A running trace hash.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct TraceHash(u64);
@@ -89,15 +95,16 @@ impl TraceHash {
     /// Adds one event.
     pub fn event(&mut self, ev: &Event) {
         match ev {
-            Event::OpSent { t, pid, op } => {
+            Event::OpSent { t, pid, thread, op } => {
                 self.word(1);
                 self.word(*t);
-                self.word((*pid).into());
+                self.word(loop_word(*pid, *thread));
                 self.op(*op);
             }
             Event::Grant {
                 t,
                 pid,
+                thread,
                 slot,
                 now,
                 interval,
@@ -105,7 +112,7 @@ impl TraceHash {
             } => {
                 self.word(2);
                 self.word(*t);
-                self.word((*pid).into());
+                self.word(loop_word(*pid, *thread));
                 self.word(*slot as u64);
                 self.word(*now as u64);
                 self.word(*interval);
@@ -116,23 +123,29 @@ impl TraceHash {
                 self.word(*t);
                 self.word((*pid).into());
             }
-            Event::Reply { t, pid, op, wait } => {
+            Event::Reply {
+                t,
+                pid,
+                thread,
+                op,
+                wait,
+            } => {
                 self.word(4);
                 self.word(*t);
-                self.word((*pid).into());
+                self.word(loop_word(*pid, *thread));
                 self.op(*op);
                 self.word(*wait);
             }
-            Event::StoreError { t, pid, error } => {
+            Event::StoreError { t, pid, thread, error } => {
                 self.word(5);
                 self.word(*t);
-                self.word((*pid).into());
+                self.word(loop_word(*pid, *thread));
                 self.str(error.name());
             }
-            Event::FetchStart { t, pid } => {
+            Event::FetchStart { t, pid, thread } => {
                 self.word(6);
                 self.word(*t);
-                self.word((*pid).into());
+                self.word(loop_word(*pid, *thread));
             }
             Event::Arrival { t, pid, status } => {
                 self.word(7);
@@ -140,10 +153,10 @@ impl TraceHash {
                 self.word((*pid).into());
                 self.word((*status).into());
             }
-            Event::FetchEnd { t, pid, status } => {
+            Event::FetchEnd { t, pid, thread, status } => {
                 self.word(8);
                 self.word(*t);
-                self.word((*pid).into());
+                self.word(loop_word(*pid, *thread));
                 self.word((*status).into());
             }
             Event::Multiplier {
@@ -280,11 +293,13 @@ mod tests {
             Event::OpSent {
                 t: 1,
                 pid: 2,
+                thread: 0,
                 op: OpKind::Reserve,
             },
             Event::Grant {
                 t: 1,
                 pid: 2,
+                thread: 0,
                 slot: 3,
                 now: 4,
                 interval: 5,
@@ -312,6 +327,7 @@ mod tests {
                 v[0] = Event::OpSent {
                     t: 1,
                     pid: 2,
+                    thread: 0,
                     op: OpKind::Report,
                 };
                 v
@@ -321,6 +337,7 @@ mod tests {
                 v[1] = Event::Grant {
                     t: 1,
                     pid: 2,
+                    thread: 0,
                     slot: 3,
                     now: 4,
                     interval: 5,
@@ -333,6 +350,7 @@ mod tests {
                 v[1] = Event::Grant {
                     t: 1,
                     pid: 2,
+                    thread: 0,
                     slot: 4,
                     now: 3,
                     interval: 5,
@@ -373,6 +391,23 @@ mod tests {
                 };
                 v
             },
+            {
+                let mut v = base.clone();
+                v[0] = Event::OpSent {
+                    t: 1,
+                    pid: 2,
+                    thread: 1,
+                    op: OpKind::Reserve,
+                };
+                v
+            },
+            {
+                let mut v = base.clone();
+                if let Event::Grant { thread, .. } = &mut v[1] {
+                    *thread = 7;
+                }
+                v
+            },
             base[..3].to_vec(),
             base.iter().rev().cloned().collect(),
             {
@@ -404,7 +439,12 @@ mod tests {
             x.value()
         };
         for &error in StoreErrorKind::ALL {
-            let ev = Event::StoreError { t: 1, pid: 2, error };
+            let ev = Event::StoreError {
+                t: 1,
+                pid: 2,
+                thread: 0,
+                error,
+            };
             assert_eq!(h(&[ev]), by_name(5, &[1, 2], error.name(), &[]));
         }
         for &cause in MultiplierCause::ALL {
@@ -529,7 +569,16 @@ mod tests {
             for w in [1, 7, 2, w] {
                 x.word(w);
             }
-            assert_eq!(h(&[Event::OpSent { t: 7, pid: 2, op }]), x.value(), "{op}");
+            assert_eq!(
+                h(&[Event::OpSent {
+                    t: 7,
+                    pid: 2,
+                    thread: 0,
+                    op
+                }]),
+                x.value(),
+                "{op}"
+            );
         }
     }
 

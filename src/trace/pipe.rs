@@ -113,7 +113,11 @@ mod tests {
     fn events(n: u64) -> Vec<Event> {
         (0..n)
             .map(|t| match t % 3 {
-                0 => Event::FetchStart { t, pid: t as u32 },
+                0 => Event::FetchStart {
+                    t,
+                    pid: t as u32,
+                    thread: 0,
+                },
                 1 => Event::Crash {
                     t,
                     pid: 1,

@@ -96,7 +96,11 @@ mod tests {
             backend_detail: Default::default(),
         };
         let evs = vec![
-            Event::FetchStart { t: 1, pid: 0 },
+            Event::FetchStart {
+                t: 1,
+                pid: 0,
+                thread: 0,
+            },
             Event::Arrival {
                 t: 2,
                 pid: 0,

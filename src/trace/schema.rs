@@ -13,7 +13,10 @@ use serde_json::{Map, Value};
 ///   and `backfill` (a source's backfill state) events, written by scenarios with a `[jobs]`
 ///   table; `platform` events (which platform a process's job is on) and
 ///   `backend_detail.platforms` (each platform's name, ceiling and whether its walks are
-///   serialised), written by scenarios that declare platforms. Older traces have none.
+///   serialised), written by scenarios that declare platforms. The events of one thread's loop
+///   (`op_sent`, `grant`, `reply`, `store_error`, `fetch_start`, `fetch_end`) carry `thread`,
+///   the thread of the process that made them (`[processes] threads`), written only when it is
+///   not 0, so a one-thread trace reads as before and an older trace reads as thread 0.
 pub const TRACE_VERSION: u32 = 3;
 
 /// The oldest trace version this build reads.
@@ -21,6 +24,10 @@ pub const OLDEST_TRACE_VERSION: u32 = 1;
 
 fn one() -> f64 {
     1.0
+}
+
+fn is_zero(n: &u16) -> bool {
+    *n == 0
 }
 
 /// First line of every trace: what produced it.
@@ -53,7 +60,7 @@ pub struct Header {
 
 /// One event. `t` is nanoseconds on the reference timeline.
 ///
-/// (48 bytes. `repr(u8)` would put `t` at one offset in every variant, making [`Event::t`] one
+/// (48 bytes; `thread` is a `u16` so that `grant` still fits. `repr(u8)` would put `t` at one offset in every variant, making [`Event::t`] one
 /// load for the consumers, but its C layout pads the event to 56 bytes, and the simulator's
 /// thread, which copies every event into the pipe and sets the wall time, would copy a sixth
 /// more.)
@@ -66,6 +73,9 @@ pub enum Event {
         t: u64,
         /// Process.
         pid: u32,
+        /// Thread of the process (0 unless `[processes] threads` > 1; absent before version 3).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        thread: u16,
         /// Which operation.
         op: OpKind,
     },
@@ -75,6 +85,9 @@ pub enum Event {
         t: u64,
         /// Process.
         pid: u32,
+        /// Thread of the process (0 unless `[processes] threads` > 1; absent before version 3).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        thread: u16,
         /// The slot, in the granting authority's clock frame (ns).
         slot: i64,
         /// The authority's clock when it granted (ns).
@@ -97,6 +110,9 @@ pub enum Event {
         t: u64,
         /// Process.
         pid: u32,
+        /// Thread of the process (0 unless `[processes] threads` > 1; absent before version 3).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        thread: u16,
         /// Which operation this answers.
         op: OpKind,
         /// Sleep until the slot (ns, reference time).
@@ -108,6 +124,9 @@ pub enum Event {
         t: u64,
         /// Process.
         pid: u32,
+        /// Thread of the process (0 unless `[processes] threads` > 1; absent before version 3).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        thread: u16,
         /// How it failed.
         error: StoreErrorKind,
     },
@@ -117,6 +136,9 @@ pub enum Event {
         t: u64,
         /// Process.
         pid: u32,
+        /// Thread of the process (0 unless `[processes] threads` > 1; absent before version 3).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        thread: u16,
     },
     /// A fetch reached the destination (the witness the ceiling check counts).
     Arrival {
@@ -133,6 +155,9 @@ pub enum Event {
         t: u64,
         /// Process.
         pid: u32,
+        /// Thread of the process (0 unless `[processes] threads` > 1; absent before version 3).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        thread: u16,
         /// Status.
         status: u16,
     },
@@ -854,6 +879,25 @@ impl Detail {
     /// The shared authority's GCRA burst: [`burst`](Self::burst), at least 1; 1 when absent.
     pub fn gcra_burst(&self) -> u64 {
         self.burst.unwrap_or(1).max(1)
+    }
+
+    /// `threads`: thread loops per process (`[processes] threads`; a producer writes it only
+    /// above 1). Absent: 1.
+    pub fn threads(&self) -> u64 {
+        self.other.get("threads").and_then(Value::as_u64).unwrap_or(1).max(1)
+    }
+
+    /// `max_concurrency`: at most K jobs in flight per process (`[processes] max_concurrency`).
+    /// Absent: no bound beyond the threads.
+    pub fn max_concurrency(&self) -> Option<u64> {
+        self.other.get("max_concurrency").and_then(Value::as_u64)
+    }
+
+    /// `process_side = "per_thread"`: each thread of a process runs its own instance of the
+    /// backend's process side (its own pacer), rather than one the process's threads share
+    /// (`"shared"`, or absent).
+    pub fn process_side_per_thread(&self) -> bool {
+        self.other.get("process_side").and_then(Value::as_str) == Some("per_thread")
     }
 
     /// A divided fallback's `cap` for `processes` processes: [`cap`](Self::cap), or

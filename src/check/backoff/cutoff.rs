@@ -97,7 +97,7 @@ impl Cutoff {
                 // a killed process's machine dies with it, steps not yet taken included
                 self.machines.remove(&pid);
             }
-            Event::FetchEnd { t, pid, status } => {
+            Event::FetchEnd { t, pid, status, .. } => {
                 self.overdue(f, pid, t);
                 if self.machines.contains_key(&pid) {
                     self.responses += 1;

@@ -93,7 +93,11 @@ impl BackoffCoherence {
             range: range::Range::new(h.multiplier_cap),
             cutoff: cutoff::Cutoff::new(reference.config(), h),
             reference,
-            spacing: spacing::Spacing::new(base_interval(h), h.backend_detail.gcra_burst()),
+            spacing: spacing::Spacing::new(
+                base_interval(h),
+                h.backend_detail.gcra_burst(),
+                h.backend_detail.process_side_per_thread(),
+            ),
             failures: Failures::default(),
             seen: false,
         }
@@ -120,9 +124,14 @@ impl Sink for BackoffCoherence {
                     self.reference.observe_change(f, t, pid, from, to, cause);
                 }
             }
-            Event::Grant { pid, multiplier, .. } => {
+            Event::Grant {
+                pid,
+                thread,
+                multiplier,
+                ..
+            } => {
                 self.seen = true;
-                self.reference.force_fresh_of(f, pid, t);
+                self.reference.force_fresh_of(f, pid, thread, t);
                 self.range.check(f, multiplier, t, || format!("grant to pid {pid}"));
                 self.reference.grant(f, t, pid, multiplier);
                 self.spacing.grant(f, ev);

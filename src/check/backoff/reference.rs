@@ -3,7 +3,7 @@
 //! flight allows, and every grant carries the reference multiplier.
 
 use super::Failures;
-use crate::check::common::{PidMap, PidSet, mult, secs};
+use crate::check::common::{LoopMap, PidSet, mult, secs};
 use crate::pacer::{Backoff, BackoffConfig, Status};
 use crate::trace::{Detail, Event, Header, MultiplierCause, OpKind, StoreErrorKind};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -60,14 +60,16 @@ pub(super) struct Reference {
     states: BTreeSet<State>,
     pending: BTreeMap<u64, Response>,
     next_id: u64,
-    fresh: PidMap<u64>,
+    // each thread loop's fresh response (a process of several threads has one per thread: each
+    // reports its own response on its own connection)
+    fresh: LoopMap<u64>,
     // invariant: the same entries as `fresh`, keyed by response id (ids grow with time, so the
     // first entries are the oldest fresh responses).
-    fresh_by_id: BTreeMap<u64, u32>,
+    fresh_by_id: BTreeMap<u64, (u32, u16)>,
     // invariant: no floating pending response is older than this (a lower bound; `None` when
     // none floats), so most events skip the scan for old floating responses.
     floating_since: Option<u64>,
-    inflight: PidMap<u64>,
+    inflight: LoopMap<u64>,
     // processes in fallback (between their `fallback` entry and exit)
     cut_off: PidSet,
     // when the last `state_lost` fault fired
@@ -117,10 +119,10 @@ impl Reference {
             }]),
             pending: BTreeMap::new(),
             next_id: 0,
-            fresh: PidMap::new(),
+            fresh: LoopMap::default(),
             fresh_by_id: BTreeMap::new(),
             floating_since: None,
-            inflight: PidMap::new(),
+            inflight: LoopMap::default(),
             cut_off: PidSet::new(),
             lost_at: None,
             approximate: false,
@@ -473,10 +475,10 @@ impl Reference {
 
     /// Forces every fresh response older than `t`, in process order.
     fn force_fresh_before(&mut self, f: &mut Failures, t: u64) {
-        let mut due: Vec<(u32, u64)> = Vec::new();
-        for (&id, &pid) in &self.fresh_by_id {
+        let mut due: Vec<((u32, u16), u64)> = Vec::new();
+        for (&id, &key) in &self.fresh_by_id {
             match self.pending.get(&id) {
-                Some(r) if r.t < t => due.push((pid, id)),
+                Some(r) if r.t < t => due.push((key, id)),
                 Some(_) => break, // this one and every later id end at or after `t`
                 None => {}
             }
@@ -485,31 +487,43 @@ impl Reference {
             return;
         }
         due.sort_unstable();
-        for (pid, id) in due {
-            self.take_fresh(pid);
+        for ((pid, thread), id) in due {
+            self.take_fresh(pid, thread);
             self.force(f, id, t);
         }
     }
 
-    /// Removes and returns `pid`'s fresh response.
-    fn take_fresh(&mut self, pid: u32) -> Option<u64> {
-        let id = self.fresh.remove(&pid)?;
+    /// Removes and returns thread `thread` of `pid`'s fresh response.
+    fn take_fresh(&mut self, pid: u32, thread: u16) -> Option<u64> {
+        let id = self.fresh.remove(pid, thread)?;
         self.fresh_by_id.remove(&id);
         Some(id)
     }
 
-    pub(super) fn force_fresh_of(&mut self, f: &mut Failures, pid: u32, t: u64) {
-        if let Some(id) = self.take_fresh(pid) {
+    /// The thread loop's next step shows its fresh response applied.
+    pub(super) fn force_fresh_of(&mut self, f: &mut Failures, pid: u32, thread: u16, t: u64) {
+        if let Some(id) = self.take_fresh(pid, thread) {
             self.force(f, id, t);
         }
     }
 
-    fn abandon(&mut self, pid: u32) {
-        if let Some(id) = self.take_fresh(pid) {
-            self.float(id);
+    /// A step of the process as a whole (no thread named): every thread's fresh response.
+    fn force_fresh_of_process(&mut self, f: &mut Failures, pid: u32, t: u64) {
+        for thread in self.fresh.threads_of(pid) {
+            self.force_fresh_of(f, pid, thread, t);
         }
-        if let Some(id) = self.inflight.remove(&pid) {
-            self.float(id);
+    }
+
+    fn abandon(&mut self, pid: u32) {
+        for thread in self.fresh.threads_of(pid) {
+            if let Some(id) = self.take_fresh(pid, thread) {
+                self.float(id);
+            }
+        }
+        for thread in self.inflight.threads_of(pid) {
+            if let Some(id) = self.inflight.remove(pid, thread) {
+                self.float(id);
+            }
         }
     }
 
@@ -525,9 +539,11 @@ impl Reference {
     pub(super) fn event(&mut self, f: &mut Failures, ev: &Event) {
         let t = ev.t();
         match ev {
-            Event::FetchEnd { pid, status, .. } => {
-                let pid = *pid;
-                self.force_fresh_of(f, pid, t);
+            Event::FetchEnd {
+                pid, thread, status, ..
+            } => {
+                let (pid, thread) = (*pid, *thread);
+                self.force_fresh_of(f, pid, thread, t);
                 let r = Response {
                     pid,
                     t,
@@ -540,26 +556,26 @@ impl Reference {
                 let id = self.next_id;
                 self.next_id += 1;
                 self.pending.insert(id, r);
-                self.fresh.insert(pid, id);
-                self.fresh_by_id.insert(id, pid);
+                self.fresh.insert(pid, thread, id);
+                self.fresh_by_id.insert(id, (pid, thread));
             }
-            Event::OpSent { pid, op, .. } => {
-                let pid = *pid;
+            Event::OpSent { pid, thread, op, .. } => {
+                let (pid, thread) = (*pid, *thread);
                 match op {
                     OpKind::Report => {
-                        if let Some(id) = self.inflight.remove(&pid) {
+                        if let Some(id) = self.inflight.remove(pid, thread) {
                             self.float(id);
                         }
-                        if let Some(id) = self.take_fresh(pid) {
+                        if let Some(id) = self.take_fresh(pid, thread) {
                             if let Some(r) = self.pending.get_mut(&id) {
                                 r.fate = Fate::InFlight;
                             }
-                            self.inflight.insert(pid, id);
+                            self.inflight.insert(pid, thread, id);
                         }
                     }
                     _ => {
-                        self.force_fresh_of(f, pid, t);
-                        if let Some(id) = self.inflight.remove(&pid) {
+                        self.force_fresh_of(f, pid, thread, t);
+                        if let Some(id) = self.inflight.remove(pid, thread) {
                             self.float(id);
                         }
                     }
@@ -567,15 +583,16 @@ impl Reference {
             }
             Event::Reply {
                 pid,
+                thread,
                 op: OpKind::Report,
                 ..
             } => {
-                if let Some(id) = self.inflight.remove(pid) {
+                if let Some(id) = self.inflight.remove(*pid, *thread) {
                     self.force(f, id, t);
                 }
             }
-            Event::StoreError { pid, error, .. } => {
-                if let Some(id) = self.inflight.remove(pid) {
+            Event::StoreError { pid, thread, error, .. } => {
+                if let Some(id) = self.inflight.remove(*pid, *thread) {
                     // refused: the store never saw it; a timeout may have been applied
                     if *error == StoreErrorKind::Refused {
                         self.drop_response(id);
@@ -589,19 +606,19 @@ impl Reference {
                 self.abandon(*pid);
             }
             Event::Fallback { pid, enter, .. } => {
-                self.force_fresh_of(f, *pid, t);
+                self.force_fresh_of_process(f, *pid, t);
                 if *enter {
                     self.cut_off.add(*pid);
                 } else {
                     self.cut_off.remove(pid);
                 }
             }
+            Event::FetchStart { pid, thread, .. } => self.force_fresh_of(f, *pid, *thread, t),
             Event::Deny { pid, .. }
-            | Event::FetchStart { pid, .. }
             | Event::Arrival { pid, .. }
             | Event::LockAcquired { pid, .. }
             | Event::LockReleased { pid, .. }
-            | Event::Uncapped { pid, .. } => self.force_fresh_of(f, *pid, t),
+            | Event::Uncapped { pid, .. } => self.force_fresh_of_process(f, *pid, t),
             Event::Fault {
                 kind: crate::trace::FaultKind::StateLost,
                 start: true,

@@ -4,7 +4,7 @@
 //! process's own pacer's.
 
 use super::Failures;
-use crate::check::common::{PidMap, PidSet, mult, secs};
+use crate::check::common::{LoopMap, mult, secs};
 use crate::trace::{Event, OpKind};
 
 /// Rounding slack for slot spacing and interval arithmetic, nanoseconds.
@@ -15,23 +15,27 @@ const SLACK_NS: u64 = 1_000;
 pub(super) struct Spacing {
     base: u64,
     burst: u64,
-    // processes with a request out that a shared grant answers
-    outstanding: PidSet,
+    // thread loops with a request out that a shared grant answers
+    outstanding: LoopMap<()>,
     shared_tat: Option<u64>,
-    local_tat: PidMap<u64>,
+    // each own pacer's next slot: a process's, or, when each thread runs its own instance of
+    // the process side, a thread's
+    local_tat: LoopMap<u64>,
+    per_thread: bool,
     /// Grants seen.
     pub(super) grants: u64,
 }
 
 impl Spacing {
     /// For the base interval `base` and the shared authority's GCRA `burst`.
-    pub(super) fn new(base: u64, burst: u64) -> Spacing {
+    pub(super) fn new(base: u64, burst: u64, per_thread: bool) -> Spacing {
         Spacing {
             base,
             burst,
-            outstanding: PidSet::new(),
+            outstanding: LoopMap::default(),
             shared_tat: None,
-            local_tat: PidMap::new(),
+            local_tat: LoopMap::default(),
+            per_thread,
             grants: 0,
         }
     }
@@ -40,14 +44,17 @@ impl Spacing {
     /// answers.
     pub(super) fn event(&mut self, ev: &Event) {
         match ev {
-            Event::OpSent { pid, op, .. } if shared_grant_answers(*op) => {
-                self.outstanding.add(*pid);
+            Event::OpSent { pid, thread, op, .. } if shared_grant_answers(*op) => {
+                self.outstanding.insert(*pid, *thread, ());
             }
-            Event::Reply { pid, op, .. } if shared_grant_answers(*op) => {
-                self.outstanding.remove(pid);
+            Event::Reply { pid, thread, op, .. } if shared_grant_answers(*op) => {
+                self.outstanding.remove(*pid, *thread);
             }
-            Event::StoreError { pid, .. } | Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
-                self.outstanding.remove(pid);
+            Event::StoreError { pid, thread, .. } => {
+                self.outstanding.remove(*pid, *thread);
+            }
+            Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
+                self.outstanding.remove_process(*pid);
             }
             // the shared pace vanished with the store's state: the next grant starts it afresh
             Event::Fault {
@@ -64,17 +71,20 @@ impl Spacing {
         let Event::Grant {
             t,
             pid,
+            thread,
             slot,
             now,
             interval,
             multiplier: m,
+            ..
         } = *ev
         else {
             return;
         };
         self.grants += 1;
         let at = (t as i128 + slot as i128 - now as i128).clamp(0, u64::MAX as i128) as u64;
-        let shared = self.outstanding.contains(&pid);
+        let shared = self.outstanding.get(pid, thread).is_some();
+        let own = if self.per_thread { thread } else { 0 };
         let expect = (self.base as f64 * m).round() as u64;
         let tol = SLACK_NS.max(expect / 1_000_000);
         if shared && interval.abs_diff(expect) > tol {
@@ -98,7 +108,7 @@ impl Spacing {
         let tat = if shared {
             self.shared_tat
         } else {
-            self.local_tat.get(&pid).copied()
+            self.local_tat.get(pid, own).copied()
         };
         if let Some(x) = tat {
             let tau = interval.saturating_mul(burst - 1);
@@ -127,7 +137,7 @@ impl Spacing {
         if shared {
             self.shared_tat = Some(next);
         } else {
-            self.local_tat.insert(pid, next);
+            self.local_tat.insert(pid, own, next);
         }
     }
 }

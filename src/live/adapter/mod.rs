@@ -113,6 +113,7 @@ impl Served {
             } => Event::Grant {
                 t,
                 pid,
+                thread: 0,
                 slot,
                 now,
                 interval,
