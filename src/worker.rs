@@ -156,22 +156,8 @@ impl<P: ProcessSide> Worker<P> {
     /// A process that has not started.
     pub fn new(pid: u32, incarnation: u32, mono: Clock, wall: Clock, rng: Rng, process: P) -> Worker<P> {
         Worker {
-            pid,
-            thread: 0,
-            incarnation,
-            phase: Phase::NotStarted,
-            mono,
-            wall,
-            rng,
-            fetches: 0,
-            queued: 0,
-            op_seq: 0,
-            op_sent: Instant::ZERO,
-            job_seq: 0,
-            job_start: Instant::ZERO,
-            timer: 0,
-            armed: Vec::new(),
             process: Some(Box::new(process)),
+            ..Worker::sharing(pid, 0, incarnation, mono, wall, rng)
         }
     }
 
