@@ -144,7 +144,7 @@ pub fn header_with(sc: &Scenario, backend: &str, detail: serde_json::Value, sour
     let backend_detail = with_settings(sc, detail);
     Header {
         ev: "header".into(),
-        version: crate::trace::TRACE_VERSION,
+        version: TRACE_VERSION,
         source: source.into(),
         scenario: sc.name.clone(),
         backend: backend.into(),
