@@ -218,6 +218,14 @@ pub struct CostTable {
 }
 
 impl CostTable {
+    /// One line of a table: `name` padded to `width`, then mean, p50, p95 and p99 in ms.
+    fn line(&self, name: &str, width: usize, prec: usize) -> String {
+        format!(
+            "{name:<width$} {:>5.prec$} ms {:>5.prec$} ms {:>5.prec$} ms {:>5.prec$} ms\n",
+            self.mean_ms, self.p50_ms, self.p95_ms, self.p99_ms
+        )
+    }
+
     /// From durations in ns.
     pub fn of(ns: &[u64]) -> CostTable {
         let mut v: Vec<f64> = ns.iter().map(|&x| x as f64 / 1e6).collect();
@@ -487,7 +495,7 @@ pub fn calibration_table(cal: &Calibration) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<34} {:>8} {:>8} {:>8} {:>8}",
+        "{:<36} {:>8} {:>8} {:>8} {:>8}",
         "stage (round trip)", "mean", "p50", "p95", "p99"
     );
     for (name, t) in [
@@ -495,11 +503,7 @@ pub fn calibration_table(cal: &Calibration) -> String {
         ("reservation, synchronous_commit=off", &cal.statement),
         ("reservation, as the run's sessions", &cal.reservation),
     ] {
-        let _ = writeln!(
-            out,
-            "{name:<34} {:>5.3} ms {:>5.3} ms {:>5.3} ms {:>5.3} ms",
-            t.mean_ms, t.p50_ms, t.p95_ms, t.p99_ms
-        );
+        out += &t.line(name, 36, 3);
     }
     let _ = writeln!(
         out,
@@ -526,15 +530,9 @@ pub fn cost_tables(live: &CostTable, sim: Option<&CostTable>) -> String {
         "{:<22} {:>8} {:>8} {:>8} {:>8}",
         "metric", "mean", "p50", "p95", "p99"
     );
-    let line = |name: &str, t: &CostTable| {
-        format!(
-            "{name:<22} {:>5.2} ms {:>5.2} ms {:>5.2} ms {:>5.2} ms\n",
-            t.mean_ms, t.p50_ms, t.p95_ms, t.p99_ms
-        )
-    };
-    out += &line("live", live);
+    out += &live.line("live", 22, 2);
     if let Some(s) = sim {
-        out += &line("calibrated simulation", s);
+        out += &s.line("calibrated simulation", 22, 2);
         let _ = writeln!(
             out,
             "{:<22} {:>8} {:>8} {:>8} {:>8}",
@@ -555,16 +553,14 @@ pub fn cost_tables(live: &CostTable, sim: Option<&CostTable>) -> String {
             }
         );
     }
-    out += &line(
-        "design record",
-        &CostTable {
-            count: 0,
-            mean_ms: 1.49,
-            p50_ms: 1.30,
-            p95_ms: 2.33,
-            p99_ms: 8.09,
-        },
-    );
+    let record = CostTable {
+        count: 0,
+        mean_ms: 1.49,
+        p50_ms: 1.30,
+        p95_ms: 2.33,
+        p99_ms: 8.09,
+    };
+    out += &record.line("design record", 22, 2);
     out
 }
 
