@@ -23,33 +23,26 @@ use crate::time::{Instant, Nanos};
 use heap::QuadHeap;
 use std::collections::VecDeque;
 
-/// Where a heap event waits: due `at`, scheduled as the `seq`-th event of the run, parked in
-/// `slab[slot]`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-struct Key {
-    at: Instant,
-    seq: u64,
-    slot: u32,
+/// Bits of a heap key that name the slab slot: at most 2^28 (268 million) events wait in the
+/// heap at once, and a run schedules at most 2^36 (68.7 billion) events in all.
+const SLOT_BITS: u32 = 28;
+/// The largest sequence number a key can hold.
+const MAX_SEQ: u64 = (1 << (64 - SLOT_BITS)) - 1;
+
+/// Where a heap event waits, as one 16-byte number: due `at` (the high 64 bits), scheduled as
+/// the `seq`-th event of the run (the next 36), parked in slab slot `slot` (the low 28).
+/// Comparing two keys compares `(at, seq)`: `seq` is unique, so the slot never decides.
+/// Sifting moves 16 bytes, and a node's four children share one cache line.
+type Key = u128;
+
+#[inline]
+fn key(at: Instant, seq: u64, slot: u32) -> Key {
+    order(at, seq) | u128::from(slot)
 }
 
-impl Key {
-    /// `(at, seq)` as one number, so comparing two keys is one wide comparison.
-    #[inline]
-    fn order(&self) -> u128 {
-        order(self.at, self.seq)
-    }
-}
-
-impl PartialOrd for Key {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Key {
-    // earliest `(at, seq)` first; `seq` is unique, so `slot` never decides
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.order().cmp(&o.order())
-    }
+#[inline]
+fn slot_of(k: Key) -> u32 {
+    (k as u32) & ((1 << SLOT_BITS) - 1)
 }
 
 /// A FIFO lane, numbered by the caller (`Lane(0)`, `Lane(1)`, ...): see the module docs.
@@ -79,10 +72,10 @@ pub struct Engine<E> {
 /// `lane_head` when every lane is empty: later than any event.
 const NO_LANE: (u128, usize) = (u128::MAX, usize::MAX);
 
-/// `(at, seq)` as one number: what the firing order compares.
+/// `(at, seq)` as one number: what the firing order compares (a heap key with slot 0).
 #[inline]
 fn order(at: Instant, seq: u64) -> u128 {
-    (u128::from(at.0) << 64) | u128::from(seq)
+    (u128::from(at.0) << 64) | u128::from(seq << SLOT_BITS)
 }
 
 impl<E> Default for Engine<E> {
@@ -113,6 +106,10 @@ impl<E> Engine<E> {
 
     fn next_seq(&mut self) -> u64 {
         let s = self.seq;
+        assert!(
+            s <= MAX_SEQ,
+            "a run schedules at most 2^36 events (the engine's key layout)"
+        );
         self.seq += 1;
         s
     }
@@ -127,11 +124,15 @@ impl<E> Engine<E> {
                 slot
             }
             None => {
+                assert!(
+                    self.slab.len() < 1 << SLOT_BITS,
+                    "at most 2^28 events wait at once (the engine's key layout)"
+                );
                 self.slab.push(Some(event));
-                u32::try_from(self.slab.len() - 1).expect("fewer than 2^32 events pending at once")
+                (self.slab.len() - 1) as u32
             }
         };
-        self.heap.push(Key { at, seq, slot });
+        self.heap.push(key(at, seq, slot));
     }
 
     /// Schedule `event` after `delay`.
@@ -148,12 +149,11 @@ impl<E> Engine<E> {
         if self.lanes.len() <= i {
             self.lanes.resize_with(i + 1, VecDeque::new);
         }
-        let lane = &mut self.lanes[i];
-        if lane.back().is_some_and(|b| b.0 > at) {
+        if self.lanes[i].back().is_some_and(|b| b.0 > at) {
             return self.at(at, event);
         }
-        let seq = self.seq;
-        self.seq += 1;
+        let seq = self.next_seq();
+        let lane = &mut self.lanes[i];
         let was_empty = lane.is_empty();
         lane.push_back((at, seq, event));
         // a new head (the lane was empty) may be the earliest of all heads
@@ -180,7 +180,7 @@ impl<E> Engine<E> {
     /// Pop the next event, advancing time to it, unless it is due after `limit`.
     pub fn pop_until(&mut self, limit: Instant) -> Option<(Instant, E)> {
         // the earliest head: the heap's, or the earliest lane's (orders are unique: `seq` is)
-        let heap = self.heap.peek().map_or(u128::MAX, Key::order);
+        let heap = self.heap.peek().copied().unwrap_or(u128::MAX);
         let (at, event) = if self.lane_head.0 < heap {
             let (_, i) = self.lane_head;
             let at = Instant((self.lane_head.0 >> 64) as u64);
@@ -197,9 +197,10 @@ impl<E> Engine<E> {
                 return None;
             }
             let k = self.heap.pop()?;
-            self.free.push(k.slot);
-            let event = self.slab[k.slot as usize].take().expect("a key's slot holds its event");
-            (k.at, event)
+            let slot = slot_of(k);
+            self.free.push(slot);
+            let event = self.slab[slot as usize].take().expect("a key's slot holds its event");
+            (Instant((k >> 64) as u64), event)
         };
         debug_assert!(at >= self.now);
         self.now = at;
@@ -224,7 +225,7 @@ mod tests {
 
     #[test]
     fn ties_fire_in_scheduling_order() {
-        let mut e = Engine::new();
+        let mut e = Engine::<char>::new();
         e.at(Instant(5), 'b');
         e.at(Instant(1), 'a');
         e.at(Instant(5), 'c');
@@ -235,7 +236,7 @@ mod tests {
 
     #[test]
     fn lanes_and_heap_interleave_in_time_then_scheduling_order() {
-        let mut e = Engine::new();
+        let mut e = Engine::<&str>::new();
         let (l0, l3) = (Lane(0), Lane(3));
         e.after_in(l0, Nanos(5), "lane a (5)");
         e.after(Nanos(5), "heap b (5)");
@@ -272,7 +273,7 @@ mod tests {
     fn random_scheduling(max_delay: u64, seed: u64) {
         use rand::{RngExt, SeedableRng};
         let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
-        let mut e = Engine::new();
+        let mut e = Engine::<u64>::new();
         let mut reference: Vec<(u64, u64)> = Vec::new(); // (at, seq) of pending events
         let (mut seq, mut most) = (0u64, 0);
         for _ in 0..20_000 {
@@ -309,7 +310,7 @@ mod tests {
 
     #[test]
     fn respects_limit() {
-        let mut e = Engine::new();
+        let mut e = Engine::<()>::new();
         e.at(Instant(20), ());
         e.after_in(Lane(1), Nanos(30), ());
         assert!(e.pop_until(Instant(10)).is_none());

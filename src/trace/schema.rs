@@ -64,7 +64,7 @@ pub struct Header {
 /// load for the consumers, but its C layout pads the event to 56 bytes, and the simulator's
 /// thread, which copies every event into the pipe and sets the wall time, would copy a sixth
 /// more.)
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "ev", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Event {
     /// A process sent an operation to the store.
