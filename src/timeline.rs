@@ -11,10 +11,22 @@
 //! instant counting as the first point) among the gaps that begin within the settle window
 //! `max(1 s, 10 × interval)` of the crash. A gap still open when the run ends counts up to the
 //! end.
+//!
+//! A trace that declares platforms (`backend_detail.platforms`) has its arrivals binned per
+//! platform too: each process's job is on the platform its last `platform` event names, and
+//! its arrivals reach that platform's destination ([`Timeline::platform_arrivals`], and per
+//! group of processes [`Timeline::platform_layers`]), for the first
+//! [`MAX_PLATFORM_SERIES`] platforms.
+//!
+//! A trace with `job_event`s has each download event's life kept ([`Timeline::jobs`]): when
+//! the tick created it, each walk of it (from `running` to the last fetch its process made
+//! before turning to other work, being killed, or the event closing), and the state that
+//! closed it; and every `backfill` state change. Up to [`MAX_MARKS`] events each.
 
 use crate::check::common::LoopMap;
-use crate::trace::{Event, FaultKind, Header, Sink};
+use crate::trace::{BackfillState, Event, FaultKind, Header, JobState, PlatformDetail, Sink};
 use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
 
 /// Width of the finest time bin, nanoseconds (1 ms).
 pub const FINE_WIDTH_NS: u64 = 1_000_000;
@@ -25,8 +37,78 @@ pub const COARSE_CAP: usize = 4096;
 /// Largest round trip the latency histogram tracks, ns (as `summary::Figures`; larger values
 /// saturate).
 pub const LATENCY_HIGH_NS: u64 = 10_000_000_000_000;
-/// Most marks of each kind (fault windows, kills, fallback windows) kept for plotting.
+/// Most marks of each kind (fault windows, kills, fallback windows, download events, backfill
+/// changes) kept for plotting.
 pub const MAX_MARKS: usize = 4096;
+/// Platforms whose arrivals are binned one by one (the plots draw a panel each); arrivals on
+/// later platforms are counted in [`Timeline::platform_totals`] only.
+pub const MAX_PLATFORM_SERIES: usize = 8;
+/// Most groups of processes a per-platform stack is binned in ([`process_group`]).
+pub const PROCESS_GROUPS: usize = 16;
+/// Most walks kept per download event (a killed walk's event is delivered again and walks again).
+pub const MAX_WALKS: usize = 16;
+
+/// How many neighbouring pids share one group when `processes` processes are binned in at most
+/// [`PROCESS_GROUPS`] groups: groups are `0..size`, `size..2 * size`, ...
+pub fn process_group(processes: usize) -> usize {
+    processes.max(1).div_ceil(PROCESS_GROUPS)
+}
+
+/// One walk of a download event: its process's fetches for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Walk {
+    /// The process executing it.
+    pub pid: u32,
+    /// When the event turned `running`, ns.
+    pub start: u64,
+    /// The last fetch event (start, arrival or end) its process made for it, ns; `None` if it
+    /// made none.
+    pub last_fetch: Option<u64>,
+    /// When its process stopped working on it (turned to another task, was killed, or the
+    /// event closed), ns; `None` while it still does at the end of the run.
+    pub left: Option<u64>,
+}
+
+impl Walk {
+    /// When the walk's fetching ended: its last fetch, else its start.
+    pub fn fetch_end(&self) -> u64 {
+        self.last_fetch.unwrap_or(self.start).max(self.start)
+    }
+}
+
+/// One download event's life (the record's DownloadEvent), from `job_event`s.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobLife {
+    /// The source it downloads.
+    pub source: u32,
+    /// The event's number.
+    pub event: u32,
+    /// When the tick created it (`pending`), ns.
+    pub pending: u64,
+    /// Its walks, in order (at most [`MAX_WALKS`]).
+    pub walks: Vec<Walk>,
+    /// When and how it closed: a final state, or `stranded` by the sweep; `None` if still
+    /// open at the end of the run.
+    pub closed: Option<(u64, JobState)>,
+    /// How often its task re-enqueued itself on contention (`requeued`).
+    pub requeues: u32,
+    /// When the broker delivered its task again after a kill (`redelivered`; at most
+    /// [`MAX_WALKS`]).
+    pub redelivered: Vec<u64>,
+}
+
+/// A source's backfill state change (`backfill` event).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackfillMark {
+    /// Time, ns.
+    pub t: u64,
+    /// The source.
+    pub source: u32,
+    /// The new state.
+    pub state: BackfillState,
+    /// Chunks finished so far.
+    pub chunks: u32,
+}
 
 /// One bin's content: something two adjacent bins can be merged into.
 pub trait Cell: Clone + Default {
@@ -208,6 +290,22 @@ pub struct Timeline {
     fallback: Vec<(u64, Option<u64>)>,
     stall: StallMeter,
     end: u64,
+    platforms: Vec<PlatformDetail>,
+    // invariant: job_platform[pid] is the platform of pid's current job (its last `platform`)
+    job_platform: Vec<Option<u32>>,
+    platform_arrivals: Vec<Grid<u32>>,
+    // [platform][group of processes]
+    platform_layers: Vec<Vec<Grid<u32>>>,
+    platform_totals: Vec<u64>,
+    group_size: usize,
+    unplaced: u64,
+    jobs: Vec<JobLife>,
+    // event number -> index in `jobs`
+    job_index: BTreeMap<u32, usize>,
+    jobs_dropped: u64,
+    // invariant: walking[pid] is the index in `jobs` of the event whose walk pid runs now
+    walking: Vec<Option<usize>>,
+    backfill: Vec<BackfillMark>,
 }
 
 impl Timeline {
@@ -243,6 +341,18 @@ impl Timeline {
             fallback: Vec::new(),
             stall: StallMeter::default(),
             end: 0,
+            platforms: Vec::new(),
+            job_platform: Vec::new(),
+            platform_arrivals: Vec::new(),
+            platform_layers: Vec::new(),
+            platform_totals: Vec::new(),
+            group_size: 1,
+            unplaced: 0,
+            jobs: Vec::new(),
+            job_index: BTreeMap::new(),
+            jobs_dropped: 0,
+            walking: Vec::new(),
+            backfill: Vec::new(),
         }
     }
 
@@ -305,6 +415,46 @@ impl Timeline {
     pub fn end(&self) -> u64 {
         self.end
     }
+    /// The platforms the trace declares (empty: one destination).
+    pub fn platforms(&self) -> &[PlatformDetail] {
+        &self.platforms
+    }
+    /// Arrivals per bin on each of the first [`MAX_PLATFORM_SERIES`] platforms, in index order
+    /// (empty without platforms, or without series).
+    pub fn platform_arrivals(&self) -> &[Grid<u32>] {
+        &self.platform_arrivals
+    }
+    /// Arrivals per bin on platform `p` (one of the first [`MAX_PLATFORM_SERIES`]) per group
+    /// of [`Timeline::platform_group_size`] neighbouring pids, lowest pids first.
+    pub fn platform_layers(&self, p: usize) -> &[Grid<u32>] {
+        self.platform_layers.get(p).map_or(&[], |v| &v[..])
+    }
+    /// Pids per group of [`Timeline::platform_layers`] ([`process_group`] of the header's
+    /// process count).
+    pub fn platform_group_size(&self) -> usize {
+        self.group_size
+    }
+    /// Arrivals on each platform in total, every platform (empty without platforms).
+    pub fn platform_totals(&self) -> &[u64] {
+        &self.platform_totals
+    }
+    /// Arrivals of a process before any `platform` event of it (on no known platform).
+    pub fn unplaced_arrivals(&self) -> u64 {
+        self.unplaced
+    }
+    /// Each download event's life, in creation order (the first [`MAX_MARKS`]); empty
+    /// without `job_event`s.
+    pub fn jobs(&self) -> &[JobLife] {
+        &self.jobs
+    }
+    /// Download events past [`MAX_MARKS`], not kept.
+    pub fn jobs_dropped(&self) -> u64 {
+        self.jobs_dropped
+    }
+    /// Backfill state changes, in time order (the first [`MAX_MARKS`]).
+    pub fn backfill(&self) -> &[BackfillMark] {
+        &self.backfill
+    }
 
     fn pid_slot<T: Clone>(v: &mut Vec<T>, pid: u32, fill: T) -> &mut T {
         let i = pid as usize;
@@ -329,6 +479,128 @@ impl Timeline {
                 self.pp_mean.at(t).change(old_mean, mean);
                 self.pp_max.at(t).change(old_max, max);
             }
+        }
+    }
+
+    fn platform_arrival(&mut self, t: u64, pid: u32) {
+        let Some(p) = self.job_platform.get(pid as usize).copied().flatten() else {
+            self.unplaced += 1;
+            return;
+        };
+        let p = p as usize;
+        if let Some(n) = self.platform_totals.get_mut(p) {
+            *n += 1;
+        }
+        if let Some(g) = self.platform_arrivals.get_mut(p) {
+            *g.at(t) += 1;
+        }
+        let layer = pid as usize / self.group_size;
+        if let Some(g) = self.platform_layers.get_mut(p).and_then(|v| v.get_mut(layer)) {
+            *g.at(t) += 1;
+        }
+    }
+
+    /// `pid` stops working on the walk it runs, at `t`.
+    fn leave_walk(&mut self, pid: u32, t: u64) {
+        if let Some(slot) = self.walking.get_mut(pid as usize)
+            && let Some(i) = slot.take()
+            && let Some(w) = self.jobs[i]
+                .walks
+                .iter_mut()
+                .rev()
+                .find(|w| w.pid == pid && w.left.is_none())
+        {
+            w.left = Some(t);
+        }
+    }
+
+    fn job_event(&mut self, t: u64, source: u32, event: u32, pid: Option<u32>, state: JobState) {
+        let known = self.job_index.get(&event).copied();
+        // a process turning to another event has left the walk it ran
+        if let Some(p) = pid
+            && self
+                .walking
+                .get(p as usize)
+                .copied()
+                .flatten()
+                .is_some_and(|i| Some(i) != known)
+        {
+            self.leave_walk(p, t);
+        }
+        let i = match (known, state) {
+            (Some(i), _) => i,
+            (None, JobState::Pending) => {
+                if self.jobs.len() >= MAX_MARKS {
+                    self.jobs_dropped += 1;
+                    return;
+                }
+                self.jobs.push(JobLife {
+                    source,
+                    event,
+                    pending: t,
+                    walks: Vec::new(),
+                    closed: None,
+                    requeues: 0,
+                    redelivered: Vec::new(),
+                });
+                self.job_index.insert(event, self.jobs.len() - 1);
+                return;
+            }
+            // an event created before the cap, or one the trace opened without `pending`
+            (None, _) => return,
+        };
+        match state {
+            JobState::Pending => {}
+            JobState::Requeued => self.jobs[i].requeues += 1,
+            JobState::Redelivered => {
+                let j = &mut self.jobs[i];
+                if j.redelivered.len() < MAX_WALKS {
+                    j.redelivered.push(t);
+                }
+            }
+            JobState::Running => {
+                let Some(p) = pid else { return };
+                self.leave_walk(p, t);
+                let j = &mut self.jobs[i];
+                if j.walks.len() < MAX_WALKS {
+                    j.walks.push(Walk {
+                        pid: p,
+                        start: t,
+                        last_fetch: None,
+                        left: None,
+                    });
+                    *Self::pid_slot(&mut self.walking, p, None) = Some(i);
+                }
+            }
+            s if s.closes() => {
+                if self.jobs[i].closed.is_none() {
+                    self.jobs[i].closed = Some((t, s));
+                }
+                let walkers: Vec<u32> = self.jobs[i]
+                    .walks
+                    .iter()
+                    .filter(|w| w.left.is_none())
+                    .map(|w| w.pid)
+                    .collect();
+                for p in walkers {
+                    if self.walking.get(p as usize).copied().flatten() == Some(i) {
+                        self.leave_walk(p, t);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn fetch_activity(&mut self, t: u64, pid: u32) {
+        if let Some(i) = self.walking.get(pid as usize).copied().flatten()
+            && let Some(w) = self.jobs[i]
+                .walks
+                .iter_mut()
+                .rev()
+                .find(|w| w.pid == pid && w.left.is_none())
+        {
+            w.last_fetch = Some(t);
         }
     }
 
@@ -398,6 +670,16 @@ impl Sink for Timeline {
         let interval = (1e9 / h.rate).ceil() as u64;
         self.stall.settle = (10 * interval).max(1_000_000_000);
         self.shared_backoff = h.backend_detail.backoff == Some(crate::trace::BackoffPlace::Global);
+        self.platforms = h.backend_detail.platforms().to_vec();
+        self.job_platform = vec![None; n];
+        self.group_size = process_group(n);
+        if self.series && !self.platforms.is_empty() {
+            let k = self.platforms.len().min(MAX_PLATFORM_SERIES);
+            let groups = n.max(1).div_ceil(self.group_size);
+            self.platform_arrivals = vec![Grid::new(FINE_WIDTH_NS, ARRIVAL_CAP); k];
+            self.platform_layers = vec![vec![Grid::new(FINE_WIDTH_NS, COARSE_CAP); groups]; k];
+            self.platform_totals = vec![0; self.platforms.len()];
+        }
         self.header = Some(h.clone());
     }
 
@@ -411,7 +693,37 @@ impl Sink for Timeline {
                     let g = Self::pid_slot(&mut self.per_process, pid, Grid::new(FINE_WIDTH_NS, COARSE_CAP));
                     *g.at(t) += 1;
                     *Self::pid_slot(&mut self.per_process_total, pid, 0) += 1;
+                    if !self.platforms.is_empty() {
+                        self.platform_arrival(t, pid);
+                    }
+                    self.fetch_activity(t, pid);
                 }
+            }
+            Event::FetchStart { t, pid, .. } | Event::FetchEnd { t, pid, .. } if self.series => {
+                self.fetch_activity(t, pid);
+            }
+            Event::Platform { pid, platform, .. } if self.series => {
+                *Self::pid_slot(&mut self.job_platform, pid, None) = Some(platform);
+            }
+            Event::JobEvent {
+                t,
+                source,
+                event,
+                pid,
+                state,
+            } if self.series => self.job_event(t, source, event, pid, state),
+            Event::Backfill {
+                t,
+                source,
+                state,
+                chunks,
+            } if self.series && self.backfill.len() < MAX_MARKS => {
+                self.backfill.push(BackfillMark {
+                    t,
+                    source,
+                    state,
+                    chunks,
+                });
             }
             Event::Grant { t, .. } => self.stall.progress(t),
             // The same round-trip definition as `summary::Figures`.
@@ -435,6 +747,7 @@ impl Sink for Timeline {
                         self.crashes.push(t);
                     }
                     self.fallback_edge(t, pid, false);
+                    self.leave_walk(pid, t);
                 }
             }
             Event::Multiplier { t, pid, from, to, .. } if self.series => self.multiplier(t, pid, from, to),
@@ -490,6 +803,83 @@ mod tests {
         let mut c = Gauge::default();
         c.absorb(&Gauge::default());
         assert_eq!(c, Gauge::default());
+    }
+
+    /// A walk lasts from `running` to its process's last fetch for it; a kill ends it, and the
+    /// task delivered again walks anew on another process until the event closes.
+    #[test]
+    fn job_walks_follow_their_process() {
+        use crate::trace::CrashPoint;
+        let mut tl = Timeline::new();
+        let job = |t, pid, state| Event::JobEvent {
+            t,
+            source: 3,
+            event: 7,
+            pid,
+            state,
+        };
+        for e in [
+            job(0, None, JobState::Pending),
+            job(5, Some(0), JobState::Running),
+            Event::FetchStart {
+                t: 6,
+                pid: 0,
+                thread: 0,
+            },
+            Event::Arrival {
+                t: 8,
+                pid: 0,
+                status: 200,
+            },
+            // another process's fetch is not this walk's
+            Event::Arrival {
+                t: 9,
+                pid: 1,
+                status: 200,
+            },
+            Event::Crash {
+                t: 10,
+                pid: 0,
+                point: CrashPoint::Immediate,
+            },
+            Event::Arrival {
+                t: 11,
+                pid: 0,
+                status: 200,
+            },
+            job(12, None, JobState::Redelivered),
+            job(20, Some(1), JobState::Running),
+            Event::FetchEnd {
+                t: 25,
+                pid: 1,
+                thread: 0,
+                status: 200,
+            },
+            job(30, Some(1), JobState::Complete),
+        ] {
+            tl.event(&e);
+        }
+        let j = &tl.jobs()[0];
+        assert_eq!((j.source, j.event, j.pending), (3, 7, 0));
+        assert_eq!(
+            j.walks,
+            vec![
+                Walk {
+                    pid: 0,
+                    start: 5,
+                    last_fetch: Some(8),
+                    left: Some(10)
+                },
+                Walk {
+                    pid: 1,
+                    start: 20,
+                    last_fetch: Some(25),
+                    left: Some(30)
+                }
+            ]
+        );
+        assert_eq!(j.redelivered, vec![12]);
+        assert_eq!(j.closed, Some((30, JobState::Complete)));
     }
 
     #[test]

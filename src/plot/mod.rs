@@ -14,6 +14,7 @@
 //! The output is deterministic: the same data draws byte-identical files.
 
 pub mod font;
+pub mod jobs;
 pub mod latency;
 pub mod multiplier;
 pub mod palette;
@@ -139,6 +140,62 @@ pub enum Swatch {
     Band(RGBColor, f64),
     /// A box of stripes, left to right (a sequence of shades).
     Ramp(Vec<RGBColor>),
+    /// A point marker.
+    Mark(Mark, RGBColor),
+    /// Nothing: the entry is a note.
+    Blank,
+}
+
+/// A point marker's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    /// A filled circle with a dark rim.
+    Dot,
+    /// A diagonal cross.
+    Cross,
+    /// A filled diamond.
+    Diamond,
+    /// A filled triangle pointing down.
+    Triangle,
+}
+
+/// Draw `mark` centred on the absolute pixel `at` of `area`.
+pub fn draw_mark<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    at: (i32, i32),
+    mark: Mark,
+    c: RGBColor,
+) -> DrawResult<DB> {
+    let b = area.get_base_pixel();
+    let (x, y) = (at.0 - b.0, at.1 - b.1);
+    let rim = RGBColor(40, 40, 40);
+    match mark {
+        Mark::Dot => {
+            area.draw(&Circle::new((x, y), 5, c.filled()))?;
+            area.draw(&Circle::new((x, y), 5, rim.stroke_width(1)))
+        }
+        Mark::Cross => {
+            area.draw(&PathElement::new(
+                vec![(x - 6, y - 6), (x + 6, y + 6)],
+                c.stroke_width(3),
+            ))?;
+            area.draw(&PathElement::new(
+                vec![(x - 6, y + 6), (x + 6, y - 6)],
+                c.stroke_width(3),
+            ))
+        }
+        Mark::Diamond => {
+            let pts = vec![(x, y - 6), (x + 6, y), (x, y + 6), (x - 6, y)];
+            area.draw(&Polygon::new(pts.clone(), c.filled()))?;
+            let mut rim_pts = pts;
+            rim_pts.push((x, y - 6));
+            area.draw(&PathElement::new(rim_pts, rim.stroke_width(1)))
+        }
+        Mark::Triangle => area.draw(&Polygon::new(
+            vec![(x - 5, y - 5), (x + 5, y - 5), (x, y + 4)],
+            c.filled(),
+        )),
+    }
 }
 
 /// One legend entry.
@@ -202,6 +259,11 @@ pub fn draw_legend<DB: DrawingBackend>(
                     area.draw(&Rectangle::new([(a, y + 1), (b, y + 15)], c.filled()))?;
                 }
             }
+            Swatch::Mark(m, c) => {
+                let base = area.get_base_pixel();
+                draw_mark(area, (base.0 + x0 + 13, base.1 + mid), *m, *c)?;
+            }
+            Swatch::Blank => {}
         }
         let lines = wrap(&it.label, 27);
         for (i, line) in lines.iter().enumerate() {
@@ -210,6 +272,15 @@ pub fn draw_legend<DB: DrawingBackend>(
         y += 17 * (lines.len() as i32 - 1) + 24;
     }
     Ok(())
+}
+
+/// The height [`draw_legend`] takes for `items` from `top`, pixels.
+pub fn legend_height(top: i32, items: &[LegendItem]) -> u32 {
+    let h: i32 = items
+        .iter()
+        .map(|it| 17 * (wrap(&it.label, 27).len() as i32 - 1) + 24)
+        .sum();
+    (top + h).max(0) as u32
 }
 
 /// Greedy word wrap at `width` characters.

@@ -3,6 +3,12 @@
 //! dashed vertical marks, and a strip below showing when each backend had processes in
 //! fallback.
 //!
+//! A run whose trace declares platforms has no fleet-wide ceiling: each platform is a
+//! destination of its own, judged at its own limit (`crate::check::platforms`). Its figure is
+//! one panel per platform, stacked, each with that platform's arrivals (one line per backend)
+//! against that platform's limit, and says whether the platform's walks are serialised (one
+//! at a time, under its lock) or uncapped.
+//!
 //! The window is 1 s, as the ceiling's headline figure reads, unless the run is shorter than
 //! 10 s: a 1 s window over a 0.8 s run would hide a 4x burst, so short runs use the smallest of
 //! 10, 20, 50, 100, 200, 500 ms that is at least a tenth of the run (the title says which).
@@ -12,7 +18,7 @@ use super::{
     AXIS, DrawResult, Figure, LABEL, LegendItem, Swatch, draw_faults, draw_legend, draw_stacked, fault_bands,
     main_chart, mesh, nice_ceil, num, split_legend, text,
 };
-use crate::timeline::{Grid, Timeline};
+use crate::timeline::{Grid, MAX_PLATFORM_SERIES, Timeline};
 use crate::trace::FaultKind;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -138,7 +144,68 @@ pub struct RateFigure {
     pub bands: Vec<(FaultKind, f64, f64)>,
     /// Per backend whose multiplier left 1: the effective ceiling, `ceiling / multiplier`
     /// (the shared multiplier, or the mean over processes), as steps `(time s, per second)`.
+    /// Empty for a run with platforms (the multiplier paces walks, not a platform's limit).
     pub effective: Vec<EffectiveCeiling>,
+    /// With platforms: one panel per platform (the first [`MAX_PLATFORM_SERIES`]), each
+    /// against its own limit, drawn in place of the fleet-wide chart (`lines`, `ceiling`).
+    /// Empty without platforms.
+    pub platforms: Vec<PlatformPanel>,
+    /// Platforms the run declares (more than `platforms.len()` past [`MAX_PLATFORM_SERIES`]).
+    pub platform_count: usize,
+    /// Arrivals of processes on no platform yet (none in a well-formed trace), per backend.
+    pub unplaced: Vec<(String, u64)>,
+}
+
+/// One platform's panel: its arrivals against its own limit.
+#[derive(Clone, Debug)]
+pub struct PlatformPanel {
+    /// The platform's name.
+    pub name: String,
+    /// Its destination's ceiling, per second: the line its arrivals are judged against.
+    pub limit: f64,
+    /// The burst its `ceiling` tolerates.
+    pub burst: u64,
+    /// Whether its walks are serialised (one at a time, under its lock); else uncapped.
+    pub serialized: bool,
+    /// One line per backend, in table order.
+    pub lines: Vec<PlatformLine>,
+}
+
+impl PlatformPanel {
+    /// How its walks run, for its panel's caption: serialised (one at a time, under its lock)
+    /// or uncapped.
+    pub fn walks(&self) -> &'static str {
+        if self.serialized {
+            "serialised: one walk at a time, under its lock"
+        } else {
+            "uncapped: walks not serialised, no lock"
+        }
+    }
+
+    /// The label of its limit line: `patreon limit 2.5/s`, with `(uncapped)` for an uncapped one.
+    pub fn limit_label(&self) -> String {
+        format!(
+            "{} limit {}/s{}",
+            self.name,
+            num(self.limit, 3),
+            if self.serialized { "" } else { " (uncapped)" }
+        )
+    }
+}
+
+/// One backend's arrivals on one platform.
+#[derive(Clone, Debug)]
+pub struct PlatformLine {
+    /// Backend.
+    pub backend: String,
+    /// `(time s, arrivals /s)`, as [`RateLine::points`].
+    pub points: Vec<(f64, f64)>,
+    /// The lowest-highest band, as [`RateLine::band`].
+    pub band: Vec<Band>,
+    /// Arrivals on the platform in all.
+    pub total: u64,
+    /// Their mean rate over the run, per second.
+    pub mean: f64,
 }
 
 /// One backend's effective ceiling over time.
@@ -200,7 +267,7 @@ impl RateFigure {
                 })
             })
             .collect();
-        RateFigure {
+        let mut fig = RateFigure {
             scenario: scenario.to_string(),
             seed,
             ceiling,
@@ -209,20 +276,287 @@ impl RateFigure {
             lines,
             bands,
             effective,
+            platforms: Vec::new(),
+            platform_count: 0,
+            unplaced: Vec::new(),
+        };
+        fig.add_platforms(runs, end);
+        fig
+    }
+
+    /// With platforms: the per-platform panels, on a window for their own bins.
+    fn add_platforms(&mut self, runs: &[(&str, &Timeline, f64)], end: u64) {
+        let Some(first) = runs.iter().map(|r| r.1).find(|tl| !tl.platforms().is_empty()) else {
+            return;
+        };
+        let burst = first.header().map_or(1, |h| h.burst);
+        self.platform_count = first.platforms().len();
+        // every platform grid padded to the end, at one common width
+        let mut grids: Vec<Vec<Grid<u32>>> = runs
+            .iter()
+            .map(|r| {
+                r.1.platform_arrivals()
+                    .iter()
+                    .map(|g| {
+                        let mut g = g.clone();
+                        g.extend_to(end);
+                        g
+                    })
+                    .collect()
+            })
+            .collect();
+        let width = grids.iter().flatten().map(|g| g.width()).max().unwrap_or(1);
+        for g in grids.iter_mut().flatten() {
+            g.coarsen_to(width);
         }
+        self.window_ns = window_for(end, width);
+        let end_s = end as f64 / 1e9;
+        self.effective.clear();
+        self.platforms = first
+            .platforms()
+            .iter()
+            .take(MAX_PLATFORM_SERIES)
+            .enumerate()
+            .map(|(p, d)| PlatformPanel {
+                name: d.name.clone(),
+                limit: d.limit,
+                burst: d.burst.unwrap_or(burst),
+                serialized: d.serialized,
+                lines: runs
+                    .iter()
+                    .zip(&grids)
+                    .map(|((b, tl, _), gs)| {
+                        let (points, band) = match gs.get(p) {
+                            Some(g) => mean_and_band(&sliding(g, self.window_ns)),
+                            None => (vec![(0.0, 0.0), (end_s, 0.0)], Vec::new()),
+                        };
+                        let total = tl.platform_totals().get(p).copied().unwrap_or(0);
+                        PlatformLine {
+                            backend: b.to_string(),
+                            points,
+                            band,
+                            total,
+                            mean: total as f64 / end_s,
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        self.unplaced = runs
+            .iter()
+            .filter(|r| r.1.unplaced_arrivals() > 0)
+            .map(|r| (r.0.to_string(), r.1.unplaced_arrivals()))
+            .collect();
     }
 
     fn has_fallback(&self) -> bool {
         self.lines.iter().any(|l| !l.fallback.is_empty())
     }
+
+    /// Height of the strip of processes in fallback below the chart (0 without fallback).
+    fn strip_height(&self) -> u32 {
+        if self.has_fallback() {
+            40 + 26 * self.lines.iter().filter(|l| !l.fallback.is_empty()).count() as u32
+        } else {
+            0
+        }
+    }
+
+    /// The strip below the chart: when each backend had processes in fallback.
+    fn draw_fallback_strip<DB: DrawingBackend>(&self, strip: &DrawingArea<DB, Shift>, xmax: f64) -> DrawResult<DB> {
+        let fb_rows: Vec<&RateLine> = self.lines.iter().filter(|l| !l.fallback.is_empty()).collect();
+        if !fb_rows.is_empty() {
+            let n = fb_rows.len() as u32;
+            let mut sc = ChartBuilder::on(strip)
+                .margin_left(12)
+                .margin_right(20)
+                .margin_bottom(6)
+                .x_label_area_size(0)
+                .y_label_area_size(72)
+                .caption("processes in fallback", text(LABEL, BLACK))
+                .build_cartesian_2d(0.0..xmax, (0..n).into_segmented())?;
+            sc.configure_mesh()
+                .disable_mesh()
+                .label_style(text(LABEL - 2, BLACK))
+                .y_label_formatter(&|v| match v {
+                    SegmentValue::CenterOf(i) => fb_rows.get(*i as usize).map_or(String::new(), |l| l.backend.clone()),
+                    _ => String::new(),
+                })
+                .draw()?;
+            for (j, l) in fb_rows.iter().enumerate() {
+                let c = colour(&l.backend);
+                sc.draw_series(l.fallback.iter().map(|&(s, e)| {
+                    Rectangle::new(
+                        [
+                            (s, SegmentValue::Exact(j as u32)),
+                            (e.max(s + xmax * 0.002), SegmentValue::Exact(j as u32 + 1)),
+                        ],
+                        c.mix(0.7).filled(),
+                    )
+                }))?;
+            }
+        }
+
+        Ok(())
+    }
+
+    /// The figure of a run with platforms: one panel per platform, each against its own limit.
+    fn draw_platforms<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB> {
+        let (main, legend) = split_legend(root);
+        let h_main = main.dim_in_pixel().1;
+        let (top, strip) = main.split_vertically(h_main - self.strip_height());
+        let shown = if self.platform_count > self.platforms.len() {
+            format!(
+                ", the first {} of {} platforms",
+                self.platforms.len(),
+                self.platform_count
+            )
+        } else {
+            String::new()
+        };
+        let title = format!(
+            "{}: arrival rate per platform, each against its own limit (seed {}{shown})",
+            self.scenario, self.seed
+        );
+        let body = top.margin(8, 0, 0, 0).titled(&title, text(super::TITLE, BLACK))?;
+        let cells = body.split_evenly((self.platforms.len(), 1));
+        let xmax = if self.end_s > 0.0 { self.end_s } else { 1.0 };
+        let kills: Vec<(f64, RGBColor)> = self
+            .lines
+            .iter()
+            .flat_map(|l| l.kills.iter().map(move |&t| (t, colour(&l.backend))))
+            .collect();
+        let last = self.platforms.len() - 1;
+        for (i, (panel, area)) in self.platforms.iter().zip(cells.iter()).enumerate() {
+            let peak = panel
+                .lines
+                .iter()
+                .flat_map(|l| l.points.iter().map(|p| p.1).chain(l.band.iter().map(|b| b.2)))
+                .fold(0.0, f64::max);
+            let ymax = nice_ceil(peak.max(panel.limit) * 1.08);
+            let caption = format!(
+                "{} ({}): limit {}/s, burst {}",
+                panel.name,
+                panel.walks(),
+                num(panel.limit, 3),
+                panel.burst
+            );
+            let mut chart = ChartBuilder::on(area)
+                .caption(caption, text(LABEL + 2, BLACK))
+                .margin(8)
+                .margin_right(20)
+                .x_label_area_size(if i == last { 44 } else { 28 })
+                .y_label_area_size(72)
+                .build_cartesian_2d(0.0..xmax, 0.0..ymax)?;
+            let mut m = mesh(&mut chart, LABEL - 1, LABEL);
+            m.y_desc(format!("arrivals/s (last {})", window_label(self.window_ns)))
+                .x_label_formatter(&|v| num(*v, 3))
+                .y_label_formatter(&|v| num(*v, 2))
+                .x_labels(10)
+                .y_labels(6);
+            if i == last {
+                m.x_desc("time (s)");
+            }
+            m.draw()?;
+            draw_faults(&mut chart, &self.bands, &kills, 0.0, ymax)?;
+            for l in panel.lines.iter().filter(|l| !l.band.is_empty()) {
+                let mut poly: Vec<(f64, f64)> = l.band.iter().map(|b| (b.0, b.2)).collect();
+                poly.extend(l.band.iter().rev().map(|b| (b.0, b.1)));
+                chart.draw_series(std::iter::once(Polygon::new(
+                    poly,
+                    colour(&l.backend).mix(0.18).filled(),
+                )))?;
+            }
+            let lines: Vec<_> = panel
+                .lines
+                .iter()
+                .map(|l| (l.backend.as_str(), &l.points[..]))
+                .collect();
+            draw_stacked(&mut chart, &lines)?;
+            chart.draw_series(DashedLineSeries::new(
+                vec![(0.0, panel.limit), (xmax, panel.limit)],
+                14,
+                8,
+                BLACK.stroke_width(2),
+            ))?;
+            let at = chart.backend_coord(&(xmax, panel.limit));
+            super::boxed_label(area, at, &panel.limit_label())?;
+        }
+        self.draw_fallback_strip(&strip, xmax)?;
+
+        let few = self.platforms.len() <= 3;
+        let mut items: Vec<LegendItem> = self
+            .lines
+            .iter()
+            .enumerate()
+            .map(|(j, l)| {
+                let label = if few {
+                    let means: Vec<String> = self
+                        .platforms
+                        .iter()
+                        .filter_map(|p| p.lines.get(j))
+                        .zip(&self.platforms)
+                        .map(|(pl, p)| format!("{} {}/s", p.name, num(pl.mean, 2)))
+                        .collect();
+                    format!("{} (mean: {})", l.backend, means.join(", "))
+                } else {
+                    format!("{} (achieved {}/s over all platforms)", l.backend, num(l.achieved, 1))
+                };
+                LegendItem::new(Swatch::Line(colour(&l.backend)), label)
+            })
+            .collect();
+        items.push(LegendItem::new(
+            Swatch::Dashed(BLACK),
+            "the platform's limit: its own destination's ceiling (no fleet-wide one)",
+        ));
+        if self.platforms.iter().flat_map(|p| &p.lines).any(|l| !l.band.is_empty()) {
+            items.push(LegendItem::new(
+                Swatch::Band(RGBColor(90, 90, 90), 0.25),
+                "band: lowest to highest window in each pixel column; line: their mean",
+            ));
+        }
+        if !self.bands.is_empty() {
+            items.push(LegendItem::new(
+                Swatch::Band(super::FAULT_GREY, super::FAULT_ALPHA * 2.0),
+                "fault window (kind named at its top)",
+            ));
+        }
+        if !kills.is_empty() {
+            items.push(LegendItem::new(
+                Swatch::Line(RGBColor(90, 90, 90)),
+                "kill (thin vertical line, in the backend's colour)",
+            ));
+        }
+        if self.has_fallback() {
+            items.push(LegendItem::new(
+                Swatch::Band(RGBColor(90, 90, 90), 0.5),
+                "a process in fallback (strip below the plot)",
+            ));
+        }
+        for (b, n) in &self.unplaced {
+            items.push(LegendItem::new(
+                Swatch::Blank,
+                format!("{b}: {n} arrivals before any platform event (not drawn)"),
+            ));
+        }
+        draw_legend(&legend, 56, &items)
+    }
 }
 
 impl Figure for RateFigure {
     fn size(&self) -> (u32, u32) {
-        (1200, 640)
+        if self.platforms.is_empty() {
+            (1200, 640)
+        } else {
+            let panels = 80 + 270 * self.platforms.len() as u32 + self.strip_height();
+            (1200, panels.max(640))
+        }
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB> {
+        if !self.platforms.is_empty() {
+            return self.draw_platforms(root);
+        }
         let (main, legend) = split_legend(root);
         let fb_rows: Vec<&RateLine> = self.lines.iter().filter(|l| !l.fallback.is_empty()).collect();
         let strip_h = if self.has_fallback() {
@@ -286,37 +620,7 @@ impl Figure for RateFigure {
             ))?;
         }
 
-        if !fb_rows.is_empty() {
-            let n = fb_rows.len() as u32;
-            let mut sc = ChartBuilder::on(&strip)
-                .margin_left(12)
-                .margin_right(20)
-                .margin_bottom(6)
-                .x_label_area_size(0)
-                .y_label_area_size(72)
-                .caption("processes in fallback", text(LABEL, BLACK))
-                .build_cartesian_2d(0.0..xmax, (0..n).into_segmented())?;
-            sc.configure_mesh()
-                .disable_mesh()
-                .label_style(text(LABEL - 2, BLACK))
-                .y_label_formatter(&|v| match v {
-                    SegmentValue::CenterOf(i) => fb_rows.get(*i as usize).map_or(String::new(), |l| l.backend.clone()),
-                    _ => String::new(),
-                })
-                .draw()?;
-            for (j, l) in fb_rows.iter().enumerate() {
-                let c = colour(&l.backend);
-                sc.draw_series(l.fallback.iter().map(|&(s, e)| {
-                    Rectangle::new(
-                        [
-                            (s, SegmentValue::Exact(j as u32)),
-                            (e.max(s + xmax * 0.002), SegmentValue::Exact(j as u32 + 1)),
-                        ],
-                        c.mix(0.7).filled(),
-                    )
-                }))?;
-            }
-        }
+        self.draw_fallback_strip(&strip, xmax)?;
 
         let mut items: Vec<LegendItem> = self
             .lines

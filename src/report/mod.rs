@@ -169,15 +169,32 @@ fn write_scenario(out: &Path, sr: &ScenarioRuns) -> Result<Written, ReportError>
     plot::write(&fig, &dir, "rate")?;
     w.plots.push((
         "rate".into(),
-        "Aggregate arrival rate over time, one line per backend, against the ceiling".into(),
+        if fig.platforms.is_empty() {
+            "Aggregate arrival rate over time, one line per backend, against the ceiling".into()
+        } else {
+            "Arrival rate per platform over time, one line per backend, each against its own platform's limit".into()
+        },
     ));
 
     let fig = plot::processes::ProcessFigure::new(&sc.name, seed, sc.pacer.rate, &runs);
     plot::write(&fig, &dir, "processes")?;
     w.plots.push((
         "processes".into(),
-        "Each process's contribution to the arrival rate".into(),
+        if fig.platforms.is_empty() {
+            "Each process's contribution to the arrival rate".into()
+        } else {
+            "Each process's contribution to each platform's arrival rate, under that platform's limit".into()
+        },
     ));
+
+    if let Some(fig) = plot::jobs::JobsFigure::new(&sc.name, seed, &runs) {
+        plot::write(&fig, &dir, "jobs")?;
+        w.plots.push((
+            "jobs".into(),
+            "Each download event's life per source: pending, walking, finalised (by reason) or stranded by the sweep"
+                .into(),
+        ));
+    }
 
     if let Some(fig) = plot::latency::LatencyFigure::new(&sc.name, seed, &runs) {
         plot::write(&fig, &dir, "latency")?;
