@@ -829,12 +829,14 @@ mod tests {
             Event::Arrival {
                 t: 8,
                 pid: 0,
+                thread: 0,
                 status: 200,
             },
             // another process's fetch is not this walk's
             Event::Arrival {
                 t: 9,
                 pid: 1,
+                thread: 0,
                 status: 200,
             },
             Event::Crash {
@@ -845,6 +847,7 @@ mod tests {
             Event::Arrival {
                 t: 11,
                 pid: 0,
+                thread: 0,
                 status: 200,
             },
             job(12, None, JobState::Redelivered),

@@ -96,7 +96,12 @@ fn reserve(t: u64, pid: u32, slot: u64, m: f64) -> Vec<Event> {
 fn fetch(t: u64, pid: u32, status: u16) -> Vec<Event> {
     vec![
         Event::FetchStart { t, pid, thread: 0 },
-        Event::Arrival { t, pid, status },
+        Event::Arrival {
+            t,
+            pid,
+            thread: 0,
+            status,
+        },
         Event::FetchEnd {
             t: t + MS,
             pid,

@@ -54,6 +54,7 @@ fn every_variant() -> Vec<Event> {
         Event::Arrival {
             t: 16,
             pid: 2,
+            thread: 0,
             status: 200,
         },
         Event::FetchEnd {
@@ -322,6 +323,7 @@ fn variants_and_order_are_distinguished() {
     let arrival = Event::Arrival {
         t: 5,
         pid: 1,
+        thread: 0,
         status: 200,
     };
     let end = Event::FetchEnd {

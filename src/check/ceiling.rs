@@ -5,7 +5,14 @@
 //! in one streaming pass, reported as `burst_needed`: the smallest burst the sequence needs
 //! (1 = perfectly paced; see [`crate::pacer::BurstMeter`] for the exact formula and its window
 //! form). The interval of each request is the base interval times the backoff multiplier in
-//! force for it (the multiplier of the grant that authorised it, or its process's own). A
+//! force for it (the multiplier of the grant that authorised it, or its process's own). The
+//! grant that authorised an arrival is the latest one its thread got (`grant` and `arrival`
+//! both name the thread): a process of several threads holds several grants at once, and
+//! after a 429 a sibling thread's new grant carries a higher multiplier than the slot an
+//! earlier grant already booked, which still fetches at that slot. An arrival with no grant of
+//! its thread's outstanding (a backend that grants none, a fallback pacer) is charged its
+//! process's own multiplier: its last grant's, or the last per-process `multiplier` event's.
+//! One thread per process, its grant's multiplier is the process's last: nothing changes. A
 //! process cut off from the store (between its `fallback` entry and exit) keeps the one it
 //! last had from the shared authority: the steps its own fallback pacer takes on 429s slow it
 //! down, but they are its own, not the fleet's, so they do not lower the ceiling.
@@ -47,8 +54,12 @@ pub struct Ceiling {
     interval: Nanos,
     burst: u64,
     rate: f64,
-    // pid -> multiplier in force for that process's next request
+    // pid -> multiplier in force for that process's next request that no grant of its own
+    // thread authorised
     multiplier: Vec<f64>,
+    // invariant: authorised[pid][thread] is the multiplier of that thread's latest grant while
+    // no arrival of the thread has used it since.
+    authorised: Vec<Vec<Option<f64>>>,
     // pid -> in fallback (its own multiplier steps are not the ceiling's)
     cut_off: Vec<bool>,
     arrivals: BurstMeter,
@@ -72,6 +83,7 @@ impl Ceiling {
             burst: h.burst,
             rate: h.rate,
             multiplier: vec![1.0; h.processes as usize],
+            authorised: vec![Vec::new(); h.processes as usize],
             cut_off: vec![false; h.processes as usize],
             arrivals: BurstMeter::new(interval.0),
             arrival_pids: Vec::new(),
@@ -132,6 +144,7 @@ impl Sink for Ceiling {
             Event::Grant {
                 t,
                 pid,
+                thread,
                 slot,
                 now,
                 multiplier,
@@ -141,6 +154,13 @@ impl Sink for Ceiling {
                 self.hold_slot((at, multiplier.to_bits()));
                 if let Some(m) = self.multiplier.get_mut(pid as usize) {
                     *m = multiplier;
+                }
+                if let Some(a) = self.authorised.get_mut(pid as usize) {
+                    let th = usize::from(thread);
+                    if a.len() <= th {
+                        a.resize(th + 1, None);
+                    }
+                    a[th] = Some(multiplier);
                 }
             }
             Event::Fallback { pid, enter, .. } => {
@@ -155,8 +175,13 @@ impl Sink for Ceiling {
                     *m = to;
                 }
             }
-            Event::Arrival { t, pid, .. } => {
-                let m = self.multiplier.get(pid as usize).copied().unwrap_or(1.0);
+            Event::Arrival { t, pid, thread, .. } => {
+                let own = self
+                    .authorised
+                    .get_mut(pid as usize)
+                    .and_then(|a| a.get_mut(usize::from(thread)))
+                    .and_then(Option::take);
+                let m = own.unwrap_or_else(|| self.multiplier.get(pid as usize).copied().unwrap_or(1.0));
                 let before = self.arrivals.burst_needed();
                 let i = self.scaled(m);
                 self.arrivals.push_with_interval(t, i);
@@ -291,5 +316,74 @@ mod tests {
         assert_eq!(c.slot_burst_needed(), reference.burst_needed());
         assert_eq!(c.slots.len(), 5);
         assert_eq!(c.slots.tat(), reference.tat());
+    }
+
+    /// Threads of one process hold several grants at once: after a 429, thread 3's grant at
+    /// x8 comes before the x1 slots threads 0..2 booked earlier arrive. Each arrival is charged
+    /// its own thread's grant, not the process's latest one; an arrival with no grant of its
+    /// thread's outstanding is charged the process's own multiplier.
+    #[test]
+    fn an_arrival_is_charged_its_own_thread_s_grant() {
+        let ms: u64 = 1_000_000;
+        let h = Header {
+            ev: "header".into(),
+            version: crate::trace::TRACE_VERSION,
+            source: "sim".into(),
+            scenario: "t".into(),
+            backend: "row".into(),
+            seed: 1,
+            processes: 1,
+            rate: 10.0,
+            burst: 2,
+            multiplier_cap: 8.0,
+            backend_detail: Default::default(),
+        };
+        let grant = |t: u64, thread: u16, slot: u64, multiplier: f64| Event::Grant {
+            t: t * ms,
+            pid: 0,
+            thread,
+            slot: (slot * ms) as i64,
+            now: (t * ms) as i64,
+            interval: 0,
+            multiplier,
+        };
+        let arrival = |t: u64, thread: u16| Event::Arrival {
+            t: t * ms,
+            pid: 0,
+            thread,
+            status: 429,
+        };
+        let mut c = Ceiling::new(&h);
+        for e in [
+            grant(0, 0, 100, 1.0),
+            grant(0, 1, 200, 1.0),
+            grant(0, 2, 300, 1.0),
+            grant(50, 3, 1100, 8.0),
+            arrival(100, 0),
+            arrival(200, 1),
+            arrival(300, 2),
+            arrival(1100, 3),
+        ] {
+            c.event(&e);
+        }
+        // every arrival at its own grant's slot, spaced by its own interval
+        assert_eq!(c.burst_needed(), 1);
+        // charged the process's latest grant (x8) each, the same arrivals would need 3
+        let mut latest = BurstMeter::new(100 * ms);
+        for t in [100, 200, 300, 1100] {
+            latest.push_with_interval(t * ms, c.scaled(8.0));
+        }
+        assert_eq!(latest.burst_needed(), 3);
+        // thread 1 used its grant at 200 ms: its next arrival, with no grant (its process's
+        // own pacer now, at x2), is charged x2: 700 ms before the x8 tat of 1900 ms, 4 intervals
+        c.event(&Event::Multiplier {
+            t: 1150 * ms,
+            pid: Some(0),
+            from: 8.0,
+            to: 2.0,
+            cause: crate::trace::MultiplierCause::Decay,
+        });
+        c.event(&arrival(1200, 1));
+        assert_eq!(c.burst_needed(), 5);
     }
 }

@@ -312,7 +312,12 @@ mod tests {
         for i in 0..18u64 {
             let (t, pid) = (i * 100_000_000, (i % 2) as u32);
             evs.push(Event::FetchStart { t, pid, thread: 0 });
-            evs.push(Event::Arrival { t, pid, status: 200 });
+            evs.push(Event::Arrival {
+                t,
+                pid,
+                thread: 0,
+                status: 200,
+            });
             evs.push(Event::FetchEnd {
                 t: t + 10_000_000,
                 pid,

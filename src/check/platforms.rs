@@ -293,6 +293,7 @@ mod tests {
                 evs.push(Event::Arrival {
                     t: t[pid],
                     pid: pid as u32,
+                    thread: 0,
                     status: 200,
                 });
                 t[pid] += if pid == 0 { gap0 } else { 500 * ms };

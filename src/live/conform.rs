@@ -864,7 +864,12 @@ mod tests {
     fn stall_is_the_longest_gap_around_a_crash() {
         let mut m = StallMeter::default();
         for t in [0, 10, 20, 50, 60, 3_000_000_000] {
-            m.event(&Event::Arrival { t, pid: 0, status: 200 });
+            m.event(&Event::Arrival {
+                t,
+                pid: 0,
+                thread: 0,
+                status: 200,
+            });
         }
         assert_eq!(m.stall(STALL_WINDOW), None);
         m.event(&Event::Crash {

@@ -188,7 +188,12 @@ async fn serve(sock: TcpStream, shared: Arc<Shared>) {
             if shared.external.is_some() {
                 log.push(Event::FetchStart { t, pid, thread: 0 });
             }
-            log.push(Event::Arrival { t, pid, status });
+            log.push(Event::Arrival {
+                t,
+                pid,
+                thread: 0,
+                status,
+            });
         }
         // 4. Answer after the fetch duration.
         if hold > 0 {

@@ -63,9 +63,10 @@ pub fn encode_event(ev: &Event, buf: &mut Vec<u8>) {
             j.uint("pid", pid.into());
             j.thread(thread);
         }
-        Event::Arrival { t, pid, status } => {
+        Event::Arrival { t, pid, thread, status } => {
             j.head("arrival", t);
             j.uint("pid", pid.into());
+            j.thread(thread);
             j.uint("status", status.into());
         }
         Event::FetchEnd { t, pid, thread, status } => {
@@ -362,6 +363,7 @@ mod tests {
                 6 => Event::Arrival {
                     t,
                     pid,
+                    thread,
                     status: r.random_range(0..u16::MAX),
                 },
                 7 => Event::FetchEnd {

@@ -147,10 +147,10 @@ impl TraceHash {
                 self.word(*t);
                 self.word(loop_word(*pid, *thread));
             }
-            Event::Arrival { t, pid, status } => {
+            Event::Arrival { t, pid, thread, status } => {
                 self.word(7);
                 self.word(*t);
-                self.word((*pid).into());
+                self.word(loop_word(*pid, *thread));
                 self.word((*status).into());
             }
             Event::FetchEnd { t, pid, thread, status } => {
@@ -406,6 +406,25 @@ mod tests {
                 if let Event::Grant { thread, .. } = &mut v[1] {
                     *thread = 7;
                 }
+                v
+            },
+            {
+                // which thread's request arrived (the same arrival from thread 0 and thread 1)
+                let mut v = base.clone();
+                v.push(Event::Arrival {
+                    t: 1,
+                    pid: 2,
+                    thread: 1,
+                    status: 200,
+                });
+                let mut w = base.clone();
+                w.push(Event::Arrival {
+                    t: 1,
+                    pid: 2,
+                    thread: 0,
+                    status: 200,
+                });
+                assert_ne!(h(&v), h(&w));
                 v
             },
             base[..3].to_vec(),

@@ -104,6 +104,7 @@ mod tests {
             Event::Arrival {
                 t: 2,
                 pid: 0,
+                thread: 0,
                 status: 200,
             },
             Event::Multiplier {

@@ -16,7 +16,9 @@ use serde_json::{Map, Value};
 ///   serialised), written by scenarios that declare platforms. The events of one thread's loop
 ///   (`op_sent`, `grant`, `reply`, `store_error`, `fetch_start`, `fetch_end`) carry `thread`,
 ///   the thread of the process that made them (`[processes] threads`), written only when it is
-///   not 0, so a one-thread trace reads as before and an older trace reads as thread 0.
+///   not 0, so a one-thread trace reads as before and an older trace reads as thread 0; so does
+///   `arrival`, the thread whose request reached the destination (added within version 3: an
+///   earlier version 3 trace reads as thread 0, as a one-thread trace always did).
 pub const TRACE_VERSION: u32 = 3;
 
 /// The oldest trace version this build reads.
@@ -146,6 +148,11 @@ pub enum Event {
         t: u64,
         /// Process.
         pid: u32,
+        /// Thread of the process that sent it (0 unless `[processes] threads` > 1): the ceiling
+        /// check charges the arrival the multiplier of that thread's grant. Absent before
+        /// version 3, and in version 3 traces written before arrivals named their thread.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        thread: u16,
         /// The destination's answer.
         status: u16,
     },
