@@ -241,7 +241,7 @@ struct Record(Vec<Event>);
 
 impl Sink for Record {
     fn event(&mut self, ev: &Event) {
-        self.0.push(ev.clone());
+        self.0.push(*ev);
     }
 }
 

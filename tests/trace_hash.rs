@@ -336,7 +336,7 @@ fn variants_and_order_are_distinguished() {
         hash(&h, std::slice::from_ref(&arrival)),
         hash(&h, std::slice::from_ref(&end))
     );
-    assert_ne!(hash(&h, &[arrival.clone(), end.clone()]), hash(&h, &[end, arrival]));
+    assert_ne!(hash(&h, &[arrival, end]), hash(&h, &[end, arrival]));
     let evs = every_variant();
     let mut rev = evs.clone();
     rev.reverse();

@@ -83,6 +83,6 @@ impl Sink for Collect {
         self.header = Some(h.clone());
     }
     fn event(&mut self, ev: &Event) {
-        self.events.push(ev.clone());
+        self.events.push(*ev);
     }
 }

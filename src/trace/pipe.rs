@@ -51,7 +51,7 @@ impl Sink for Batcher {
         }
     }
     fn event(&mut self, ev: &Event) {
-        self.batch.push(ev.clone());
+        self.batch.push(*ev);
         if self.batch.len() >= BATCH {
             self.flush();
         }
