@@ -861,6 +861,7 @@ impl<V> IdMap<V> {
     fn find(&self, id: u64) -> Result<usize, usize> {
         // the front and the back first: where lookups usually land
         match (self.entries.front(), self.entries.back()) {
+            (None, _) => Err(0),
             (Some(f), _) if f.0 == id => Ok(0),
             (_, Some(b)) if b.0 == id => Ok(self.entries.len() - 1),
             (_, Some(b)) if b.0 < id => Err(self.entries.len()),

@@ -508,7 +508,11 @@ impl Reference {
     }
 
     /// The thread loop's next step shows its fresh response applied.
+    #[inline]
     pub(super) fn force_fresh_of(&mut self, f: &mut Failures, pid: u32, thread: u16, t: u64) {
+        if self.fresh_by_id.is_empty() {
+            return; // (the usual case: the last response was forced as time moved on)
+        }
         if let Some(id) = self.take_fresh(pid, thread) {
             self.force(f, id, t);
         }
@@ -516,6 +520,9 @@ impl Reference {
 
     /// A step of the process as a whole (no thread named): every thread's fresh response.
     fn force_fresh_of_process(&mut self, f: &mut Failures, pid: u32, t: u64) {
+        if self.fresh_by_id.is_empty() {
+            return;
+        }
         for thread in self.fresh.threads_of(pid) {
             self.force_fresh_of(f, pid, thread, t);
         }
