@@ -198,6 +198,19 @@ impl Demand {
         }
     }
 
+    /// Whether `ev` can change who waits. [`Demand::event`] with any other event only moves
+    /// the clock that [`Demand::busy_until`] reads, so a reader that never asks for the busy
+    /// time may skip it.
+    #[inline]
+    pub fn changes_waits(&self, ev: &Event) -> bool {
+        match ev {
+            Event::OpSent { op, .. } => op.asks_permission(),
+            Event::Grant { .. } | Event::FetchStart { .. } | Event::Crash { .. } | Event::Restart { .. } => true,
+            Event::FetchEnd { .. } => self.implied.is_some(),
+            _ => false,
+        }
+    }
+
     /// Number of live processes waiting now.
     pub fn waiting(&self) -> usize {
         self.count
