@@ -556,7 +556,27 @@ impl Reference {
 
     /// Every event but `multiplier` and `grant` (which the checker passes to
     /// [`observe_change`](Self::observe_change) and [`grant`](Self::grant)).
+    #[inline]
     pub(super) fn event(&mut self, f: &mut Failures, ev: &Event) {
+        // (checked inline) events that settle no response: a step of a process with none
+        // fresh, a reply to anything but a report, and the job and end events
+        let idle = match ev {
+            Event::FetchStart { .. }
+            | Event::Arrival { .. }
+            | Event::Deny { .. }
+            | Event::LockAcquired { .. }
+            | Event::LockReleased { .. }
+            | Event::Uncapped { .. } => self.fresh_by_id.is_empty(),
+            Event::Reply { op, .. } => *op != OpKind::Report,
+            Event::JobEvent { .. } | Event::Backfill { .. } | Event::Platform { .. } | Event::End { .. } => true,
+            _ => false,
+        };
+        if !idle {
+            self.settle(f, ev);
+        }
+    }
+
+    fn settle(&mut self, f: &mut Failures, ev: &Event) {
         let t = ev.t();
         match ev {
             Event::FetchEnd {
