@@ -169,7 +169,18 @@ impl Liveness {
 
     /// Account for the time from `self.last` to `t` in which nothing changed but the slots
     /// reached.
+    #[inline]
     fn advance(&mut self, t: u64) {
+        // (checked inline) an event at the instant of the last one, with no slot reached, has
+        // nothing to account: every sum below would add zero (the expected count too, as long
+        // as the target is finite)
+        if t <= self.last && self.target.is_finite() && self.slots.peek().is_none_or(|(at, _)| at > t) {
+            return;
+        }
+        self.account(t);
+    }
+
+    fn account(&mut self, t: u64) {
         loop {
             let next = match self.slots.peek() {
                 Some((at, m)) if at <= t => Some((at, f64::from_bits(m))),
@@ -201,7 +212,34 @@ impl Liveness {
 }
 
 impl Sink for Liveness {
+    #[inline]
     fn event(&mut self, ev: &Event) {
+        // (checked inline) events that do nothing here but move the clocks: the accounting's,
+        // and the demand's (a fetch end may start a wait the demand infers)
+        let clock_only = matches!(
+            ev,
+            Event::Arrival { .. }
+                | Event::FetchEnd { .. }
+                | Event::Deny { .. }
+                | Event::LockAcquired { .. }
+                | Event::LockReleased { .. }
+                | Event::Uncapped { .. }
+                | Event::JobEvent { .. }
+                | Event::Backfill { .. }
+                | Event::Platform { .. }
+                | Event::End { .. }
+        );
+        if clock_only {
+            self.advance(ev.t());
+            self.demand.event(ev);
+        } else {
+            self.step(ev);
+        }
+    }
+}
+
+impl Liveness {
+    fn step(&mut self, ev: &Event) {
         let t = ev.t();
         self.advance(t);
         self.stranded.event(ev, !self.excluded.is_empty());
