@@ -103,7 +103,7 @@ impl Demand {
         self.waiting.resize(i + 1, None);
     }
 
-    #[inline]
+    #[inline(always)]
     fn start(&mut self, pid: u32, thread: u16, t: u64) {
         if self.dead.get(pid as usize).copied().unwrap_or(false) {
             return;
@@ -112,19 +112,25 @@ impl Demand {
             let w = self.slot(pid);
             w.is_none() && w.replace(t).is_none()
         } else {
-            match self.others.entry((pid, thread)) {
-                std::collections::btree_map::Entry::Vacant(e) => {
-                    e.insert(t);
-                    true
-                }
-                std::collections::btree_map::Entry::Occupied(_) => false,
-            }
+            self.start_other(pid, thread, t)
         };
         if fresh {
             self.count += 1;
             if self.count == 1 {
                 self.since = Some(t);
             }
+        }
+    }
+
+    /// A thread other than 0 starts waiting; whether it was not already.
+    #[inline(never)]
+    fn start_other(&mut self, pid: u32, thread: u16, t: u64) -> bool {
+        match self.others.entry((pid, thread)) {
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(t);
+                true
+            }
+            std::collections::btree_map::Entry::Occupied(_) => false,
         }
     }
 
