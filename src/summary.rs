@@ -425,7 +425,6 @@ fn stream(
     } else {
         near(&mut far)
     };
-    drop(far);
     (figures, suite, near_writer.or(far_writer))
 }
 

@@ -231,7 +231,10 @@ impl Reference {
             self.pending.remove(&id);
             return;
         };
-        let Some((code, unreported)) = self.pending.get(&id).map(|r| (r.code, r.cut_off && r.fate == Fate::Fresh))
+        let Some((code, unreported)) = self
+            .pending
+            .get(&id)
+            .map(|r| (r.code, r.cut_off && r.fate == Fate::Fresh))
         else {
             return;
         };
