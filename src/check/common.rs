@@ -945,6 +945,12 @@ impl<V> IdMap<V> {
         self.entries.clear();
     }
 
+    /// The entry of the least id.
+    #[inline]
+    pub fn first(&self) -> Option<(&u64, &V)> {
+        self.entries.front().map(|(id, v)| (id, v))
+    }
+
     /// The entries in ascending id order (reversible).
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&u64, &V)> {
         self.entries.iter().map(|(id, v)| (id, v))

@@ -549,7 +549,7 @@ impl Reference {
     #[inline]
     pub(super) fn advance(&mut self, f: &mut Failures, t: u64) {
         // (checked here, inline, as most events find nothing to do)
-        if self.fresh_by_id.iter().next().is_some_and(|(_, &(_, ended))| ended < t) {
+        if self.fresh_by_id.first().is_some_and(|(_, &(_, ended))| ended < t) {
             self.force_fresh_before(f, t);
         }
         if self.floating_since.is_some_and(|since| since + FLOATING_HORIZON_NS < t) {
