@@ -112,8 +112,16 @@ impl Ceiling {
         self.pending.push(slot);
     }
 
+    /// Releases the granted slots due by `upto` to `slots`, in time order.
     #[inline]
     fn release_slots(&mut self, upto: u64) {
+        // (checked inline: most events find none due)
+        if self.pending.peek().is_some_and(|(t, _)| t <= upto) {
+            self.release_due(upto);
+        }
+    }
+
+    fn release_due(&mut self, upto: u64) {
         while let Some((t, mbits)) = self.pending.peek()
             && t <= upto
         {
@@ -138,8 +146,20 @@ impl Ceiling {
 }
 
 impl Sink for Ceiling {
+    #[inline]
     fn event(&mut self, ev: &Event) {
         self.release_slots(ev.t());
+        if matches!(
+            ev,
+            Event::Grant { .. } | Event::Fallback { .. } | Event::Multiplier { .. } | Event::Arrival { .. }
+        ) {
+            self.counted(ev);
+        }
+    }
+}
+
+impl Ceiling {
+    fn counted(&mut self, ev: &Event) {
         match *ev {
             Event::Grant {
                 t,

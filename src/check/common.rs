@@ -103,7 +103,7 @@ impl Demand {
         self.waiting.resize(i + 1, None);
     }
 
-    #[inline]
+    #[inline(always)]
     fn start(&mut self, pid: u32, thread: u16, t: u64) {
         if self.dead.get(pid as usize).copied().unwrap_or(false) {
             return;
@@ -112,19 +112,25 @@ impl Demand {
             let w = self.slot(pid);
             w.is_none() && w.replace(t).is_none()
         } else {
-            match self.others.entry((pid, thread)) {
-                std::collections::btree_map::Entry::Vacant(e) => {
-                    e.insert(t);
-                    true
-                }
-                std::collections::btree_map::Entry::Occupied(_) => false,
-            }
+            self.start_other(pid, thread, t)
         };
         if fresh {
             self.count += 1;
             if self.count == 1 {
                 self.since = Some(t);
             }
+        }
+    }
+
+    /// A thread other than 0 starts waiting; whether it was not already.
+    #[inline(never)]
+    fn start_other(&mut self, pid: u32, thread: u16, t: u64) -> bool {
+        match self.others.entry((pid, thread)) {
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(t);
+                true
+            }
+            std::collections::btree_map::Entry::Occupied(_) => false,
         }
     }
 
@@ -195,6 +201,19 @@ impl Demand {
                 self.dead[i] = matches!(ev, Event::Crash { .. });
             }
             _ => {}
+        }
+    }
+
+    /// Whether `ev` can change who waits. [`Demand::event`] with any other event only moves
+    /// the clock that [`Demand::busy_until`] reads, so a reader that never asks for the busy
+    /// time may skip it.
+    #[inline]
+    pub fn changes_waits(&self, ev: &Event) -> bool {
+        match ev {
+            Event::OpSent { op, .. } => op.asks_permission(),
+            Event::Grant { .. } | Event::FetchStart { .. } | Event::Crash { .. } | Event::Restart { .. } => true,
+            Event::FetchEnd { .. } => self.implied.is_some(),
+            _ => false,
         }
     }
 
@@ -828,6 +847,170 @@ impl<T: Ord + Copy> MostlySorted<T> {
     /// Whether it holds nothing.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// A map keyed by ids handed out in increasing order (a checker's numbering of responses),
+/// with `BTreeMap`'s iteration order (ascending id): the entries in a deque sorted by id. A new
+/// id goes on the back; a lookup is a binary search; a removal shifts the entries between it
+/// and the nearer end, which is where removals happen (the oldest entries are settled first,
+/// the newest often next), so each is O(1) in the usual case, where an ordered tree allocated
+/// and rebalanced for every response.
+#[derive(Clone, Debug)]
+pub struct IdMap<V> {
+    // invariant: ascending by id, each id once.
+    entries: std::collections::VecDeque<(u64, V)>,
+}
+
+impl<V> Default for IdMap<V> {
+    fn default() -> Self {
+        IdMap {
+            entries: std::collections::VecDeque::new(),
+        }
+    }
+}
+
+impl<V> IdMap<V> {
+    /// An empty map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    #[inline]
+    fn find(&self, id: u64) -> Result<usize, usize> {
+        // the front and the back first: where lookups usually land
+        match (self.entries.front(), self.entries.back()) {
+            (None, _) => Err(0),
+            (Some(f), _) if f.0 == id => Ok(0),
+            (_, Some(b)) if b.0 == id => Ok(self.entries.len() - 1),
+            (_, Some(b)) if b.0 < id => Err(self.entries.len()),
+            _ => self.entries.binary_search_by_key(&id, |e| e.0),
+        }
+    }
+
+    /// Sets `id`'s entry; returns the previous one.
+    #[inline]
+    pub fn insert(&mut self, id: u64, v: V) -> Option<V> {
+        match self.find(id) {
+            Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, v)),
+            Err(i) if i == self.entries.len() => {
+                self.entries.push_back((id, v));
+                None
+            }
+            Err(i) => {
+                self.entries.insert(i, (id, v));
+                None
+            }
+        }
+    }
+
+    /// `id`'s entry.
+    #[inline]
+    pub fn get(&self, id: &u64) -> Option<&V> {
+        self.find(*id).ok().map(|i| &self.entries[i].1)
+    }
+
+    /// `id`'s entry, mutably.
+    #[inline]
+    pub fn get_mut(&mut self, id: &u64) -> Option<&mut V> {
+        self.find(*id).ok().map(|i| &mut self.entries[i].1)
+    }
+
+    /// Removes and returns `id`'s entry.
+    #[inline]
+    pub fn remove(&mut self, id: &u64) -> Option<V> {
+        let i = self.find(*id).ok()?;
+        let e = if i == 0 {
+            self.entries.pop_front()
+        } else if i + 1 == self.entries.len() {
+            self.entries.pop_back()
+        } else {
+            self.entries.remove(i)
+        };
+        e.map(|e| e.1)
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the map is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Removes every entry.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    /// The entry of the least id.
+    #[inline]
+    pub fn first(&self) -> Option<(&u64, &V)> {
+        self.entries.front().map(|(id, v)| (id, v))
+    }
+
+    /// The entries in ascending id order (reversible).
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&u64, &V)> {
+        self.entries.iter().map(|(id, v)| (id, v))
+    }
+
+    /// The values in ascending id order.
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> {
+        self.entries.iter().map(|(_, v)| v)
+    }
+}
+
+impl<V> std::ops::Index<&u64> for IdMap<V> {
+    type Output = V;
+    fn index(&self, id: &u64) -> &V {
+        self.get(id).expect("no entry for this id")
+    }
+}
+
+#[cfg(test)]
+mod id_map_tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Ids inserted mostly in ascending order and removed anywhere, with lookups and walks
+    /// both ways: the same answers and order as a `BTreeMap`.
+    #[test]
+    fn behaves_like_a_btreemap() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(5);
+        let mut a: IdMap<u64> = IdMap::new();
+        let mut b: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut next = 0u64;
+        for step in 0..20_000u64 {
+            let id = match rng.random_range(0..6u32) {
+                0 | 1 => {
+                    next += 1;
+                    next
+                }
+                2 => next.saturating_sub(rng.random_range(0..40u64)),
+                _ => b.keys().next().copied().unwrap_or(next),
+            };
+            match rng.random_range(0..5u32) {
+                0 | 1 => assert_eq!(a.insert(id, step), b.insert(id, step)),
+                2 | 3 => assert_eq!(a.remove(&id), b.remove(&id)),
+                _ => {
+                    if let (Some(x), Some(y)) = (a.get_mut(&id), b.get_mut(&id)) {
+                        *x += 1;
+                        *y += 1;
+                    }
+                }
+            }
+            assert_eq!(a.len(), b.len());
+            assert_eq!(a.get(&id), b.get(&id));
+            if step % 500 == 0 {
+                assert!(a.iter().eq(b.iter()));
+                assert!(a.iter().rev().eq(b.iter().rev()));
+            }
+        }
+        a.clear();
+        assert!(a.is_empty() && a.iter().next().is_none());
     }
 }
 

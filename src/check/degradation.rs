@@ -197,9 +197,33 @@ impl Degradation {
 }
 
 impl Sink for Degradation {
+    #[inline]
     fn event(&mut self, ev: &Event) {
+        self.end = self.end.max(ev.t());
+        // (checked inline) arrivals count only inside an open window, fetch starts only for a
+        // process in fallback, and fetch ends and the lock and job events never
+        let relevant = match ev {
+            Event::Arrival { .. } => !self.open.is_empty(),
+            Event::FetchStart { .. } => !self.in_fallback.is_empty(),
+            Event::FetchEnd { .. }
+            | Event::Deny { .. }
+            | Event::LockAcquired { .. }
+            | Event::LockReleased { .. }
+            | Event::Uncapped { .. }
+            | Event::JobEvent { .. }
+            | Event::Backfill { .. }
+            | Event::Platform { .. } => false,
+            _ => true,
+        };
+        if relevant {
+            self.window_event(ev);
+        }
+    }
+}
+
+impl Degradation {
+    fn window_event(&mut self, ev: &Event) {
         let t = ev.t();
-        self.end = self.end.max(t);
         let answered = self.awaiting.event(ev);
         match ev {
             Event::Fault { id, kind, start, .. } if matches!(kind, FaultKind::StoreOutage | FaultKind::Partition) => {

@@ -59,6 +59,8 @@ pub struct Liveness {
     offered: Option<f64>,
     demand: Demand,
     m: f64,
+    // invariant: `target_for(m)`, the effective rate (kept, not recomputed for every event).
+    target: f64,
     // invariant: granted slots (reference time, multiplier bits) not yet reached.
     slots: MostlySorted<(u64, u64)>,
     excluded: BTreeSet<u32>,
@@ -115,7 +117,7 @@ impl Liveness {
                 _ => None,
             },
         };
-        Liveness {
+        let mut l = Liveness {
             rate: h.rate,
             base: base_interval(h),
             epsilon,
@@ -130,6 +132,7 @@ impl Liveness {
             },
             walk_lock: d.ttl_ns.is_some() || d.walk.is_some(),
             m: 1.0,
+            target: f64::NAN, // set below
             slots: MostlySorted::default(),
             excluded: BTreeSet::new(),
             stranded: Stranded::default(),
@@ -142,12 +145,20 @@ impl Liveness {
             total_ns: 0,
             starts: 0,
             grants: false,
-        }
+        };
+        l.set_m(1.0);
+        l
     }
 
-    fn target(&self) -> f64 {
-        let r = self.rate / self.m.max(1.0);
+    /// The effective rate under multiplier `m`.
+    fn target_for(&self, m: f64) -> f64 {
+        let r = self.rate / m.max(1.0);
         self.lock_cap.map_or(r, |c| r.min(c))
+    }
+
+    fn set_m(&mut self, m: f64) {
+        self.m = m;
+        self.target = self.target_for(m);
     }
 }
 
@@ -158,7 +169,18 @@ impl Liveness {
 
     /// Account for the time from `self.last` to `t` in which nothing changed but the slots
     /// reached.
+    #[inline]
     fn advance(&mut self, t: u64) {
+        // (checked inline) an event at the instant of the last one, with no slot reached, has
+        // nothing to account: every sum below would add zero (the expected count too, as long
+        // as the target is finite)
+        if t <= self.last && self.target.is_finite() && self.slots.peek().is_none_or(|(at, _)| at > t) {
+            return;
+        }
+        self.account(t);
+    }
+
+    fn account(&mut self, t: u64) {
         loop {
             let next = match self.slots.peek() {
                 Some((at, m)) if at <= t => Some((at, f64::from_bits(m))),
@@ -173,14 +195,14 @@ impl Liveness {
                 self.total_ns += dt;
                 if self.demand.waiting() > 0 {
                     self.busy_ns += dt;
-                    self.expected += dt as f64 / 1e9 * self.target();
+                    self.expected += dt as f64 / 1e9 * self.target;
                 }
             }
             self.last = self.last.max(upto);
             match next {
                 Some((at, m)) if at <= self.last => {
                     self.slots.pop();
-                    self.m = m;
+                    self.set_m(m);
                 }
                 _ if self.last >= t => break,
                 _ => {}
@@ -190,7 +212,34 @@ impl Liveness {
 }
 
 impl Sink for Liveness {
+    #[inline]
     fn event(&mut self, ev: &Event) {
+        // (checked inline) events that do nothing here but move the clocks: the accounting's,
+        // and the demand's (a fetch end may start a wait the demand infers)
+        let clock_only = matches!(
+            ev,
+            Event::Arrival { .. }
+                | Event::FetchEnd { .. }
+                | Event::Deny { .. }
+                | Event::LockAcquired { .. }
+                | Event::LockReleased { .. }
+                | Event::Uncapped { .. }
+                | Event::JobEvent { .. }
+                | Event::Backfill { .. }
+                | Event::Platform { .. }
+                | Event::End { .. }
+        );
+        if clock_only {
+            self.advance(ev.t());
+            self.demand.event(ev);
+        } else {
+            self.step(ev);
+        }
+    }
+}
+
+impl Liveness {
+    fn step(&mut self, ev: &Event) {
         let t = ev.t();
         self.advance(t);
         self.stranded.event(ev, !self.excluded.is_empty());
@@ -206,7 +255,7 @@ impl Sink for Liveness {
                 let at = (t as i128 + *slot as i128 - *now as i128).clamp(0, u64::MAX as i128) as u64;
                 self.slots.push((at.max(t), multiplier.to_bits()));
             }
-            Event::Multiplier { to, .. } if !self.grants => self.m = *to,
+            Event::Multiplier { to, .. } if !self.grants => self.set_m(*to),
             Event::Crash { .. } => {
                 let paced = (self.base as f64 * self.m.max(1.0)) as u64;
                 self.heal_until = self.heal_until.max(t + paced + self.heal_slack);

@@ -175,7 +175,32 @@ impl MutualExclusion {
 }
 
 impl Sink for MutualExclusion {
+    #[inline]
     fn event(&mut self, ev: &Event) {
+        // (checked inline) the events that can start or end a section; any other leaves the
+        // sections, and so `update`, as they were
+        let relevant = match ev {
+            Event::LockAcquired { .. }
+            | Event::LockReleased { .. }
+            | Event::Uncapped { .. }
+            | Event::OpSent {
+                op: OpKind::TryLock, ..
+            }
+            | Event::Crash { .. }
+            | Event::Restart { .. }
+            | Event::JobEvent { .. }
+            | Event::Fault { .. } => true,
+            Event::FetchEnd { .. } => !self.uncapped.is_empty(),
+            _ => false,
+        };
+        if relevant {
+            self.section_event(ev);
+        }
+    }
+}
+
+impl MutualExclusion {
+    fn section_event(&mut self, ev: &Event) {
         let t = ev.t();
         match ev {
             Event::LockAcquired { pid, lock, .. } => {

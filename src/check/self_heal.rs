@@ -394,7 +394,35 @@ impl SelfHeal {
 }
 
 impl Sink for SelfHeal {
+    #[inline]
     fn event(&mut self, ev: &Event) {
+        // (checked inline) events that do nothing here but move the clock: the end's, and the
+        // demand's (a fetch end may start a wait the demand infers)
+        let clock_only = matches!(
+            ev,
+            Event::Arrival { .. }
+                | Event::FetchEnd { .. }
+                | Event::Deny { .. }
+                | Event::LockAcquired { .. }
+                | Event::LockReleased { .. }
+                | Event::Uncapped { .. }
+                | Event::JobEvent { .. }
+                | Event::Backfill { .. }
+                | Event::Platform { .. }
+                | Event::End { .. }
+                | Event::Multiplier { pid: Some(_), .. }
+        );
+        if clock_only {
+            self.end = self.end.max(ev.t());
+            self.demand.event(ev);
+        } else {
+            self.step(ev);
+        }
+    }
+}
+
+impl SelfHeal {
+    fn step(&mut self, ev: &Event) {
         let t = ev.t();
         self.end = self.end.max(t);
         if self.first_kill.is_some() {

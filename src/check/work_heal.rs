@@ -158,7 +158,17 @@ impl WorkHeal {
 }
 
 impl Sink for WorkHeal {
+    #[inline]
     fn event(&mut self, ev: &Event) {
+        // (checked inline: the other events, nearly all of them, change nothing here)
+        if matches!(ev, Event::JobEvent { .. } | Event::End { .. }) {
+            self.job(ev);
+        }
+    }
+}
+
+impl WorkHeal {
+    fn job(&mut self, ev: &Event) {
         match *ev {
             Event::JobEvent {
                 t,

@@ -255,7 +255,8 @@ impl BurstMeter {
             );
         }
         let gap = self.tat.map_or(0, |tat| tat.saturating_sub(t));
-        let need = 1 + gap.div_ceil(interval);
+        // (a paced arrival has no gap: no division)
+        let need = if gap == 0 { 1 } else { 1 + gap.div_ceil(interval) };
         if self.records.last().is_none_or(|r| need > r.burst_needed) {
             self.records.push(Exceedance {
                 index: self.count,

@@ -64,10 +64,20 @@ impl Cutoff {
     }
 
     /// Every event: entries and exits, responses, and the steps they cause.
+    #[inline]
     pub(super) fn event(&mut self, f: &mut Failures, ev: &Event) {
+        // with no process cut off (the usual case) only a fallback entry does anything: every
+        // other event looks up a machine that is not there
+        if self.machines.is_empty() && !matches!(ev, Event::Fallback { enter: true, .. }) {
+            return;
+        }
         let Some(config) = self.config else {
             return;
         };
+        self.apply(f, config, ev);
+    }
+
+    fn apply(&mut self, f: &mut Failures, config: BackoffConfig, ev: &Event) {
         match *ev {
             Event::Fallback {
                 t,

@@ -3,10 +3,10 @@
 //! flight allows, and every grant carries the reference multiplier.
 
 use super::Failures;
-use crate::check::common::{LoopMap, PidSet, mult, secs};
+use crate::check::common::{IdMap, LoopMap, PidSet, mult, secs};
 use crate::pacer::{Backoff, BackoffConfig, Status};
 use crate::trace::{Detail, Event, Header, MultiplierCause, OpKind, StoreErrorKind};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 /// At most this many pending responses are considered for reordering at once.
 const MAX_REORDER: usize = 10;
@@ -58,14 +58,15 @@ pub(super) struct Reference {
     pub(super) config_note: String,
     m: f64,
     states: BTreeSet<State>,
-    pending: BTreeMap<u64, Response>,
+    pending: IdMap<Response>,
     next_id: u64,
     // each thread loop's fresh response (a process of several threads has one per thread: each
     // reports its own response on its own connection)
     fresh: LoopMap<u64>,
-    // invariant: the same entries as `fresh`, keyed by response id (ids grow with time, so the
-    // first entries are the oldest fresh responses).
-    fresh_by_id: BTreeMap<u64, (u32, u16)>,
+    // invariant: the same entries as `fresh`, keyed by response id, with the thread loop and
+    // when the response ended (ids grow with time, so the first entries are the oldest fresh
+    // responses); every one is pending, as `Fate::Fresh`.
+    fresh_by_id: IdMap<((u32, u16), u64)>,
     // invariant: no floating pending response is older than this (a lower bound; `None` when
     // none floats), so most events skip the scan for old floating responses.
     floating_since: Option<u64>,
@@ -117,10 +118,10 @@ impl Reference {
                 streak: 0,
                 applied: Vec::new(),
             }]),
-            pending: BTreeMap::new(),
+            pending: IdMap::new(),
             next_id: 0,
             fresh: LoopMap::default(),
-            fresh_by_id: BTreeMap::new(),
+            fresh_by_id: IdMap::new(),
             floating_since: None,
             inflight: LoopMap::default(),
             cut_off: PidSet::new(),
@@ -230,14 +231,14 @@ impl Reference {
             self.pending.remove(&id);
             return;
         };
-        let Some(code) = self.pending.get(&id).map(|r| r.code) else {
-            return;
-        };
-        if self
+        let Some((code, unreported)) = self
             .pending
             .get(&id)
-            .is_some_and(|r| r.cut_off && r.fate == Fate::Fresh)
-        {
+            .map(|r| (r.code, r.cut_off && r.fate == Fate::Fresh))
+        else {
+            return;
+        };
+        if unreported {
             // a cut-off process that never reported it: the store never heard of it
             self.drop_response(id);
             return;
@@ -475,17 +476,26 @@ impl Reference {
 
     /// Forces every fresh response older than `t`, in process order.
     fn force_fresh_before(&mut self, f: &mut Failures, t: u64) {
+        // the usual case, one due (a response forced as time moves on), without a list
+        let mut first: Option<((u32, u16), u64)> = None;
         let mut due: Vec<((u32, u16), u64)> = Vec::new();
-        for (&id, &key) in &self.fresh_by_id {
-            match self.pending.get(&id) {
-                Some(r) if r.t < t => due.push((key, id)),
-                Some(_) => break, // this one and every later id end at or after `t`
-                None => {}
+        for (&id, &(key, ended)) in self.fresh_by_id.iter() {
+            if ended >= t {
+                break; // this one and every later id end at or after `t`
+            }
+            match first {
+                None => first = Some((key, id)),
+                Some(_) => due.push((key, id)),
             }
         }
+        let Some(first) = first else { return };
         if due.is_empty() {
+            let ((pid, thread), id) = first;
+            self.take_fresh(pid, thread);
+            self.force(f, id, t);
             return;
         }
+        due.push(first);
         due.sort_unstable();
         for ((pid, thread), id) in due {
             self.take_fresh(pid, thread);
@@ -501,7 +511,11 @@ impl Reference {
     }
 
     /// The thread loop's next step shows its fresh response applied.
+    #[inline]
     pub(super) fn force_fresh_of(&mut self, f: &mut Failures, pid: u32, thread: u16, t: u64) {
+        if self.fresh_by_id.is_empty() {
+            return; // (the usual case: the last response was forced as time moved on)
+        }
         if let Some(id) = self.take_fresh(pid, thread) {
             self.force(f, id, t);
         }
@@ -509,6 +523,9 @@ impl Reference {
 
     /// A step of the process as a whole (no thread named): every thread's fresh response.
     fn force_fresh_of_process(&mut self, f: &mut Failures, pid: u32, t: u64) {
+        if self.fresh_by_id.is_empty() {
+            return;
+        }
         for thread in self.fresh.threads_of(pid) {
             self.force_fresh_of(f, pid, thread, t);
         }
@@ -529,14 +546,40 @@ impl Reference {
 
     /// Before any event at `t`: responses whose fate is settled by now are applied or
     /// forgotten.
+    #[inline]
     pub(super) fn advance(&mut self, f: &mut Failures, t: u64) {
-        self.force_fresh_before(f, t);
-        self.forget_old_floating(t);
+        // (checked here, inline, as most events find nothing to do)
+        if self.fresh_by_id.first().is_some_and(|(_, &(_, ended))| ended < t) {
+            self.force_fresh_before(f, t);
+        }
+        if self.floating_since.is_some_and(|since| since + FLOATING_HORIZON_NS < t) {
+            self.forget_old_floating(t);
+        }
     }
 
     /// Every event but `multiplier` and `grant` (which the checker passes to
     /// [`observe_change`](Self::observe_change) and [`grant`](Self::grant)).
+    #[inline]
     pub(super) fn event(&mut self, f: &mut Failures, ev: &Event) {
+        // (checked inline) events that settle no response: a step of a process with none
+        // fresh, a reply to anything but a report, and the job and end events
+        let idle = match ev {
+            Event::FetchStart { .. }
+            | Event::Arrival { .. }
+            | Event::Deny { .. }
+            | Event::LockAcquired { .. }
+            | Event::LockReleased { .. }
+            | Event::Uncapped { .. } => self.fresh_by_id.is_empty(),
+            Event::Reply { op, .. } => *op != OpKind::Report,
+            Event::JobEvent { .. } | Event::Backfill { .. } | Event::Platform { .. } | Event::End { .. } => true,
+            _ => false,
+        };
+        if !idle {
+            self.settle(f, ev);
+        }
+    }
+
+    fn settle(&mut self, f: &mut Failures, ev: &Event) {
         let t = ev.t();
         match ev {
             Event::FetchEnd {
@@ -557,7 +600,7 @@ impl Reference {
                 self.next_id += 1;
                 self.pending.insert(id, r);
                 self.fresh.insert(pid, thread, id);
-                self.fresh_by_id.insert(id, (pid, thread));
+                self.fresh_by_id.insert(id, ((pid, thread), t));
             }
             Event::OpSent { pid, thread, op, .. } => {
                 let (pid, thread) = (*pid, *thread);
