@@ -777,6 +777,15 @@ impl Scenario {
         let mut s = self.clone();
         s.pacer.backend = backend.to_string();
         s.validate().map_err(|(f, m)| format!("{}: {f}: {m}", self.name))?;
+        // (validation judged the `compare` list; the backend chosen here may not be on it)
+        if s.processes.threads > 1
+            && let Some(why) = crate::backend::registry::runs_one_thread(backend, &s)
+        {
+            return Err(format!(
+                "{}: processes.threads: backend `{backend}` runs one thread per process: {why}",
+                self.name
+            ));
+        }
         Ok(s)
     }
 

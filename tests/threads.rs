@@ -202,6 +202,28 @@ fn bad_thread_settings_are_refused_naming_the_field() {
             "{e}"
         );
     }
+    // ... and so does `--backend` naming one that is not on the scenario's compare list (it
+    // used to reach the simulator and panic there)
+    let sc = Scenario::parse("c.toml", &src).unwrap();
+    for b in ["advisory", "claim_row", "redis_lock"] {
+        let e = sc.with_backend(b).unwrap_err();
+        assert!(
+            e.contains(&format!("processes.threads: backend `{b}` runs one thread per process")),
+            "{e}"
+        );
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
+            .args(["run", "sims/threads-conveyor.toml", "--backend", b])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.starts_with("error: sims/threads-conveyor.toml") && !stderr.contains("panicked"),
+            "{stderr}"
+        );
+    }
+    assert!(sc.with_backend("row").is_ok());
 }
 
 #[test]

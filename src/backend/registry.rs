@@ -281,13 +281,18 @@ pub fn unreachable_kill(sc: &Scenario) -> Option<(usize, String)> {
 
 /// A backend `sc` runs that runs one thread per process, and why ([`crate::backend::Threads`]).
 pub fn single_threaded(sc: &Scenario) -> Option<(String, &'static str)> {
-    sc.compared_backends().into_iter().find_map(|b| {
-        let s = spec(&b)?;
-        match s.ops.threads(s.name, sc).ok()? {
-            crate::backend::Threads::Single(why) => Some((b, why)),
-            _ => None,
-        }
-    })
+    sc.compared_backends()
+        .into_iter()
+        .find_map(|b| runs_one_thread(&b, sc).map(|why| (b, why)))
+}
+
+/// Why backend `name` runs one thread per process, if it does.
+pub fn runs_one_thread(name: &str, sc: &Scenario) -> Option<&'static str> {
+    let s = spec(name)?;
+    match s.ops.threads(s.name, sc).ok()? {
+        crate::backend::Threads::Single(why) => Some(why),
+        _ => None,
+    }
 }
 
 /// Check the backend options of `sc` for every backend it runs: alone, each option must be
