@@ -305,16 +305,8 @@ impl ProcessFigure {
                 .draw()?;
             let kills: Vec<(f64, RGBColor)> = panel.kills.iter().map(|&t| (t, colour(&panel.backend))).collect();
             draw_faults(&mut chart, &self.bands, &kills, 0.0, ymax)?;
-            for j in (0..n).rev() {
-                let mut poly = panel.stacks[j].clone();
-                if let (Some(first), Some(last)) = (poly.first().copied(), poly.last().copied()) {
-                    poly.push((last.0, 0.0));
-                    poly.push((first.0, 0.0));
-                }
-                chart.draw_series(std::iter::once(Polygon::new(
-                    poly,
-                    layer_colour(&panel.backend, j, n).filled(),
-                )))?;
+            for poly in stacked(&panel.stacks, &panel.backend, n) {
+                chart.draw_series(std::iter::once(poly))?;
             }
             chart.draw_series(std::iter::once(PathElement::new(
                 vec![(0.0, pl.limit), (xmax, pl.limit)],
@@ -365,6 +357,23 @@ impl ProcessFigure {
         }
         draw_legend(&legend, 56, &items)
     }
+}
+
+/// The stacked layers of `n` processes as filled polygons, top layer first: each lower one is
+/// painted over it down to the baseline.
+fn stacked<'a>(
+    stacks: &'a [Vec<(f64, f64)>],
+    backend: &'a str,
+    n: usize,
+) -> impl Iterator<Item = Polygon<(f64, f64)>> + 'a {
+    (0..n).rev().map(move |j| {
+        let mut poly = stacks[j].clone();
+        if let (Some(first), Some(last)) = (poly.first().copied(), poly.last().copied()) {
+            poly.push((last.0, 0.0));
+            poly.push((first.0, 0.0));
+        }
+        Polygon::new(poly, layer_colour(backend, j, n).filled())
+    })
 }
 
 /// The shade of layer `j` of `n` in `backend`'s colour (darkest at the bottom).
@@ -439,17 +448,8 @@ impl Figure for ProcessFigure {
                 .draw()?;
             let kills: Vec<(f64, RGBColor)> = panel.kills.iter().map(|&t| (t, colour(&panel.backend))).collect();
             draw_faults(&mut chart, &self.bands, &kills, 0.0, ymax)?;
-            // top layer first, each lower one painted over it down to the baseline
-            for j in (0..n).rev() {
-                let mut poly = panel.stacks[j].clone();
-                if let (Some(first), Some(last)) = (poly.first().copied(), poly.last().copied()) {
-                    poly.push((last.0, 0.0));
-                    poly.push((first.0, 0.0));
-                }
-                chart.draw_series(std::iter::once(Polygon::new(
-                    poly,
-                    layer_colour(&panel.backend, j, n).filled(),
-                )))?;
+            for poly in stacked(&panel.stacks, &panel.backend, n) {
+                chart.draw_series(std::iter::once(poly))?;
             }
             chart.draw_series(std::iter::once(PathElement::new(
                 vec![(0.0, self.ceiling), (xmax, self.ceiling)],
