@@ -1127,3 +1127,22 @@ mod thread_tests {
         assert_eq!(d.since(), None);
     }
 }
+
+/// Events that liveness and self_heal act on only by moving their clocks and feeding their
+/// [`Demand`] (a fetch end may start a wait the demand infers): their inline fast path.
+#[inline]
+pub fn moves_clocks_only(ev: &Event) -> bool {
+    matches!(
+        ev,
+        Event::Arrival { .. }
+            | Event::FetchEnd { .. }
+            | Event::Deny { .. }
+            | Event::LockAcquired { .. }
+            | Event::LockReleased { .. }
+            | Event::Uncapped { .. }
+            | Event::JobEvent { .. }
+            | Event::Backfill { .. }
+            | Event::Platform { .. }
+            | Event::End { .. }
+    )
+}

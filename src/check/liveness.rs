@@ -216,19 +216,7 @@ impl Sink for Liveness {
     fn event(&mut self, ev: &Event) {
         // (checked inline) events that do nothing here but move the clocks: the accounting's,
         // and the demand's (a fetch end may start a wait the demand infers)
-        let clock_only = matches!(
-            ev,
-            Event::Arrival { .. }
-                | Event::FetchEnd { .. }
-                | Event::Deny { .. }
-                | Event::LockAcquired { .. }
-                | Event::LockReleased { .. }
-                | Event::Uncapped { .. }
-                | Event::JobEvent { .. }
-                | Event::Backfill { .. }
-                | Event::Platform { .. }
-                | Event::End { .. }
-        );
+        let clock_only = super::common::moves_clocks_only(ev);
         if clock_only {
             self.advance(ev.t());
             self.demand.event(ev);

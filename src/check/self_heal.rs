@@ -398,20 +398,7 @@ impl Sink for SelfHeal {
     fn event(&mut self, ev: &Event) {
         // (checked inline) events that do nothing here but move the clock: the end's, and the
         // demand's (a fetch end may start a wait the demand infers)
-        let clock_only = matches!(
-            ev,
-            Event::Arrival { .. }
-                | Event::FetchEnd { .. }
-                | Event::Deny { .. }
-                | Event::LockAcquired { .. }
-                | Event::LockReleased { .. }
-                | Event::Uncapped { .. }
-                | Event::JobEvent { .. }
-                | Event::Backfill { .. }
-                | Event::Platform { .. }
-                | Event::End { .. }
-                | Event::Multiplier { pid: Some(_), .. }
-        );
+        let clock_only = super::common::moves_clocks_only(ev) || matches!(ev, Event::Multiplier { pid: Some(_), .. });
         if clock_only {
             self.end = self.end.max(ev.t());
             self.demand.event(ev);
