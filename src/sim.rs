@@ -25,12 +25,10 @@ use rand::RngExt;
 use rand_distr::{Distribution, Exp};
 
 // Engine lanes (see `crate::engine`) for events that come in time order anyway.
-/// Client timeouts: always `store.timeout` after their request.
-const TIMEOUTS: Lane = Lane(0);
 /// The store lock's release: one pending at a time.
-const LOCK: Lane = Lane(1);
+const LOCK: Lane = Lane(0);
 /// Fetches on their way to the destination: in order whenever its latency is constant.
-const TO_DESTINATION: Lane = Lane(2);
+const TO_DESTINATION: Lane = Lane(1);
 
 /// What happens next, on the engine's queue. `th` is the thread of process `pid` an event
 /// belongs to (0 in a one-thread process).
@@ -622,8 +620,23 @@ impl<'a, B: Backend> Sim<'a, B> {
         let inc = w.incarnation;
         let there = self.store.one_way(&mut w.rng);
         self.engine.after(there, Ev::StoreRecv { pid, th, inc, seq, op });
-        self.engine
-            .after_in(TIMEOUTS, self.store.timeout, Ev::Timeout { pid, th, inc, seq, op });
+        let timeout = self
+            .engine
+            .timer_after(self.store.timeout, Ev::Timeout { pid, th, inc, seq, op });
+        self.thread(pid, th).op_timeout = Some(timeout);
+    }
+
+    /// The answer to operation `seq` is in: once the thread no longer awaits it (it never will
+    /// again: a thread's operation numbers only grow), its timeout is cancelled. It would
+    /// have fired into [`Sim::awaiting`]'s refusal; cancelled, it is never popped, and the
+    /// engine holds only the timeouts of operations in flight.
+    fn settled(&mut self, pid: u32, th: u16, seq: u64) {
+        let w = self.thread(pid, th);
+        if !w.awaiting(seq)
+            && let Some(id) = w.op_timeout.take()
+        {
+            self.engine.cancel(id);
+        }
     }
 
     /// An operation reaches the store: refused, ignored, or queued for the lock.
@@ -706,6 +719,7 @@ impl<'a, B: Backend> Sim<'a, B> {
             return;
         }
         let a = self.step(pid, th, |w, t, out| w.reply(t, &op, reply, out));
+        self.settled(pid, th, seq);
         self.act(pid, th, a);
     }
 
@@ -726,6 +740,7 @@ impl<'a, B: Backend> Sim<'a, B> {
         };
         self.with_store(now, |s, cx| s.on_error(cx, from, &op));
         let a = self.step(pid, th, |w, t, out| w.store_error(t, &op, out));
+        self.settled(pid, th, seq);
         self.act(pid, th, a);
     }
 

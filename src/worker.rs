@@ -142,6 +142,9 @@ pub struct Worker<P> {
     // that can hold several tells them apart by this number).
     /// Number of the timer armed last ([`Worker::arm_timer`]).
     pub timer: u32,
+    /// The simulator's handle on the client timeout of the operation in flight, to cancel it
+    /// once the answer is in (a driver's bookkeeping, not the loop's state).
+    pub op_timeout: Option<crate::engine::TimerId>,
     /// Kills armed for this process, in arming order (they outlive an incarnation).
     pub armed: Vec<Armed>,
     /// The backend's process side (a restart builds a fresh one). Boxed: the loop's own
@@ -185,6 +188,7 @@ impl<P: ProcessSide> Worker<P> {
             job_seq: 0,
             job_start: Instant::ZERO,
             timer: 0,
+            op_timeout: None,
             armed: Vec::new(),
             process: None,
         }

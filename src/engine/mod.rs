@@ -16,6 +16,10 @@
 //!   service time, a zero-latency hop). In and out in O(1), and they keep the heap small. An
 //!   event due before its lane's last one goes to the heap instead, so a lane is only ever a
 //!   speed-up, never a change of order.
+//! - one list of cancellable [timers](Engine::timer_after), kept in `(time, sequence)` order:
+//!   for an event that usually stops mattering before it is due (a client's timeout, once
+//!   the reply is in). [`Engine::cancel`] takes it out, so it is never popped and the list
+//!   holds only the timers still pending, however long they are.
 
 pub mod heap;
 
@@ -45,6 +49,123 @@ fn slot_of(k: Key) -> u32 {
     (k as u32) & ((1 << SLOT_BITS) - 1)
 }
 
+/// A pending timer ([`Engine::timer_after`]), to [cancel](Engine::cancel) it: its sequence
+/// number and its node in the timer list, in one number (the node alone could name a later
+/// timer that reused it).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct TimerId(u64);
+
+/// No node: the end of the timer list.
+const NIL: u32 = u32::MAX;
+
+/// One timer in the list: due at `order` (as [`order`] packs it), its neighbours, and the event
+/// (`None` while the node is free).
+#[derive(Debug)]
+struct TimerNode<E> {
+    order: u128,
+    prev: u32,
+    next: u32,
+    event: Option<E>,
+}
+
+/// The cancellable timers: a doubly linked list in `(time, sequence)` order over a slab of
+/// nodes, so a cancel unlinks in O(1) and an insert, almost always at the tail (timers made in
+/// time order with one delay), walks back only past later ones.
+#[derive(Debug)]
+struct Timers<E> {
+    // invariant: `head`..`tail` through `next` visits every pending timer in increasing
+    // `order`, and `prev` mirrors `next`; a pending node's `event` is `Some`.
+    nodes: Vec<TimerNode<E>>,
+    // invariant: exactly the nodes not in the list (their `event` is `None`).
+    free: Vec<u32>,
+    head: u32,
+    tail: u32,
+    len: usize,
+}
+
+impl<E> Timers<E> {
+    fn new() -> Self {
+        Timers {
+            nodes: Vec::new(),
+            free: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            len: 0,
+        }
+    }
+
+    /// The earliest timer's order, `u128::MAX` when none is pending.
+    fn head_order(&self) -> u128 {
+        if self.head == NIL {
+            u128::MAX
+        } else {
+            self.nodes[self.head as usize].order
+        }
+    }
+
+    /// Add a timer due at `order`; its node.
+    fn insert(&mut self, order: u128, event: E) -> u32 {
+        // the node it goes after: the last one due before it
+        let mut after = self.tail;
+        while after != NIL && self.nodes[after as usize].order > order {
+            after = self.nodes[after as usize].prev;
+        }
+        let next = if after == NIL {
+            self.head
+        } else {
+            self.nodes[after as usize].next
+        };
+        let node = TimerNode {
+            order,
+            prev: after,
+            next,
+            event: Some(event),
+        };
+        let n = match self.free.pop() {
+            Some(n) => {
+                self.nodes[n as usize] = node;
+                n
+            }
+            None => {
+                assert!(
+                    self.nodes.len() < NIL as usize,
+                    "at most 2^32 - 1 timers pending at once"
+                );
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        match after {
+            NIL => self.head = n,
+            a => self.nodes[a as usize].next = n,
+        }
+        match next {
+            NIL => self.tail = n,
+            x => self.nodes[x as usize].prev = n,
+        }
+        self.len += 1;
+        n
+    }
+
+    /// Take node `n` out of the list; its event.
+    fn unlink(&mut self, n: u32) -> E {
+        let node = &mut self.nodes[n as usize];
+        let (prev, next) = (node.prev, node.next);
+        let event = node.event.take().expect("a listed node holds its event");
+        match prev {
+            NIL => self.head = next,
+            p => self.nodes[p as usize].next = next,
+        }
+        match next {
+            NIL => self.tail = prev,
+            x => self.nodes[x as usize].prev = prev,
+        }
+        self.free.push(n);
+        self.len -= 1;
+        event
+    }
+}
+
 /// A FIFO lane, numbered by the caller (`Lane(0)`, `Lane(1)`, ...): see the module docs.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Lane(pub u8);
@@ -66,8 +187,12 @@ pub struct Engine<E> {
     // invariant: the earliest lane head as `(order, lane)` (see `order`), `NO_LANE` when
     // every lane is empty: a pop compares the heap's head with this one number.
     lane_head: (u128, usize),
+    timers: Timers<E>,
     popped: u64,
 }
+
+/// `lane_head`'s index when the earliest head is the timer list's.
+const TIMER_LIST: usize = usize::MAX - 1;
 
 /// `lane_head` when every lane is empty: later than any event.
 const NO_LANE: (u128, usize) = (u128::MAX, usize::MAX);
@@ -95,6 +220,7 @@ impl<E> Engine<E> {
             free: Vec::new(),
             lanes: Vec::new(),
             lane_head: NO_LANE,
+            timers: Timers::new(),
             popped: 0,
         }
     }
@@ -163,9 +289,41 @@ impl<E> Engine<E> {
         }
     }
 
-    /// Recompute `lane_head` after a lane's head left.
+    /// Schedule `event` after `delay` as a cancellable timer: it fires like one scheduled with
+    /// [`Engine::after`] (the same `(time, sequence)` order), unless [`Engine::cancel`] takes
+    /// it out first.
+    pub fn timer_after(&mut self, delay: Nanos, event: E) -> TimerId {
+        let at = self.now + delay;
+        let seq = self.next_seq();
+        let o = order(at, seq);
+        let n = self.timers.insert(o, event);
+        if o < self.lane_head.0 {
+            self.lane_head = (o, TIMER_LIST);
+        }
+        TimerId(seq << SLOT_BITS | u64::from(n))
+    }
+
+    /// Take timer `id` out if it is still pending (not yet fired, not cancelled): its event.
+    pub fn cancel(&mut self, id: TimerId) -> Option<E> {
+        let n = (id.0 & ((1 << SLOT_BITS) - 1)) as u32;
+        let seq = id.0 >> SLOT_BITS;
+        let node = self.timers.nodes.get(n as usize)?;
+        // the node may since have fired and been reused by a later timer: its sequence tells
+        if node.event.is_none() || (node.order as u64) >> SLOT_BITS != seq {
+            return None;
+        }
+        let was_head = self.timers.head == n;
+        let event = self.timers.unlink(n);
+        if was_head && self.lane_head.1 == TIMER_LIST {
+            self.find_lane_head();
+        }
+        Some(event)
+    }
+
+    /// Recompute `lane_head` after a lane's head (or the timer list's) left.
     fn find_lane_head(&mut self) {
-        let mut best = NO_LANE;
+        let t = self.timers.head_order();
+        let mut best = if t == u128::MAX { NO_LANE } else { (t, TIMER_LIST) };
         for (i, lane) in self.lanes.iter().enumerate() {
             if let Some(&(at, seq, _)) = lane.front() {
                 let o = order(at, seq);
@@ -187,7 +345,12 @@ impl<E> Engine<E> {
             if at > limit {
                 return None;
             }
-            let (_, _, event) = self.lanes[i].pop_front()?;
+            let event = if i == TIMER_LIST {
+                let head = self.timers.head;
+                self.timers.unlink(head)
+            } else {
+                self.lanes[i].pop_front()?.2
+            };
             self.find_lane_head();
             (at, event)
         } else {
@@ -210,7 +373,7 @@ impl<E> Engine<E> {
 
     /// Number of events still pending.
     pub fn pending(&self) -> usize {
-        self.heap.len() + self.lanes.iter().map(VecDeque::len).sum::<usize>()
+        self.heap.len() + self.lanes.iter().map(VecDeque::len).sum::<usize>() + self.timers.len
     }
 
     /// Number of events processed so far.
@@ -260,8 +423,8 @@ mod tests {
         assert_eq!(e.processed(), 6);
     }
 
-    /// The order is exactly `(time, seq)` for any mix of heap and lane events, and slab slots
-    /// are reused.
+    /// The order is exactly `(time, seq)` for any mix of heap, lane and timer events (timers
+    /// cancelled or not, before or after they fire), and slab slots are reused.
     #[test]
     fn matches_a_sorted_reference_under_random_scheduling() {
         // short delays (many ties) and long ones
@@ -276,18 +439,31 @@ mod tests {
         let mut e = Engine::<u64>::new();
         let mut reference: Vec<(u64, u64)> = Vec::new(); // (at, seq) of pending events
         let (mut seq, mut most) = (0u64, 0);
+        let mut timers = Vec::new(); // every timer made: (id, its event)
         for _ in 0..20_000 {
             most = most.max(e.pending());
             if r.random_bool(0.55) || e.pending() == 0 {
                 let delay = Nanos(r.random_range(0..max_delay));
                 let at = (e.now() + delay).0;
-                if r.random_bool(0.4) {
+                let how = r.random_range(0..10);
+                if how < 4 {
                     e.after_in(Lane(r.random_range(0..3)), delay, seq);
+                } else if how < 6 {
+                    timers.push((e.timer_after(delay, seq), seq));
                 } else {
                     e.after(delay, seq);
                 }
                 reference.push((at, seq));
                 seq += 1;
+            } else if r.random_bool(0.15) && !timers.is_empty() {
+                // cancel a timer, pending or not: only a pending one comes out, and only it
+                let (id, s) = timers.swap_remove(r.random_range(0..timers.len()));
+                let pending = reference.iter().position(|x| x.1 == s);
+                assert_eq!(e.cancel(id), pending.map(|_| s));
+                if let Some(i) = pending {
+                    reference.swap_remove(i);
+                }
+                assert_eq!(e.cancel(id), None, "a timer cancels once");
             } else if r.random_bool(0.2) {
                 // a look that must not pop: the earliest is due after the limit
                 let want = *reference.iter().min().expect("pending");
