@@ -8,9 +8,11 @@
 //! Pending events wait in one of two kinds of queue, and [`Engine::pop_until`] takes the
 //! earliest head of them all, so the firing order is exactly `(time, sequence)` whichever
 //! queue an event waits in:
-//! - a 4-ary min-heap ([`heap::QuadHeap`]) of small keys `(time, sequence, slot)`, the event
-//!   itself parked in a slab `slot`: sifting moves 24-byte keys, not whole events, which keeps
-//!   a heap of 100,000 events inside the cache;
+//! - a [calendar](calendar::Calendar) of buckets for the events due within the next 268 ms,
+//!   and a 4-ary min-heap ([`heap::QuadHeap`]) for the rest, both of small keys `(time,
+//!   sequence, slot)`, the event itself parked in a slab `slot`: the calendar pushes and pops
+//!   in a few instructions, and sifting the heap moves 16-byte keys, not whole events, which
+//!   keeps a heap of 100,000 events inside the cache;
 //! - [`Lane`]s: FIFOs for events the caller schedules in time order anyway, because they come
 //!   a fixed delay after something that happens in time order (a client timeout, a constant
 //!   service time, a zero-latency hop). In and out in O(1), and they keep the heap small. An
@@ -21,9 +23,11 @@
 //!   the reply is in). [`Engine::cancel`] takes it out, so it is never popped and the list
 //!   holds only the timers still pending, however long they are.
 
+pub mod calendar;
 pub mod heap;
 
 use crate::time::{Instant, Nanos};
+use calendar::{Calendar, Parked};
 use heap::QuadHeap;
 use std::collections::VecDeque;
 
@@ -177,9 +181,11 @@ pub struct Engine<E> {
     now: Instant,
     // invariant: strictly increasing; one number per scheduled event.
     seq: u64,
-    // invariant: one key per occupied slab slot, and `slab[k.slot]` is `Some` for every key.
+    // invariant: one key per occupied slab slot, in the calendar or the heap (never both),
+    // and `slab[k.slot].event` is `Some` for every key.
+    calendar: Calendar,
     heap: QuadHeap<Key>,
-    slab: Vec<Option<E>>,
+    slab: Vec<Parked<E>>,
     // invariant: exactly the unoccupied slab slots.
     free: Vec<u32>,
     // invariant: each lane is ordered by `(at, seq)`, front first.
@@ -215,6 +221,7 @@ impl<E> Engine<E> {
         Engine {
             now: Instant::ZERO,
             seq: 0,
+            calendar: Calendar::default(),
             heap: QuadHeap::default(),
             slab: Vec::new(),
             free: Vec::new(),
@@ -246,7 +253,7 @@ impl<E> Engine<E> {
         let seq = self.next_seq();
         let slot = match self.free.pop() {
             Some(slot) => {
-                self.slab[slot as usize] = Some(event);
+                self.slab[slot as usize].event = Some(event);
                 slot
             }
             None => {
@@ -254,11 +261,14 @@ impl<E> Engine<E> {
                     self.slab.len() < 1 << SLOT_BITS,
                     "at most 2^28 events wait at once (the engine's key layout)"
                 );
-                self.slab.push(Some(event));
+                self.slab.push(Parked::new(event));
                 (self.slab.len() - 1) as u32
             }
         };
-        self.heap.push(key(at, seq, slot));
+        let k = key(at, seq, slot);
+        if !self.calendar.push(&mut self.slab, k, slot, self.now) {
+            self.heap.push(k);
+        }
     }
 
     /// Schedule `event` after `delay`.
@@ -337,9 +347,14 @@ impl<E> Engine<E> {
 
     /// Pop the next event, advancing time to it, unless it is due after `limit`.
     pub fn pop_until(&mut self, limit: Instant) -> Option<(Instant, E)> {
-        // the earliest head: the heap's, or the earliest lane's (orders are unique: `seq` is)
+        // the earliest head: the calendar's, the heap's, or the earliest lane's (orders are
+        // unique: `seq` is)
         let heap = self.heap.peek().copied().unwrap_or(u128::MAX);
-        let (at, event) = if self.lane_head.0 < heap {
+        let (queued, bucket) = match self.calendar.peek(&self.slab, self.now) {
+            Some((k, b)) if k < heap => (k, Some(b)),
+            _ => (heap, None),
+        };
+        let (at, event) = if self.lane_head.0 < queued {
             let (_, i) = self.lane_head;
             let at = Instant((self.lane_head.0 >> 64) as u64);
             if at > limit {
@@ -354,15 +369,23 @@ impl<E> Engine<E> {
             self.find_lane_head();
             (at, event)
         } else {
-            if heap == u128::MAX || Instant((heap >> 64) as u64) > limit {
+            if queued == u128::MAX || Instant((queued >> 64) as u64) > limit {
                 // (an event due at the very end of time with the last sequence number cannot
                 // be told from none: 2^64 events are never scheduled)
                 return None;
             }
-            let k = self.heap.pop()?;
-            let slot = slot_of(k);
+            let (k, slot) = match bucket {
+                Some(b) => (queued, self.calendar.pop_from(&self.slab, b)),
+                None => {
+                    let k = self.heap.pop()?;
+                    (k, slot_of(k))
+                }
+            };
             self.free.push(slot);
-            let event = self.slab[slot as usize].take().expect("a key's slot holds its event");
+            let event = self.slab[slot as usize]
+                .event
+                .take()
+                .expect("a key's slot holds its event");
             (Instant((k >> 64) as u64), event)
         };
         debug_assert!(at >= self.now);
@@ -373,7 +396,7 @@ impl<E> Engine<E> {
 
     /// Number of events still pending.
     pub fn pending(&self) -> usize {
-        self.heap.len() + self.lanes.iter().map(VecDeque::len).sum::<usize>() + self.timers.len
+        self.calendar.len() + self.heap.len() + self.lanes.iter().map(VecDeque::len).sum::<usize>() + self.timers.len
     }
 
     /// Number of events processed so far.

@@ -1,0 +1,243 @@
+//! A calendar queue for the near future: the engine's queue of keys due soon.
+//!
+//! Most events a run schedules are due within a fraction of a second (a network hop, a store's
+//! service, a fetch, a sleep to a slot). Time from the bucket of `now` on is cut into
+//! [`BUCKETS`] buckets of 2^[`SHIFT`] ns (65.5 us; 268 ms in all); a key due in that window
+//! goes into its bucket's list, kept sorted, and the least key is the head of the first
+//! non-empty bucket from `now`'s, found through a bitmap. A push and a pop are a few
+//! instructions and a line or two of memory, where a heap sifts through its levels
+//! (Brown's calendar queue, with a fixed year).
+//!
+//! A key the calendar does not take (due beyond the window, or behind [`MAX_WALK`] keys in its
+//! bucket: a flood at one instant) goes to the engine's heap instead, and the engine pops the
+//! least of both: the calendar is only ever a speed-up, never a change of order.
+//!
+//! Keys are the engine's (see [`super::Engine`]): due time in the high 64 bits, then the
+//! sequence number and the slab slot. The calendar keeps each key, and the link to the next one
+//! of its bucket, beside the event in the engine's slab ([`Parked`]): a push or a pop touches
+//! the event's own lines, not arrays of their own.
+
+use crate::time::Instant;
+
+/// Bucket width: 2^16 ns.
+pub const SHIFT: u32 = 16;
+/// Buckets in the window (a power of two).
+pub const BUCKETS: usize = 4096;
+const WORDS: usize = BUCKETS / 64;
+/// Keys a push may walk past in its bucket before it leaves the key to the heap.
+pub const MAX_WALK: u32 = 8;
+/// No slot: the end of a bucket's list.
+pub const NIL: u32 = u32::MAX;
+
+/// An event parked in the engine's slab, with its key and (while the calendar holds it) the
+/// slot after it in its bucket.
+#[derive(Debug, Clone)]
+pub struct Parked<E> {
+    /// Its key (the calendar's keys; a heap key lives in the heap).
+    pub key: u128,
+    /// The next slot of its bucket, `NIL` at the end.
+    pub next: u32,
+    /// The event, `None` while the slot is free.
+    pub event: Option<E>,
+}
+
+impl<E> Parked<E> {
+    /// A slot holding `event`.
+    pub fn new(event: E) -> Self {
+        Parked {
+            key: 0,
+            next: NIL,
+            event: Some(event),
+        }
+    }
+}
+
+/// The calendar: see the module docs.
+#[derive(Debug, Clone)]
+pub struct Calendar {
+    // invariant: `head[b]` starts the list of the keys in bucket `b`, in increasing order of
+    // the slab's `key` through its `next`; `bits` has bit `b` set exactly when that list is
+    // not empty.
+    head: Vec<u32>,
+    bits: [u64; WORDS],
+    // invariant: every key waiting is due in the window `[bucket(now), bucket(now) + BUCKETS)`
+    // of the engine's `now` (pushes are due at or after `now` and before the window's end,
+    // and `now` only advances to keys that were due), so a bucket holds one lap only.
+    len: usize,
+}
+
+impl Default for Calendar {
+    fn default() -> Self {
+        Calendar {
+            head: vec![NIL; BUCKETS],
+            bits: [0; WORDS],
+            len: 0,
+        }
+    }
+}
+
+/// The bucket number (not yet wrapped) of a time.
+#[inline]
+fn bucket_of(at: u64) -> u64 {
+    at >> SHIFT
+}
+
+impl Calendar {
+    /// Keys waiting.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no key waits.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Take key `k` (its event parked in `slab[slot]`, due at or after `now`), unless it is due
+    /// beyond the window or its bucket is crowded: then `false`, and the caller keeps it
+    /// elsewhere.
+    #[inline]
+    pub fn push<E>(&mut self, slab: &mut [Parked<E>], k: u128, slot: u32, now: Instant) -> bool {
+        let b = bucket_of((k >> 64) as u64);
+        debug_assert!(b >= bucket_of(now.0), "a key due before now");
+        if b >= bucket_of(now.0) + BUCKETS as u64 {
+            return false;
+        }
+        let i = (b as usize) & (BUCKETS - 1);
+        // its place: after every key less than it
+        let (mut prev, mut cur, mut walked) = (NIL, self.head[i], 0);
+        while cur != NIL && slab[cur as usize].key < k {
+            walked += 1;
+            if walked > MAX_WALK {
+                return false;
+            }
+            prev = cur;
+            cur = slab[cur as usize].next;
+        }
+        let p = &mut slab[slot as usize];
+        p.key = k;
+        p.next = cur;
+        match prev {
+            NIL => self.head[i] = slot,
+            q => slab[q as usize].next = slot,
+        }
+        self.bits[i >> 6] |= 1 << (i & 63);
+        self.len += 1;
+        true
+    }
+
+    /// The least key and its bucket (for [`Calendar::pop_from`]), `now` being the engine's.
+    #[inline]
+    pub fn peek<E>(&self, slab: &[Parked<E>], now: Instant) -> Option<(u128, usize)> {
+        if self.len == 0 {
+            return None;
+        }
+        let i = self.first(now);
+        Some((slab[self.head[i] as usize].key, i))
+    }
+
+    /// The first non-empty bucket from `now`'s, round the window (one lap: see `len`).
+    #[inline]
+    fn first(&self, now: Instant) -> usize {
+        let start = (bucket_of(now.0) as usize) & (BUCKETS - 1);
+        let (w0, b0) = (start >> 6, start & 63);
+        let m = self.bits[w0] & (!0u64 << b0);
+        if m != 0 {
+            return (w0 << 6) | m.trailing_zeros() as usize;
+        }
+        for d in 1..=WORDS {
+            let w = (w0 + d) & (WORDS - 1);
+            // the last word visited is the first one again: its buckets before `start`
+            let m = if d == WORDS {
+                self.bits[w] & !(!0u64 << b0)
+            } else {
+                self.bits[w]
+            };
+            if m != 0 {
+                return (w << 6) | m.trailing_zeros() as usize;
+            }
+        }
+        unreachable!("a key waits, so a bucket is not empty")
+    }
+
+    /// Remove the least key of bucket `i` (the bucket [`Calendar::peek`] named); its slot.
+    #[inline]
+    pub fn pop_from<E>(&mut self, slab: &[Parked<E>], i: usize) -> u32 {
+        let s = self.head[i];
+        self.head[i] = slab[s as usize].next;
+        if self.head[i] == NIL {
+            self.bits[i >> 6] &= !(1 << (i & 63));
+        }
+        self.len -= 1;
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{RngExt, SeedableRng};
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    /// With what it refuses kept in a reference heap, the calendar pops keys in the order a
+    /// binary heap of all of them does, as time advances to each key popped, over short delays
+    /// (crowded buckets), delays around the window's length and long ones; and it refuses only
+    /// what is beyond the window or crowded.
+    #[test]
+    fn pops_what_a_binary_heap_pops() {
+        let window = BUCKETS as u64 * (1 << SHIFT);
+        for (max_delay, seed) in [(1u64 << 10, 1), (window + window / 2, 2), (1 << 40, 3), (1 << 17, 4)] {
+            let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+            let mut cal = Calendar::default();
+            let mut slab: Vec<Parked<()>> = Vec::new();
+            let mut elsewhere = BinaryHeap::new();
+            let mut reference = BinaryHeap::new();
+            let (mut now, mut seq, mut free): (u64, u64, Vec<u32>) = (0, 0, Vec::new());
+            let mut slots = 0u32;
+            let (mut taken, mut refused) = (0, 0);
+            for _ in 0..60_000 {
+                if r.random_bool(0.53) {
+                    let at = now + r.random_range(0..max_delay);
+                    let slot = free.pop().unwrap_or_else(|| {
+                        slots += 1;
+                        slots - 1
+                    });
+                    let k = (u128::from(at) << 64) | (u128::from(seq) << 28) | u128::from(slot);
+                    seq += 1;
+                    reference.push(Reverse(k));
+                    if slab.len() <= slot as usize {
+                        slab.resize_with(slot as usize + 1, || Parked::new(()));
+                    }
+                    if cal.push(&mut slab, k, slot, Instant(now)) {
+                        taken += 1;
+                    } else {
+                        assert!(
+                            at >> SHIFT >= (now >> SHIFT) + BUCKETS as u64 || max_delay <= 1 << 17,
+                            "refused a key in the window with uncrowded buckets"
+                        );
+                        refused += 1;
+                        elsewhere.push(Reverse(k));
+                    }
+                } else if let Some(Reverse(want)) = reference.pop() {
+                    let from_cal = cal.peek(&slab, Instant(now));
+                    let other = elsewhere.peek().map(|x| x.0);
+                    let got = match (from_cal, other) {
+                        (Some((k, i)), o) if o.is_none_or(|o| k < o) => slab[cal.pop_from(&slab, i) as usize].key,
+                        _ => elsewhere.pop().expect("a key waits").0,
+                    };
+                    assert_eq!(got, want);
+                    now = (got >> 64) as u64;
+                    free.push((got as u32) & ((1 << 28) - 1));
+                }
+                assert_eq!(cal.len() + elsewhere.len(), reference.len());
+            }
+            if max_delay < 1 << 40 {
+                assert!(taken > 1000, "the calendar took only {taken} keys");
+            }
+            if max_delay > window {
+                assert!(refused > 1000, "beyond the window: refused only {refused}");
+            }
+        }
+    }
+}
