@@ -7,7 +7,8 @@
 //! types may only be created and used inside `loom::model`.
 //!
 //! Not every re-export is used by the pacer itself; the rest are here so that other in-crate
-//! code with concurrent state can be model-checked the same way.
+//! code with concurrent state can be model-checked the same way (the trace's hand-off between
+//! threads, [`crate::trace::handoff`], parks and wakes its threads through them).
 //!
 //! The simulator's threads of one process (`[processes] threads`) share one pacer built on
 //! these types, but step one at a time under virtual time; real concurrency inside the pacer
@@ -15,14 +16,20 @@
 
 #[cfg(pacesim_loom)]
 #[allow(unused_imports)]
-pub(crate) use loom::sync::{
-    Arc, Mutex,
-    atomic::{AtomicU8, AtomicU64, Ordering},
+pub(crate) use loom::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU8, AtomicU64, Ordering},
+    },
+    thread::{Thread, current, park},
 };
 
 #[cfg(not(pacesim_loom))]
 #[allow(unused_imports)]
-pub(crate) use std::sync::{
-    Arc, Mutex,
-    atomic::{AtomicU8, AtomicU64, Ordering},
+pub(crate) use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU8, AtomicU64, Ordering},
+    },
+    thread::{Thread, current, park},
 };

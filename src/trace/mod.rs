@@ -15,6 +15,7 @@
 //! here.
 
 mod encode;
+pub mod handoff;
 mod hash;
 pub mod pipe;
 mod read;

@@ -5,18 +5,20 @@
 //! checkers, figures and hash drain them on the caller's. Events arrive in exactly the order
 //! they were produced, so the consumers see the same trace as a single-threaded run and every
 //! figure, verdict and hash is identical. Batches are recycled, so memory stays a few batches
-//! whatever the run's length.
+//! whatever the run's length. They cross through a [`super::handoff::Handoff`], which wakes the
+//! consumer only once several batches wait, not at every batch.
 
+use super::handoff::{Handoff, Sender};
 use super::{Event, Header, Sink};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::Mutex;
 
 /// Events per batch: large enough to amortise the hand-off (a few thousand hand-offs a
 /// second), small enough that a batch (48 KiB) is still in the shared cache when the consumer
 /// reads it and the few batches in flight stay in the producer's (with 8,192, R1-large took
 /// about 10% more CPU, measured on a busy machine).
 const BATCH: usize = 1024;
-/// Batches in flight at once (the producer blocks beyond this: bounded memory).
-const IN_FLIGHT: usize = 4;
+/// Empty batches kept for reuse.
+const SPARE: usize = super::handoff::SLOTS + 1;
 
 enum Msg {
     Header(Box<Header>),
@@ -24,26 +26,31 @@ enum Msg {
 }
 
 /// The producer's side: a sink that batches events and sends them on.
-struct Batcher {
-    tx: SyncSender<Msg>,
-    spare: Receiver<Vec<Event>>,
+struct Batcher<'a> {
+    tx: Sender<'a, Msg>,
+    spare: &'a Mutex<Vec<Vec<Event>>>,
     batch: Vec<Event>,
     // invariant: true once the consumer has gone; later events are dropped.
     closed: bool,
 }
 
-impl Batcher {
+impl Batcher<'_> {
     fn flush(&mut self) {
         if self.batch.is_empty() || self.closed {
             return;
         }
-        let next = self.spare.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
+        let next = self
+            .spare
+            .lock()
+            .ok()
+            .and_then(|mut s| s.pop())
+            .unwrap_or_else(|| Vec::with_capacity(BATCH));
         let full = std::mem::replace(&mut self.batch, next);
         self.closed = self.tx.send(Msg::Events(full)).is_err();
     }
 }
 
-impl Sink for Batcher {
+impl Sink for Batcher<'_> {
     fn header(&mut self, h: &Header) {
         self.flush();
         if !self.closed {
@@ -70,14 +77,15 @@ pub fn worth_it() -> bool {
 /// Runs `produce` on a new thread with a sink whose events reach `consume` on this thread, in
 /// order; returns what `produce` returns. A panic in `produce` propagates.
 pub fn pipelined<R: Send>(produce: impl FnOnce(&mut dyn Sink) -> R + Send, consume: &mut dyn Sink) -> R {
-    let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
-    let (spare_tx, spare_rx) = sync_channel::<Vec<Event>>(IN_FLIGHT + 1);
+    let ring = Handoff::<Msg>::new(crate::pacer::sync::current());
+    let spare = Mutex::new(Vec::with_capacity(SPARE));
     std::thread::scope(|s| {
         let producer = std::thread::Builder::new().name("pacesim-producer".into());
+        let (ring, spare) = (&ring, &spare);
         let producer = producer.spawn_scoped(s, move || {
             let mut b = Batcher {
-                tx,
-                spare: spare_rx,
+                tx: ring.sender(crate::pacer::sync::current()),
+                spare,
                 batch: Vec::with_capacity(BATCH),
                 closed: false,
             };
@@ -86,7 +94,10 @@ pub fn pipelined<R: Send>(produce: impl FnOnce(&mut dyn Sink) -> R + Send, consu
             r
         });
         let producer = producer.expect("a thread for the producer");
-        for msg in rx {
+        // (dropped, also on a consumer's panic, it hangs up: the producer then runs on
+        // without waiting for room, and the scope can join it)
+        let mut rx = ring.receiver();
+        while let Some(msg) = rx.recv() {
             match msg {
                 Msg::Header(h) => consume.header(&h),
                 Msg::Events(mut evs) => {
@@ -94,10 +105,15 @@ pub fn pipelined<R: Send>(produce: impl FnOnce(&mut dyn Sink) -> R + Send, consu
                         consume.event(e);
                     }
                     evs.clear();
-                    let _ = spare_tx.try_send(evs); // recycled unless the pool is full
+                    if let Ok(mut pool) = spare.lock()
+                        && pool.len() < SPARE
+                    {
+                        pool.push(evs); // recycled unless the pool is full
+                    }
                 }
             }
         }
+        drop(rx);
         match producer.join() {
             Ok(r) => r,
             Err(p) => std::panic::resume_unwind(p),
@@ -144,6 +160,33 @@ mod tests {
         );
         assert_eq!(n, evs.len());
         assert_eq!(c.events, evs);
+    }
+
+    /// A consumer that panics mid-stream hangs up: the producer, with far more to send than
+    /// the ring holds, runs to its end instead of waiting for room, and the panic reaches the
+    /// caller (a lost hang-up would hang this test).
+    #[test]
+    fn a_consumer_panic_does_not_strand_the_producer() {
+        struct Fails(usize);
+        impl Sink for Fails {
+            fn event(&mut self, _: &Event) {
+                self.0 += 1;
+                assert!(self.0 < 5 * BATCH, "consumer failed");
+            }
+        }
+        let evs = events(40 * BATCH as u64);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pipelined(
+                |out| {
+                    for e in &evs {
+                        out.event(e);
+                    }
+                },
+                &mut Fails(0),
+            )
+        }));
+        let msg = r.expect_err("the consumer's panic propagates");
+        assert_eq!(msg.downcast_ref::<&str>(), Some(&"consumer failed"));
     }
 
     /// A panic in the producer reaches the caller.
