@@ -370,6 +370,23 @@ impl Sink for Consumers<'_, '_> {
         }
     }
     fn event(&mut self, ev: &Event) {
+        // the kinds of nearly every event, each with its own copy of `each`: the kind is
+        // matched here once, and the consumers' own checks of it fold away
+        match ev {
+            Event::OpSent { .. } => self.each(ev),
+            Event::Grant { .. } => self.each(ev),
+            Event::Reply { .. } => self.each(ev),
+            Event::FetchStart { .. } => self.each(ev),
+            Event::Arrival { .. } => self.each(ev),
+            Event::FetchEnd { .. } => self.each(ev),
+            _ => self.each(ev),
+        }
+    }
+}
+
+impl Consumers<'_, '_> {
+    #[inline(always)]
+    fn each(&mut self, ev: &Event) {
         if let Some(w) = &mut self.writer {
             w.event(ev);
         }

@@ -174,7 +174,22 @@ impl Liveness {
         // (checked inline) an event at the instant of the last one, with no slot reached, has
         // nothing to account: every sum below would add zero (the expected count too, as long
         // as the target is finite)
-        if t <= self.last && self.target.is_finite() && self.slots.peek().is_none_or(|(at, _)| at > t) {
+        let reached = self.slots.peek().is_some_and(|(at, _)| at <= t);
+        if t <= self.last && self.target.is_finite() && !reached {
+            return;
+        }
+        // (checked inline) no slot reached and no heal allowance ending in between: the time
+        // up to `t` is one stretch, which `account` would take in one turn of its loop
+        if !reached && t > self.last && self.heal_until <= self.last {
+            let dt = t - self.last;
+            if self.started && self.included() {
+                self.total_ns += dt;
+                if self.demand.waiting() > 0 {
+                    self.busy_ns += dt;
+                    self.expected += dt as f64 / 1e9 * self.target;
+                }
+            }
+            self.last = t;
             return;
         }
         self.account(t);

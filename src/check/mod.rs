@@ -161,7 +161,7 @@ impl Others {
     /// Each checker in turn, called directly rather than through [`Others::all`]'s `dyn`: the
     /// inline checks with which each skips the events it ignores are then made here, without a
     /// call.
-    #[inline]
+    #[inline(always)]
     fn event(&mut self, ev: &Event) {
         self.backoff.event(ev);
         self.self_heal.event(ev);
@@ -266,6 +266,7 @@ impl Sink for Suite {
             ..Seen::default()
         });
     }
+    #[inline(always)]
     fn event(&mut self, ev: &Event) {
         if let Some(s) = &mut self.external {
             s.event(ev);

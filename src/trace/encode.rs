@@ -257,6 +257,7 @@ impl Sink for Writer {
             self.emit();
         }
     }
+    #[inline]
     fn event(&mut self, ev: &Event) {
         self.hash.event(ev);
         if self.out.is_some() {
