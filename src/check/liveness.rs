@@ -42,9 +42,9 @@
 //! session), and a wedged pace. Applies to pace backends (the trace has grants) and to lock
 //! backends that state a lock use; a walk lock has no throughput target.
 
-use crate::check::common::{Demand, MostlySorted, Stranded, base_interval, secs};
-use crate::check::{Checker, Verdict};
-use crate::trace::{Detail, Event, FaultKind, Header, LockUse, Sink, StoreFallback};
+use crate::check::Verdict;
+use crate::check::common::{Demand, MostlySorted, Shared, Stranded, base_interval, secs};
+use crate::trace::{Detail, Event, FaultKind, Header, LockUse, StoreFallback};
 use std::collections::BTreeSet;
 
 /// The liveness checker.
@@ -57,7 +57,9 @@ pub struct Liveness {
     lock_cap: Option<f64>,
     lock_use: Option<LockUse>,
     offered: Option<f64>,
-    demand: Demand,
+    // demand is inferred from the fetches ([`Demand::for_header`]); who waits is the suite's
+    // ([`Shared::demand`])
+    implied: bool,
     m: f64,
     // invariant: `target_for(m)`, the effective rate (kept, not recomputed for every event).
     target: f64,
@@ -125,7 +127,7 @@ impl Liveness {
             lock_cap,
             lock_use,
             offered,
-            demand: Demand::for_header(h),
+            implied: Demand::for_header(h).implied(),
             fallback_park: match d.fallback {
                 Some(StoreFallback::Divided) | None => base_interval(h).saturating_mul(d.fallback_cap(h.processes) + 1),
                 Some(_) => 0,
@@ -168,9 +170,9 @@ impl Liveness {
     }
 
     /// Account for the time from `self.last` to `t` in which nothing changed but the slots
-    /// reached.
+    /// reached; `waiting`: some live process waited for permission throughout.
     #[inline]
-    fn advance(&mut self, t: u64) {
+    fn advance(&mut self, t: u64, waiting: bool) {
         // (checked inline) an event at the instant of the last one, with no slot reached, has
         // nothing to account: every sum below would add zero (the expected count too, as long
         // as the target is finite)
@@ -184,7 +186,7 @@ impl Liveness {
             let dt = t - self.last;
             if self.started && self.included() {
                 self.total_ns += dt;
-                if self.demand.waiting() > 0 {
+                if waiting {
                     self.busy_ns += dt;
                     self.expected += dt as f64 / 1e9 * self.target;
                 }
@@ -192,10 +194,10 @@ impl Liveness {
             self.last = t;
             return;
         }
-        self.account(t);
+        self.account(t, waiting);
     }
 
-    fn account(&mut self, t: u64) {
+    fn account(&mut self, t: u64, waiting: bool) {
         loop {
             let next = match self.slots.peek() {
                 Some((at, m)) if at <= t => Some((at, f64::from_bits(m))),
@@ -208,7 +210,7 @@ impl Liveness {
             let dt = upto.saturating_sub(self.last);
             if self.started && self.included() && self.last >= self.heal_until {
                 self.total_ns += dt;
-                if self.demand.waiting() > 0 {
+                if waiting {
                     self.busy_ns += dt;
                     self.expected += dt as f64 / 1e9 * self.target;
                 }
@@ -226,25 +228,22 @@ impl Liveness {
     }
 }
 
-impl Sink for Liveness {
+impl Liveness {
+    /// One event, with the suite's shared state ([`Shared`]: who waited before it).
     #[inline]
-    fn event(&mut self, ev: &Event) {
-        // (checked inline) events that do nothing here but move the clocks: the accounting's,
-        // and the demand's (a fetch end may start a wait the demand infers)
+    pub fn event(&mut self, ev: &Event, shared: &Shared) {
+        // (checked inline) events that do nothing here but move the accounting's clock
         let clock_only = super::common::moves_clocks_only(ev);
         if clock_only {
-            self.advance(ev.t());
-            self.demand.event(ev);
+            self.advance(ev.t(), shared.demand().waiting() > 0);
         } else {
-            self.step(ev);
+            self.step(ev, shared);
         }
     }
-}
 
-impl Liveness {
-    fn step(&mut self, ev: &Event) {
+    fn step(&mut self, ev: &Event, shared: &Shared) {
         let t = ev.t();
-        self.advance(t);
+        self.advance(t, shared.demand().waiting() > 0);
         self.stranded.event(ev, !self.excluded.is_empty());
         match ev {
             Event::OpSent { .. } => self.started = true,
@@ -282,7 +281,7 @@ impl Liveness {
             } => {
                 if *start {
                     self.excluded.insert(*id);
-                    self.stranded.window_began();
+                    self.stranded.window_began(shared.awaiting());
                 } else {
                     self.excluded.remove(id);
                     // processes that fell back (a refusal, or a timeout behind the slow store or
@@ -293,16 +292,14 @@ impl Liveness {
             }
             _ => {}
         }
-        self.demand.event(ev);
     }
-}
 
-impl Checker for Liveness {
-    fn verdicts(&mut self) -> Vec<Verdict> {
+    /// The verdicts, after the last event (none when the property does not apply).
+    pub fn verdicts(&mut self) -> Vec<Verdict> {
         let lock_target = self.lock_use.is_some();
         // an external closed loop: demand is known from the fetches, so the rate is owed
         // (not for a walk lock, which has no throughput target)
-        let implied = self.demand.implied() && !self.walk_lock;
+        let implied = self.implied && !self.walk_lock;
         if !self.grants && !lock_target && !implied {
             return Vec::new();
         }
