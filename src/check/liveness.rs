@@ -232,42 +232,58 @@ impl Liveness {
     /// One event, with the suite's shared state ([`Shared`]: who waited before it).
     #[inline]
     pub fn event(&mut self, ev: &Event, shared: &Shared) {
-        // (checked inline) events that do nothing here but move the accounting's clock
-        let clock_only = super::common::moves_clocks_only(ev);
-        if clock_only {
-            self.advance(ev.t(), shared.demand().waiting() > 0);
-        } else {
-            self.step(ev, shared);
+        let t = ev.t();
+        self.advance(t, shared.demand().waiting() > 0);
+        // (checked inline) events that do nothing here but move the accounting's clock, and the
+        // usual ones outside store windows: a request (no window to strand it), an answer (none
+        // stranded), a grant and a fetch start, which `step` would take as here
+        match ev {
+            _ if super::common::moves_clocks_only(ev) => {}
+            Event::OpSent { .. } if self.excluded.is_empty() => self.started = true,
+            Event::Reply { .. } | Event::StoreError { .. } if self.stranded.is_empty() => {}
+            Event::Grant {
+                multiplier, slot, now, ..
+            } => self.granted(t, *slot, *now, *multiplier),
+            Event::FetchStart { .. } => self.fetch_started(t),
+            _ => self.step(ev, shared),
         }
     }
 
+    /// A grant at `t`.
+    #[inline]
+    fn granted(&mut self, t: u64, slot: i64, now: i64, multiplier: f64) {
+        self.started = true;
+        self.grants = true;
+        // the multiplier takes effect at the granted slot: a pace grants up to N slots
+        // ahead, and spaces the next slot by this grant's interval
+        let at = (t as i128 + slot as i128 - now as i128).clamp(0, u64::MAX as i128) as u64;
+        self.slots.push((at.max(t), multiplier.to_bits()));
+    }
+
+    /// A fetch start at `t`.
+    #[inline]
+    fn fetch_started(&mut self, t: u64) {
+        self.started = true;
+        if self.included() && t >= self.heal_until {
+            self.starts += 1;
+        }
+    }
+
+    /// Any event, after [`Liveness::advance`] to its time.
     fn step(&mut self, ev: &Event, shared: &Shared) {
         let t = ev.t();
-        self.advance(t, shared.demand().waiting() > 0);
         self.stranded.event(ev, !self.excluded.is_empty());
         match ev {
             Event::OpSent { .. } => self.started = true,
             Event::Grant {
                 multiplier, slot, now, ..
-            } => {
-                self.started = true;
-                self.grants = true;
-                // the multiplier takes effect at the granted slot: a pace grants up to N slots
-                // ahead, and spaces the next slot by this grant's interval
-                let at = (t as i128 + *slot as i128 - *now as i128).clamp(0, u64::MAX as i128) as u64;
-                self.slots.push((at.max(t), multiplier.to_bits()));
-            }
+            } => self.granted(t, *slot, *now, *multiplier),
             Event::Multiplier { to, .. } if !self.grants => self.set_m(*to),
             Event::Crash { .. } => {
                 let paced = (self.base as f64 * self.m.max(1.0)) as u64;
                 self.heal_until = self.heal_until.max(t + paced + self.heal_slack);
             }
-            Event::FetchStart { .. } => {
-                self.started = true;
-                if self.included() && t >= self.heal_until {
-                    self.starts += 1;
-                }
-            }
+            Event::FetchStart { .. } => self.fetch_started(t),
             Event::Fault {
                 id,
                 kind:

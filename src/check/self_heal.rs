@@ -48,7 +48,7 @@
 
 use crate::check::Verdict;
 use crate::check::common::{Demand, LoopMap, PidSet, Shared, Stranded, base_interval, is_outage, pid_list, secs};
-use crate::trace::{CrashPoint, Event, Header};
+use crate::trace::{CrashPoint, Event, Header, OpKind};
 use std::collections::VecDeque;
 
 /// Gaps kept for the median before and after a kill.
@@ -396,12 +396,54 @@ impl SelfHeal {
     /// it answered).
     #[inline]
     pub fn event(&mut self, ev: &Event, shared: &Shared) {
-        // (checked inline) events that do nothing here but move the end's clock
-        let clock_only = super::common::moves_clocks_only(ev) || matches!(ev, Event::Multiplier { pid: Some(_), .. });
-        if clock_only {
-            self.end = self.end.max(ev.t());
-        } else {
-            self.step(ev, shared);
+        let t = ev.t();
+        // (checked inline) events that do nothing here but move the end's clock, and the usual
+        // ones that `step` would take as here: a request before any kill (none to count) and
+        // outside store windows (none to strand it), an answer when none is stranded, a grant
+        match ev {
+            _ if super::common::moves_clocks_only(ev) || matches!(ev, Event::Multiplier { pid: Some(_), .. }) => {
+                self.end = self.end.max(t);
+            }
+            Event::OpSent { .. } if self.first_kill.is_none() && self.outages.is_empty() => {
+                self.end = self.end.max(t);
+            }
+            Event::Reply { op, .. } if self.stranded.is_empty() => {
+                self.end = self.end.max(t);
+                self.answer(shared.answered(), *op, t);
+            }
+            Event::Grant {
+                pid,
+                thread,
+                multiplier,
+                slot,
+                now,
+                ..
+            } => {
+                self.end = self.end.max(t);
+                self.granted(t, *pid, *thread, *slot, *now, *multiplier);
+            }
+            _ => self.step(ev, shared),
+        }
+    }
+
+    /// A grant at `t` to `(pid, thread)`.
+    #[inline]
+    fn granted(&mut self, t: u64, pid: u32, thread: u16, slot: i64, now: i64, multiplier: f64) {
+        self.paced_backend = true;
+        let at = (t as i128 + slot as i128 - now as i128).clamp(0, u64::MAX as i128) as u64;
+        self.pending_slot.insert(pid, thread, (at, multiplier));
+    }
+
+    /// A reply at `t` to `op`, answering an operation sent at `sent`: a round trip.
+    #[inline]
+    fn answer(&mut self, sent: Option<u64>, op: OpKind, t: u64) {
+        if let Some(sent) = sent
+            && op.asks_permission()
+        {
+            if self.round_trips.len() == ROUND_TRIPS {
+                self.round_trips.pop_front();
+            }
+            self.round_trips.push_back(t - sent);
         }
     }
 
@@ -506,11 +548,7 @@ impl SelfHeal {
                 slot,
                 now,
                 ..
-            } => {
-                self.paced_backend = true;
-                let at = (t as i128 + *slot as i128 - *now as i128).clamp(0, u64::MAX as i128) as u64;
-                self.pending_slot.insert(*pid, *thread, (at, *multiplier));
-            }
+            } => self.granted(t, *pid, *thread, *slot, *now, *multiplier),
             Event::Multiplier { pid: None, to, .. } => self.global_m = *to,
             Event::Fault { id, kind, start, .. } if is_outage(*kind) => {
                 if *start {
@@ -537,13 +575,8 @@ impl SelfHeal {
             _ => {}
         }
         self.stranded.event(ev, !self.outages.is_empty());
-        if let (Some(sent), Event::Reply { op, .. }) = (shared.answered(), ev)
-            && op.asks_permission()
-        {
-            if self.round_trips.len() == ROUND_TRIPS {
-                self.round_trips.pop_front();
-            }
-            self.round_trips.push_back(t - sent);
+        if let Event::Reply { op, .. } = ev {
+            self.answer(shared.answered(), *op, t);
         }
     }
 

@@ -93,7 +93,7 @@ impl TraceHash {
     }
 
     /// Adds one event.
-    #[inline]
+    #[inline(always)]
     pub fn event(&mut self, ev: &Event) {
         match ev {
             Event::OpSent { t, pid, thread, op } => {
