@@ -219,7 +219,10 @@ impl Liveness {
             match next {
                 Some((at, m)) if at <= self.last => {
                     self.slots.pop();
-                    self.set_m(m);
+                    // (the same multiplier as in force, the usual case: the same target)
+                    if m.to_bits() != self.m.to_bits() {
+                        self.set_m(m);
+                    }
                 }
                 _ if self.last >= t => break,
                 _ => {}
