@@ -1,7 +1,7 @@
 //! The summary of one run: the headline figures `pacesim run --json` prints, computed in one
 //! streaming pass over the trace (so a live trace gives the same figures).
 
-use crate::check::{Suite, Verdict, ceiling::MaxWindow, common::Awaiting};
+use crate::check::{Suite, Verdict, ceiling::MaxWindow};
 use crate::scenario::Scenario;
 use crate::sim;
 use crate::trace::{Detail, Event, Header, Sink, Tee, Writer};
@@ -101,7 +101,6 @@ pub struct Figures {
     last_start: u64,
     s429: u64,
     s503: u64,
-    awaiting: Awaiting,
     hist: Histogram<u64>,
     // round trips of zero time (the histogram's range starts at 1 ns)
     zero_latency: u64,
@@ -121,7 +120,6 @@ impl Default for Figures {
             last_start: 0,
             s429: 0,
             s503: 0,
-            awaiting: Awaiting::default(),
             hist: Histogram::new_with_bounds(1, 10_000_000_000_000, 3).expect("valid histogram bounds"),
             zero_latency: 0,
             in_fallback: Vec::new(),
@@ -133,34 +131,33 @@ impl Default for Figures {
     }
 }
 
-impl Sink for Figures {
-    fn header(&mut self, h: &Header) {
+impl Figures {
+    /// The header, once, before any event.
+    pub fn header(&mut self, h: &Header) {
         self.in_fallback = vec![None; h.processes as usize];
         self.header = Some(h.clone());
     }
+
+    /// One event; `answered`: when the operation it answers was sent, if it answers one (the
+    /// suite tracks the operations in flight: [`Suite::answered`]).
     #[inline]
-    fn event(&mut self, ev: &Event) {
+    pub fn event(&mut self, ev: &Event, answered: Option<u64>) {
         self.end = self.end.max(ev.t());
-        // (checked inline) grants, fetch ends and the rest count nowhere here
+        // (checked inline) grants, requests, fetch ends and the rest count nowhere here
         if matches!(
             ev,
-            Event::OpSent { .. }
-                | Event::Reply { .. }
+            Event::Reply { .. }
                 | Event::StoreError { .. }
                 | Event::FetchStart { .. }
                 | Event::Arrival { .. }
                 | Event::Crash { .. }
-                | Event::Restart { .. }
                 | Event::Fallback { .. }
         ) {
-            self.count(ev);
+            self.count(ev, answered);
         }
     }
-}
 
-impl Figures {
-    fn count(&mut self, ev: &Event) {
-        let answered = self.awaiting.event(ev);
+    fn count(&mut self, ev: &Event, answered: Option<u64>) {
         match *ev {
             Event::FetchStart { t, .. } => {
                 self.first_start.get_or_insert(t);
@@ -370,11 +367,28 @@ impl Sink for Consumers<'_, '_> {
         }
     }
     fn event(&mut self, ev: &Event) {
+        // the kinds of nearly every event, each with its own copy of `each`: the kind is
+        // matched here once, and the consumers' own checks of it fold away
+        match ev {
+            Event::OpSent { .. } => self.each(ev),
+            Event::Grant { .. } => self.each(ev),
+            Event::Reply { .. } => self.each(ev),
+            Event::FetchStart { .. } => self.each(ev),
+            Event::Arrival { .. } => self.each(ev),
+            Event::FetchEnd { .. } => self.each(ev),
+            _ => self.each(ev),
+        }
+    }
+}
+
+impl Consumers<'_, '_> {
+    #[inline(always)]
+    fn each(&mut self, ev: &Event) {
         if let Some(w) = &mut self.writer {
             w.event(ev);
         }
-        self.figures.event(ev);
         self.suite.event(ev);
+        self.figures.event(ev, self.suite.answered());
         if let Some(e) = &mut self.extra {
             e.event(ev);
         }

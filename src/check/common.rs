@@ -373,20 +373,18 @@ impl<V> LoopMap<V> {
 /// Processes stranded by a store window: an operation sent during one, or still unanswered when
 /// one began (its request or reply may cross into the window and be lost), that has not been
 /// answered yet. A client timeout can outlive the window: until the answer comes, such a
-/// process waits on the store, not on the pacer.
+/// process waits on the store, not on the pacer. The operations in flight are the suite's
+/// ([`Shared::awaiting`]).
 #[derive(Clone, Debug, Default)]
 pub struct Stranded {
-    awaiting: Awaiting,
-    // invariant: a subset of the thread loops in `awaiting`
+    // invariant: a subset of the thread loops awaiting an answer
     stranded: LoopMap<()>,
 }
 
 impl Stranded {
-    /// Feed one event; `window_open`: a store window is open as it happens. Returns what
-    /// [`Awaiting::event`] returns.
+    /// Feed one event; `window_open`: a store window is open as it happens.
     #[inline(always)]
-    pub fn event(&mut self, ev: &Event, window_open: bool) -> Option<u64> {
-        let answered = self.awaiting.event(ev);
+    pub fn event(&mut self, ev: &Event, window_open: bool) {
         match *ev {
             Event::OpSent { pid, thread, .. } if window_open => {
                 self.stranded.insert(pid, thread, ());
@@ -400,13 +398,11 @@ impl Stranded {
             }
             _ => {}
         }
-        answered
     }
 
-    /// A store window begins: every operation in flight may be lost in it.
-    pub fn window_began(&mut self) {
-        let in_flight: Vec<(u32, u16)> = self.awaiting.iter().map(|(k, _)| k).collect();
-        for (pid, thread) in in_flight {
+    /// A store window begins: every operation in flight (`awaiting`) may be lost in it.
+    pub fn window_began(&mut self, awaiting: &Awaiting) {
+        for ((pid, thread), _) in awaiting.iter() {
             self.stranded.insert(pid, thread, ());
         }
     }
@@ -414,6 +410,59 @@ impl Stranded {
     /// No process is stranded.
     pub fn is_empty(&self) -> bool {
         self.stranded.is_empty()
+    }
+}
+
+/// What several checkers follow alike, kept once for the whole suite rather than once in each:
+/// which store operations are awaited ([`Awaiting`]: the figures, `degradation`, and the
+/// stranded processes of `liveness` and `self_heal`) and who waits for permission ([`Demand`]:
+/// `liveness`, `self_heal`, `fairness`). [`crate::check::Suite`] feeds it every event in two
+/// halves around the checkers: [`Shared::before`] (the checkers read what the event answered)
+/// and [`Shared::after`] (they read who waited before it, as each did with its own copy).
+#[derive(Clone, Debug, Default)]
+pub struct Shared {
+    awaiting: Awaiting,
+    // invariant: what `awaiting` returned for the event being fed
+    answered: Option<u64>,
+    demand: Demand,
+}
+
+impl Shared {
+    /// For the trace `h` introduces (its demand as [`Demand::for_header`] infers it).
+    pub fn for_header(h: &Header) -> Shared {
+        Shared {
+            demand: Demand::for_header(h),
+            ..Shared::default()
+        }
+    }
+
+    /// Before the checkers see `ev`: the operations it answers, sends or forgets.
+    #[inline(always)]
+    pub fn before(&mut self, ev: &Event) {
+        self.answered = self.awaiting.event(ev);
+    }
+
+    /// After the checkers saw `ev`: the waits it starts or ends, and the demand's clock.
+    #[inline(always)]
+    pub fn after(&mut self, ev: &Event) {
+        self.demand.event(ev);
+    }
+
+    /// The operations awaited, the current event's taken into account.
+    pub fn awaiting(&self) -> &Awaiting {
+        &self.awaiting
+    }
+
+    /// When the operation the current event answers (a reply or a store error) was sent.
+    #[inline]
+    pub fn answered(&self) -> Option<u64> {
+        self.answered
+    }
+
+    /// Who waits for permission, up to (not including) the current event.
+    #[inline]
+    pub fn demand(&self) -> &Demand {
+        &self.demand
     }
 }
 
@@ -743,10 +792,17 @@ mod stranded_tests {
     /// before the window: not stranded.
     #[test]
     fn in_flight_and_during_a_window_until_answered() {
+        let mut a = Awaiting::default();
         let mut s = Stranded::default();
-        s.event(&sent(0, 0), false);
-        s.event(&sent(0, 1), false);
-        s.event(
+        let feed = |a: &mut Awaiting, s: &mut Stranded, ev: &Event, window_open: bool| {
+            a.event(ev);
+            s.event(ev, window_open);
+        };
+        feed(&mut a, &mut s, &sent(0, 0), false);
+        feed(&mut a, &mut s, &sent(0, 1), false);
+        feed(
+            &mut a,
+            &mut s,
             &Event::Reply {
                 t: 1,
                 pid: 1,
@@ -757,9 +813,11 @@ mod stranded_tests {
             false,
         );
         assert!(s.is_empty());
-        s.window_began(); // pid 0's operation is still in flight
+        s.window_began(&a); // pid 0's operation is still in flight
         assert!(!s.is_empty());
-        s.event(
+        feed(
+            &mut a,
+            &mut s,
             &Event::StoreError {
                 t: 5,
                 pid: 0,
@@ -769,9 +827,11 @@ mod stranded_tests {
             true,
         );
         assert!(s.is_empty());
-        s.event(&sent(6, 2), true); // sent during the window
+        feed(&mut a, &mut s, &sent(6, 2), true); // sent during the window
         assert!(!s.is_empty());
-        s.event(
+        feed(
+            &mut a,
+            &mut s,
             &Event::Crash {
                 t: 7,
                 pid: 2,

@@ -29,10 +29,10 @@
 //! The mode is the `mode` of the trace's `fallback` events, else
 //! [`Detail::fallback`](crate::trace::Detail::fallback).
 
-use crate::check::common::{Awaiting, PidMap, base_interval, secs};
-use crate::check::{Checker, Verdict};
+use crate::check::Verdict;
+use crate::check::common::{PidMap, Shared, base_interval, secs};
 use crate::pacer::BurstMeter;
-use crate::trace::{Event, FallbackMode, FaultKind, Header, Sink, StoreFallback};
+use crate::trace::{Event, FallbackMode, FaultKind, Header, StoreFallback};
 use std::collections::BTreeMap;
 
 #[derive(Debug)]
@@ -62,7 +62,6 @@ pub struct Degradation {
     detail_mode: Option<StoreFallback>,
     trace_mode: Option<FallbackMode>,
     multiplier: PidMap<f64>,
-    awaiting: Awaiting,
     end: u64,
     in_fallback: PidMap<(u64, FallbackMode)>,
     open: BTreeMap<u32, Window>,
@@ -87,7 +86,6 @@ impl Degradation {
             detail_mode: h.backend_detail.fallback,
             trace_mode: None,
             multiplier: PidMap::new(),
-            awaiting: Awaiting::default(),
             end: 0,
             in_fallback: PidMap::new(),
             open: BTreeMap::new(),
@@ -196,16 +194,19 @@ impl Degradation {
     }
 }
 
-impl Sink for Degradation {
+impl Degradation {
+    /// One event, with the suite's shared state ([`Shared`]: the operation it answers).
     #[inline]
-    fn event(&mut self, ev: &Event) {
+    pub fn event(&mut self, ev: &Event, shared: &Shared) {
         self.end = self.end.max(ev.t());
-        // (checked inline) arrivals count only inside an open window, fetch starts only for a
-        // process in fallback, and fetch ends and the lock and job events never
+        // (checked inline) arrivals and requests count only inside an open window, fetch starts
+        // only for a process in fallback, and fetch ends, replies (the suite tracks what they
+        // answer), and the lock and job events never
         let relevant = match ev {
-            Event::Arrival { .. } => !self.open.is_empty(),
+            Event::Arrival { .. } | Event::OpSent { .. } => !self.open.is_empty(),
             Event::FetchStart { .. } => !self.in_fallback.is_empty(),
             Event::FetchEnd { .. }
+            | Event::Reply { .. }
             | Event::Deny { .. }
             | Event::LockAcquired { .. }
             | Event::LockReleased { .. }
@@ -216,15 +217,12 @@ impl Sink for Degradation {
             _ => true,
         };
         if relevant {
-            self.window_event(ev);
+            self.window_event(ev, shared.answered());
         }
     }
-}
 
-impl Degradation {
-    fn window_event(&mut self, ev: &Event) {
+    fn window_event(&mut self, ev: &Event, answered: Option<u64>) {
         let t = ev.t();
-        let answered = self.awaiting.event(ev);
         match ev {
             Event::Fault { id, kind, start, .. } if matches!(kind, FaultKind::StoreOutage | FaultKind::Partition) => {
                 if *start {
@@ -319,14 +317,16 @@ impl Degradation {
     }
 }
 
-impl Checker for Degradation {
-    fn verdicts(&mut self) -> Vec<Verdict> {
+impl Degradation {
+    /// The verdicts, after the last event (none without a store window); `shared`: the suite's
+    /// state after it.
+    pub fn verdicts(&mut self, shared: &Shared) -> Vec<Verdict> {
         if self.windows == 0 {
             return Vec::new();
         }
         // an operation still unanswered at the end (a client timeout longer than what is left
         // of the trace) has not detected its window by then
-        let outstanding: Vec<u64> = self.awaiting.iter().map(|(_, sent)| sent).collect();
+        let outstanding: Vec<u64> = shared.awaiting().iter().map(|(_, sent)| sent).collect();
         for sent in outstanding {
             self.detected(sent, self.end, false);
         }

@@ -12,17 +12,19 @@
 //! R. Jain, D. Chiu, W. Hawe, "A Quantitative Measure of Fairness and Discrimination for
 //! Resource Allocation in Shared Computer Systems", DEC-TR-301, 1984.
 
-use crate::check::common::Demand;
-use crate::check::{Checker, Verdict};
-use crate::trace::{Event, Header, Sink};
+use crate::check::Verdict;
+use crate::check::common::{Demand, Shared};
+use crate::trace::{Event, Header};
 
 /// The fairness report.
 #[derive(Debug)]
 pub struct Fairness {
     // invariant: counts[pid] = arrivals from pid; one entry per process of the header.
     counts: Vec<u64>,
-    // who waits for permission, and since when (the checkers' one notion of a wait)
-    demand: Demand,
+    // who waits for permission, and since when (the checkers' one notion of a wait): the
+    // suite's ([`Shared::demand`]), unless that one infers waits from the fetches, which count
+    // here only when reported; then this one, fed the reported ones
+    own: Option<Demand>,
     longest: Option<(u64, u32, u64)>,
     // `[checks] wait_bound`, ns: the verdict's bound, if any
     bound: Option<u64>,
@@ -33,7 +35,7 @@ impl Fairness {
     pub fn new(h: &Header) -> Fairness {
         Fairness {
             counts: vec![0; h.processes as usize],
-            demand: Demand::new(h.processes),
+            own: Demand::for_header(h).implied().then(|| Demand::new(h.processes)),
             longest: None,
             bound: h.backend_detail.wait_bound_ns,
         }
@@ -49,32 +51,30 @@ impl Fairness {
 }
 
 impl Fairness {
-    /// `pid`'s wait (if it waited) ends at `t`: the longest so far?
-    fn served(&mut self, pid: u32, t: u64) {
-        if let Some(since) = self.demand.waiting_since(pid) {
+    /// `pid`'s wait (if it waited, by `demand`) ends at `t`: the longest so far?
+    fn served(longest: &mut Option<(u64, u32, u64)>, demand: &Demand, pid: u32, t: u64) {
+        if let Some(since) = demand.waiting_since(pid) {
             let w = t.saturating_sub(since);
-            if self.longest.is_none_or(|l| w > l.0) {
-                self.longest = Some((w, pid, since));
+            if longest.is_none_or(|l| w > l.0) {
+                *longest = Some((w, pid, since));
             }
         }
     }
-}
 
-impl Sink for Fairness {
+    /// One event, with the suite's shared state ([`Shared`]: who waited before it).
     #[inline]
-    fn event(&mut self, ev: &Event) {
+    pub fn event(&mut self, ev: &Event, shared: &Shared) {
         // (checked inline) the counts, the waits, and the end; the report reads no busy time
-        // from `demand`, so events that change no wait need not reach it
+        // from its own demand, so events that change no wait need not reach it
         if matches!(ev, Event::Arrival { .. } | Event::FetchStart { .. } | Event::End { .. })
-            || self.demand.changes_waits(ev)
+            || self.own.as_ref().is_some_and(|d| d.changes_waits(ev))
         {
-            self.counted(ev);
+            self.counted(ev, shared);
         }
     }
-}
 
-impl Fairness {
-    fn counted(&mut self, ev: &Event) {
+    fn counted(&mut self, ev: &Event, shared: &Shared) {
+        let demand = self.own.as_ref().unwrap_or(shared.demand());
         match *ev {
             Event::Arrival { pid, .. } => {
                 let i = pid as usize;
@@ -83,20 +83,21 @@ impl Fairness {
                 }
                 self.counts[i] += 1;
             }
-            Event::FetchStart { t, pid, .. } => self.served(pid, t),
+            Event::FetchStart { t, pid, .. } => Self::served(&mut self.longest, demand, pid, t),
             Event::End { t } => {
-                for pid in self.demand.waiting_pids() {
-                    self.served(pid, t);
+                for pid in demand.waiting_pids() {
+                    Self::served(&mut self.longest, demand, pid, t);
                 }
             }
             _ => {}
         }
-        self.demand.event(ev);
+        if let Some(own) = &mut self.own {
+            own.event(ev);
+        }
     }
-}
 
-impl Checker for Fairness {
-    fn verdicts(&mut self) -> Vec<Verdict> {
+    /// The report, after the last event.
+    pub fn verdicts(&mut self) -> Vec<Verdict> {
         let min = self.counts.iter().enumerate().min_by_key(|c| *c.1);
         let max = self.counts.iter().enumerate().max_by_key(|c| *c.1);
         let spread = match (min, max) {

@@ -42,9 +42,9 @@
 //! session), and a wedged pace. Applies to pace backends (the trace has grants) and to lock
 //! backends that state a lock use; a walk lock has no throughput target.
 
-use crate::check::common::{Demand, MostlySorted, Stranded, base_interval, secs};
-use crate::check::{Checker, Verdict};
-use crate::trace::{Detail, Event, FaultKind, Header, LockUse, Sink, StoreFallback};
+use crate::check::Verdict;
+use crate::check::common::{Demand, MostlySorted, Shared, Stranded, base_interval, secs};
+use crate::trace::{Detail, Event, FaultKind, Header, LockUse, StoreFallback};
 use std::collections::BTreeSet;
 
 /// The liveness checker.
@@ -57,7 +57,9 @@ pub struct Liveness {
     lock_cap: Option<f64>,
     lock_use: Option<LockUse>,
     offered: Option<f64>,
-    demand: Demand,
+    // demand is inferred from the fetches ([`Demand::for_header`]); who waits is the suite's
+    // ([`Shared::demand`])
+    implied: bool,
     m: f64,
     // invariant: `target_for(m)`, the effective rate (kept, not recomputed for every event).
     target: f64,
@@ -125,7 +127,7 @@ impl Liveness {
             lock_cap,
             lock_use,
             offered,
-            demand: Demand::for_header(h),
+            implied: Demand::for_header(h).implied(),
             fallback_park: match d.fallback {
                 Some(StoreFallback::Divided) | None => base_interval(h).saturating_mul(d.fallback_cap(h.processes) + 1),
                 Some(_) => 0,
@@ -168,19 +170,34 @@ impl Liveness {
     }
 
     /// Account for the time from `self.last` to `t` in which nothing changed but the slots
-    /// reached.
+    /// reached; `waiting`: some live process waited for permission throughout.
     #[inline]
-    fn advance(&mut self, t: u64) {
+    fn advance(&mut self, t: u64, waiting: bool) {
         // (checked inline) an event at the instant of the last one, with no slot reached, has
         // nothing to account: every sum below would add zero (the expected count too, as long
         // as the target is finite)
-        if t <= self.last && self.target.is_finite() && self.slots.peek().is_none_or(|(at, _)| at > t) {
+        let reached = self.slots.peek().is_some_and(|(at, _)| at <= t);
+        if t <= self.last && self.target.is_finite() && !reached {
             return;
         }
-        self.account(t);
+        // (checked inline) no slot reached and no heal allowance ending in between: the time
+        // up to `t` is one stretch, which `account` would take in one turn of its loop
+        if !reached && t > self.last && self.heal_until <= self.last {
+            let dt = t - self.last;
+            if self.started && self.included() {
+                self.total_ns += dt;
+                if waiting {
+                    self.busy_ns += dt;
+                    self.expected += dt as f64 / 1e9 * self.target;
+                }
+            }
+            self.last = t;
+            return;
+        }
+        self.account(t, waiting);
     }
 
-    fn account(&mut self, t: u64) {
+    fn account(&mut self, t: u64, waiting: bool) {
         loop {
             let next = match self.slots.peek() {
                 Some((at, m)) if at <= t => Some((at, f64::from_bits(m))),
@@ -193,7 +210,7 @@ impl Liveness {
             let dt = upto.saturating_sub(self.last);
             if self.started && self.included() && self.last >= self.heal_until {
                 self.total_ns += dt;
-                if self.demand.waiting() > 0 {
+                if waiting {
                     self.busy_ns += dt;
                     self.expected += dt as f64 / 1e9 * self.target;
                 }
@@ -202,7 +219,10 @@ impl Liveness {
             match next {
                 Some((at, m)) if at <= self.last => {
                     self.slots.pop();
-                    self.set_m(m);
+                    // (the same multiplier as in force, the usual case: the same target)
+                    if m.to_bits() != self.m.to_bits() {
+                        self.set_m(m);
+                    }
                 }
                 _ if self.last >= t => break,
                 _ => {}
@@ -211,49 +231,62 @@ impl Liveness {
     }
 }
 
-impl Sink for Liveness {
+impl Liveness {
+    /// One event, with the suite's shared state ([`Shared`]: who waited before it).
     #[inline]
-    fn event(&mut self, ev: &Event) {
-        // (checked inline) events that do nothing here but move the clocks: the accounting's,
-        // and the demand's (a fetch end may start a wait the demand infers)
-        let clock_only = super::common::moves_clocks_only(ev);
-        if clock_only {
-            self.advance(ev.t());
-            self.demand.event(ev);
-        } else {
-            self.step(ev);
+    pub fn event(&mut self, ev: &Event, shared: &Shared) {
+        let t = ev.t();
+        self.advance(t, shared.demand().waiting() > 0);
+        // (checked inline) events that do nothing here but move the accounting's clock, and the
+        // usual ones outside store windows: a request (no window to strand it), an answer (none
+        // stranded), a grant and a fetch start, which `step` would take as here
+        match ev {
+            _ if super::common::moves_clocks_only(ev) => {}
+            Event::OpSent { .. } if self.excluded.is_empty() => self.started = true,
+            Event::Reply { .. } | Event::StoreError { .. } if self.stranded.is_empty() => {}
+            Event::Grant {
+                multiplier, slot, now, ..
+            } => self.granted(t, *slot, *now, *multiplier),
+            Event::FetchStart { .. } => self.fetch_started(t),
+            _ => self.step(ev, shared),
         }
     }
-}
 
-impl Liveness {
-    fn step(&mut self, ev: &Event) {
+    /// A grant at `t`.
+    #[inline]
+    fn granted(&mut self, t: u64, slot: i64, now: i64, multiplier: f64) {
+        self.started = true;
+        self.grants = true;
+        // the multiplier takes effect at the granted slot: a pace grants up to N slots
+        // ahead, and spaces the next slot by this grant's interval
+        let at = (t as i128 + slot as i128 - now as i128).clamp(0, u64::MAX as i128) as u64;
+        self.slots.push((at.max(t), multiplier.to_bits()));
+    }
+
+    /// A fetch start at `t`.
+    #[inline]
+    fn fetch_started(&mut self, t: u64) {
+        self.started = true;
+        if self.included() && t >= self.heal_until {
+            self.starts += 1;
+        }
+    }
+
+    /// Any event, after [`Liveness::advance`] to its time.
+    fn step(&mut self, ev: &Event, shared: &Shared) {
         let t = ev.t();
-        self.advance(t);
         self.stranded.event(ev, !self.excluded.is_empty());
         match ev {
             Event::OpSent { .. } => self.started = true,
             Event::Grant {
                 multiplier, slot, now, ..
-            } => {
-                self.started = true;
-                self.grants = true;
-                // the multiplier takes effect at the granted slot: a pace grants up to N slots
-                // ahead, and spaces the next slot by this grant's interval
-                let at = (t as i128 + *slot as i128 - *now as i128).clamp(0, u64::MAX as i128) as u64;
-                self.slots.push((at.max(t), multiplier.to_bits()));
-            }
+            } => self.granted(t, *slot, *now, *multiplier),
             Event::Multiplier { to, .. } if !self.grants => self.set_m(*to),
             Event::Crash { .. } => {
                 let paced = (self.base as f64 * self.m.max(1.0)) as u64;
                 self.heal_until = self.heal_until.max(t + paced + self.heal_slack);
             }
-            Event::FetchStart { .. } => {
-                self.started = true;
-                if self.included() && t >= self.heal_until {
-                    self.starts += 1;
-                }
-            }
+            Event::FetchStart { .. } => self.fetch_started(t),
             Event::Fault {
                 id,
                 kind:
@@ -267,7 +300,7 @@ impl Liveness {
             } => {
                 if *start {
                     self.excluded.insert(*id);
-                    self.stranded.window_began();
+                    self.stranded.window_began(shared.awaiting());
                 } else {
                     self.excluded.remove(id);
                     // processes that fell back (a refusal, or a timeout behind the slow store or
@@ -278,16 +311,14 @@ impl Liveness {
             }
             _ => {}
         }
-        self.demand.event(ev);
     }
-}
 
-impl Checker for Liveness {
-    fn verdicts(&mut self) -> Vec<Verdict> {
+    /// The verdicts, after the last event (none when the property does not apply).
+    pub fn verdicts(&mut self) -> Vec<Verdict> {
         let lock_target = self.lock_use.is_some();
         // an external closed loop: demand is known from the fetches, so the rate is owed
         // (not for a walk lock, which has no throughput target)
-        let implied = self.demand.implied() && !self.walk_lock;
+        let implied = self.implied && !self.walk_lock;
         if !self.grants && !lock_target && !implied {
             return Vec::new();
         }

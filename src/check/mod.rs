@@ -129,7 +129,9 @@ pub const ORDER: [&str; 9] = [
     "work_heal",
 ];
 
-/// A streaming checker.
+/// A streaming checker. (`self_heal`, `degradation`, `liveness` and `fairness` read what the
+/// suite follows once for all of them, [`common::Shared`], and take it with each event and
+/// for their verdicts instead.)
 pub trait Checker: Sink {
     /// The verdicts, after the last event; empty when the property does not apply to the trace.
     fn verdicts(&mut self) -> Vec<Verdict>;
@@ -144,6 +146,8 @@ pub struct Suite {
     platforms: Option<platforms::PerPlatform>,
     // Some for an external worker's trace (see `Seen`)
     external: Option<Seen>,
+    // what several checkers follow alike, kept once
+    shared: common::Shared,
 }
 
 #[derive(Debug)]
@@ -158,30 +162,30 @@ struct Others {
 }
 
 impl Others {
-    /// Each checker in turn, called directly rather than through [`Others::all`]'s `dyn`: the
-    /// inline checks with which each skips the events it ignores are then made here, without a
-    /// call.
-    #[inline]
-    fn event(&mut self, ev: &Event) {
+    /// Each checker in turn, called directly rather than through `dyn`: the inline checks with
+    /// which each skips the events it ignores are then made here, without a call. `shared`:
+    /// the suite's shared state, as [`common::Shared`] says.
+    #[inline(always)]
+    fn event(&mut self, ev: &Event, shared: &common::Shared) {
         self.backoff.event(ev);
-        self.self_heal.event(ev);
-        self.degradation.event(ev);
-        self.liveness.event(ev);
+        self.self_heal.event(ev, shared);
+        self.degradation.event(ev, shared);
+        self.liveness.event(ev, shared);
         self.mutual_exclusion.event(ev);
-        self.fairness.event(ev);
+        self.fairness.event(ev, shared);
         self.work_heal.event(ev);
     }
 
-    fn all(&mut self) -> [&mut dyn Checker; 7] {
-        [
-            &mut self.backoff,
-            &mut self.self_heal,
-            &mut self.degradation,
-            &mut self.liveness,
-            &mut self.mutual_exclusion,
-            &mut self.fairness,
-            &mut self.work_heal,
-        ]
+    /// Their verdicts, in [`ORDER`], after the last event.
+    fn verdicts(&mut self, shared: &common::Shared) -> Vec<Verdict> {
+        let mut v = self.backoff.verdicts();
+        v.extend(self.self_heal.verdicts(shared));
+        v.extend(self.degradation.verdicts(shared));
+        v.extend(self.liveness.verdicts());
+        v.extend(self.mutual_exclusion.verdicts());
+        v.extend(self.fairness.verdicts());
+        v.extend(self.work_heal.verdicts());
+        v
     }
 }
 
@@ -194,6 +198,13 @@ impl Suite {
     /// The ceiling checker's figures (after the run).
     pub fn ceiling(&self) -> Option<&ceiling::Ceiling> {
         self.ceiling.as_ref()
+    }
+
+    /// When the operation the last event answered (a reply or a store error) was sent: the
+    /// round trip it ends, which the figures also measure.
+    #[inline]
+    pub fn answered(&self) -> Option<u64> {
+        self.shared.answered()
     }
 
     /// All verdicts, in a fixed order: `ceiling`, `slot_ceiling`, `backoff_coherence`,
@@ -214,9 +225,7 @@ impl Suite {
             v.extend(c.verdicts());
         }
         if let Some(o) = &mut self.others {
-            for c in o.all() {
-                v.extend(c.verdicts());
-            }
+            v.extend(o.verdicts(&self.shared));
         }
         if let Some(p) = &mut self.platforms {
             let mut own = p.verdicts();
@@ -247,6 +256,7 @@ impl Suite {
 
 impl Sink for Suite {
     fn header(&mut self, h: &Header) {
+        self.shared = common::Shared::for_header(h);
         self.ceiling = Some(ceiling::Ceiling::new(h));
         self.platforms = platforms::PerPlatform::new(h);
         self.others = Some(Others {
@@ -266,6 +276,7 @@ impl Sink for Suite {
             ..Seen::default()
         });
     }
+    #[inline(always)]
     fn event(&mut self, ev: &Event) {
         if let Some(s) = &mut self.external {
             s.event(ev);
@@ -276,9 +287,11 @@ impl Sink for Suite {
         if let Some(p) = &mut self.platforms {
             p.event(ev);
         }
+        self.shared.before(ev);
         if let Some(o) = &mut self.others {
-            o.event(ev);
+            o.event(ev, &self.shared);
         }
+        self.shared.after(ev);
     }
 }
 

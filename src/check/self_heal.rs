@@ -46,9 +46,9 @@
 //!
 //! The detail reports the largest stall after any kill.
 
-use crate::check::common::{Demand, LoopMap, PidSet, Stranded, base_interval, is_outage, pid_list, secs};
-use crate::check::{Checker, Verdict};
-use crate::trace::{CrashPoint, Event, Header, Sink};
+use crate::check::Verdict;
+use crate::check::common::{Demand, LoopMap, PidSet, Shared, Stranded, base_interval, is_outage, pid_list, secs};
+use crate::trace::{CrashPoint, Event, Header, OpKind};
 use std::collections::VecDeque;
 
 /// Gaps kept for the median before and after a kill.
@@ -126,7 +126,6 @@ pub struct SelfHeal {
     base: u64,
     slack: u64,
     slack_note: String,
-    demand: Demand,
     global_m: f64,
     starts: VecDeque<Start>,
     // (pid, thread) -> (reference time, multiplier) of a granted slot that thread has not used
@@ -180,7 +179,6 @@ impl SelfHeal {
             base: base_interval(h),
             slack,
             slack_note,
-            demand: Demand::for_header(h),
             global_m: 1.0,
             starts: VecDeque::new(),
             pending_slot: LoopMap::default(),
@@ -221,10 +219,10 @@ impl SelfHeal {
         median(gaps, MIN_GAPS)
     }
 
-    fn pre_busy(&self, t: u64) -> bool {
+    fn pre_busy(&self, d: &Demand, t: u64) -> bool {
         match self.starts.front() {
             Some(s) if t > s.t => {
-                let busy = self.demand.busy_until(t) - s.busy;
+                let busy = d.busy_until(t) - s.busy;
                 busy as f64 >= 0.9 * (t - s.t) as f64
             }
             _ => false,
@@ -251,8 +249,8 @@ impl SelfHeal {
     }
 
     /// A fetch start after kill `i`. Returns true once the pace is past the hole.
-    fn observe(&mut self, i: usize, s: Start) -> bool {
-        let since = self.demand.since().unwrap_or(0);
+    fn observe(&mut self, d: &Demand, i: usize, s: Start) -> bool {
+        let since = d.since().unwrap_or(0);
         let k = &self.open[i];
         let from = k.last.t.max(since).min(s.t);
         let m = k.last.m.max(s.m).max(k.victim_m);
@@ -318,14 +316,14 @@ impl SelfHeal {
     /// The shared pace stops pacing the fleet (the store goes out, or a process falls back):
     /// what is being measured after a kill is judged on what was seen until now, and nothing
     /// after (the fallback's pace is not the shared one: `degradation` judges that time).
-    fn interrupt(&mut self, t: u64, why: &str) {
+    fn interrupt(&mut self, d: &Demand, t: u64, why: &str) {
         if let Some(r) = &self.recovering
             && r.gaps.len() < MIN_GAPS
         {
             let note = format!("the recovery after {} (cut short: {why} at {})", r.kill.name(), secs(t));
             self.unjudged.push(note);
         }
-        self.finish_recovery(t);
+        self.finish_recovery(d, t);
         for k in std::mem::take(&mut self.open) {
             let note = format!("{} (cut short: {why} at {})", k.name(), secs(t));
             if k.largest.is_some() {
@@ -337,25 +335,25 @@ impl SelfHeal {
         }
     }
 
-    fn recovery_start(&mut self, s: Start) {
+    fn recovery_start(&mut self, d: &Demand, s: Start) {
         let Some(r) = &mut self.recovering else { return };
         if s.t < r.from {
             return;
         }
         match r.last {
             None => {
-                r.busy_at_from = self.demand.busy_until(s.t);
+                r.busy_at_from = d.busy_until(s.t);
                 r.from = s.t;
             }
             Some(l) => r.gaps.push((s.t - l.t) as f64 / l.m.max(s.m).max(1.0)),
         }
         r.last = Some(s);
         if r.gaps.len() >= GAPS {
-            self.finish_recovery(s.t);
+            self.finish_recovery(d, s.t);
         }
     }
 
-    fn finish_recovery(&mut self, t: u64) {
+    fn finish_recovery(&mut self, d: &Demand, t: u64) {
         let Some(r) = self.recovering.take() else { return };
         let k = &r.kill;
         let (Some(pre), Some(post)) = (k.pre_norm, median(r.gaps.clone(), MIN_GAPS)) else {
@@ -370,7 +368,7 @@ impl SelfHeal {
             pre
         };
         let span = t.saturating_sub(r.from);
-        let busy = self.demand.busy_until(t).saturating_sub(r.busy_at_from);
+        let busy = d.busy_until(t).saturating_sub(r.busy_at_from);
         if !k.pre_busy || span == 0 || (busy as f64) < 0.9 * span as f64 {
             return;
         }
@@ -393,23 +391,64 @@ impl SelfHeal {
     }
 }
 
-impl Sink for SelfHeal {
+impl SelfHeal {
+    /// One event, with the suite's shared state ([`Shared`]: who waited before it, and what
+    /// it answered).
     #[inline]
-    fn event(&mut self, ev: &Event) {
-        // (checked inline) events that do nothing here but move the clock: the end's, and the
-        // demand's (a fetch end may start a wait the demand infers)
-        let clock_only = super::common::moves_clocks_only(ev) || matches!(ev, Event::Multiplier { pid: Some(_), .. });
-        if clock_only {
-            self.end = self.end.max(ev.t());
-            self.demand.event(ev);
-        } else {
-            self.step(ev);
+    pub fn event(&mut self, ev: &Event, shared: &Shared) {
+        let t = ev.t();
+        // (checked inline) events that do nothing here but move the end's clock, and the usual
+        // ones that `step` would take as here: a request before any kill (none to count) and
+        // outside store windows (none to strand it), an answer when none is stranded, a grant
+        match ev {
+            _ if super::common::moves_clocks_only(ev) || matches!(ev, Event::Multiplier { pid: Some(_), .. }) => {
+                self.end = self.end.max(t);
+            }
+            Event::OpSent { .. } if self.first_kill.is_none() && self.outages.is_empty() => {
+                self.end = self.end.max(t);
+            }
+            Event::Reply { op, .. } if self.stranded.is_empty() => {
+                self.end = self.end.max(t);
+                self.answer(shared.answered(), *op, t);
+            }
+            Event::Grant {
+                pid,
+                thread,
+                multiplier,
+                slot,
+                now,
+                ..
+            } => {
+                self.end = self.end.max(t);
+                self.granted(t, *pid, *thread, *slot, *now, *multiplier);
+            }
+            _ => self.step(ev, shared),
         }
     }
-}
 
-impl SelfHeal {
-    fn step(&mut self, ev: &Event) {
+    /// A grant at `t` to `(pid, thread)`.
+    #[inline]
+    fn granted(&mut self, t: u64, pid: u32, thread: u16, slot: i64, now: i64, multiplier: f64) {
+        self.paced_backend = true;
+        let at = (t as i128 + slot as i128 - now as i128).clamp(0, u64::MAX as i128) as u64;
+        self.pending_slot.insert(pid, thread, (at, multiplier));
+    }
+
+    /// A reply at `t` to `op`, answering an operation sent at `sent`: a round trip.
+    #[inline]
+    fn answer(&mut self, sent: Option<u64>, op: OpKind, t: u64) {
+        if let Some(sent) = sent
+            && op.asks_permission()
+        {
+            if self.round_trips.len() == ROUND_TRIPS {
+                self.round_trips.pop_front();
+            }
+            self.round_trips.push_back(t - sent);
+        }
+    }
+
+    fn step(&mut self, ev: &Event, shared: &Shared) {
+        let d = shared.demand();
         let t = ev.t();
         self.end = self.end.max(t);
         if self.first_kill.is_some() {
@@ -452,7 +491,7 @@ impl SelfHeal {
                     k.others.push(format!("pid {pid} killed at {} ({point})", secs(t)));
                 } else {
                     // a kill during the previous kill's recovery window: judge it on what it has
-                    self.finish_recovery(t);
+                    self.finish_recovery(d, t);
                     let mut last = self.starts.back().copied().unwrap_or(Start {
                         t,
                         busy: 0,
@@ -473,7 +512,7 @@ impl SelfHeal {
                         others: Vec::new(),
                         last,
                         pre_norm,
-                        pre_busy: self.pre_busy(t),
+                        pre_busy: self.pre_busy(d, t),
                         largest: None,
                         worst: None,
                     };
@@ -484,19 +523,19 @@ impl SelfHeal {
                 let m = self.pending_slot.remove(*pid, *thread).map_or(self.global_m, |p| p.1);
                 let s = Start {
                     t,
-                    busy: self.demand.busy_until(t),
+                    busy: d.busy_until(t),
                     m,
                 };
                 let mut i = 0;
                 while i < self.open.len() {
-                    if self.observe(i, s) {
+                    if self.observe(d, i, s) {
                         let k = self.open.remove(i);
                         self.judge(k);
                     } else {
                         i += 1;
                     }
                 }
-                self.recovery_start(s);
+                self.recovery_start(d, s);
                 self.starts.push_back(s);
                 if self.starts.len() > GAPS + 1 {
                     self.starts.pop_front();
@@ -509,17 +548,13 @@ impl SelfHeal {
                 slot,
                 now,
                 ..
-            } => {
-                self.paced_backend = true;
-                let at = (t as i128 + *slot as i128 - *now as i128).clamp(0, u64::MAX as i128) as u64;
-                self.pending_slot.insert(*pid, *thread, (at, *multiplier));
-            }
+            } => self.granted(t, *pid, *thread, *slot, *now, *multiplier),
             Event::Multiplier { pid: None, to, .. } => self.global_m = *to,
             Event::Fault { id, kind, start, .. } if is_outage(*kind) => {
                 if *start {
-                    self.interrupt(t, kind.name());
+                    self.interrupt(d, t, kind.name());
                     self.outages.insert(*id);
-                    self.stranded.window_began();
+                    self.stranded.window_began(shared.awaiting());
                 } else {
                     self.outages.remove(id);
                 }
@@ -527,7 +562,7 @@ impl SelfHeal {
             Event::Fallback { pid, enter, .. } => {
                 if *enter {
                     if self.in_fallback.is_empty() {
-                        self.interrupt(t, "fallback");
+                        self.interrupt(d, t, "fallback");
                     }
                     self.in_fallback.add(*pid);
                 } else {
@@ -539,21 +574,16 @@ impl SelfHeal {
             }
             _ => {}
         }
-        let answered = self.stranded.event(ev, !self.outages.is_empty());
-        if let (Some(sent), Event::Reply { op, .. }) = (answered, ev)
-            && op.asks_permission()
-        {
-            if self.round_trips.len() == ROUND_TRIPS {
-                self.round_trips.pop_front();
-            }
-            self.round_trips.push_back(t - sent);
+        self.stranded.event(ev, !self.outages.is_empty());
+        if let Event::Reply { op, .. } = ev {
+            self.answer(shared.answered(), *op, t);
         }
-        self.demand.event(ev);
     }
-}
 
-impl Checker for SelfHeal {
-    fn verdicts(&mut self) -> Vec<Verdict> {
+    /// The verdicts, after the last event (none without a kill); `shared`: the suite's state
+    /// after it.
+    pub fn verdicts(&mut self, shared: &Shared) -> Vec<Verdict> {
+        let d = shared.demand();
         if self.kills == 0 {
             return Vec::new();
         }
@@ -566,12 +596,12 @@ impl Checker for SelfHeal {
             }
             let m = k.last.m.max(self.global_m);
             let (normal, allowed) = self.allowance(k.pre_norm, m, k.holes);
-            let from = k.last.t.max(self.demand.since().unwrap_or(end));
+            let from = k.last.t.max(d.since().unwrap_or(end));
             let silence = end.saturating_sub(from);
-            if self.demand.waiting() == 0 || silence <= allowed {
+            if d.waiting() == 0 || silence <= allowed {
                 continue;
             }
-            let waiting = pid_list(&self.demand.waiting_pids());
+            let waiting = pid_list(&d.waiting_pids());
             let (severity, what) = if self.is_wedge(silence, m) {
                 (3, "wedge")
             } else {
@@ -592,7 +622,7 @@ impl Checker for SelfHeal {
                 ),
             );
         }
-        self.finish_recovery(end);
+        self.finish_recovery(d, end);
         if let Some(k) = self.first_kill
             && self.fetches_after_kill == 0
             && self.asks_after_kill > 0

@@ -257,13 +257,23 @@ impl Sink for Writer {
             self.emit();
         }
     }
+    #[inline(always)]
     fn event(&mut self, ev: &Event) {
         self.hash.event(ev);
         if self.out.is_some() {
-            self.buf.clear();
-            encode_event(ev, &mut self.buf);
-            self.emit();
+            self.write(ev);
         }
+    }
+}
+
+impl Writer {
+    /// Encodes and writes one event (kept out of line: a writer that only hashes, inlined
+    /// with the checkers, never calls it).
+    #[inline(never)]
+    fn write(&mut self, ev: &Event) {
+        self.buf.clear();
+        encode_event(ev, &mut self.buf);
+        self.emit();
     }
 }
 

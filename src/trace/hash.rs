@@ -93,6 +93,7 @@ impl TraceHash {
     }
 
     /// Adds one event.
+    #[inline(always)]
     pub fn event(&mut self, ev: &Event) {
         match ev {
             Event::OpSent { t, pid, thread, op } => {

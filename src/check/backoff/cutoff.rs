@@ -63,12 +63,17 @@ impl Cutoff {
         self.machines.contains_key(&pid)
     }
 
+    /// Whether `ev` does nothing here: with no process cut off (the usual case) only a
+    /// fallback entry does anything, every other event looks up a machine that is not there.
+    #[inline]
+    pub(super) fn idle(&self, ev: &Event) -> bool {
+        self.machines.is_empty() && !matches!(ev, Event::Fallback { enter: true, .. })
+    }
+
     /// Every event: entries and exits, responses, and the steps they cause.
     #[inline]
     pub(super) fn event(&mut self, f: &mut Failures, ev: &Event) {
-        // with no process cut off (the usual case) only a fallback entry does anything: every
-        // other event looks up a machine that is not there
-        if self.machines.is_empty() && !matches!(ev, Event::Fallback { enter: true, .. }) {
+        if self.idle(ev) {
             return;
         }
         let Some(config) = self.config else {

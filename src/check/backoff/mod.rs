@@ -105,10 +105,25 @@ impl BackoffCoherence {
 }
 
 impl Sink for BackoffCoherence {
+    #[inline]
     fn event(&mut self, ev: &Event) {
+        self.reference.advance(&mut self.failures, ev.t());
+        // (checked inline) with no process cut off, every event but a multiplier change and a
+        // grant goes to the reference and the spacing, as `step` would send it
+        if self.cutoff.idle(ev) && !matches!(ev, Event::Multiplier { .. } | Event::Grant { .. }) {
+            self.reference.event(&mut self.failures, ev);
+            self.spacing.event(ev);
+        } else {
+            self.step(ev);
+        }
+    }
+}
+
+impl BackoffCoherence {
+    /// Any event, after the reference advanced to its time.
+    fn step(&mut self, ev: &Event) {
         let t = ev.t();
         let f = &mut self.failures;
-        self.reference.advance(f, t);
         // a cut-off process's own steps are its own schedule's, not the fleet's
         let cut_off = matches!(*ev, Event::Multiplier { pid: Some(p), .. } if self.cutoff.owns(p));
         self.cutoff.event(f, ev);

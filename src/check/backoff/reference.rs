@@ -40,6 +40,16 @@ enum Fate {
     Floating,
 }
 
+/// A fresh response kept out of the maps ([`Reference::rested`]).
+#[derive(Copy, Clone, Debug)]
+struct Rested {
+    id: u64,
+    pid: u32,
+    thread: u16,
+    t: u64,
+    code: u16,
+}
+
 #[derive(Clone, Debug)]
 struct Response {
     pid: u32,
@@ -71,6 +81,13 @@ pub(super) struct Reference {
     // none floats), so most events skip the scan for old floating responses.
     floating_since: Option<u64>,
     inflight: LoopMap<u64>,
+    // invariant: a fresh response that forcing would only forget (the reference at rest, with
+    // a schedule, at multiplier 1, in its one rested state; the response clean; its process
+    // not cut off), kept out of `pending`, `fresh` and `fresh_by_id`, which are then empty:
+    // the usual response, which would be entered in all three only to be forced out of them
+    // at the next instant. Forced at rest, it is forgotten; anything else that would read or
+    // change the maps, the multiplier or the states first enters it there (`unrest`).
+    rested: Option<Rested>,
     // processes in fallback (between their `fallback` entry and exit)
     cut_off: PidSet,
     // when the last `state_lost` fault fired
@@ -124,6 +141,7 @@ impl Reference {
             fresh_by_id: IdMap::new(),
             floating_since: None,
             inflight: LoopMap::default(),
+            rested: None,
             cut_off: PidSet::new(),
             lost_at: None,
             approximate: false,
@@ -131,6 +149,44 @@ impl Reference {
             changes: 0,
             recent: VecDeque::new(),
         }
+    }
+
+    /// Whether a fresh response of `code` from `pid`, ending now, may be kept as
+    /// [`Reference::rested`].
+    #[inline]
+    fn may_rest(&self, pid: u32, code: u16) -> bool {
+        self.rested.is_none()
+            && self.pending.is_empty()
+            && self.config.is_some()
+            && self.m <= 1.0
+            && !Status::from_http(code).is_rate_pressure()
+            && !self.cut_off.contains(&pid)
+            && self.states.len() == 1
+            && self.states.first() == Some(&REST)
+    }
+
+    /// The rested response, if any, enters the maps as any fresh response (its id is the
+    /// newest: it goes last).
+    #[inline]
+    fn unrest(&mut self) {
+        if let Some(r) = self.rested.take() {
+            let response = Response {
+                pid: r.pid,
+                t: r.t,
+                code: r.code,
+                fate: Fate::Fresh,
+                cut_off: false,
+            };
+            self.enter_fresh(r.id, r.thread, response);
+        }
+    }
+
+    /// Fresh response `id` of thread `thread` of its process enters the maps.
+    fn enter_fresh(&mut self, id: u64, thread: u16, r: Response) {
+        let (pid, t) = (r.pid, r.t);
+        self.pending.insert(id, r);
+        self.fresh.insert(pid, thread, id);
+        self.fresh_by_id.insert(id, ((pid, thread), t));
     }
 
     fn note_response(&mut self, r: &Response) {
@@ -359,6 +415,7 @@ impl Reference {
         to: f64,
         cause: MultiplierCause,
     ) {
+        self.unrest();
         self.changes += 1;
         if cause == MultiplierCause::StateLost {
             // the stored multiplier vanished with the store's state: it comes back rested
@@ -513,6 +570,10 @@ impl Reference {
     /// The thread loop's next step shows its fresh response applied.
     #[inline]
     pub(super) fn force_fresh_of(&mut self, f: &mut Failures, pid: u32, thread: u16, t: u64) {
+        if self.rested.is_some_and(|r| (r.pid, r.thread) == (pid, thread)) {
+            self.rested = None; // forced at rest: forgotten
+            return;
+        }
         if self.fresh_by_id.is_empty() {
             return; // (the usual case: the last response was forced as time moved on)
         }
@@ -523,6 +584,10 @@ impl Reference {
 
     /// A step of the process as a whole (no thread named): every thread's fresh response.
     fn force_fresh_of_process(&mut self, f: &mut Failures, pid: u32, t: u64) {
+        if self.rested.is_some_and(|r| r.pid == pid) {
+            self.rested = None; // forced at rest: forgotten (no other is fresh)
+            return;
+        }
         if self.fresh_by_id.is_empty() {
             return;
         }
@@ -549,6 +614,9 @@ impl Reference {
     #[inline]
     pub(super) fn advance(&mut self, f: &mut Failures, t: u64) {
         // (checked here, inline, as most events find nothing to do)
+        if self.rested.is_some_and(|r| r.t < t) {
+            self.rested = None; // forced at rest as time moved on: forgotten (no other is fresh)
+        }
         if self.fresh_by_id.first().is_some_and(|(_, &(_, ended))| ended < t) {
             self.force_fresh_before(f, t);
         }
@@ -564,12 +632,19 @@ impl Reference {
         // (checked inline) events that settle no response: a step of a process with none
         // fresh, a reply to anything but a report, and the job and end events
         let idle = match ev {
-            Event::FetchStart { .. }
-            | Event::Arrival { .. }
-            | Event::Deny { .. }
-            | Event::LockAcquired { .. }
-            | Event::LockReleased { .. }
-            | Event::Uncapped { .. } => self.fresh_by_id.is_empty(),
+            Event::FetchStart { pid, .. }
+            | Event::Arrival { pid, .. }
+            | Event::Deny { pid, .. }
+            | Event::LockAcquired { pid, .. }
+            | Event::LockReleased { pid, .. }
+            | Event::Uncapped { pid, .. } => self.fresh_by_id.is_empty() && self.rested.is_none_or(|r| r.pid != *pid),
+            // a request that forces no fresh response and floats none in flight
+            Event::OpSent { pid, op, .. } => {
+                *op != OpKind::Report
+                    && self.fresh_by_id.is_empty()
+                    && self.inflight.is_empty()
+                    && self.rested.is_none_or(|r| r.pid != *pid)
+            }
             Event::Reply { op, .. } => *op != OpKind::Report,
             Event::JobEvent { .. } | Event::Backfill { .. } | Event::Platform { .. } | Event::End { .. } => true,
             _ => false,
@@ -598,14 +673,24 @@ impl Reference {
                 self.responses += 1;
                 let id = self.next_id;
                 self.next_id += 1;
-                self.pending.insert(id, r);
-                self.fresh.insert(pid, thread, id);
-                self.fresh_by_id.insert(id, ((pid, thread), t));
+                if self.may_rest(pid, r.code) {
+                    self.rested = Some(Rested {
+                        id,
+                        pid,
+                        thread,
+                        t,
+                        code: r.code,
+                    });
+                } else {
+                    self.unrest();
+                    self.enter_fresh(id, thread, r);
+                }
             }
             Event::OpSent { pid, thread, op, .. } => {
                 let (pid, thread) = (*pid, *thread);
                 match op {
                     OpKind::Report => {
+                        self.unrest();
                         if let Some(id) = self.inflight.remove(pid, thread) {
                             self.float(id);
                         }
@@ -630,11 +715,13 @@ impl Reference {
                 op: OpKind::Report,
                 ..
             } => {
+                self.unrest();
                 if let Some(id) = self.inflight.remove(*pid, *thread) {
                     self.force(f, id, t);
                 }
             }
             Event::StoreError { pid, thread, error, .. } => {
+                self.unrest();
                 if let Some(id) = self.inflight.remove(*pid, *thread) {
                     // refused: the store never saw it; a timeout may have been applied
                     if *error == StoreErrorKind::Refused {
@@ -645,10 +732,12 @@ impl Reference {
                 }
             }
             Event::Crash { pid, .. } | Event::Restart { pid, .. } => {
+                self.unrest();
                 self.cut_off.remove(pid);
                 self.abandon(*pid);
             }
             Event::Fallback { pid, enter, .. } => {
+                self.unrest();
                 self.force_fresh_of_process(f, *pid, t);
                 if *enter {
                     self.cut_off.add(*pid);
@@ -682,6 +771,7 @@ impl Reference {
     /// process pacing with its own, diverged multiplier).
     pub(super) fn grant(&mut self, f: &mut Failures, t: u64, pid: u32, m: f64) {
         if self.config.is_some() && !eq(m, self.m) {
+            self.unrest();
             f.fail(format!(
                 "at {}: grant to pid {pid} applied multiplier {} while the fleet's reference multiplier is {}: \
                  the process paces with its own, diverged multiplier",
@@ -701,6 +791,7 @@ impl Reference {
 
     /// The trace ended: every response not yet reported is applied now.
     pub(super) fn finish(&mut self, f: &mut Failures) {
+        self.unrest();
         let fresh: Vec<u64> = self.fresh.values().copied().collect();
         self.fresh.clear();
         self.fresh_by_id.clear();

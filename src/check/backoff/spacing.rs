@@ -86,7 +86,12 @@ impl Spacing {
         let at = (t as i128 + slot as i128 - now as i128).clamp(0, u64::MAX as i128) as u64;
         let shared = self.outstanding.get(pid, thread).is_some();
         let own = if self.per_thread { thread } else { 0 };
-        let expect = (self.base as f64 * m).round() as u64;
+        // (multiplier 1, the usual case, needs no rounding: the base interval is exact as a float)
+        let expect = if m == 1.0 && self.base < 1 << 53 {
+            self.base
+        } else {
+            (self.base as f64 * m).round() as u64
+        };
         let tol = SLACK_NS.max(expect / 1_000_000);
         if shared && interval.abs_diff(expect) > tol {
             f.fail(format!(
