@@ -15,7 +15,7 @@
 //! waits on. Read-modify-writes of one word are totally ordered, so of a publish and a sleep one
 //! always sees the other and no wake is lost (and loom, which models `SeqCst` between two words
 //! only as acquire/release, checks exactly this). The synchronisation types come from
-//! [`crate::pacer::sync`], and `tests/loom_handoff.rs` model-checks the hand-off, with a twin
+//! `crate::pacer::sync`, and `tests/loom_handoff.rs` model-checks the hand-off, with a twin
 //! that loses a wake.
 
 use crate::pacer::sync::{AtomicU64, Mutex, Ordering, Thread, park};
