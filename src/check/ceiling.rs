@@ -296,23 +296,28 @@ impl Checker for Ceiling {
 mod tests {
     use super::*;
 
-    /// Slots granted out of time order (clocks that disagree) are released in time order, as
-    /// if every slot had waited in one heap.
-    #[test]
-    fn out_of_order_grants_release_in_time_order() {
-        let h = Header {
+    /// A `row` trace's header at 10/s, burst 2, for `processes` processes.
+    fn header(processes: u32) -> Header {
+        Header {
             ev: "header".into(),
             version: crate::trace::TRACE_VERSION,
             source: "sim".into(),
             scenario: "t".into(),
             backend: "row".into(),
             seed: 1,
-            processes: 2,
+            processes,
             rate: 10.0,
             burst: 2,
             multiplier_cap: 8.0,
             backend_detail: Default::default(),
-        };
+        }
+    }
+
+    /// Slots granted out of time order (clocks that disagree) are released in time order, as
+    /// if every slot had waited in one heap.
+    #[test]
+    fn out_of_order_grants_release_in_time_order() {
+        let h = header(2);
         let grant = |t: u64, slot: i64, multiplier: f64| Event::Grant {
             t,
             pid: 0,
@@ -345,19 +350,7 @@ mod tests {
     #[test]
     fn an_arrival_is_charged_its_own_thread_s_grant() {
         let ms: u64 = 1_000_000;
-        let h = Header {
-            ev: "header".into(),
-            version: crate::trace::TRACE_VERSION,
-            source: "sim".into(),
-            scenario: "t".into(),
-            backend: "row".into(),
-            seed: 1,
-            processes: 1,
-            rate: 10.0,
-            burst: 2,
-            multiplier_cap: 8.0,
-            backend_detail: Default::default(),
-        };
+        let h = header(1);
         let grant = |t: u64, thread: u16, slot: u64, multiplier: f64| Event::Grant {
             t: t * ms,
             pid: 0,
