@@ -25,8 +25,9 @@ pub const MAX_DRAW: u64 = 1_000_000_000_000_000_000;
 /// `v - trunc(v)` is always representable, and a `v` from 2^52 up is already whole.
 #[inline]
 fn round_non_negative(v: f64) -> u64 {
-    let whole = v as u64; // truncates
-    if v - whole as f64 >= 0.5 { whole + 1 } else { whole }
+    // (through i64: one instruction, where `as u64` branches on the sign bit; `v < 2^63`)
+    let whole = v as i64; // truncates
+    (if v - whole as f64 >= 0.5 { whole + 1 } else { whole }) as u64
 }
 
 /// A distribution of non-negative durations.
@@ -116,7 +117,20 @@ impl Dist {
     }
 
     /// Draw one value. Constant distributions consume no randomness.
+    // (inlined: a constant is then a load, and a log-normal draw a call to its own small
+    // function, not one through a frame built for every kind)
+    #[inline(always)]
     pub fn sample(&self, rng: &mut Rng) -> Nanos {
+        match *self {
+            Dist::Constant { value } => value,
+            Dist::Lognormal { median, sigma } => lognormal(median, sigma, rng),
+            _ => self.sample_other(rng),
+        }
+    }
+
+    /// [`Dist::sample`] for the kinds drawn rarely in hot paths.
+    #[inline(never)]
+    fn sample_other(&self, rng: &mut Rng) -> Nanos {
         match *self {
             Dist::Constant { value } => value,
             Dist::Uniform { low, high } => {
@@ -133,21 +147,24 @@ impl Dist {
                 let e = Exp::new(1.0 / mean.0 as f64).expect("validated exponential");
                 Nanos(e.sample(rng).round() as u64)
             }
-            Dist::Lognormal { median, sigma } => {
-                // median x e^(sigma z), z standard normal: LogNormal(ln median, sigma) without
-                // a logarithm per draw (the same single normal draw)
-                let z: f64 = rand_distr::StandardNormal.sample(rng);
-                let v = median.0 as f64 * (sigma * z).exp();
-                // saturate: a draw beyond the clock's range (or NaN) is the range's end, never
-                // zero; `v` is never negative (a median is not, and `exp` is positive)
-                Nanos(if v < MAX_DRAW as f64 {
-                    round_non_negative(v)
-                } else {
-                    MAX_DRAW
-                })
-            }
+            Dist::Lognormal { median, sigma } => lognormal(median, sigma, rng),
         }
     }
+}
+
+/// One log-normal draw: `median` x e^(`sigma` z), z standard normal: LogNormal(ln median, sigma)
+/// without a logarithm per draw (the same single normal draw).
+#[inline(never)]
+fn lognormal(median: Nanos, sigma: f64, rng: &mut Rng) -> Nanos {
+    let z: f64 = rand_distr::StandardNormal.sample(rng);
+    let v = median.0 as f64 * (sigma * z).exp();
+    // saturate: a draw beyond the clock's range (or NaN) is the range's end, never zero; `v`
+    // is never negative (a median is not, and `exp` is positive)
+    Nanos(if v < MAX_DRAW as f64 {
+        round_non_negative(v)
+    } else {
+        MAX_DRAW
+    })
 }
 
 #[cfg(test)]
