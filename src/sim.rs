@@ -51,31 +51,20 @@ enum Ev<Op, Reply> {
     },
     /// The store's lock frees.
     StoreFree,
-    /// A reply reaches the thread.
+    /// The reply to operation `seq` reaches the thread. (It, a refusal and a timeout carry no
+    /// operation: they count only while the thread awaits `seq`, and the thread then holds it,
+    /// `Worker::op_in_flight`. Events stay small: the engine moves and parks each one.)
     Reply {
         pid: u32,
         th: u16,
         inc: u32,
         seq: u64,
-        op: Op,
         reply: Reply,
     },
-    /// The store refused the operation (the error reaches the thread).
-    StoreRefused {
-        pid: u32,
-        th: u16,
-        inc: u32,
-        seq: u64,
-        op: Op,
-    },
-    /// The client gave up waiting for the operation.
-    Timeout {
-        pid: u32,
-        th: u16,
-        inc: u32,
-        seq: u64,
-        op: Op,
-    },
+    /// The store refused operation `seq` (the error reaches the thread).
+    StoreRefused { pid: u32, th: u16, inc: u32, seq: u64 },
+    /// The client gave up waiting for operation `seq`.
+    Timeout { pid: u32, th: u16, inc: u32, seq: u64 },
     /// A fetch reaches the destination (delivered even if the sender has since died).
     DestRecv { pid: u32, th: u16, inc: u32 },
     /// A fetch's response reaches the thread.
@@ -423,13 +412,10 @@ impl<'a, B: Backend> Sim<'a, B> {
                 th,
                 inc,
                 seq,
-                op,
                 reply,
-            } => self.reply(pid, th, inc, seq, op, reply),
-            Ev::StoreRefused { pid, th, inc, seq, op } => {
-                self.store_error(pid, th, inc, seq, op, StoreErrorKind::Refused)
-            }
-            Ev::Timeout { pid, th, inc, seq, op } => self.store_error(pid, th, inc, seq, op, StoreErrorKind::Timeout),
+            } => self.reply(pid, th, inc, seq, reply),
+            Ev::StoreRefused { pid, th, inc, seq } => self.store_error(pid, th, inc, seq, StoreErrorKind::Refused),
+            Ev::Timeout { pid, th, inc, seq } => self.store_error(pid, th, inc, seq, StoreErrorKind::Timeout),
             Ev::DestRecv { pid, th, inc } => self.dest_recv(pid, th, inc),
             Ev::FetchDone { pid, th, inc, status } => self.fetch_done(pid, th, inc, status),
             Ev::Fault { id, start } => self.fault_edge(id, start),
@@ -453,8 +439,10 @@ impl<'a, B: Backend> Sim<'a, B> {
             Ev::Budget { pid, inc, job } => self.budget(pid, inc, job),
             Ev::Persisted { pid, inc, job, state } => self.persisted(pid, inc, job, state),
         }
-        for (at, token) in self.timers.drain(..) {
-            self.engine.at(at, Ev::StoreTimer { token });
+        if !self.timers.is_empty() {
+            for (at, token) in self.timers.drain(..) {
+                self.engine.at(at, Ev::StoreTimer { token });
+            }
         }
     }
 
@@ -622,8 +610,10 @@ impl<'a, B: Backend> Sim<'a, B> {
         self.engine.after(there, Ev::StoreRecv { pid, th, inc, seq, op });
         let timeout = self
             .engine
-            .timer_after(self.store.timeout, Ev::Timeout { pid, th, inc, seq, op });
-        self.thread(pid, th).op_timeout = Some(timeout);
+            .timer_after(self.store.timeout, Ev::Timeout { pid, th, inc, seq });
+        let w = self.thread(pid, th);
+        w.op_timeout = Some(timeout);
+        w.op_in_flight = Some(op);
     }
 
     /// The answer to operation `seq` is in: once the thread no longer awaits it (it never will
@@ -646,7 +636,7 @@ impl<'a, B: Backend> Sim<'a, B> {
                 let back = self
                     .store
                     .one_way(&mut self.procs[pid as usize].threads[th as usize].rng);
-                self.engine.after(back, Ev::StoreRefused { pid, th, inc, seq, op });
+                self.engine.after(back, Ev::StoreRefused { pid, th, inc, seq });
             }
             Err(OutageMode::Timeout) => {} // nothing answers; the client's timeout fires
             Ok(()) => {
@@ -701,7 +691,6 @@ impl<'a, B: Backend> Sim<'a, B> {
                 th,
                 inc,
                 seq,
-                op,
                 reply: served.reply,
             },
         );
@@ -714,10 +703,11 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
     }
 
-    fn reply(&mut self, pid: u32, th: u16, inc: u32, seq: u64, op: B::Op, reply: B::Reply) {
+    fn reply(&mut self, pid: u32, th: u16, inc: u32, seq: u64, reply: B::Reply) {
         if !self.awaiting(pid, th, inc, seq) {
             return;
         }
+        let op = self.in_flight(pid, th);
         let a = self.step(pid, th, |w, t, out| w.reply(t, &op, reply, out));
         self.settled(pid, th, seq);
         self.act(pid, th, a);
@@ -727,10 +717,18 @@ impl<'a, B: Backend> Sim<'a, B> {
         self.current(pid, inc) && self.procs[pid as usize].threads[th as usize].awaiting(seq)
     }
 
-    fn store_error(&mut self, pid: u32, th: u16, inc: u32, seq: u64, op: B::Op, error: StoreErrorKind) {
+    /// The operation a thread awaits (once [`Sim::awaiting`] said so).
+    fn in_flight(&mut self, pid: u32, th: u16) -> B::Op {
+        self.thread(pid, th)
+            .op_in_flight
+            .expect("a thread awaiting an operation sent it (Sim::send)")
+    }
+
+    fn store_error(&mut self, pid: u32, th: u16, inc: u32, seq: u64, error: StoreErrorKind) {
         if !self.awaiting(pid, th, inc, seq) {
             return;
         }
+        let op = self.in_flight(pid, th);
         let now = self.engine.now();
         self.procs[pid as usize].threads[th as usize].store_error_event(now, error, self.out);
         let from = Session {

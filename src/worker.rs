@@ -108,7 +108,7 @@ pub fn points_after_served(kind: OpKind, in_transaction: bool) -> [Option<KillPo
 /// One worker loop: a one-thread process, or one thread of a process of several (see
 /// [`Process`]): the loop's state and the backend's process side while it holds it.
 #[derive(Debug)]
-pub struct Worker<P> {
+pub struct Worker<P: ProcessSide> {
     /// Process id (stable across restarts).
     pub pid: u32,
     /// The thread of its process this loop runs on (0 in a one-thread process).
@@ -145,6 +145,10 @@ pub struct Worker<P> {
     /// The simulator's handle on the client timeout of the operation in flight, to cancel it
     /// once the answer is in (a driver's bookkeeping, not the loop's state).
     pub op_timeout: Option<crate::engine::TimerId>,
+    /// The simulator's copy of the operation in flight (number `op_seq`): a reply, refusal or
+    /// timeout names only its number, and counts only while the loop awaits it (a driver's
+    /// bookkeeping, not the loop's state).
+    pub op_in_flight: Option<P::Op>,
     /// Kills armed for this process, in arming order (they outlive an incarnation).
     pub armed: Vec<Armed>,
     /// The backend's process side (a restart builds a fresh one). Boxed: the loop's own
@@ -189,6 +193,7 @@ impl<P: ProcessSide> Worker<P> {
             job_start: Instant::ZERO,
             timer: 0,
             op_timeout: None,
+            op_in_flight: None,
             armed: Vec::new(),
             process: None,
         }
@@ -426,7 +431,7 @@ impl<P: ProcessSide> Worker<P> {
 /// limiter runs under its `threading.Lock`. A one-thread process lends nothing but its armed
 /// kills and its queue, and steps exactly as a [`Worker`] alone.
 #[derive(Debug)]
-pub struct Process<P> {
+pub struct Process<P: ProcessSide> {
     /// The threads' loops, by thread number.
     pub threads: Vec<Worker<P>>,
     // invariant: Some between steps iff the threads share one process side; during a step it
