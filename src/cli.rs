@@ -445,10 +445,10 @@ fn print_summary(s: &Summary, file: Option<&Path>, json: bool) {
     );
     if s.reservation.count == 0 {
         // an in-process pacer, or an external worker that reports no store round trips
-        println!("  reservation ms: none in the trace  trace {}", s.trace_hash);
+        println!("  permission round trip ms: none in the trace  trace {}", s.trace_hash);
     } else {
         println!(
-            "  reservation ms: mean {:.3} p50 {:.3} p95 {:.3} p99 {:.3}  trace {}",
+            "  permission round trip ms: mean {:.3} p50 {:.3} p95 {:.3} p99 {:.3}  trace {}",
             s.reservation.mean_ms, s.reservation.p50_ms, s.reservation.p95_ms, s.reservation.p99_ms, s.trace_hash
         );
     }

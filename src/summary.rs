@@ -69,7 +69,9 @@ pub struct Summary {
     pub status_429: u64,
     /// Responses 503.
     pub status_503: u64,
-    /// Reservation round trips.
+    /// Permission round trips: each operation that asks for permission (a reservation, a GCRA
+    /// check, a lock try, a backend's own acquire), sent to its reply. (Named for the
+    /// reservation, the first kind; the JSON keeps the name.)
     pub reservation: Latency,
     /// Total process-seconds spent in fallback.
     pub fallback_s: f64,

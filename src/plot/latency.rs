@@ -1,5 +1,6 @@
-//! Reservation round trip (store operation sent to its reply) as a cumulative distribution per
-//! backend, log-scaled time axis. Backends without store round trips are left out, and so is
+//! Permission round trip (a store operation that asks for permission, sent to its reply: a
+//! reservation, a GCRA check, a lock try or a backend's own acquire; not reports or unlocks) as a
+//! cumulative distribution per backend, log-scaled time axis. Backends without store round trips are left out, and so is
 //! the figure when no backend has any (or every one is instantaneous: a zero-latency store).
 
 use super::palette::colour;
@@ -109,12 +110,12 @@ impl Figure for LatencyFigure {
         let (main, legend) = split_legend(root);
         let (lo, hi) = self.x_range();
         let title = format!(
-            "{}: reservation round trip, sent to reply (seed {})",
+            "{}: permission round trip, sent to reply (seed {})",
             self.scenario, self.seed
         );
         let mut chart = main_chart(&main, title).build_cartesian_2d((lo..hi).log_scale(), 0.0..100.0)?;
         mesh(&mut chart, LABEL, AXIS)
-            .x_desc("round trip (ms, log scale)")
+            .x_desc("round trip of a reservation, GCRA check or lock try (ms, log scale)")
             .y_desc("share of round trips at or below (%)")
             .x_label_formatter(&|v| ms_label(*v))
             .y_label_formatter(&|v| num(*v, 1))
