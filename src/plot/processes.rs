@@ -1,7 +1,7 @@
 //! Each process's contribution: small multiples, one panel per backend, each a stacked area of
-//! the per-process arrival rates (same sliding window as the rate plot) under the ceiling.
-//! Processes are shades of the backend's colour, darkest (p0) at the bottom; above
-//! [`MAX_LAYERS`] processes, neighbouring pids are grouped into one layer.
+//! the per-process arrival rates (same sliding window as the rate plot) under the ceiling
+//! (dashed, as on the rate plot). Processes are shades of the backend's colour, darkest (p0) at
+//! the bottom; above [`MAX_LAYERS`] processes, neighbouring pids are grouped into one layer.
 //!
 //! A run with platforms has no fleet-wide ceiling: its panels are one per platform (rows) and
 //! backend (columns), each the stack of the processes' arrivals on that platform under that
@@ -308,10 +308,13 @@ impl ProcessFigure {
             for poly in stacked(&panel.stacks, &panel.backend, n) {
                 chart.draw_series(std::iter::once(poly))?;
             }
-            chart.draw_series(std::iter::once(PathElement::new(
+            // dashed, as on the rate plot: a ceiling reads the same in every figure
+            chart.draw_series(DashedLineSeries::new(
                 vec![(0.0, pl.limit), (xmax, pl.limit)],
+                14,
+                8,
                 BLACK.stroke_width(2),
-            )))?;
+            ))?;
             let at = chart.backend_coord(&(xmax, pl.limit));
             super::boxed_label(
                 area,
@@ -326,7 +329,7 @@ impl ProcessFigure {
         }
 
         let mut items = vec![LegendItem::new(
-            Swatch::Line(BLACK),
+            Swatch::Dashed(BLACK),
             "the panel's platform's limit: its own destination's ceiling (no fleet-wide one)",
         )];
         for p in self.panels.iter().filter(|p| p.platform == Some(0)) {
@@ -451,14 +454,17 @@ impl Figure for ProcessFigure {
             for poly in stacked(&panel.stacks, &panel.backend, n) {
                 chart.draw_series(std::iter::once(poly))?;
             }
-            chart.draw_series(std::iter::once(PathElement::new(
+            // dashed, as on the rate plot: a ceiling reads the same in every figure
+            chart.draw_series(DashedLineSeries::new(
                 vec![(0.0, self.ceiling), (xmax, self.ceiling)],
+                14,
+                8,
                 BLACK.stroke_width(2),
-            )))?;
+            ))?;
         }
 
         let mut items = vec![LegendItem::new(
-            Swatch::Line(BLACK),
+            Swatch::Dashed(BLACK),
             format!("ceiling {}/s", num(self.ceiling, 3)),
         )];
         for p in &self.panels {

@@ -13,7 +13,7 @@
 //! 10 s: a 1 s window over a 0.8 s run would hide a 4x burst, so short runs use the smallest of
 //! 10, 20, 50, 100, 200, 500 ms that is at least a tenth of the run (the title says which).
 
-use super::palette::colour;
+use super::palette::{colour, tint};
 use super::{
     AXIS, DrawResult, Figure, LABEL, LegendItem, Swatch, draw_faults, draw_legend, draw_stacked, fault_bands,
     main_chart, mesh, nice_ceil, num, split_legend, text,
@@ -509,11 +509,15 @@ impl RateFigure {
             Swatch::Dashed(BLACK),
             "the platform's limit: its own destination's ceiling (no fleet-wide one)",
         ));
-        if self.platforms.iter().flat_map(|p| &p.lines).any(|l| !l.band.is_empty()) {
-            items.push(LegendItem::new(
-                Swatch::Band(RGBColor(90, 90, 90), 0.25),
-                "band: lowest to highest window in each pixel column; line: their mean",
-            ));
+        let banded: Vec<&str> = self
+            .platforms
+            .iter()
+            .flat_map(|p| &p.lines)
+            .filter(|l| !l.band.is_empty())
+            .map(|l| l.backend.as_str())
+            .collect();
+        if !banded.is_empty() {
+            items.push(band_item(&banded));
         }
         if !self.bands.is_empty() {
             items.push(LegendItem::new(
@@ -528,10 +532,13 @@ impl RateFigure {
             ));
         }
         if self.has_fallback() {
-            items.push(LegendItem::new(
-                Swatch::Band(RGBColor(90, 90, 90), 0.5),
-                "a process in fallback (strip below the plot)",
-            ));
+            let fb: Vec<&str> = self
+                .lines
+                .iter()
+                .filter(|l| !l.fallback.is_empty())
+                .map(|l| l.backend.as_str())
+                .collect();
+            items.push(fallback_item(&fb));
         }
         for (b, n) in &self.unplaced {
             items.push(LegendItem::new(
@@ -654,11 +661,14 @@ impl Figure for RateFigure {
                 ),
             ));
         }
-        if self.lines.iter().any(|l| !l.band.is_empty()) {
-            items.push(LegendItem::new(
-                Swatch::Band(RGBColor(90, 90, 90), 0.25),
-                "band: lowest to highest window in each pixel column; line: their mean",
-            ));
+        let banded: Vec<&str> = self
+            .lines
+            .iter()
+            .filter(|l| !l.band.is_empty())
+            .map(|l| l.backend.as_str())
+            .collect();
+        if !banded.is_empty() {
+            items.push(band_item(&banded));
         }
         if !self.bands.is_empty() {
             items.push(LegendItem::new(
@@ -673,13 +683,39 @@ impl Figure for RateFigure {
             ));
         }
         if !fb_rows.is_empty() {
-            items.push(LegendItem::new(
-                Swatch::Band(RGBColor(90, 90, 90), 0.5),
-                "a process in fallback (strip below the plot)",
-            ));
+            let fb: Vec<&str> = fb_rows.iter().map(|l| l.backend.as_str()).collect();
+            items.push(fallback_item(&fb));
         }
         draw_legend(&legend, 56, &items)
     }
+}
+
+/// Each backend's colour as `alpha` of it over white, in order, once each: a legend swatch for
+/// marks drawn in their backend's colour.
+fn backend_ramp(backends: &[&str], alpha: f64) -> Swatch {
+    let mut seen: Vec<&str> = Vec::new();
+    for b in backends {
+        if !seen.contains(b) {
+            seen.push(b);
+        }
+    }
+    Swatch::Ramp(seen.iter().map(|b| tint(colour(b), 1.0 - alpha)).collect())
+}
+
+/// The legend entry of the lowest-to-highest bands (as `draw_stacked` fills them).
+fn band_item(backends: &[&str]) -> LegendItem {
+    LegendItem::new(
+        backend_ramp(backends, 0.18),
+        "band, in its backend's colour: lowest to highest window in each pixel column; line: their mean",
+    )
+}
+
+/// The legend entry of the fallback strip (as drawn below the plot).
+fn fallback_item(backends: &[&str]) -> LegendItem {
+    LegendItem::new(
+        backend_ramp(backends, 0.7),
+        "a process in fallback (strip below the plot, in its backend's colour)",
+    )
 }
 
 #[cfg(test)]
