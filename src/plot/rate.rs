@@ -509,10 +509,7 @@ impl RateFigure {
             Swatch::Dashed(BLACK),
             "the platform's limit: its own destination's ceiling (no fleet-wide one)",
         ));
-        let banded: Vec<&str> = self
-            .platforms
-            .iter()
-            .flat_map(|p| &p.lines)
+        let banded: Vec<&str> = (self.platforms.iter().flat_map(|p| &p.lines))
             .filter(|l| !l.band.is_empty())
             .map(|l| l.backend.as_str())
             .collect();
@@ -532,13 +529,7 @@ impl RateFigure {
             ));
         }
         if self.has_fallback() {
-            let fb: Vec<&str> = self
-                .lines
-                .iter()
-                .filter(|l| !l.fallback.is_empty())
-                .map(|l| l.backend.as_str())
-                .collect();
-            items.push(fallback_item(&fb));
+            items.push(fallback_item(&backends_with(&self.lines, |l| !l.fallback.is_empty())));
         }
         for (b, n) in &self.unplaced {
             items.push(LegendItem::new(
@@ -661,12 +652,7 @@ impl Figure for RateFigure {
                 ),
             ));
         }
-        let banded: Vec<&str> = self
-            .lines
-            .iter()
-            .filter(|l| !l.band.is_empty())
-            .map(|l| l.backend.as_str())
-            .collect();
+        let banded = backends_with(&self.lines, |l| !l.band.is_empty());
         if !banded.is_empty() {
             items.push(band_item(&banded));
         }
@@ -688,6 +674,15 @@ impl Figure for RateFigure {
         }
         draw_legend(&legend, 56, &items)
     }
+}
+
+/// The backends of the lines that `has`, in order.
+fn backends_with<'a>(lines: impl IntoIterator<Item = &'a RateLine>, has: impl Fn(&RateLine) -> bool) -> Vec<&'a str> {
+    lines
+        .into_iter()
+        .filter(|l| has(l))
+        .map(|l| l.backend.as_str())
+        .collect()
 }
 
 /// Each backend's colour as `alpha` of it over white, in order, once each: a legend swatch for
