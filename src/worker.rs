@@ -437,19 +437,24 @@ impl<P: ProcessSide> Worker<P> {
 /// limiter runs under its `threading.Lock`. A one-thread process lends nothing but its armed
 /// kills and its queue, and steps exactly as a [`Worker`] alone.
 #[derive(Debug)]
+// Laid out by hand, as `Worker` is: what every step reads (the threads, the parts it lends, and
+// whether it lends a shared side) and what every job's start reads (its permits) fill the first
+// cache line; the shared side itself, lent only when `shared`, and the line of threads waiting
+// for a permit follow.
+#[repr(C, align(64))]
 pub struct Process<P: ProcessSide> {
     /// The threads' loops, by thread number.
     pub threads: Vec<Worker<P>>,
-    // invariant: Some between steps iff the threads share one process side; during a step it
-    // is lent to the stepping thread.
-    side: Option<Box<P>>,
-    shared: bool,
     // kills armed for the process (they outlive an incarnation); lent to the stepping thread
     armed: Vec<Armed>,
     // open loop: jobs waiting for a free thread; lent to the stepping thread
     queued: u64,
+    shared: bool,
     // `max_concurrency`: permits free now (`None`: no bound)
     permits: Option<u16>,
+    // invariant: Some between steps iff `shared` (the threads share one process side); during
+    // a step it is lent to the stepping thread.
+    side: Option<Box<P>>,
     bound: Option<u16>,
     // invariant: the threads waiting for a permit (phase WaitingPermit), in the order they
     // asked.
@@ -475,7 +480,11 @@ impl<P: ProcessSide> Process<P> {
     /// Thread `th`'s loop, holding the shared parts for one step.
     pub fn lend(&mut self, th: u16) -> &mut Worker<P> {
         let w = &mut self.threads[th as usize];
-        if let Some(side) = self.side.take() {
+        // (`side` is only ever Some when shared: the flag, in the first line, spares the
+        // second's load)
+        if self.shared
+            && let Some(side) = self.side.take()
+        {
             w.process = Some(side);
         }
         std::mem::swap(&mut w.armed, &mut self.armed);
@@ -659,6 +668,21 @@ mod tests {
     /// The layout [`Worker`] is written for: aligned to a cache line, and with the row
     /// backend's operation every field a visit reads within its first three lines; only the
     /// wall clock beyond them.
+    #[test]
+    fn a_step_reads_one_line_of_its_process() {
+        type P = Process<RowProcess>;
+        assert_eq!(std::mem::align_of::<P>(), 64);
+        for end in [
+            offset_of!(P, threads) + size_of::<Vec<Worker<RowProcess>>>(),
+            offset_of!(P, armed) + size_of::<Vec<Armed>>(),
+            offset_of!(P, queued) + 8,
+            offset_of!(P, shared) + 1,
+            offset_of!(P, permits) + size_of::<Option<u16>>(),
+        ] {
+            assert!(end <= 64, "a field a step reads ends at byte {end}");
+        }
+    }
+
     #[test]
     fn a_visit_reads_three_cache_lines() {
         type W = Worker<RowProcess>;
