@@ -442,6 +442,31 @@ fn stream(
     (figures, suite, near_writer.or(far_writer))
 }
 
+/// Summarise a trace already in memory with the consumers a run's checkers' thread uses (the
+/// hash-only writer, the figures, the suite), each event reaching them through `dyn Sink` as
+/// the pipeline hands it over: for measuring the consumers' cost per event apart from the
+/// simulator's.
+#[doc(hidden)]
+#[inline(never)]
+pub fn consume(h: &Header, events: &[Event]) -> Summary {
+    let mut writer = Writer::hash_only();
+    let mut figures = Figures::default();
+    let mut suite = Suite::new();
+    let mut consumers = Consumers {
+        writer: Some(&mut writer),
+        figures: &mut figures,
+        suite: &mut suite,
+        extra: None,
+    };
+    let sink: &mut dyn Sink = std::hint::black_box(&mut consumers);
+    sink.header(h);
+    for e in events {
+        sink.event(e);
+    }
+    writer.finish().expect("a hash-only writer does not fail");
+    figures.summary(&mut suite, writer.hash_hex())
+}
+
 /// Summarise an existing trace (from a file, or a live run): the same figures and checks.
 pub fn from_trace(file: &str, input: impl std::io::BufRead) -> Result<Summary, crate::trace::ReadError> {
     let mut writer = Writer::hash_only();
@@ -458,4 +483,22 @@ pub fn from_trace(file: &str, input: impl std::io::BufRead) -> Result<Summary, c
         },
     )?;
     Ok(figures.summary(&mut suite, writer.hash_hex()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::Collect;
+
+    /// The consumers fed a trace held in memory sum it up exactly as a run does: every figure,
+    /// verdict and the trace hash.
+    #[test]
+    fn consume_matches_a_run() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/r1-small.toml");
+        let sc = Scenario::load(&path).expect("r1-small loads");
+        let mut trace = Collect::default();
+        sim::run(&sc, &mut trace);
+        let h = trace.header.expect("a header");
+        assert_eq!(consume(&h, &trace.events), simulate(&sc, None, None).expect("a run"));
+    }
 }
