@@ -4,7 +4,7 @@
 use crate::check::{Suite, Verdict, ceiling::MaxWindow};
 use crate::scenario::Scenario;
 use crate::sim;
-use crate::trace::{Detail, Event, Header, Sink, Tee, Writer};
+use crate::trace::{Detail, Event, Header, OpKind, Sink, Tee, Writer};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -140,7 +140,7 @@ impl Figures {
 
     /// One event; `answered`: when the operation it answers was sent, if it answers one (the
     /// suite tracks the operations in flight: [`Suite::answered`]).
-    #[inline]
+    #[inline(always)]
     pub fn event(&mut self, ev: &Event, answered: Option<u64>) {
         self.end = self.end.max(ev.t());
         // (checked inline) grants, requests, fetch ends and the rest count nowhere here
@@ -367,17 +367,91 @@ impl Sink for Consumers<'_, '_> {
         }
     }
     fn event(&mut self, ev: &Event) {
-        // the kinds of nearly every event, each with its own copy of `each`: the kind is
-        // matched here once, and the consumers' own checks of it fold away
-        match ev {
-            Event::OpSent { .. } => self.each(ev),
-            Event::Grant { .. } => self.each(ev),
-            Event::Reply { .. } => self.each(ev),
-            Event::FetchStart { .. } => self.each(ev),
-            Event::Arrival { .. } => self.each(ev),
-            Event::FetchEnd { .. } => self.each(ev),
+        // The kinds of nearly every event, each to its own copy of `each` (see `op_sent`).
+        match *ev {
+            Event::OpSent { t, pid, thread, op } => self.op_sent(t, pid, thread, op),
+            Event::Grant {
+                t,
+                pid,
+                thread,
+                slot,
+                now,
+                interval,
+                multiplier,
+            } => self.grant(t, pid, thread, slot, now, interval, multiplier),
+            Event::Reply {
+                t,
+                pid,
+                thread,
+                op,
+                wait,
+            } => self.reply(t, pid, thread, op, wait),
+            Event::FetchStart { t, pid, thread } => self.fetch_start(t, pid, thread),
+            Event::Arrival { t, pid, thread, status } => self.arrival(t, pid, thread, status),
+            Event::FetchEnd { t, pid, thread, status } => self.fetch_end(t, pid, thread, status),
             _ => self.each(ev),
         }
+    }
+}
+
+/// The copies of [`Consumers::each`] for the kinds of nearly every event. Each is its own
+/// function, handed an event built from the fields, whose kind is a constant the compiler sees:
+/// the consumers' own matches of the kind fold away in it, and only that kind's work is left.
+/// (Copies inlined into one function are merged back into one before the kind is propagated
+/// into them, and one function holding all of them grows past the inliner's budget.) For the
+/// same reason each consumer's per-event entry point is `#[inline(always)]`: called out of
+/// line, it would match the kind again. Measured on R1-large, the consumers' instructions per
+/// event fell by a sixth.
+impl Consumers<'_, '_> {
+    /// An `op_sent` (see the impl's docs).
+    #[inline(never)]
+    fn op_sent(&mut self, t: u64, pid: u32, thread: u16, op: OpKind) {
+        self.each(&Event::OpSent { t, pid, thread, op });
+    }
+
+    /// A `grant` (see the impl's docs).
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn grant(&mut self, t: u64, pid: u32, thread: u16, slot: i64, now: i64, interval: u64, multiplier: f64) {
+        self.each(&Event::Grant {
+            t,
+            pid,
+            thread,
+            slot,
+            now,
+            interval,
+            multiplier,
+        });
+    }
+
+    /// A `reply` (see the impl's docs).
+    #[inline(never)]
+    fn reply(&mut self, t: u64, pid: u32, thread: u16, op: OpKind, wait: u64) {
+        self.each(&Event::Reply {
+            t,
+            pid,
+            thread,
+            op,
+            wait,
+        });
+    }
+
+    /// A `fetch_start` (see the impl's docs).
+    #[inline(never)]
+    fn fetch_start(&mut self, t: u64, pid: u32, thread: u16) {
+        self.each(&Event::FetchStart { t, pid, thread });
+    }
+
+    /// An `arrival` (see the impl's docs).
+    #[inline(never)]
+    fn arrival(&mut self, t: u64, pid: u32, thread: u16, status: u16) {
+        self.each(&Event::Arrival { t, pid, thread, status });
+    }
+
+    /// A `fetch_end` (see the impl's docs).
+    #[inline(never)]
+    fn fetch_end(&mut self, t: u64, pid: u32, thread: u16, status: u16) {
+        self.each(&Event::FetchEnd { t, pid, thread, status });
     }
 }
 

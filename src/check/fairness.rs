@@ -62,7 +62,7 @@ impl Fairness {
     }
 
     /// One event, with the suite's shared state ([`Shared`]: who waited before it).
-    #[inline]
+    #[inline(always)]
     pub fn event(&mut self, ev: &Event, shared: &Shared) {
         // (checked inline) the counts, the waits, and the end; the report reads no busy time
         // from its own demand, so events that change no wait need not reach it

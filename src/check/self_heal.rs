@@ -394,7 +394,7 @@ impl SelfHeal {
 impl SelfHeal {
     /// One event, with the suite's shared state ([`Shared`]: who waited before it, and what
     /// it answered).
-    #[inline]
+    #[inline(always)]
     pub fn event(&mut self, ev: &Event, shared: &Shared) {
         let t = ev.t();
         // (checked inline) events that do nothing here but move the end's clock, and the usual

@@ -105,7 +105,7 @@ impl BackoffCoherence {
 }
 
 impl Sink for BackoffCoherence {
-    #[inline]
+    #[inline(always)]
     fn event(&mut self, ev: &Event) {
         self.reference.advance(&mut self.failures, ev.t());
         // (checked inline) with no process cut off, every event but a multiplier change and a
