@@ -73,6 +73,9 @@ impl Fairness {
         }
     }
 
+    // (inlined into each caller: the suite's copy for one kind of event keeps only that
+    // kind's arm)
+    #[inline(always)]
     fn counted(&mut self, ev: &Event, shared: &Shared) {
         let demand = self.own.as_ref().unwrap_or(shared.demand());
         match *ev {
