@@ -891,6 +891,10 @@ impl<T: Ord + Copy> MostlySorted<T> {
     /// Remove the least value (the one [`MostlySorted::peek`] returns).
     #[inline]
     pub fn pop(&mut self) -> Option<T> {
+        // (the usual case, nothing out of order: the FIFO's front is the least)
+        if self.others.is_empty() {
+            return self.in_order.pop_front();
+        }
         let least = self.peek()?;
         if self.in_order.front() == Some(&least) {
             self.in_order.pop_front()
