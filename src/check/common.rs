@@ -865,13 +865,19 @@ impl<T: Ord + Copy> Default for MostlySorted<T> {
 
 impl<T: Ord + Copy> MostlySorted<T> {
     /// Add `v`.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, v: T) {
+        // (inline: the usual value, in order, goes on the FIFO's back; the heap out of line)
         if self.in_order.back().is_none_or(|b| *b <= v) {
             self.in_order.push_back(v);
         } else {
-            self.others.push(std::cmp::Reverse(v));
+            self.push_out_of_order(v);
         }
+    }
+
+    #[inline(never)]
+    fn push_out_of_order(&mut self, v: T) {
+        self.others.push(std::cmp::Reverse(v));
     }
 
     /// The least value, if any.

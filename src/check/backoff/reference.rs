@@ -654,6 +654,9 @@ impl Reference {
         }
     }
 
+    // (inlined into each caller: the suite's copy for one kind of event keeps only that
+    // kind's arm)
+    #[inline(always)]
     fn settle(&mut self, f: &mut Failures, ev: &Event) {
         let t = ev.t();
         match ev {
