@@ -865,13 +865,19 @@ impl<T: Ord + Copy> Default for MostlySorted<T> {
 
 impl<T: Ord + Copy> MostlySorted<T> {
     /// Add `v`.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, v: T) {
+        // (inline: the usual value, in order, goes on the FIFO's back; the heap out of line)
         if self.in_order.back().is_none_or(|b| *b <= v) {
             self.in_order.push_back(v);
         } else {
-            self.others.push(std::cmp::Reverse(v));
+            self.push_out_of_order(v);
         }
+    }
+
+    #[inline(never)]
+    fn push_out_of_order(&mut self, v: T) {
+        self.others.push(std::cmp::Reverse(v));
     }
 
     /// The least value, if any.
@@ -891,6 +897,10 @@ impl<T: Ord + Copy> MostlySorted<T> {
     /// Remove the least value (the one [`MostlySorted::peek`] returns).
     #[inline]
     pub fn pop(&mut self) -> Option<T> {
+        // (the usual case, nothing out of order: the FIFO's front is the least)
+        if self.others.is_empty() {
+            return self.in_order.pop_front();
+        }
         let least = self.peek()?;
         if self.in_order.front() == Some(&least) {
             self.in_order.pop_front()

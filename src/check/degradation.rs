@@ -196,13 +196,18 @@ impl Degradation {
 
 impl Degradation {
     /// One event, with the suite's shared state ([`Shared`]: the operation it answers).
-    #[inline]
+    #[inline(always)]
     pub fn event(&mut self, ev: &Event, shared: &Shared) {
         self.end = self.end.max(ev.t());
         // (checked inline) arrivals and requests count only inside an open window, fetch starts
-        // only for a process in fallback, and fetch ends, replies (the suite tracks what they
-        // answer), and the lock and job events never
+        // only for a process in fallback, a grant only for its multiplier (taken here, as
+        // `window_event` would), and fetch ends, replies (the suite tracks what they answer),
+        // and the lock and job events never
         let relevant = match ev {
+            Event::Grant { pid, multiplier, .. } => {
+                self.multiplier.insert(*pid, *multiplier);
+                false
+            }
             Event::Arrival { .. } | Event::OpSent { .. } => !self.open.is_empty(),
             Event::FetchStart { .. } => !self.in_fallback.is_empty(),
             Event::FetchEnd { .. }

@@ -62,7 +62,7 @@ impl Fairness {
     }
 
     /// One event, with the suite's shared state ([`Shared`]: who waited before it).
-    #[inline]
+    #[inline(always)]
     pub fn event(&mut self, ev: &Event, shared: &Shared) {
         // (checked inline) the counts, the waits, and the end; the report reads no busy time
         // from its own demand, so events that change no wait need not reach it
@@ -73,6 +73,9 @@ impl Fairness {
         }
     }
 
+    // (inlined into each caller: the suite's copy for one kind of event keeps only that
+    // kind's arm)
+    #[inline(always)]
     fn counted(&mut self, ev: &Event, shared: &Shared) {
         let demand = self.own.as_ref().unwrap_or(shared.demand());
         match *ev {

@@ -171,7 +171,7 @@ impl Liveness {
 
     /// Account for the time from `self.last` to `t` in which nothing changed but the slots
     /// reached; `waiting`: some live process waited for permission throughout.
-    #[inline]
+    #[inline(always)]
     fn advance(&mut self, t: u64, waiting: bool) {
         // (checked inline) an event at the instant of the last one, with no slot reached, has
         // nothing to account: every sum below would add zero (the expected count too, as long
@@ -233,7 +233,7 @@ impl Liveness {
 
 impl Liveness {
     /// One event, with the suite's shared state ([`Shared`]: who waited before it).
-    #[inline]
+    #[inline(always)]
     pub fn event(&mut self, ev: &Event, shared: &Shared) {
         let t = ev.t();
         self.advance(t, shared.demand().waiting() > 0);

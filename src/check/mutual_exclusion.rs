@@ -175,7 +175,7 @@ impl MutualExclusion {
 }
 
 impl Sink for MutualExclusion {
-    #[inline]
+    #[inline(always)]
     fn event(&mut self, ev: &Event) {
         // (checked inline) the events that can start or end a section; any other leaves the
         // sections, and so `update`, as they were

@@ -394,7 +394,7 @@ impl SelfHeal {
 impl SelfHeal {
     /// One event, with the suite's shared state ([`Shared`]: who waited before it, and what
     /// it answered).
-    #[inline]
+    #[inline(always)]
     pub fn event(&mut self, ev: &Event, shared: &Shared) {
         let t = ev.t();
         // (checked inline) events that do nothing here but move the end's clock, and the usual
@@ -422,7 +422,34 @@ impl SelfHeal {
                 self.end = self.end.max(t);
                 self.granted(t, *pid, *thread, *slot, *now, *multiplier);
             }
+            // before any kill no kill is open or recovering: a fetch start only joins the starts
+            Event::FetchStart { pid, thread, .. } if self.first_kill.is_none() => {
+                self.end = self.end.max(t);
+                let s = self.start_of(shared.demand(), *pid, *thread, t);
+                self.push_start(s);
+            }
             _ => self.step(ev, shared),
+        }
+    }
+
+    /// The fetch start of `(pid, thread)` at `t`: the slot it used (its grant's multiplier)
+    /// is no longer pending.
+    #[inline]
+    fn start_of(&mut self, d: &Demand, pid: u32, thread: u16, t: u64) -> Start {
+        let m = self.pending_slot.remove(pid, thread).map_or(self.global_m, |p| p.1);
+        Start {
+            t,
+            busy: d.busy_until(t),
+            m,
+        }
+    }
+
+    /// `s` joins the last starts (the gaps before a kill).
+    #[inline]
+    fn push_start(&mut self, s: Start) {
+        self.starts.push_back(s);
+        if self.starts.len() > GAPS + 1 {
+            self.starts.pop_front();
         }
     }
 
@@ -520,12 +547,7 @@ impl SelfHeal {
                 }
             }
             Event::FetchStart { pid, thread, .. } => {
-                let m = self.pending_slot.remove(*pid, *thread).map_or(self.global_m, |p| p.1);
-                let s = Start {
-                    t,
-                    busy: d.busy_until(t),
-                    m,
-                };
+                let s = self.start_of(d, *pid, *thread, t);
                 let mut i = 0;
                 while i < self.open.len() {
                     if self.observe(d, i, s) {
@@ -536,10 +558,7 @@ impl SelfHeal {
                     }
                 }
                 self.recovery_start(d, s);
-                self.starts.push_back(s);
-                if self.starts.len() > GAPS + 1 {
-                    self.starts.pop_front();
-                }
+                self.push_start(s);
             }
             Event::Grant {
                 pid,

@@ -158,7 +158,7 @@ impl WorkHeal {
 }
 
 impl Sink for WorkHeal {
-    #[inline]
+    #[inline(always)]
     fn event(&mut self, ev: &Event) {
         // (checked inline: the other events, nearly all of them, change nothing here)
         if matches!(ev, Event::JobEvent { .. } | Event::End { .. }) {

@@ -105,7 +105,7 @@ impl BackoffCoherence {
 }
 
 impl Sink for BackoffCoherence {
-    #[inline]
+    #[inline(always)]
     fn event(&mut self, ev: &Event) {
         self.reference.advance(&mut self.failures, ev.t());
         // (checked inline) with no process cut off, every event but a multiplier change and a
@@ -113,6 +113,9 @@ impl Sink for BackoffCoherence {
         if self.cutoff.idle(ev) && !matches!(ev, Event::Multiplier { .. } | Event::Grant { .. }) {
             self.reference.event(&mut self.failures, ev);
             self.spacing.event(ev);
+        } else if self.cutoff.idle(ev) && matches!(ev, Event::Grant { .. }) {
+            // (checked inline) a grant with no process cut off: `step` would take it as here
+            self.grant(ev);
         } else {
             self.step(ev);
         }
@@ -120,6 +123,28 @@ impl Sink for BackoffCoherence {
 }
 
 impl BackoffCoherence {
+    /// A `grant` event, after the reference advanced to its time, with the cut-off processes'
+    /// machines (which a grant can only find overdue) already fed it.
+    #[inline]
+    fn grant(&mut self, ev: &Event) {
+        let Event::Grant {
+            t,
+            pid,
+            thread,
+            multiplier,
+            ..
+        } = *ev
+        else {
+            return;
+        };
+        let f = &mut self.failures;
+        self.seen = true;
+        self.reference.force_fresh_of(f, pid, thread, t);
+        self.range.check(f, multiplier, t, || format!("grant to pid {pid}"));
+        self.reference.grant(f, t, pid, multiplier);
+        self.spacing.grant(f, ev);
+    }
+
     /// Any event, after the reference advanced to its time.
     fn step(&mut self, ev: &Event) {
         let t = ev.t();
@@ -139,18 +164,7 @@ impl BackoffCoherence {
                     self.reference.observe_change(f, t, pid, from, to, cause);
                 }
             }
-            Event::Grant {
-                pid,
-                thread,
-                multiplier,
-                ..
-            } => {
-                self.seen = true;
-                self.reference.force_fresh_of(f, pid, thread, t);
-                self.range.check(f, multiplier, t, || format!("grant to pid {pid}"));
-                self.reference.grant(f, t, pid, multiplier);
-                self.spacing.grant(f, ev);
-            }
+            Event::Grant { .. } => self.grant(ev),
             _ => {
                 self.reference.event(f, ev);
                 self.spacing.event(ev);

@@ -611,7 +611,7 @@ impl Reference {
 
     /// Before any event at `t`: responses whose fate is settled by now are applied or
     /// forgotten.
-    #[inline]
+    #[inline(always)]
     pub(super) fn advance(&mut self, f: &mut Failures, t: u64) {
         // (checked here, inline, as most events find nothing to do)
         if self.rested.is_some_and(|r| r.t < t) {
@@ -627,7 +627,7 @@ impl Reference {
 
     /// Every event but `multiplier` and `grant` (which the checker passes to
     /// [`observe_change`](Self::observe_change) and [`grant`](Self::grant)).
-    #[inline]
+    #[inline(always)]
     pub(super) fn event(&mut self, f: &mut Failures, ev: &Event) {
         // (checked inline) events that settle no response: a step of a process with none
         // fresh, a reply to anything but a report, and the job and end events
@@ -654,6 +654,9 @@ impl Reference {
         }
     }
 
+    // (inlined into each caller: the suite's copy for one kind of event keeps only that
+    // kind's arm)
+    #[inline(always)]
     fn settle(&mut self, f: &mut Failures, ev: &Event) {
         let t = ev.t();
         match ev {

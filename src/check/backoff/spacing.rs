@@ -42,7 +42,7 @@ impl Spacing {
 
     /// Every event but `grant`: which processes have a request out that a shared grant
     /// answers.
-    #[inline]
+    #[inline(always)]
     pub(super) fn event(&mut self, ev: &Event) {
         match ev {
             Event::OpSent { pid, thread, op, .. } if shared_grant_answers(*op) => {
