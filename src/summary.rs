@@ -535,39 +535,34 @@ fn stream(
 #[doc(hidden)]
 #[inline(never)]
 pub fn consume(h: &Header, events: &[Event]) -> Summary {
-    let mut writer = Writer::hash_only();
-    let mut figures = Figures::default();
-    let mut suite = Suite::new();
-    let mut consumers = Consumers {
-        writer: Some(&mut writer),
-        figures: &mut figures,
-        suite: &mut suite,
-        extra: None,
-    };
-    let sink: &mut dyn Sink = std::hint::black_box(&mut consumers);
-    sink.header(h);
-    for e in events {
-        sink.event(e);
-    }
-    writer.finish().expect("a hash-only writer does not fail");
-    figures.summary(&mut suite, writer.hash_hex())
+    let Ok(summary) = summarise(|sink| {
+        let sink = std::hint::black_box(sink);
+        sink.header(h);
+        for e in events {
+            sink.event(e);
+        }
+        Ok::<(), std::convert::Infallible>(())
+    });
+    summary
 }
 
 /// Summarise an existing trace (from a file, or a live run): the same figures and checks.
 pub fn from_trace(file: &str, input: impl std::io::BufRead) -> Result<Summary, crate::trace::ReadError> {
+    summarise(|sink| crate::trace::read(file, input, sink).map(|_| ()))
+}
+
+/// The figures and checks of the trace `feed` writes into the consumers (a hash-only writer,
+/// the figures, the suite), unless it fails.
+fn summarise<E>(feed: impl FnOnce(&mut dyn Sink) -> Result<(), E>) -> Result<Summary, E> {
     let mut writer = Writer::hash_only();
     let mut figures = Figures::default();
     let mut suite = Suite::new();
-    crate::trace::read(
-        file,
-        input,
-        &mut Consumers {
-            writer: Some(&mut writer),
-            figures: &mut figures,
-            suite: &mut suite,
-            extra: None,
-        },
-    )?;
+    feed(&mut Consumers {
+        writer: Some(&mut writer),
+        figures: &mut figures,
+        suite: &mut suite,
+        extra: None,
+    })?;
     Ok(figures.summary(&mut suite, writer.hash_hex()))
 }
 
