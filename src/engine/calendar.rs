@@ -14,8 +14,8 @@
 //!
 //! Keys are the engine's (see [`super::Engine`]): due time in the high 64 bits, then the
 //! sequence number and the slab slot. The calendar keeps each key, and the link to the next one
-//! of its bucket, beside the event in the engine's slab ([`Parked`]): a push or a pop touches
-//! the event's own lines, not arrays of their own.
+//! of its bucket, beside the event in the engine's slab ([`Parked`]), in one cache line with
+//! it: a step of a push's walk, or a pop and then the event it pops, touch one line.
 
 use crate::time::Instant;
 
@@ -26,30 +26,42 @@ pub const BUCKETS: usize = 4096;
 const WORDS: usize = BUCKETS / 64;
 /// Keys a push may walk past in its bucket before it leaves the key to the heap.
 pub const MAX_WALK: u32 = 8;
-/// No slot: the end of a bucket's list.
-pub const NIL: u32 = u32::MAX;
+/// The low bits of a key, which name its slab slot ([`super::SLOT_BITS`]).
+const SLOT_MASK: u128 = (1 << super::SLOT_BITS) - 1;
+/// No slot: the end of a bucket's list. (So the slab holds at most `NIL` slots.)
+pub const NIL: u32 = SLOT_MASK as u32;
 
-/// An event parked in the engine's slab, with its key and (while the calendar holds it) the
-/// slot after it in its bucket.
+/// An event parked in the engine's slab, with (while the calendar holds it) its key and the
+/// slot after it in its bucket. 64 bytes, one cache line, for the engine's 48-byte events.
 #[derive(Debug, Clone)]
+#[repr(C, align(64))]
 pub struct Parked<E> {
-    /// Its key (the calendar's keys; a heap key lives in the heap).
-    pub key: u128,
-    /// The next slot of its bucket, `NIL` at the end.
-    pub next: u32,
-    /// The event, `None` while the slot is free.
-    pub event: Option<E>,
+    /// Its key's order bits (time, sequence), and in the key's slot bits, which would only
+    /// name this slot, the next slot of its bucket (`NIL` at the end). Compared with another
+    /// key, it compares as its key: sequence numbers are unique, so the slot bits never
+    /// decide. (A heap key lives in the heap; the heap's slots leave this alone.)
+    pub link: u128,
+    /// The event (a free slot keeps the last one it held, never read again).
+    pub event: E,
 }
 
 impl<E> Parked<E> {
     /// A slot holding `event`.
     pub fn new(event: E) -> Self {
-        Parked {
-            key: 0,
-            next: NIL,
-            event: Some(event),
-        }
+        Parked { link: 0, event }
     }
+}
+
+/// The slot after `link`'s in its bucket.
+#[inline]
+fn next_of(link: u128) -> u32 {
+    (link & SLOT_MASK) as u32
+}
+
+/// `link` pointing to `next` instead.
+#[inline]
+fn relink(link: u128, next: u32) -> u128 {
+    (link & !SLOT_MASK) | u128::from(next)
 }
 
 /// The calendar: see the module docs.
@@ -106,20 +118,18 @@ impl Calendar {
         let i = (b as usize) & (BUCKETS - 1);
         // its place: after every key less than it
         let (mut prev, mut cur, mut walked) = (NIL, self.head[i], 0);
-        while cur != NIL && slab[cur as usize].key < k {
+        while cur != NIL && slab[cur as usize].link < k {
             walked += 1;
             if walked > MAX_WALK {
                 return false;
             }
             prev = cur;
-            cur = slab[cur as usize].next;
+            cur = next_of(slab[cur as usize].link);
         }
-        let p = &mut slab[slot as usize];
-        p.key = k;
-        p.next = cur;
+        slab[slot as usize].link = relink(k, cur);
         match prev {
             NIL => self.head[i] = slot,
-            q => slab[q as usize].next = slot,
+            q => slab[q as usize].link = relink(slab[q as usize].link, slot),
         }
         self.bits[i >> 6] |= 1 << (i & 63);
         self.len += 1;
@@ -133,7 +143,8 @@ impl Calendar {
             return None;
         }
         let i = self.first(now);
-        Some((slab[self.head[i] as usize].key, i))
+        let h = self.head[i];
+        Some((relink(slab[h as usize].link, h), i))
     }
 
     /// The first non-empty bucket from `now`'s, round the window (one lap: see `len`).
@@ -164,7 +175,7 @@ impl Calendar {
     #[inline]
     pub fn pop_from<E>(&mut self, slab: &[Parked<E>], i: usize) -> u32 {
         let s = self.head[i];
-        self.head[i] = slab[s as usize].next;
+        self.head[i] = next_of(slab[s as usize].link);
         if self.head[i] == NIL {
             self.bits[i >> 6] &= !(1 << (i & 63));
         }
@@ -223,7 +234,10 @@ mod tests {
                     let from_cal = cal.peek(&slab, Instant(now));
                     let other = elsewhere.peek().map(|x| x.0);
                     let got = match (from_cal, other) {
-                        (Some((k, i)), o) if o.is_none_or(|o| k < o) => slab[cal.pop_from(&slab, i) as usize].key,
+                        (Some((k, i)), o) if o.is_none_or(|o| k < o) => {
+                            assert_eq!(cal.pop_from(&slab, i), k as u32 & NIL, "the slot of the key peeked");
+                            k
+                        }
                         _ => elsewhere.pop().expect("a key waits").0,
                     };
                     assert_eq!(got, want);
