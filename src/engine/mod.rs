@@ -207,7 +207,7 @@ const NO_LANE: (u128, usize) = (u128::MAX, usize::MAX);
 
 /// Where [`Engine::next`] found the next event.
 #[derive(Copy, Clone)]
-enum From {
+enum Source {
     /// Slab slot (the calendar's or the heap's).
     Slot(u32),
     /// Head of this lane.
@@ -396,7 +396,7 @@ impl<E: Copy> Engine<E> {
     /// Where the next event waits, unless it is due after `limit`; time advances to it (the
     /// caller then [takes](Engine::take) it at once).
     #[inline(always)]
-    fn next(&mut self, limit: Instant) -> Option<(Instant, From)> {
+    fn next(&mut self, limit: Instant) -> Option<(Instant, Source)> {
         // the earliest head: the calendar's, the heap's, or the earliest lane's (orders are
         // unique: `seq` is)
         let heap = self.heap.peek().copied().unwrap_or(u128::MAX);
@@ -410,7 +410,12 @@ impl<E: Copy> Engine<E> {
             if at > limit {
                 return None;
             }
-            (at, if i == TIMER_LIST { From::Timers } else { From::Lane(i) })
+            let source = if i == TIMER_LIST {
+                Source::Timers
+            } else {
+                Source::Lane(i)
+            };
+            (at, source)
         } else {
             if queued == u128::MAX || Instant((queued >> 64) as u64) > limit {
                 // (an event due at the very end of time with the last sequence number cannot
@@ -425,7 +430,7 @@ impl<E: Copy> Engine<E> {
                 }
             };
             self.free.push(slot);
-            (Instant((k >> 64) as u64), From::Slot(slot))
+            (Instant((k >> 64) as u64), Source::Slot(slot))
         };
         debug_assert!(at >= self.now);
         self.now = at;
@@ -435,18 +440,18 @@ impl<E: Copy> Engine<E> {
 
     /// The event [`Engine::next`] found, out of its queue.
     #[inline(always)]
-    fn take(&mut self, from: From) -> E {
+    fn take(&mut self, from: Source) -> E {
         match from {
             // (the slot is free already: nothing is scheduled in between)
-            From::Slot(slot) => self.slab[slot as usize].event,
-            From::Lane(i) => {
+            Source::Slot(slot) => self.slab[slot as usize].event,
+            Source::Lane(i) => {
                 let lane = &mut self.lanes[i];
                 let event = lane.front().expect("the lane head is in its lane").2;
                 lane.pop_front();
                 self.find_lane_head();
                 event
             }
-            From::Timers => {
+            Source::Timers => {
                 let head = self.timers.head;
                 let event = self.timers.unlink(head);
                 self.find_lane_head();
