@@ -665,9 +665,8 @@ mod tests {
     use crate::backend::row::RowProcess;
     use std::mem::{offset_of, size_of};
 
-    /// The layout [`Worker`] is written for: aligned to a cache line, and with the row
-    /// backend's operation every field a visit reads within its first three lines; only the
-    /// wall clock beyond them.
+    /// The layout [`Process`] is written for: aligned to a cache line, and every field a step
+    /// reads within its first line.
     #[test]
     fn a_step_reads_one_line_of_its_process() {
         type P = Process<RowProcess>;
@@ -683,6 +682,9 @@ mod tests {
         }
     }
 
+    /// The layout [`Worker`] is written for: aligned to a cache line, and with the row
+    /// backend's operation every field a visit reads within its first three lines; only the
+    /// wall clock beyond them.
     #[test]
     fn a_visit_reads_three_cache_lines() {
         type W = Worker<RowProcess>;

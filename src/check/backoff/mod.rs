@@ -108,16 +108,18 @@ impl Sink for BackoffCoherence {
     #[inline(always)]
     fn event(&mut self, ev: &Event) {
         self.reference.advance(&mut self.failures, ev.t());
-        // (checked inline) with no process cut off, every event but a multiplier change and a
-        // grant goes to the reference and the spacing, as `step` would send it
-        if self.cutoff.idle(ev) && !matches!(ev, Event::Multiplier { .. } | Event::Grant { .. }) {
-            self.reference.event(&mut self.failures, ev);
-            self.spacing.event(ev);
-        } else if self.cutoff.idle(ev) && matches!(ev, Event::Grant { .. }) {
-            // (checked inline) a grant with no process cut off: `step` would take it as here
-            self.grant(ev);
-        } else {
-            self.step(ev);
+        // (checked inline) with no process cut off, a grant, and every event but a multiplier
+        // change, go where `step` would send them
+        if !self.cutoff.idle(ev) {
+            return self.step(ev);
+        }
+        match ev {
+            Event::Multiplier { .. } => self.step(ev),
+            Event::Grant { .. } => self.grant(ev),
+            _ => {
+                self.reference.event(&mut self.failures, ev);
+                self.spacing.event(ev);
+            }
         }
     }
 }
