@@ -760,12 +760,7 @@ impl<'a, B: Backend> Sim<'a, B> {
     fn dest_recv(&mut self, pid: u32, th: u16, inc: u32) {
         let now = self.engine.now();
         let status = self.dest.arrive(now);
-        self.out.event(&Event::Arrival {
-            t: now.0,
-            pid,
-            thread: th,
-            status,
-        });
+        self.out.arrival(now.0, pid, th, status);
         if self.current(pid, inc) {
             let d = self.sc.fetch.duration.sample(&mut self.thread(pid, th).rng);
             self.engine.after(d, Ev::FetchDone { pid, th, inc, status });

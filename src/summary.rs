@@ -372,7 +372,7 @@ impl Sink for Consumers<'_, '_> {
         }
     }
     fn event(&mut self, ev: &Event) {
-        // The kinds of nearly every event, each to its own copy of `each` (see `op_sent`).
+        // The kinds of nearly every event, each to its own copy of `each` (see below).
         match *ev {
             Event::OpSent { t, pid, thread, op } => self.op_sent(t, pid, thread, op),
             Event::Grant {
@@ -397,26 +397,23 @@ impl Sink for Consumers<'_, '_> {
             _ => self.other(ev),
         }
     }
-}
 
-/// The copies of [`Consumers::each`] for the kinds of nearly every event. Each is its own
-/// function, handed an event built from the fields, whose kind is a constant the compiler sees:
-/// the consumers' own matches of the kind fold away in it, and only that kind's work is left.
-/// (Copies inlined into one function are merged back into one before the kind is propagated
-/// into them, and one function holding all of them grows past the inliner's budget.) For the
-/// same reason each consumer's per-event entry point is `#[inline(always)]`: called out of
-/// line, it would match the kind again. Measured on R1-large, the consumers' instructions per
-/// event fell by a sixth.
-impl Consumers<'_, '_> {
-    /// An `op_sent` (see the impl's docs).
+    // The copies of [`Consumers::each`] for the kinds of nearly every event, which a producer
+    // on this thread (no pipe) also calls directly. Each is its own function, handed an event
+    // built from the fields, whose kind is a constant the compiler sees: the consumers' own
+    // matches of the kind fold away in it, and only that kind's work is left. (Copies inlined
+    // into one function are merged back into one before the kind is propagated into them, and
+    // one function holding all of them grows past the inliner's budget.) For the same reason
+    // each consumer's per-event entry point is `#[inline(always)]`: called out of line, it
+    // would match the kind again. Measured on R1-large, the consumers' instructions per event
+    // fell by a sixth.
+
     #[inline(never)]
     fn op_sent(&mut self, t: u64, pid: u32, thread: u16, op: OpKind) {
         self.each(&Event::OpSent { t, pid, thread, op });
     }
 
-    /// A `grant` (see the impl's docs).
     #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
     fn grant(&mut self, t: u64, pid: u32, thread: u16, slot: i64, now: i64, interval: u64, multiplier: f64) {
         self.each(&Event::Grant {
             t,
@@ -429,7 +426,6 @@ impl Consumers<'_, '_> {
         });
     }
 
-    /// A `reply` (see the impl's docs).
     #[inline(never)]
     fn reply(&mut self, t: u64, pid: u32, thread: u16, op: OpKind, wait: u64) {
         self.each(&Event::Reply {
@@ -441,26 +437,25 @@ impl Consumers<'_, '_> {
         });
     }
 
-    /// A `fetch_start` (see the impl's docs).
     #[inline(never)]
     fn fetch_start(&mut self, t: u64, pid: u32, thread: u16) {
         self.each(&Event::FetchStart { t, pid, thread });
     }
 
-    /// An `arrival` (see the impl's docs).
     #[inline(never)]
     fn arrival(&mut self, t: u64, pid: u32, thread: u16, status: u16) {
         self.each(&Event::Arrival { t, pid, thread, status });
     }
 
-    /// A `fetch_end` (see the impl's docs).
     #[inline(never)]
     fn fetch_end(&mut self, t: u64, pid: u32, thread: u16, status: u16) {
         self.each(&Event::FetchEnd { t, pid, thread, status });
     }
+}
 
-    /// Any other kind, rarer: one copy for all of them. (Out of line too, so that the dispatch
-    /// in `event` needs no stack frame and reaches every copy with a jump.)
+impl Consumers<'_, '_> {
+    /// Any other kind, rarer: one copy of `each` for all of them. (Out of line too, so that
+    /// the dispatch in `event` needs no stack frame and reaches every copy with a jump.)
     #[inline(never)]
     fn other(&mut self, ev: &Event) {
         self.each(ev);

@@ -307,12 +307,7 @@ impl<P: ProcessSide> Worker<P> {
                 self.op_seq += 1;
                 self.op_sent = t;
                 self.phase = Phase::Awaiting;
-                out.event(&Event::OpSent {
-                    t: t.0,
-                    pid: self.pid,
-                    thread: self.thread,
-                    op: op.kind(),
-                });
+                out.op_sent(t.0, self.pid, self.thread, op.kind());
                 Action::Send { op, seq: self.op_seq }
             }
             Step::FetchAt(wake) => {
@@ -355,13 +350,7 @@ impl<P: ProcessSide> Worker<P> {
             Step::FetchAt(w) => w.since(t).0,
             _ => 0,
         };
-        out.event(&Event::Reply {
-            t: t.0,
-            pid: self.pid,
-            thread: self.thread,
-            op: op.kind(),
-            wait,
-        });
+        out.reply(t.0, self.pid, self.thread, op.kind(), wait);
         if reply.took_lock()
             && let Some(k) = self.take_kill(KillPoint::HoldingLock)
         {
@@ -391,11 +380,7 @@ impl<P: ProcessSide> Worker<P> {
     /// 5. The fetch starts (the driver sends it; then [`Worker::fetch_sent`]).
     pub fn fetch_start(&mut self, t: Instant, out: &mut dyn Sink) {
         self.phase = Phase::Fetching;
-        out.event(&Event::FetchStart {
-            t: t.0,
-            pid: self.pid,
-            thread: self.thread,
-        });
+        out.fetch_start(t.0, self.pid, self.thread);
     }
 
     /// The request has left for the destination: the `mid_fetch` point.
@@ -405,12 +390,7 @@ impl<P: ProcessSide> Worker<P> {
 
     /// 6. The response arrived with `status`: after-fetch bookkeeping.
     pub fn fetch_end(&mut self, t: Instant, status: u16, out: &mut dyn Sink) -> Action<P::Op> {
-        out.event(&Event::FetchEnd {
-            t: t.0,
-            pid: self.pid,
-            thread: self.thread,
-            status,
-        });
+        out.fetch_end(t.0, self.pid, self.thread, status);
         self.fetches += 1;
         let step = self.call(t, out, |p, cx| p.after_fetch(cx, status));
         self.apply(t, step, out)
@@ -656,6 +636,26 @@ impl Sink for Tracked<'_> {
     fn event(&mut self, ev: &Event) {
         self.sections.observe(ev);
         self.out.event(ev);
+    }
+    // invariant: no kind below opens or closes a section (`Sections::observe` ignores them),
+    // so they pass straight on, to be built in place (see `Sink`'s docs)
+    fn op_sent(&mut self, t: u64, pid: u32, thread: u16, op: OpKind) {
+        self.out.op_sent(t, pid, thread, op);
+    }
+    fn grant(&mut self, t: u64, pid: u32, thread: u16, slot: i64, now: i64, interval: u64, multiplier: f64) {
+        self.out.grant(t, pid, thread, slot, now, interval, multiplier);
+    }
+    fn reply(&mut self, t: u64, pid: u32, thread: u16, op: OpKind, wait: u64) {
+        self.out.reply(t, pid, thread, op, wait);
+    }
+    fn fetch_start(&mut self, t: u64, pid: u32, thread: u16) {
+        self.out.fetch_start(t, pid, thread);
+    }
+    fn arrival(&mut self, t: u64, pid: u32, thread: u16, status: u16) {
+        self.out.arrival(t, pid, thread, status);
+    }
+    fn fetch_end(&mut self, t: u64, pid: u32, thread: u16, status: u16) {
+        self.out.fetch_end(t, pid, thread, status);
     }
 }
 

@@ -24,7 +24,6 @@ use crate::fault::KillPoint;
 use crate::pacer::LocalPacer;
 use crate::scenario::Scenario;
 use crate::time::Nanos;
-use crate::trace::Event;
 use serde::{Deserialize, Serialize};
 
 /// `[pacer]` options of `local`.
@@ -138,15 +137,8 @@ impl ProcessSide for LocalProcess {
         let m = self.backoff.multiplier();
         let slot = self.pacer.reserve_scaled(now, m);
         let interval = self.interval.scale(m).0;
-        cx.out.event(&Event::Grant {
-            t: cx.t.0,
-            pid: cx.pid,
-            thread: cx.thread,
-            slot: slot as i64,
-            now: now as i64,
-            interval,
-            multiplier: m,
-        });
+        cx.out
+            .grant(cx.t.0, cx.pid, cx.thread, slot as i64, now as i64, interval, m);
         Step::FetchAt(cx.after_mono(Nanos(slot - now)))
     }
 

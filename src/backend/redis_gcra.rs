@@ -197,15 +197,7 @@ impl StoreSide for GcraStore {
                 match d.retry_at() {
                     None => {
                         self.tat = Some(d.tat());
-                        cx.out.event(&Event::Grant {
-                            t: cx.t.0,
-                            pid: s.pid,
-                            thread: s.thread,
-                            slot: now,
-                            now,
-                            interval: g.interval(),
-                            multiplier: m,
-                        });
+                        cx.out.grant(cx.t.0, s.pid, s.thread, now, now, g.interval(), m);
                         Served::now(GcraReply::Allowed { multiplier: m })
                     }
                     Some(at) => {

@@ -42,7 +42,7 @@ use crate::dist::Dist;
 use crate::fault::KillPoint;
 use crate::scenario::Scenario;
 use crate::time::{Instant, Nanos};
-use crate::trace::{Event, OpKind};
+use crate::trace::OpKind;
 use serde::{Deserialize, Serialize};
 
 /// Whose clock a reservation reads.
@@ -338,15 +338,7 @@ impl StoreSide for RowStore {
                 let m = multiplier.unwrap_or(self.backoff.multiplier());
                 let before = self.next_allowed_at;
                 let (slot, interval) = self.reserve(now, m);
-                cx.out.event(&Event::Grant {
-                    t: cx.t.0,
-                    pid: from.pid,
-                    thread: from.thread,
-                    slot,
-                    now,
-                    interval: interval.0,
-                    multiplier: m,
-                });
+                cx.out.grant(cx.t.0, from.pid, from.thread, slot, now, interval.0, m);
                 let hold = self.in_transaction.as_ref().map_or(Nanos::ZERO, |d| d.sample(cx.rng));
                 self.open_tx = (hold.0 > 0).then_some((from, before, cx.t + hold));
                 Served {
