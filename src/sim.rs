@@ -214,6 +214,9 @@ pub struct Sim<'a, B: Backend> {
     active: u32,
     arrivals: Vec<Rng>,
     timers: Vec<(Instant, u64)>,
+    // invariant: `Some` only inside one turn of `Sim::run`'s loop: a `DestRecv` due now, in
+    // the place `(now, seq)` it was given, not yet queued nor handled.
+    hop: Option<(u64, u32, u16, u32)>,
     // `[jobs]`: the broker, the sources and their events (None: processes loop on their own).
     tasks: Option<Tasks>,
 }
@@ -269,6 +272,7 @@ impl<'a, B: Backend> Sim<'a, B> {
             active: n * u32::from(threads),
             arrivals: (0..n).map(|pid| rng::stream(sc.seed, Entity::Arrivals(pid))).collect(),
             timers: Vec::new(),
+            hop: None,
             tasks: sc.jobs.as_ref().map(|j| Tasks::new(Jobs::new(j), n)),
         };
         for pid in 0..n {
@@ -366,6 +370,17 @@ impl<'a, B: Backend> Sim<'a, B> {
             };
             last = t;
             self.handle(&ev);
+            // A fetch that reaches the destination at the instant it starts (no latency: the
+            // default) has its place in the firing order, taken when it started. When nothing
+            // pending comes before that place, which is nearly always, it is handled here,
+            // exactly as if it had been queued and popped; otherwise queued in its place.
+            if let Some((seq, pid, th, inc)) = self.hop.take() {
+                if self.engine.next_is(seq) {
+                    self.dest_recv(pid, th, inc);
+                } else {
+                    self.engine.at_reserved(t, seq, Ev::DestRecv { pid, th, inc });
+                }
+            }
         }
         let end = if self.engine.pending() > 0 && self.active > 0 {
             limit.max(last)
@@ -749,8 +764,13 @@ impl<'a, B: Backend> Sim<'a, B> {
         w.fetch_start(now, self.out);
         let inc = w.incarnation;
         let there = self.sc.destination.latency.sample(&mut w.rng);
-        self.engine
-            .after_in(TO_DESTINATION, there, Ev::DestRecv { pid, th, inc });
+        if there == Nanos::ZERO && self.hop.is_none() {
+            // due now: it may never need queueing (see `Sim::run`)
+            self.hop = Some((self.engine.reserve(), pid, th, inc));
+        } else {
+            self.engine
+                .after_in(TO_DESTINATION, there, Ev::DestRecv { pid, th, inc });
+        }
         if let Some(k) = self.step(pid, th, |w, _, _| w.fetch_sent()) {
             self.kill(pid, k.point.into(), k.restart_after);
         }

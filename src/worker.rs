@@ -665,6 +665,92 @@ mod tests {
     use crate::backend::row::RowProcess;
     use std::mem::{offset_of, size_of};
 
+    /// `Tracked` passes the kinds with their own `Sink` methods straight on, unobserved: none
+    /// of them opens or closes a critical section, and through `Tracked` each reaches the sink
+    /// as the event `event` would have passed on.
+    #[test]
+    fn the_kinds_tracked_passes_on_leave_sections_alone() {
+        use crate::trace::Collect;
+        let mut sections = Sections::new(1);
+        sections.observe(&Event::LockAcquired { t: 0, pid: 0, lock: 7 });
+        let before = sections.held.clone();
+        let mut direct = Collect::default();
+        let mut out = Collect::default();
+        let kinds = [
+            Event::OpSent {
+                t: 1,
+                pid: 0,
+                thread: 2,
+                op: OpKind::Reserve,
+            },
+            Event::Grant {
+                t: 2,
+                pid: 0,
+                thread: 2,
+                slot: 3,
+                now: -4,
+                interval: 5,
+                multiplier: 1.5,
+            },
+            Event::Reply {
+                t: 3,
+                pid: 0,
+                thread: 2,
+                op: OpKind::Report,
+                wait: 6,
+            },
+            Event::FetchStart {
+                t: 4,
+                pid: 0,
+                thread: 2,
+            },
+            Event::Arrival {
+                t: 5,
+                pid: 0,
+                thread: 2,
+                status: 429,
+            },
+            Event::FetchEnd {
+                t: 6,
+                pid: 0,
+                thread: 2,
+                status: 503,
+            },
+        ];
+        let mut tracked = Tracked::new(&mut out, &mut sections);
+        for ev in &kinds {
+            direct.event(ev);
+            match *ev {
+                Event::OpSent { t, pid, thread, op } => tracked.op_sent(t, pid, thread, op),
+                Event::Grant {
+                    t,
+                    pid,
+                    thread,
+                    slot,
+                    now,
+                    interval,
+                    multiplier,
+                } => tracked.grant(t, pid, thread, slot, now, interval, multiplier),
+                Event::Reply {
+                    t,
+                    pid,
+                    thread,
+                    op,
+                    wait,
+                } => tracked.reply(t, pid, thread, op, wait),
+                Event::FetchStart { t, pid, thread } => tracked.fetch_start(t, pid, thread),
+                Event::Arrival { t, pid, thread, status } => tracked.arrival(t, pid, thread, status),
+                Event::FetchEnd { t, pid, thread, status } => tracked.fetch_end(t, pid, thread, status),
+                _ => unreachable!(),
+            }
+        }
+        assert_eq!(out.events, direct.events);
+        for ev in &kinds {
+            sections.observe(ev);
+        }
+        assert_eq!(sections.held, before);
+    }
+
     /// The layout [`Process`] is written for: aligned to a cache line, and every field a step
     /// reads within its first line.
     #[test]

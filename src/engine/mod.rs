@@ -271,7 +271,59 @@ impl<E: Copy> Engine<E> {
     pub fn at(&mut self, at: Instant, event: E) {
         let at = at.max(self.now);
         let seq = self.next_seq();
-        let slot = match self.free.pop() {
+        let slot = self.park(event);
+        self.enqueue(key(at, seq, slot), slot);
+    }
+
+    /// Queue key `k` of the event parked in `slot`: in the calendar, or else in the heap.
+    #[inline(never)]
+    fn enqueue(&mut self, k: Key, slot: u32) {
+        if !self.calendar.push(&mut self.slab, k, slot, self.now) {
+            self.heap.push(k);
+        }
+    }
+
+    /// A place in the firing order at the current instant, for an event that may never need
+    /// queueing: once the caller's other work at this instant is done, it either handles the
+    /// event at once, if [`Engine::next_is`] says nothing pending comes first (as popping it
+    /// would have done), or queues it in that place with [`Engine::at_reserved`]. Either way it
+    /// fires exactly where [`Engine::at`] called now would have put it.
+    #[inline(always)]
+    pub fn reserve(&mut self) -> u64 {
+        self.next_seq()
+    }
+
+    /// Would an event due now in place `seq` ([`Engine::reserve`]) be popped before every
+    /// pending one? If so, it counts as popped (in [`Engine::processed`]) and the caller handles
+    /// it now.
+    #[inline(always)]
+    pub fn next_is(&mut self, seq: u64) -> bool {
+        let mine = order(self.now, seq);
+        // (pending keys are unique and carry a slot: none equals `mine`)
+        let first = self.heap.peek().map_or(u128::MAX, |&k| k).min(self.lane_head.0);
+        if mine > first {
+            return false;
+        }
+        if let Some((k, _)) = self.calendar.peek(&self.slab, self.now)
+            && k < mine
+        {
+            return false;
+        }
+        self.popped += 1;
+        true
+    }
+
+    /// Queue `event` at `at` in place `seq` (from [`Engine::reserve`], not yet used).
+    pub fn at_reserved(&mut self, at: Instant, seq: u64, event: E) {
+        let at = at.max(self.now);
+        let slot = self.park(event);
+        self.enqueue(key(at, seq, slot), slot);
+    }
+
+    /// Park `event` in a free slab slot; the slot.
+    #[inline(always)]
+    fn park(&mut self, event: E) -> u32 {
+        match self.free.pop() {
             Some(slot) => {
                 self.slab[slot as usize].event = event;
                 slot
@@ -284,15 +336,6 @@ impl<E: Copy> Engine<E> {
                 self.slab.push(Parked::new(event));
                 (self.slab.len() - 1) as u32
             }
-        };
-        self.enqueue(key(at, seq, slot), slot);
-    }
-
-    /// Queue key `k` of the event parked in `slot`: in the calendar, or else in the heap.
-    #[inline(never)]
-    fn enqueue(&mut self, k: Key, slot: u32) {
-        if !self.calendar.push(&mut self.slab, k, slot, self.now) {
-            self.heap.push(k);
         }
     }
 
@@ -512,8 +555,9 @@ mod tests {
         assert_eq!(e.processed(), 6);
     }
 
-    /// The order is exactly `(time, seq)` for any mix of heap, lane and timer events (timers
-    /// cancelled or not, before or after they fire), and slab slots are reused.
+    /// The order is exactly `(time, seq)` for any mix of heap, lane, timer and reserved events
+    /// (timers cancelled or not, before or after they fire; a reserved one handled at once
+    /// exactly when it comes first), and slab slots are reused.
     #[test]
     fn matches_a_sorted_reference_under_random_scheduling() {
         // short delays (many ties) and long ones
@@ -553,6 +597,28 @@ mod tests {
                     reference.swap_remove(i);
                 }
                 assert_eq!(e.cancel(id), None, "a timer cancels once");
+            } else if r.random_bool(0.1) {
+                // an event due now given its place first ([`Engine::reserve`]), then a few more
+                // scheduled: handled at once exactly when nothing pending comes before it
+                let (mine, now) = (seq, e.now().0);
+                assert_eq!(e.reserve(), mine);
+                seq += 1;
+                for _ in 0..r.random_range(0..3) {
+                    let delay = Nanos(r.random_range(0..max_delay.min(3)));
+                    e.after(delay, seq);
+                    reference.push(((e.now() + delay).0, seq));
+                    seq += 1;
+                }
+                let first = reference.iter().min().copied();
+                let popped = e.processed();
+                if e.next_is(mine) {
+                    assert!(first.is_none_or(|f| f > (now, mine)), "{first:?} comes first");
+                    assert_eq!(e.processed(), popped + 1, "it counts as popped");
+                } else {
+                    assert!(first.is_some_and(|f| f < (now, mine)));
+                    e.at_reserved(e.now(), mine, mine);
+                    reference.push((now, mine));
+                }
             } else if r.random_bool(0.2) {
                 // a look that must not pop: the earliest is due after the limit
                 let want = *reference.iter().min().expect("pending");
