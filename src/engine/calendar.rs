@@ -25,10 +25,10 @@ use crate::time::Instant;
 ///
 /// Narrow, so a push seldom walks its bucket: each step of a walk reads another event's line
 /// and ends on a branch the processor cannot predict. With R1-large's 60,000 events a second
-/// (about 1 a bucket, where buckets of 65.5 us held 4), the simulator alone ran in 0.91 of
-/// the time (median of 31 alternated pairs; 0.89 with buckets of 4.1 us, not kept: their
-/// 256 KiB of heads cost a run whose events are sparse 4% more instructions, where these cost
-/// 2.6%). The instruction count barely moves (-1.3%): the gain is in fewer mispredictions.
+/// (about 1 a bucket, where buckets of 65.5 us held 4), the simulator alone ran in 0.92 of
+/// the time (median of 31 alternated pairs) on 0.4% fewer instructions: the gain is in
+/// fewer mispredictions. Buckets of 4.1 us were no faster on R1-large and cost a run whose
+/// events are sparse (r1-small) 4% more instructions; with these it runs 3% fewer.
 pub const SHIFT: u32 = 14;
 /// Buckets in the window (a power of two, at least 4096).
 pub const BUCKETS: usize = 16384;
@@ -82,7 +82,7 @@ pub struct Calendar {
     // the slab's `key` through its `next`; `bits` has bit `b` set exactly when that list is
     // not empty.
     head: Vec<u32>,
-    bits: Box<[u64; WORDS]>,
+    bits: [u64; WORDS],
     // invariant: bit `w` is set exactly when `bits[w]` is not zero.
     summary: [u64; SUMMARY],
     // invariant: every key waiting is due in the window `[bucket(now), bucket(now) + BUCKETS)`
@@ -95,7 +95,7 @@ impl Default for Calendar {
     fn default() -> Self {
         Calendar {
             head: vec![NIL; BUCKETS],
-            bits: Box::new([0; WORDS]),
+            bits: [0; WORDS],
             summary: [0; SUMMARY],
             len: 0,
         }
@@ -152,7 +152,7 @@ impl Calendar {
     }
 
     /// The least key and its bucket (for [`Calendar::pop_from`]), `now` being the engine's.
-    #[inline]
+    #[inline(always)]
     pub fn peek<E>(&self, slab: &[Parked<E>], now: Instant) -> Option<(u128, usize)> {
         if self.len == 0 {
             return None;
@@ -163,7 +163,10 @@ impl Calendar {
     }
 
     /// The first non-empty bucket from `now`'s, round the window (one lap: see `len`).
-    #[inline]
+    /// (Inlined: the common case, a key in `now`'s word of the bitmap, is a few instructions;
+    /// the search through the summary is a call. Inlined whole, the pops of R1-large ran 7%
+    /// more instructions.)
+    #[inline(always)]
     fn first(&self, now: Instant) -> usize {
         let start = (bucket_of(now.0) as usize) & (BUCKETS - 1);
         let (w0, b0) = (start >> 6, start & 63);
@@ -185,7 +188,7 @@ impl Calendar {
 
     /// The first non-empty word of the bitmap after word `w0`, round the window (`w0` itself
     /// last).
-    #[inline]
+    #[inline(never)]
     fn first_word(&self, w0: usize) -> usize {
         let (s0, b0) = (w0 >> 6, w0 & 63);
         // (a shift by 64 would overflow: the words after `w0` in its summary word)
