@@ -18,10 +18,14 @@
 //!   service time, a zero-latency hop). In and out in O(1), and they keep the heap small. An
 //!   event due before its lane's last one goes to the heap instead, so a lane is only ever a
 //!   speed-up, never a change of order.
-//! - one list of cancellable [timers](Engine::timer_after), kept in `(time, sequence)` order:
-//!   for an event that usually stops mattering before it is due (a client's timeout, once
-//!   the reply is in). [`Engine::cancel`] takes it out, so it is never popped and the list
-//!   holds only the timers still pending, however long they are.
+//! - cancellable [timers](Engine::timer_after), for an event that usually stops mattering
+//!   before it is due (a client's timeout, once the reply is in), in `(time, sequence)` order
+//!   in one of two queues. Made in time order, the rule (one delay after things that happen
+//!   in time order), a timer joins a FIFO, the [`TimerLane`], where [`Engine::cancel`] only
+//!   marks it: a cancelled timer leaves once it reaches the front, which the live timers keep
+//!   near the back when they are cancelled in the order they were made. A timer due before
+//!   the lane's last goes to a doubly linked list instead, which a cancel unlinks from.
+//!   Cancelled, a timer is never popped, and [`Engine::pending`] no longer counts it.
 
 pub mod calendar;
 pub mod heap;
@@ -53,11 +57,51 @@ fn slot_of(k: Key) -> u32 {
     (k as u32) & ((1 << SLOT_BITS) - 1)
 }
 
-/// A pending timer ([`Engine::timer_after`]), to [cancel](Engine::cancel) it: its sequence
-/// number and its node in the timer list, in one number (the node alone could name a later
-/// timer that reused it).
+/// A pending timer ([`Engine::timer_after`]), to [cancel](Engine::cancel) it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct TimerId(u64);
+pub struct TimerId(TimerIn);
+
+/// Where a timer waits.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum TimerIn {
+    /// The `n`-th timer the [`TimerLane`] took.
+    Lane(u64),
+    /// In the list: its sequence number and its node in one number (the node alone could name
+    /// a later timer that reused it).
+    List(u64),
+}
+
+/// A [`TimerLane`] entry's order with this bit set: cancelled. (An order's slot bits are
+/// zero, so the bit is free, and a cancelled entry compares as the same instant.)
+const CANCELLED: u128 = 1;
+
+/// The cancellable timers made in time order: a FIFO of `(order, event)` (see the module
+/// docs). Cancelling marks the entry where it is, in O(1) by its number; cancelled entries
+/// leave from the front, so a cancel costs a write, and a pop a look at the entries after it.
+#[derive(Debug)]
+struct TimerLane<E> {
+    // invariant: ordered by `order` (cancel marks aside), front first; `q[i]` is the timer
+    // numbered `base + i`; the front, if any, is not cancelled.
+    q: VecDeque<(u128, E)>,
+    base: u64,
+    // invariant: the entries not cancelled.
+    live: usize,
+}
+
+impl<E: Copy> TimerLane<E> {
+    /// Drop the cancelled entries at the front, so that the front is live.
+    fn trim(&mut self) {
+        while self.q.front().is_some_and(|f| f.0 & CANCELLED != 0) {
+            self.q.pop_front();
+            self.base += 1;
+        }
+    }
+
+    /// The front's order, `u128::MAX` when empty.
+    fn head_order(&self) -> u128 {
+        self.q.front().map_or(u128::MAX, |f| f.0)
+    }
+}
 
 /// No node: the end of the timer list.
 const NIL: u32 = u32::MAX;
@@ -195,12 +239,15 @@ pub struct Engine<E> {
     // invariant: the earliest lane head as `(order, lane)` (see `order`), `NO_LANE` when
     // every lane is empty: a pop compares the heap's head with this one number.
     lane_head: (u128, usize),
+    timer_lane: TimerLane<E>,
     timers: Timers<E>,
     popped: u64,
 }
 
 /// `lane_head`'s index when the earliest head is the timer list's.
 const TIMER_LIST: usize = usize::MAX - 1;
+/// `lane_head`'s index when the earliest head is the timer lane's.
+const TIMER_LANE: usize = usize::MAX - 2;
 
 /// `lane_head` when every lane is empty: later than any event.
 const NO_LANE: (u128, usize) = (u128::MAX, usize::MAX);
@@ -214,6 +261,8 @@ enum Source {
     Lane(usize),
     /// Head of the timer list.
     Timers,
+    /// Front of the timer lane.
+    TimerLane,
 }
 
 /// `(at, seq)` as one number: what the firing order compares (a heap key with slot 0).
@@ -240,6 +289,11 @@ impl<E: Copy> Engine<E> {
             free: Vec::new(),
             lanes: Vec::new(),
             lane_head: NO_LANE,
+            timer_lane: TimerLane {
+                q: VecDeque::new(),
+                base: 0,
+                live: 0,
+            },
             timers: Timers::new(),
             popped: 0,
         }
@@ -382,17 +436,33 @@ impl<E: Copy> Engine<E> {
         let at = self.now + delay;
         let seq = self.next_seq();
         let o = order(at, seq);
-        let n = self.timers.insert(o, event);
-        if o < self.lane_head.0 {
-            self.lane_head = (o, TIMER_LIST);
+        let lane = &mut self.timer_lane;
+        // (a cancelled last entry still orders the lane: its mark bit is below any order's)
+        if lane.q.back().is_some_and(|b| b.0 > o) {
+            let n = self.timers.insert(o, event);
+            if o < self.lane_head.0 {
+                self.lane_head = (o, TIMER_LIST);
+            }
+            return TimerId(TimerIn::List(seq << SLOT_BITS | u64::from(n)));
         }
-        TimerId(seq << SLOT_BITS | u64::from(n))
+        let was_empty = lane.q.is_empty();
+        lane.q.push_back((o, event));
+        lane.live += 1;
+        let id = TimerId(TimerIn::Lane(lane.base + lane.q.len() as u64 - 1));
+        if was_empty && o < self.lane_head.0 {
+            self.lane_head = (o, TIMER_LANE);
+        }
+        id
     }
 
     /// Take timer `id` out if it is still pending (not yet fired, not cancelled): its event.
     pub fn cancel(&mut self, id: TimerId) -> Option<E> {
-        let n = (id.0 & ((1 << SLOT_BITS) - 1)) as u32;
-        let seq = id.0 >> SLOT_BITS;
+        let id = match id.0 {
+            TimerIn::Lane(n) => return self.cancel_in_lane(n),
+            TimerIn::List(id) => id,
+        };
+        let n = (id & ((1 << SLOT_BITS) - 1)) as u32;
+        let seq = id >> SLOT_BITS;
         let node = self.timers.nodes.get(n as usize)?;
         // the node may since have fired and been reused by a later timer: its sequence tells
         if node.event.is_none() || (node.order as u64) >> SLOT_BITS != seq {
@@ -406,10 +476,36 @@ impl<E: Copy> Engine<E> {
         Some(event)
     }
 
-    /// Recompute `lane_head` after a lane's head (or the timer list's) left.
+    /// [`Engine::cancel`] for the `n`-th timer of the timer lane: marked where it is (gone
+    /// from the front at once).
+    fn cancel_in_lane(&mut self, n: u64) -> Option<E> {
+        let lane = &mut self.timer_lane;
+        // (before `base`: fired or cancelled and gone)
+        let i = usize::try_from(n.checked_sub(lane.base)?).ok()?;
+        let entry = lane.q.get_mut(i)?;
+        if entry.0 & CANCELLED != 0 {
+            return None;
+        }
+        entry.0 |= CANCELLED;
+        let event = entry.1;
+        lane.live -= 1;
+        if i == 0 {
+            lane.trim();
+            if self.lane_head.1 == TIMER_LANE {
+                self.find_lane_head();
+            }
+        }
+        Some(event)
+    }
+
+    /// Recompute `lane_head` after a lane's head (or a timer queue's) left.
     fn find_lane_head(&mut self) {
         let t = self.timers.head_order();
         let mut best = if t == u128::MAX { NO_LANE } else { (t, TIMER_LIST) };
+        let t = self.timer_lane.head_order();
+        if t < best.0 {
+            best = (t, TIMER_LANE);
+        }
         for (i, lane) in self.lanes.iter().enumerate() {
             if let Some(&(at, seq, _)) = lane.front() {
                 let o = order(at, seq);
@@ -458,10 +554,10 @@ impl<E: Copy> Engine<E> {
             if at > limit {
                 return None;
             }
-            let source = if i == TIMER_LIST {
-                Source::Timers
-            } else {
-                Source::Lane(i)
+            let source = match i {
+                TIMER_LIST => Source::Timers,
+                TIMER_LANE => Source::TimerLane,
+                _ => Source::Lane(i),
             };
             (at, source)
         } else {
@@ -505,12 +601,25 @@ impl<E: Copy> Engine<E> {
                 self.find_lane_head();
                 event
             }
+            Source::TimerLane => {
+                let lane = &mut self.timer_lane;
+                let (_, event) = lane.q.pop_front().expect("the lane head is in its lane");
+                lane.base += 1;
+                lane.live -= 1;
+                lane.trim();
+                self.find_lane_head();
+                event
+            }
         }
     }
 
     /// Number of events still pending.
     pub fn pending(&self) -> usize {
-        self.calendar.len() + self.heap.len() + self.lanes.iter().map(VecDeque::len).sum::<usize>() + self.timers.len
+        self.calendar.len()
+            + self.heap.len()
+            + self.lanes.iter().map(VecDeque::len).sum::<usize>()
+            + self.timers.len
+            + self.timer_lane.live
     }
 
     /// Number of events processed so far.
@@ -587,7 +696,17 @@ mod tests {
                 if how < 4 {
                     e.after_in(Lane(r.random_range(0..3)), delay, seq);
                 } else if how < 6 {
+                    // one fixed delay (in time order: the timer lane) or any (the list)
+                    let delay = if r.random_bool(0.5) {
+                        Nanos(max_delay / 2)
+                    } else {
+                        delay
+                    };
+                    let at = (e.now() + delay).0;
                     timers.push((e.timer_after(delay, seq), seq));
+                    reference.push((at, seq));
+                    seq += 1;
+                    continue;
                 } else {
                     e.after(delay, seq);
                 }
@@ -636,6 +755,7 @@ mod tests {
                 let (t, got) = e.pop_until(Instant(u64::MAX)).expect("pending");
                 assert_eq!((t.0, got), want);
             }
+            assert_eq!(e.pending(), reference.len(), "cancelled timers are not pending");
         }
         assert!(
             e.slab.len() <= most + 1,
