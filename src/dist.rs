@@ -183,15 +183,15 @@ fn lognormal(median: Nanos, sigma: f64, rng: &mut Rng) -> Nanos {
 /// a draw: `|sigma z|` stays below 150) and for NaN, the C library's `exp` answers.
 #[inline(always)]
 fn exp(x: f64) -> f64 {
-    if !(x.abs() < 700.0) {
+    if x.is_nan() || x.abs() >= 700.0 {
         return x.exp();
     }
     // 1.5 x 2^52: adding it rounds to an integer, which then sits in the low mantissa bits
     const SHIFT: f64 = 6_755_399_441_055_744.0;
     const INV_LN2_32: f64 = 32.0 / std::f64::consts::LN_2;
     // ln2 = LN2_HI + LN2_LO, LN2_HI with its low 32 bits zero (fdlibm's split), over 32
-    const LN2_32_HI: f64 = 6.931_471_803_691_238_164_90e-1 / 32.0;
-    const LN2_32_LO: f64 = 1.908_214_929_270_587_700_02e-10 / 32.0;
+    const LN2_32_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000) / 32.0;
+    const LN2_32_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76) / 32.0;
     let kd = x * INV_LN2_32 + SHIFT;
     let k = kd.to_bits().wrapping_sub(SHIFT.to_bits()) as i64;
     let kf = kd - SHIFT;

@@ -217,6 +217,10 @@ pub struct Sim<'a, B: Backend> {
     // invariant: `Some` only inside one turn of `Sim::run`'s loop: a `DestRecv` due now, in
     // the place `(now, seq)` it was given, not yet queued nor handled.
     hop: Option<(u64, u32, u16, u32)>,
+    // invariant: `Some((at, seq))` only while the store's lock is held and nothing waits for
+    // it: the lock's `StoreFree`, given its place `(at, seq)` in the firing order but not
+    // queued (see `Sim::hold_lock`).
+    lock_free: Option<(Instant, u64)>,
     // `[jobs]`: the broker, the sources and their events (None: processes loop on their own).
     tasks: Option<Tasks>,
 }
@@ -273,6 +277,7 @@ impl<'a, B: Backend> Sim<'a, B> {
             arrivals: (0..n).map(|pid| rng::stream(sc.seed, Entity::Arrivals(pid))).collect(),
             timers: Vec::new(),
             hop: None,
+            lock_free: None,
             tasks: sc.jobs.as_ref().map(|j| Tasks::new(Jobs::new(j), n)),
         };
         for pid in 0..n {
@@ -382,7 +387,20 @@ impl<'a, B: Backend> Sim<'a, B> {
                 }
             }
         }
-        let end = if self.engine.pending() > 0 && self.active > 0 {
+        // A release of the lock never queued (nobody waited for it) counts as it would have:
+        // popped if due by the limit, else pending. (Only when the loop ran out of events:
+        // when the last loop finished first, it was pending, as now, and `end` is `last`.)
+        let mut pending = self.engine.pending();
+        if let Some((at, _)) = self.lock_free
+            && self.active > 0
+        {
+            if at <= limit {
+                last = last.max(at);
+            } else {
+                pending += 1;
+            }
+        }
+        let end = if pending > 0 && self.active > 0 {
             limit.max(last)
         } else {
             last
@@ -656,23 +674,60 @@ impl<'a, B: Backend> Sim<'a, B> {
             }
             Err(OutageMode::Timeout) => {} // nothing answers; the client's timeout fires
             Ok(()) => {
-                if let Some(w) = self.store.admit(Waiter::Op {
+                let w = Waiter::Op {
                     pid,
                     incarnation: inc,
                     seq: tag_seq(seq, th),
                     op,
-                }) {
+                };
+                if let Some(w) = self.admit(w) {
                     self.serve(w);
                 }
             }
         }
     }
 
+    /// The lock, just taken by the waiter being served, is held for `d`. Its release is an
+    /// event, `StoreFree`, that hands the lock to the next waiter; while nobody waits, it has
+    /// nothing to do but mark the lock free, so it is only given its place in the firing order
+    /// (`lock_free`) and queued there if a waiter arrives before it is due ([`Sim::admit`]).
+    /// Measured on R1-large, where half the reservations find the lock free: one event a fetch
+    /// fewer.
+    fn hold_lock(&mut self, d: Nanos) {
+        debug_assert!(self.lock_free.is_none());
+        if self.store.waiting() == 0 {
+            let at = self.engine.now() + d;
+            self.lock_free = Some((at, self.engine.reserve()));
+        } else {
+            self.engine.after_in(LOCK, d, Ev::StoreFree);
+        }
+    }
+
+    /// A waiter reaches the store's lock ([`Store::admit`]): returned if it takes the lock now.
+    /// A release not queued (`lock_free`) has happened if its place comes before the event
+    /// being handled; if not, and the waiter must wait, the release is queued in its place.
+    fn admit(&mut self, w: Waiter<B::Op>) -> Option<Waiter<B::Op>> {
+        if let Some((at, seq)) = self.lock_free
+            && self.engine.before_current(at, seq)
+        {
+            self.lock_free = None;
+            let next = self.store.release();
+            debug_assert!(next.is_none(), "nobody waits while a release is not queued");
+        }
+        let w = self.store.admit(w);
+        if w.is_none()
+            && let Some((at, seq)) = self.lock_free.take()
+        {
+            self.engine.at_reserved(at, seq, Ev::StoreFree);
+        }
+        w
+    }
+
     /// The store serves one waiter under its lock: the backend's atomic operation.
     fn serve(&mut self, waiter: Waiter<B::Op>) {
         let now = self.engine.now();
         let (pid, inc, (seq, th), op) = match waiter {
-            Waiter::Foreign { hold } => return self.engine.after_in(LOCK, hold, Ev::StoreFree),
+            Waiter::Foreign { hold } => return self.hold_lock(hold),
             Waiter::Op {
                 pid,
                 incarnation,
@@ -710,8 +765,7 @@ impl<'a, B: Backend> Sim<'a, B> {
                 reply: served.reply,
             },
         );
-        self.engine
-            .after_in(LOCK, service + served.hold + commit, Ev::StoreFree);
+        self.hold_lock(service + served.hold + commit);
         if self.current(pid, inc)
             && let Some(k) = self.step(pid, th, |w, _, _| w.served(&op, served.hold.0 > 0))
         {
@@ -832,7 +886,7 @@ impl<'a, B: Backend> Sim<'a, B> {
                 }
             }
             FaultSpec::LongTransaction { duration, .. } => {
-                if start && let Some(w) = self.store.admit(Waiter::Foreign { hold: *duration }) {
+                if start && let Some(w) = self.admit(Waiter::Foreign { hold: *duration }) {
                     self.serve(w);
                 }
             }

@@ -124,6 +124,11 @@ impl<Op> Store<Op> {
         }
     }
 
+    /// How many wait for the lock (beside the one holding it).
+    pub fn waiting(&self) -> usize {
+        self.queue.len()
+    }
+
     /// The lock frees; returns the next waiter to serve, if any (the lock stays held for it).
     pub fn release(&mut self) -> Option<Waiter<Op>> {
         debug_assert!(self.busy);

@@ -225,6 +225,9 @@ pub struct Lane(pub u8);
 pub struct Engine<E> {
     // invariant: `now` never decreases; every pending event has `at >= now`.
     now: Instant,
+    // invariant: the order (see `order`) of the event popped last (or handled in its reserved
+    // place, `next_is`); 0 before the first.
+    current: u128,
     // invariant: strictly increasing; one number per scheduled event.
     seq: u64,
     // invariant: one key per occupied slab slot, in the calendar or the heap (never both),
@@ -282,6 +285,7 @@ impl<E: Copy> Engine<E> {
     pub fn new() -> Self {
         Engine {
             now: Instant::ZERO,
+            current: 0,
             seq: 0,
             calendar: Calendar::default(),
             heap: QuadHeap::default(),
@@ -366,7 +370,15 @@ impl<E: Copy> Engine<E> {
             return false;
         }
         self.popped += 1;
+        self.current = mine;
         true
+    }
+
+    /// Does place `(at, seq)` come before the event being handled (the last popped), so that
+    /// an event given it ([`Engine::reserve`]) and not queued would have fired by now?
+    #[inline(always)]
+    pub fn before_current(&self, at: Instant, seq: u64) -> bool {
+        order(at, seq) < self.current
     }
 
     /// Queue `event` at `at` in place `seq` (from [`Engine::reserve`], not yet used).
@@ -578,6 +590,10 @@ impl<E: Copy> Engine<E> {
         };
         debug_assert!(at >= self.now);
         self.now = at;
+        self.current = match from {
+            Source::Slot(_) => queued & !((1 << SLOT_BITS) - 1),
+            _ => self.lane_head.0,
+        };
         self.popped += 1;
         Some((at, from))
     }

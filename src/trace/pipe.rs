@@ -21,23 +21,45 @@ const BATCH: usize = 1024;
 /// Empty batches kept for reuse.
 const SPARE: usize = super::handoff::SLOTS + 1;
 
+/// A batch's events: the first `len` of a fixed array. (Not a `Vec`: a push onto one may
+/// grow it, and the call that would keep every argument of the push's caller alive across it
+/// cost each event seven saved registers; an index into an array that is never full at a push
+/// can only fail its bounds check, which returns nowhere.)
+type Batch = Box<[Event; BATCH]>;
+
+/// A batch of `BATCH` placeholder events, to be overwritten.
+fn empty_batch() -> Batch {
+    // (built in place: `Box::new` of an array builds it on the stack and copies it)
+    vec![Event::End { t: 0 }; BATCH]
+        .into_boxed_slice()
+        .try_into()
+        .expect("BATCH events")
+}
+
 enum Msg {
     Header(Box<Header>),
-    Events(Vec<Event>),
+    /// A batch and how many of its events are real.
+    Events(Batch, usize),
 }
 
 /// The producer's side: a sink that batches events and sends them on.
 struct Batcher<'a> {
     tx: Sender<'a, Msg>,
-    spare: &'a Mutex<Vec<Vec<Event>>>,
-    batch: Vec<Event>,
+    spare: &'a Mutex<Vec<Batch>>,
+    batch: Batch,
+    // invariant: below `BATCH` between calls (a batch is sent the moment it fills).
+    len: usize,
     // invariant: true once the consumer has gone; later events are dropped.
     closed: bool,
 }
 
 impl Batcher<'_> {
     fn flush(&mut self) {
-        if self.batch.is_empty() || self.closed {
+        if self.len == 0 {
+            return;
+        }
+        if self.closed {
+            self.len = 0;
             return;
         }
         let next = self
@@ -45,9 +67,10 @@ impl Batcher<'_> {
             .lock()
             .ok()
             .and_then(|mut s| s.pop())
-            .unwrap_or_else(|| Vec::with_capacity(BATCH));
+            .unwrap_or_else(empty_batch);
         let full = std::mem::replace(&mut self.batch, next);
-        self.closed = self.tx.send(Msg::Events(full)).is_err();
+        let len = std::mem::take(&mut self.len);
+        self.closed = self.tx.send(Msg::Events(full, len)).is_err();
     }
 }
 
@@ -99,8 +122,9 @@ impl Sink for Batcher<'_> {
 impl Batcher<'_> {
     #[inline(always)]
     fn push(&mut self, ev: Event) {
-        self.batch.push(ev);
-        if self.batch.len() >= BATCH {
+        self.batch[self.len] = ev;
+        self.len += 1;
+        if self.len == BATCH {
             self.flush();
         }
     }
@@ -127,7 +151,8 @@ pub fn pipelined<R: Send>(produce: impl FnOnce(&mut dyn Sink) -> R + Send, consu
             let mut b = Batcher {
                 tx: ring.sender(crate::pacer::sync::current()),
                 spare,
-                batch: Vec::with_capacity(BATCH),
+                batch: empty_batch(),
+                len: 0,
                 closed: false,
             };
             let r = produce(&mut b);
@@ -141,11 +166,10 @@ pub fn pipelined<R: Send>(produce: impl FnOnce(&mut dyn Sink) -> R + Send, consu
         while let Some(msg) = rx.recv() {
             match msg {
                 Msg::Header(h) => consume.header(&h),
-                Msg::Events(mut evs) => {
-                    for e in &evs {
+                Msg::Events(evs, len) => {
+                    for e in &evs[..len] {
                         consume.event(e);
                     }
-                    evs.clear();
                     if let Ok(mut pool) = spare.lock()
                         && pool.len() < SPARE
                     {
