@@ -331,7 +331,7 @@ impl<'a, B: Backend> Sim<'a, B> {
                 .sc
                 .processes
                 .start
-                .sample(&mut self.procs[pid as usize].threads[0].rng);
+                .sample(&mut self.procs[pid as usize].thread_mut(0).rng);
             self.engine.at(Instant::ZERO + d, Ev::Start { pid });
             if let Some(rate) = self.sc.processes.arrival_rate {
                 let first = exp_gap(&mut self.arrivals[pid as usize], rate);
@@ -482,7 +482,7 @@ impl<'a, B: Backend> Sim<'a, B> {
 
     /// Thread `th` of process `pid`.
     fn thread(&mut self, pid: u32, th: u16) -> &mut Worker<B::Process> {
-        &mut self.procs[pid as usize].threads[th as usize]
+        self.procs[pid as usize].thread_mut(th)
     }
 
     /// Run one step of thread `th`'s loop, holding what its process shares (the trace followed
@@ -502,7 +502,7 @@ impl<'a, B: Backend> Sim<'a, B> {
 
     /// Is `(pid, inc)` the live incarnation?
     fn current(&self, pid: u32, inc: u32) -> bool {
-        let w = &self.procs[pid as usize].threads[0];
+        let w = self.procs[pid as usize].thread(0);
         w.incarnation == inc && w.phase != Phase::Dead
     }
 
@@ -638,7 +638,7 @@ impl<'a, B: Backend> Sim<'a, B> {
 
     /// A thread sends `op` (already traced) to the store.
     fn send(&mut self, pid: u32, th: u16, seq: u64, op: B::Op) {
-        let w = &mut self.procs[pid as usize].threads[th as usize];
+        let w = self.procs[pid as usize].thread_mut(th);
         let inc = w.incarnation;
         let there = self.store.one_way(&mut w.rng);
         self.engine.after(there, Ev::StoreRecv { pid, th, inc, seq, op });
@@ -667,9 +667,7 @@ impl<'a, B: Backend> Sim<'a, B> {
     fn store_recv(&mut self, pid: u32, th: u16, inc: u32, seq: u64, op: B::Op) {
         match self.store.reachable(pid) {
             Err(OutageMode::Refuse) => {
-                let back = self
-                    .store
-                    .one_way(&mut self.procs[pid as usize].threads[th as usize].rng);
+                let back = self.store.one_way(&mut self.procs[pid as usize].thread_mut(th).rng);
                 self.engine.after(back, Ev::StoreRefused { pid, th, inc, seq });
             }
             Err(OutageMode::Timeout) => {} // nothing answers; the client's timeout fires
@@ -752,9 +750,7 @@ impl<'a, B: Backend> Sim<'a, B> {
             Nanos::ZERO
         };
         let reply_after = if served.hold.0 > 0 { service } else { service + commit };
-        let back = self
-            .store
-            .one_way(&mut self.procs[pid as usize].threads[th as usize].rng);
+        let back = self.store.one_way(&mut self.procs[pid as usize].thread_mut(th).rng);
         self.engine.after(
             reply_after + back,
             Ev::Reply {
@@ -784,7 +780,7 @@ impl<'a, B: Backend> Sim<'a, B> {
     }
 
     fn awaiting(&self, pid: u32, th: u16, inc: u32, seq: u64) -> bool {
-        self.current(pid, inc) && self.procs[pid as usize].threads[th as usize].awaiting(seq)
+        self.current(pid, inc) && self.procs[pid as usize].thread(th).awaiting(seq)
     }
 
     /// The operation a thread awaits (once [`Sim::awaiting`] said so).
@@ -800,7 +796,9 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
         let op = self.in_flight(pid, th);
         let now = self.engine.now();
-        self.procs[pid as usize].threads[th as usize].store_error_event(now, error, self.out);
+        self.procs[pid as usize]
+            .thread_mut(th)
+            .store_error_event(now, error, self.out);
         let from = Session {
             pid,
             incarnation: inc,
@@ -814,7 +812,7 @@ impl<'a, B: Backend> Sim<'a, B> {
 
     fn fetch_start(&mut self, pid: u32, th: u16) {
         let now = self.engine.now();
-        let w = &mut self.procs[pid as usize].threads[th as usize];
+        let w = self.procs[pid as usize].thread_mut(th);
         w.fetch_start(now, self.out);
         let inc = w.incarnation;
         let there = self.sc.destination.latency.sample(&mut w.rng);
@@ -929,7 +927,7 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
         match point {
             None => {
-                if self.procs[pid as usize].threads.iter().any(|w| w.is_active()) {
+                if self.procs[pid as usize].threads().any(|w| w.is_active()) {
                     self.kill(pid, CrashPoint::Immediate, restart_after);
                 }
             }
@@ -967,7 +965,7 @@ impl<'a, B: Backend> Sim<'a, B> {
     /// with all its threads.
     fn restart(&mut self, pid: u32) {
         let t = self.t();
-        let inc = self.procs[pid as usize].threads[0].incarnation + 1;
+        let inc = self.procs[pid as usize].thread(0).incarnation + 1;
         let (threads, side) = self.incarnation(pid, inc);
         self.procs[pid as usize].restarted(threads, side);
         self.out.event(&Event::Restart { t, pid });
@@ -1109,7 +1107,7 @@ impl<B: Backend> Sim<'_, B> {
         let now = self.engine.now();
         let Some(tk) = &mut self.tasks else { return };
         if let Some((job, budget)) = tk.walk_starts(pid, now, self.out) {
-            let inc = self.procs[pid as usize].threads[0].incarnation;
+            let inc = self.procs[pid as usize].thread(0).incarnation;
             self.engine.after(budget, Ev::Budget { pid, inc, job });
         }
     }
@@ -1122,7 +1120,7 @@ impl<B: Backend> Sim<'_, B> {
         let Some(tk) = &mut self.tasks else { return };
         if !tk.walking(pid, job)
             || !matches!(
-                self.procs[pid as usize].threads[0].phase,
+                self.procs[pid as usize].thread(0).phase,
                 Phase::SleepingToSlot | Phase::Fetching
             )
         {
@@ -1138,7 +1136,7 @@ impl<B: Backend> Sim<'_, B> {
         let Some(tk) = &mut self.tasks else { return };
         match tk.walk_over(pid) {
             After::Persist(state) => {
-                let w = &mut self.procs[pid as usize].threads[0];
+                let w = self.procs[pid as usize].thread_mut(0);
                 w.phase = Phase::Finalising;
                 let (inc, job) = (w.incarnation, w.job_seq);
                 let persist = tk.cfg.persist;
@@ -1149,7 +1147,7 @@ impl<B: Backend> Sim<'_, B> {
     }
 
     fn persisted(&mut self, pid: u32, inc: u32, job: u64, state: crate::trace::JobState) {
-        let w = &self.procs[pid as usize].threads[0];
+        let w = self.procs[pid as usize].thread(0);
         if !self.current(pid, inc) || w.job_seq != job || w.phase != Phase::Finalising {
             return;
         }

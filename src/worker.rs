@@ -417,21 +417,28 @@ impl<P: ProcessSide> Worker<P> {
 /// limiter runs under its `threading.Lock`. A one-thread process lends nothing but its armed
 /// kills and its queue, and steps exactly as a [`Worker`] alone.
 #[derive(Debug)]
-// Laid out by hand, as `Worker` is: what every step reads (the threads, the parts it lends, and
-// whether it lends a shared side) and what every job's start reads (its permits) fill the first
-// cache line; the shared side itself, lent only when `shared`, and the line of threads waiting
-// for a permit follow.
+// Laid out by hand, as `Worker` is: what every step reads (the parts it lends, and whether it
+// lends a shared side) and what every job's start reads (its permits) fill the first cache
+// line; thread 0's loop, which every event of a one-thread process visits, follows in place
+// (at a fixed offset from the process, not behind a pointer: a visit's loads do not wait on
+// one another); then the shared side, lent only when `shared`, and the line of threads waiting
+// for a permit.
 #[repr(C, align(64))]
 pub struct Process<P: ProcessSide> {
-    /// The threads' loops, by thread number.
-    pub threads: Vec<Worker<P>>,
+    // the loops of threads 1 and up (none in a one-thread process)
+    rest: Vec<Worker<P>>,
     // kills armed for the process (they outlive an incarnation); lent to the stepping thread
     armed: Vec<Armed>,
     // open loop: jobs waiting for a free thread; lent to the stepping thread
     queued: u64,
     shared: bool,
+    // invariant: true once a kill was armed or a job queued (the parts a step lends may then be
+    // other than empty): until then a step lends nothing
+    lends: bool,
     // `max_concurrency`: permits free now (`None`: no bound)
     permits: Option<u16>,
+    // thread 0's loop
+    first: Worker<P>,
     // invariant: Some between steps iff `shared` (the threads share one process side); during
     // a step it is lent to the stepping thread.
     side: Option<Box<P>>,
@@ -444,10 +451,18 @@ pub struct Process<P: ProcessSide> {
 impl<P: ProcessSide> Process<P> {
     /// A process of `threads`, sharing `side` if given (then no thread holds one), with at most
     /// `max_concurrency` jobs in flight.
-    pub fn new(threads: Vec<Worker<P>>, side: Option<P>, max_concurrency: Option<u16>) -> Process<P> {
+    ///
+    /// # Panics
+    ///
+    /// With no thread.
+    pub fn new(mut threads: Vec<Worker<P>>, side: Option<P>, max_concurrency: Option<u16>) -> Process<P> {
+        assert!(!threads.is_empty(), "a process runs at least one thread");
+        let first = threads.remove(0);
         Process {
-            threads,
+            rest: threads,
+            first,
             shared: side.is_some(),
+            lends: false,
             side: side.map(Box::new),
             armed: Vec::new(),
             queued: 0,
@@ -457,43 +472,100 @@ impl<P: ProcessSide> Process<P> {
         }
     }
 
+    /// Thread `th`'s loop.
+    #[inline(always)]
+    pub fn thread(&self, th: u16) -> &Worker<P> {
+        if th == 0 {
+            &self.first
+        } else {
+            &self.rest[th as usize - 1]
+        }
+    }
+
+    /// Thread `th`'s loop, to change.
+    #[inline(always)]
+    pub fn thread_mut(&mut self, th: u16) -> &mut Worker<P> {
+        if th == 0 {
+            &mut self.first
+        } else {
+            &mut self.rest[th as usize - 1]
+        }
+    }
+
+    /// The threads' loops, by thread number.
+    pub fn threads(&self) -> impl Iterator<Item = &Worker<P>> {
+        std::iter::once(&self.first).chain(&self.rest)
+    }
+
+    /// The threads' loops, by thread number, to change.
+    pub fn threads_mut(&mut self) -> impl Iterator<Item = &mut Worker<P>> {
+        std::iter::once(&mut self.first).chain(&mut self.rest)
+    }
+
     /// Thread `th`'s loop, holding the shared parts for one step.
+    #[inline(always)]
     pub fn lend(&mut self, th: u16) -> &mut Worker<P> {
-        let w = &mut self.threads[th as usize];
+        let Process {
+            rest,
+            armed,
+            queued,
+            shared,
+            lends,
+            first,
+            side,
+            ..
+        } = self;
+        let w = if th == 0 { first } else { &mut rest[th as usize - 1] };
         // (`side` is only ever Some when shared: the flag, in the first line, spares the
-        // second's load)
-        if self.shared
-            && let Some(side) = self.side.take()
-        {
+        // shared side's load)
+        if *shared && let Some(side) = side.take() {
             w.process = Some(side);
         }
-        std::mem::swap(&mut w.armed, &mut self.armed);
-        std::mem::swap(&mut w.queued, &mut self.queued);
+        if *lends {
+            std::mem::swap(&mut w.armed, armed);
+            std::mem::swap(&mut w.queued, queued);
+        }
         w
     }
 
     /// Thread `th`'s step is over: the shared parts come back.
+    #[inline(always)]
     pub fn reclaim(&mut self, th: u16) {
-        let w = &mut self.threads[th as usize];
-        if self.shared {
-            self.side = w.process.take();
+        let Process {
+            rest,
+            armed,
+            queued,
+            shared,
+            lends,
+            first,
+            side,
+            ..
+        } = self;
+        let w = if th == 0 { first } else { &mut rest[th as usize - 1] };
+        if *shared {
+            *side = w.process.take();
         }
-        std::mem::swap(&mut w.armed, &mut self.armed);
-        std::mem::swap(&mut w.queued, &mut self.queued);
+        if *lends {
+            std::mem::swap(&mut w.armed, armed);
+            std::mem::swap(&mut w.queued, queued);
+        }
     }
 
     /// Arm a kill for the process: it fires at the first of its threads to reach the point.
     pub fn arm(&mut self, k: Armed) {
         self.armed.push(k);
+        self.lends = true;
     }
 
     /// Open loop: a job arrives for the process. The first thread waiting for a job takes it
     /// (`Some(thread)`), else it queues.
     pub fn job_arrives(&mut self) -> Option<u16> {
-        match self.threads.iter().position(|w| w.phase == Phase::Idle) {
+        let idle = self.threads().position(|w| w.phase == Phase::Idle);
+        match idle {
             Some(th) => Some(th as u16),
             None => {
                 self.queued += 1;
+                self.lends = true;
                 None
             }
         }
@@ -505,7 +577,7 @@ impl<P: ProcessSide> Process<P> {
         match &mut self.permits {
             None => true,
             Some(0) => {
-                self.threads[th as usize].phase = Phase::WaitingPermit;
+                self.thread_mut(th).phase = Phase::WaitingPermit;
                 self.waiting.push_back(th);
                 false
             }
@@ -533,7 +605,7 @@ impl<P: ProcessSide> Process<P> {
     /// process that replaces it. How many of its threads were still active.
     pub fn die(&mut self) -> u32 {
         let mut active = 0;
-        for w in &mut self.threads {
+        for w in self.threads_mut() {
             active += u32::from(w.is_active());
             w.phase = Phase::Dead;
         }
@@ -545,16 +617,18 @@ impl<P: ProcessSide> Process<P> {
     /// A fresh process in this one's place: `threads` new loops (each thread's fetch count
     /// carries over), sharing `side` if given; the armed kills and the job queue carry over.
     pub fn restarted(&mut self, mut threads: Vec<Worker<P>>, side: Option<P>) {
-        for (new, old) in threads.iter_mut().zip(&self.threads) {
+        for (new, old) in threads.iter_mut().zip(self.threads()) {
             new.fetches = old.fetches;
         }
-        self.threads = threads;
+        assert!(!threads.is_empty(), "a process runs at least one thread");
+        self.first = threads.remove(0);
+        self.rest = threads;
         self.side = side.map(Box::new);
     }
 
     /// The sessions of the process's threads (one store connection each).
     pub fn sessions(&self) -> impl Iterator<Item = crate::backend::Session> + '_ {
-        self.threads.iter().map(|w| crate::backend::Session {
+        self.threads().map(|w| crate::backend::Session {
             pid: w.pid,
             incarnation: w.incarnation,
             thread: w.thread,
@@ -751,17 +825,19 @@ mod tests {
         assert_eq!(sections.held, before);
     }
 
-    /// The layout [`Process`] is written for: aligned to a cache line, and every field a step
-    /// reads within its first line.
+    /// The layout [`Process`] is written for: aligned to a cache line, every field a step
+    /// reads within its first line, and thread 0's loop right after it.
     #[test]
     fn a_step_reads_one_line_of_its_process() {
         type P = Process<RowProcess>;
         assert_eq!(std::mem::align_of::<P>(), 64);
+        assert_eq!(offset_of!(P, first), 64);
         for end in [
-            offset_of!(P, threads) + size_of::<Vec<Worker<RowProcess>>>(),
+            offset_of!(P, rest) + size_of::<Vec<Worker<RowProcess>>>(),
             offset_of!(P, armed) + size_of::<Vec<Armed>>(),
             offset_of!(P, queued) + 8,
             offset_of!(P, shared) + 1,
+            offset_of!(P, lends) + 1,
             offset_of!(P, permits) + size_of::<Option<u16>>(),
         ] {
             assert!(end <= 64, "a field a step reads ends at byte {end}");
