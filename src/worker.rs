@@ -505,6 +505,18 @@ impl<P: ProcessSide> Process<P> {
     /// Thread `th`'s loop, holding the shared parts for one step.
     #[inline(always)]
     pub fn lend(&mut self, th: u16) -> &mut Worker<P> {
+        self.exchange(th, true)
+    }
+
+    /// Thread `th`'s step is over: the shared parts come back.
+    #[inline(always)]
+    pub fn reclaim(&mut self, th: u16) {
+        self.exchange(th, false);
+    }
+
+    /// The shared parts move to thread `th`'s loop (`lend`) or back from it; the loop.
+    #[inline(always)]
+    fn exchange(&mut self, th: u16, lend: bool) -> &mut Worker<P> {
         let Process {
             rest,
             armed,
@@ -518,37 +530,20 @@ impl<P: ProcessSide> Process<P> {
         let w = if th == 0 { first } else { &mut rest[th as usize - 1] };
         // (`side` is only ever Some when shared: the flag, in the first line, spares the
         // shared side's load)
-        if *shared && let Some(side) = side.take() {
-            w.process = Some(side);
+        if *shared {
+            if lend {
+                if let Some(side) = side.take() {
+                    w.process = Some(side);
+                }
+            } else {
+                *side = w.process.take();
+            }
         }
         if *lends {
             std::mem::swap(&mut w.armed, armed);
             std::mem::swap(&mut w.queued, queued);
         }
         w
-    }
-
-    /// Thread `th`'s step is over: the shared parts come back.
-    #[inline(always)]
-    pub fn reclaim(&mut self, th: u16) {
-        let Process {
-            rest,
-            armed,
-            queued,
-            shared,
-            lends,
-            first,
-            side,
-            ..
-        } = self;
-        let w = if th == 0 { first } else { &mut rest[th as usize - 1] };
-        if *shared {
-            *side = w.process.take();
-        }
-        if *lends {
-            std::mem::swap(&mut w.armed, armed);
-            std::mem::swap(&mut w.queued, queued);
-        }
     }
 
     /// Arm a kill for the process: it fires at the first of its threads to reach the point.
