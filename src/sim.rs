@@ -119,7 +119,8 @@ fn untag_seq(tagged: u64) -> (u64, u16) {
 pub struct Outcome {
     /// Virtual time when the run ended.
     pub end: Instant,
-    /// Engine events processed.
+    /// Engine events processed (a lock release that was never queued, since nobody waited for
+    /// it, is not one: see `Sim::hold_lock`).
     pub events: u64,
     /// Store operations served.
     pub store_ops: u64,
@@ -653,7 +654,7 @@ impl<'a, B: Backend> Sim<'a, B> {
     /// The answer to operation `seq` is in: once the thread no longer awaits it (it never will
     /// again: a thread's operation numbers only grow), its timeout is cancelled. It would
     /// have fired into [`Sim::awaiting`]'s refusal; cancelled, it is never popped, and the
-    /// engine holds only the timeouts of operations in flight.
+    /// engine counts as pending only the timeouts of operations in flight.
     fn settled(&mut self, pid: u32, th: u16, seq: u64) {
         let w = self.thread(pid, th);
         if !w.awaiting(seq)
