@@ -21,10 +21,11 @@
 //! - cancellable [timers](Engine::timer_after), for an event that usually stops mattering
 //!   before it is due (a client's timeout, once the reply is in), in `(time, sequence)` order
 //!   in one of two queues. Made in time order, the rule (one delay after things that happen
-//!   in time order), a timer joins a FIFO, the timer lane (`TimerLane`), where [`Engine::cancel`] only
-//!   marks it: a cancelled timer leaves once it reaches the front, which the live timers keep
-//!   near the back when they are cancelled in the order they were made. A timer due before
-//!   the lane's last goes to a doubly linked list instead, which a cancel unlinks from.
+//!   in time order), a timer joins a FIFO, the timer lane (`TimerLane`), where
+//!   [`Engine::cancel`] only marks it: a cancelled timer leaves once it reaches the front,
+//!   which the live timers keep near the back when they are cancelled in the order they were
+//!   made. A timer due before the lane's last goes to a doubly linked list instead, which a
+//!   cancel unlinks from.
 //!   Cancelled, a timer is never popped, and [`Engine::pending`] no longer counts it.
 
 pub mod calendar;
