@@ -236,8 +236,11 @@ pub struct Engine<E> {
     calendar: Calendar,
     heap: QuadHeap<Key>,
     slab: Vec<Parked<E>>,
-    // invariant: exactly the unoccupied slab slots.
-    free: Vec<u32>,
+    // invariant: `free` starts a list through the slab's `link` fields (the next free slot in
+    // the link's slot bits, `calendar::NIL` at its end) of exactly the unoccupied slots. (A
+    // free slot's link is otherwise unused, as a heap key's is: a list in place costs no push
+    // that might grow a vector.)
+    free: u32,
     // invariant: each lane is ordered by `(at, seq)`, front first.
     lanes: Vec<VecDeque<(Instant, u64, E)>>,
     // invariant: the earliest lane head as `(order, lane)` (see `order`), `NO_LANE` when
@@ -291,7 +294,7 @@ impl<E: Copy> Engine<E> {
             calendar: Calendar::default(),
             heap: QuadHeap::default(),
             slab: Vec::new(),
-            free: Vec::new(),
+            free: calendar::NIL,
             lanes: Vec::new(),
             lane_head: NO_LANE,
             timer_lane: TimerLane {
@@ -395,18 +398,20 @@ impl<E: Copy> Engine<E> {
     /// Park `event` in a free slab slot; the slot.
     #[inline(always)]
     fn park(&mut self, event: E) -> u32 {
-        match self.free.pop() {
-            Some(slot) => {
-                self.slab[slot as usize].event = event;
-                slot
-            }
-            None => {
+        match self.free {
+            calendar::NIL => {
                 assert!(
                     self.slab.len() < calendar::NIL as usize,
                     "at most 2^28 - 1 events wait at once (the engine's key layout)"
                 );
                 self.slab.push(Parked::new(event));
                 (self.slab.len() - 1) as u32
+            }
+            slot => {
+                let parked = &mut self.slab[slot as usize];
+                self.free = (parked.link & ((1 << SLOT_BITS) - 1)) as u32;
+                parked.event = event;
+                slot
             }
         }
     }
@@ -586,7 +591,8 @@ impl<E: Copy> Engine<E> {
                     (k, slot_of(k))
                 }
             };
-            self.free.push(slot);
+            self.slab[slot as usize].link = u128::from(self.free);
+            self.free = slot;
             (Instant((k >> 64) as u64), Source::Slot(slot))
         };
         debug_assert!(at >= self.now);
