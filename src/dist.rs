@@ -168,10 +168,10 @@ fn lognormal(median: Nanos, sigma: f64, rng: &mut Rng) -> Nanos {
 }
 
 /// `e^x`, within one unit in the last place of the correctly rounded value, in pure Rust and
-/// inline: the draws' hot path. The C library's `exp` costs a call through the PLT, its error
-/// handling, and about 70 instructions (three draws a fetch made it a sixth of the simulator's
-/// work on R1); this is about 25, and the same on every platform, where the C library's
-/// results may differ from one libm to another.
+/// inline: the draws' hot path. The C library's `exp` costs a call through the PLT and its
+/// error handling, about 52 instructions in all (by callgrind, three draws a fetch on R1); this
+/// is about 40, inline, and the same on every platform, where the C library's results may
+/// differ from one libm to another.
 ///
 /// Method (Tang's table-driven reduction, as in glibc and ARM's optimized-routines, with a
 /// smaller table): `x = k ln2/32 + r` with `k` the nearest integer to `32 x / ln2`, so

@@ -787,6 +787,21 @@ mod tests {
         );
     }
 
+    /// `before_current` orders a reserved place against the event being handled by time, then
+    /// by sequence number: an earlier instant, or the same instant reserved earlier, is before.
+    #[test]
+    fn before_current_compares_time_then_sequence() {
+        let mut e = Engine::<u32>::new();
+        let early = e.reserve(); // place 0, at time 5 below
+        e.at(Instant(5), 1); // seq 1
+        let late = e.reserve(); // place 2, at time 5 below
+        assert_eq!(e.pop_until(Instant(10)), Some((Instant(5), 1)));
+        assert!(e.before_current(Instant(4), late), "an earlier instant");
+        assert!(e.before_current(Instant(5), early), "the same instant, reserved before");
+        assert!(!e.before_current(Instant(5), late), "the same instant, reserved after");
+        assert!(!e.before_current(Instant(6), early), "a later instant");
+    }
+
     #[test]
     fn respects_limit() {
         let mut e = Engine::<()>::new();
