@@ -21,7 +21,8 @@ pub const EXIT_PASS: i32 = 0;
 pub const EXIT_FAIL: i32 = 1;
 /// Exit status for bad input (a scenario or trace that cannot be used).
 pub const EXIT_BAD_INPUT: i32 = 2;
-/// Exit status when SIGINT or SIGTERM stopped a live run (which cleaned up): 128 + SIGINT.
+/// Exit status when SIGINT stopped a live run (which cleaned up): 128 + SIGINT (SIGTERM gives
+/// 143 and SIGHUP 129: [`crate::live::runner::interrupted_status`]).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
 /// Simulate and verify pacing (rate-limiting) algorithms shared by many worker processes.
@@ -410,13 +411,15 @@ fn live_options(json: bool) -> LiveOptions {
     }
 }
 
-/// Print a live command's error; its status (130 after Ctrl-C, else 2).
+/// Print a live command's error; its status (128 + the signal after SIGINT, SIGTERM or
+/// SIGHUP: 130, 143, 129; else 2).
 fn live_failed(e: live::CommandError) -> i32 {
     if e.interrupted() {
         eprintln!("pacesim: {e}");
-        EXIT_INTERRUPTED
+        live::runner::interrupted_status()
     } else {
-        bad(e)
+        // a live error can quote a server's or a worker's text: no known secret leaves
+        bad(live::settings::redact_known(&e.to_string()))
     }
 }
 

@@ -734,7 +734,13 @@ fn start_up_cleanup_drops_only_abandoned_schemas_and_keys() {
     for id in [other, stale] {
         let _: () = redis::cmd("SET").arg(key(id)).arg("x").query(&mut con).unwrap();
     }
-    pacesim::live::redis::renew_lease(&mut con, other, "other-host:1").unwrap();
+    pacesim::live::redis::take_lease(&mut con, other, "other-host:1").unwrap();
+    // the stale run's Redis lease, as pacesim wrote it an hour ago (heartbeat in server ms)
+    let _: () = redis::cmd("SET")
+        .arg(pacesim::live::redis::lease_key(stale))
+        .arg("1000 gone-host:1")
+        .query(&mut con)
+        .unwrap();
 
     // one run on each store: each cleans up at start
     for backend in ["row", "redis_gcra"] {
@@ -763,11 +769,7 @@ fn start_up_cleanup_drops_only_abandoned_schemas_and_keys() {
         (true, true, true),
         "another host's schema and keys, and an unleased schema, survive"
     );
-    assert_eq!(
-        dropped,
-        (true, true),
-        "the stale lease's schema and the unleased keys are dropped"
-    );
+    assert_eq!(dropped, (true, true), "the stale lease's schema and keys are dropped");
 }
 
 /// Issue 17: two live runs share one PostgreSQL and one Redis (the second as another host or
@@ -877,7 +879,7 @@ fn state_lost_deletes_the_runs_state_and_matches_the_simulator() {
     let mut con = RedisSettings::from_env().connect(None, Duration::from_secs(2)).unwrap();
     let other_key = format!("{}gcra", pacesim::live::redis::key_prefix(other));
     let _: () = redis::cmd("SET").arg(&other_key).arg("1").query(&mut con).unwrap();
-    pacesim::live::redis::renew_lease(&mut con, other, "other-host:1").unwrap();
+    pacesim::live::redis::take_lease(&mut con, other, "other-host:1").unwrap();
 
     for backend in ["row", "shared_cache", "redis_gcra"] {
         sc.pacer.backend = backend.into();

@@ -365,6 +365,12 @@ impl From<tokio_postgres::Error> for CalError {
     }
 }
 
+impl From<pg::SchemaError> for CalError {
+    fn from(e: pg::SchemaError) -> Self {
+        CalError(crate::live::settings::error_chain(&e))
+    }
+}
+
 /// The design record's cost table as a scenario: 4 processes sharing one row at 50/s, 80
 /// reservations each.
 const COST_SCENARIO: &str = r#"

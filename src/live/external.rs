@@ -323,15 +323,7 @@ impl ExtCtx {
 
 /// Percent-encode a URL component (RFC 3986 unreserved characters stay).
 fn enc(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    crate::live::settings::percent_encode(s)
 }
 
 /// `redis://[auth@]host:port[/db]` with the address replaced.
@@ -718,7 +710,7 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                                 soft_deadline = None;
                             }
                             Err(why) => {
-                                let shown: String = line.chars().take(120).collect();
+                                let shown: String = crate::live::settings::redact_known(&line).chars().take(120).collect();
                                 fatal = Some(format!(
                                     "worker {pid} (`{}`) printed on stdout, line {lines}: {shown:?}, which {why}. \
                                      stdout is for event lines only (see the README's \"Your own worker program\"); \
@@ -734,6 +726,9 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                 },
                 line = err.next_line(), if err_open => match line {
                     Ok(Some(line)) => {
+                        // the worker's own text: any secret pacesim knows (PGPASSWORD, the
+                        // URLs' passwords) is redacted before it is shown or quoted
+                        let line = crate::live::settings::redact_known(&line);
                         if ctx.forward_stderr {
                             eprintln!("worker {pid}: {line}");
                         }
@@ -748,9 +743,13 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                 status = child.wait() => break status,
             }
         };
-        // The leader is gone; whatever it forked goes with its group.
+        // The leader is gone; whatever it forked goes with its group, and what left the group
+        // (a new session) goes by its environment tags.
         group.signal(libc::SIGKILL);
+        let leader = group.0.max(0) as u32;
         drop(group);
+        let tags = crate::live::reap::tags(&ctx.run_id, Some((pid, incarnation)));
+        let _ = tokio::task::spawn_blocking(move || crate::live::reap::sweep(&tags, &[leader], false, &[])).await;
         if let Some((p, _, at)) = armed {
             ctx.note(format!(
                 "worker {pid}: the kill at point `{}` armed at {:.3}s never fired (the worker did not report reaching that point before it {})",
@@ -769,19 +768,39 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
             None => {
                 let lived = (ctx.clock.now().saturating_sub(spawned_at)) as f64 / 1e9;
                 let reached = ctx.arrivals(pid);
+                // A clean exit is the end of the worker's share only when it made all its
+                // requests (`PACESIM_REQUESTS`) or, with none set ("until stopped"), when the
+                // run was about to end anyway; otherwise the run would be judged on a fleet
+                // that quietly shrank.
+                let requests = ctx.sc.processes.requests;
+                let done = ctx.fetches_done(pid);
+                let duration = ctx.sc.duration.0;
+                let slack = (duration / 50).max(250_000_000);
+                let finished = match requests {
+                    Some(r) => done >= r,
+                    None => ctx.clock.now().saturating_add(slack) >= duration,
+                };
                 return match status {
-                    Ok(s) if s.success() && (reached > 0 || ctx.sc.processes.requests == Some(0)) => {
-                        (pid, Ended::Finished)
-                    }
+                    Ok(s) if s.success() && finished => (pid, Ended::Finished),
                     Ok(s) => (
                         pid,
                         Ended::Failed(format!(
-                            "worker {pid} (`{}`) exited ({s}) after {lived:.2} s{}, before the run's end{}",
+                            "worker {pid} (`{}`) exited ({s}) after {lived:.2} s{}, before the run's end{}{}",
                             ctx.cmd.display(),
                             if reached == 0 {
                                 " without ever reaching the destination".to_string()
                             } else {
                                 format!(" ({reached} arrivals)")
+                            },
+                            match requests {
+                                Some(r) if s.success() => format!(
+                                    ", having made {done} of its {r} requests (PACESIM_REQUESTS: a worker \
+                                     exits 0 only after all of them)"
+                                ),
+                                None if s.success() => " (no PACESIM_REQUESTS: a worker runs until pacesim \
+                                     stops it)"
+                                    .to_string(),
+                                _ => String::new(),
                             },
                             ctx.tail(pid)
                         )),

@@ -69,6 +69,7 @@ mod faults;
 pub mod pg;
 pub mod proto;
 pub mod proxy;
+pub mod reap;
 pub mod redis;
 pub mod runner;
 pub mod settings;
@@ -103,7 +104,7 @@ pub enum LiveError {
     /// A worker failed.
     #[error("live run failed: {0}")]
     Worker(String),
-    /// SIGINT or SIGTERM: the run was stopped and cleaned up.
+    /// SIGINT, SIGTERM or SIGHUP: the run was stopped and cleaned up.
     #[error("interrupted; workers stopped, schema and keys dropped")]
     Interrupted,
 }
@@ -131,7 +132,7 @@ pub enum CommandError {
 }
 
 impl CommandError {
-    /// True when SIGINT or SIGTERM stopped the run (which was cleaned up).
+    /// True when SIGINT, SIGTERM or SIGHUP stopped the run (which was cleaned up).
     pub fn interrupted(&self) -> bool {
         matches!(self, CommandError::Live(LiveError::Interrupted))
     }

@@ -38,8 +38,35 @@ pub fn schema_name(run_id: &str) -> String {
     format!("pacesim_live_{run_id}")
 }
 
-/// Create the run's schema and tables (`slots` gets `locks` rows).
-pub async fn create_schema(c: &Client, schema: &str, locks: u32) -> Result<(), tokio_postgres::Error> {
+/// True when `name` is exactly a schema name pacesim creates: `pacesim_live_<pid>_<8 hex>`,
+/// optionally followed by `_calibrate` (`conform`'s calibration). Start-up cleanup drops
+/// nothing else, whatever a lease row says: the name is read from a table anyone with write
+/// access can fill, so it is data, never SQL.
+pub fn is_own_schema(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("pacesim_live_") else {
+        return false;
+    };
+    let rest = rest.strip_suffix("_calibrate").unwrap_or(rest);
+    let Some((pid, hex)) = rest.split_once('_') else {
+        return false;
+    };
+    !pid.is_empty()
+        && pid.len() <= 10
+        && pid.bytes().all(|b| b.is_ascii_digit())
+        && hex.len() == 8
+        && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// `name` as a quoted SQL identifier (`"` doubled), for the one place a schema name goes into
+/// a statement's text (DDL takes no parameters).
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Create the run's schema and tables (`slots` gets `locks` rows). `schema` must be one of
+/// pacesim's own names ([`is_own_schema`]): anything else is refused before any SQL runs.
+pub async fn create_schema(c: &Client, schema: &str, locks: u32) -> Result<(), SchemaError> {
+    assert_own(schema)?;
     c.batch_execute(&format!(
         "CREATE SCHEMA {schema};
          CREATE TABLE {schema}.pace (
@@ -53,13 +80,39 @@ pub async fn create_schema(c: &Client, schema: &str, locks: u32) -> Result<(), t
          INSERT INTO {schema}.slots (slot) SELECT generate_series(0, {} - 1);",
         locks.max(1)
     ))
-    .await
+    .await?;
+    Ok(())
 }
 
-/// Drop the run's schema and everything in it.
-pub async fn drop_schema(c: &Client, schema: &str) -> Result<(), tokio_postgres::Error> {
-    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .await
+/// Drop the run's schema and everything in it. Only one of pacesim's own names
+/// ([`is_own_schema`]), quoted: a stored name like `x; DROP SCHEMA victim CASCADE; --` is
+/// refused, never run.
+pub async fn drop_schema(c: &Client, schema: &str) -> Result<(), SchemaError> {
+    assert_own(schema)?;
+    Ok(
+        c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", quote_ident(schema)))
+            .await?,
+    )
+}
+
+/// `Ok` for one of pacesim's own schema names; otherwise an error, and no statement runs.
+fn assert_own(schema: &str) -> Result<(), SchemaError> {
+    if is_own_schema(schema) {
+        Ok(())
+    } else {
+        Err(SchemaError::NotOurs(schema.chars().take(80).collect()))
+    }
+}
+
+/// Why creating or dropping a schema failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// The name is not one pacesim creates ([`is_own_schema`]); nothing was run.
+    #[error("refused schema name {0:?}: not one pacesim creates (pacesim_live_<pid>_<8 hex digits>)")]
+    NotOurs(String),
+    /// The server's error.
+    #[error(transparent)]
+    Pg(#[from] tokio_postgres::Error),
 }
 
 /// The lease table: one row per live run's schema, with its owner (host and process) and a
@@ -122,7 +175,12 @@ pub async fn orphan_schemas(c: &Client) -> Result<Vec<String>, tokio_postgres::E
             &[&LEASE_STALE.as_secs_f64()],
         )
         .await?;
-    Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+    // a name pacesim would not create is never listed, whatever the row says
+    Ok(rows
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .filter(|n| is_own_schema(n))
+        .collect())
 }
 
 /// Names of the run's schema if it still exists (tests use this to prove cleanup).

@@ -238,22 +238,47 @@ pub fn keys_with_prefix(con: &mut Connection, prefix: &str) -> RedisResult<Vec<S
     }
 }
 
-/// The lease key of run `run_id`: its owner, with a TTL of [`crate::live::pg::LEASE_STALE`]
-/// refreshed every heartbeat. A run's keys (`pacesim:live:<run>:...`) whose lease key is gone
-/// are provably abandoned.
+/// The lease key of run `run_id`: `<heartbeat> <owner>`, the heartbeat in milliseconds on the
+/// server's clock (`TIME`), rewritten every [`crate::live::pg::HEARTBEAT`]. It has no TTL: a
+/// run's keys (`pacesim:live:<run>:...`) are provably abandoned only while a lease says so (its
+/// heartbeat older than [`crate::live::pg::LEASE_STALE`]), never because a lease is missing.
 pub fn lease_key(run_id: &str) -> String {
     format!("pacesim:lease:{run_id}")
 }
 
-/// Take or refresh the lease of run `run_id`.
-pub fn renew_lease(con: &mut Connection, run_id: &str, owner: &str) -> RedisResult<()> {
-    let ttl = crate::live::pg::LEASE_STALE.as_millis() as u64;
-    redis::cmd("SET")
-        .arg(lease_key(run_id))
+/// True when `run_id` is exactly one pacesim makes (`<pid>_<8 hex digits>`,
+/// [`crate::live::runner::new_run_id`]): cleanup touches no other run's keys.
+pub fn is_own_run_id(run_id: &str) -> bool {
+    crate::live::pg::is_own_schema(&crate::live::pg::schema_name(run_id)) && !run_id.ends_with("_calibrate")
+}
+
+/// Write the lease: `ARGV[1]` the owner, `ARGV[2]` `take` (always) or `renew` (only while the
+/// key exists, so a renewal that lands after cleanup's `DEL` never brings the lease back).
+const LEASE_LUA: &str = r#"
+if ARGV[2] == 'renew' and redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local t = redis.call('TIME')
+redis.call('SET', KEYS[1], t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000)) .. ' ' .. ARGV[1])
+return 1
+"#;
+
+/// Take the lease of run `run_id` for `owner`.
+pub fn take_lease(con: &mut Connection, run_id: &str, owner: &str) -> RedisResult<()> {
+    let _: i64 = Script::new(LEASE_LUA)
+        .key(lease_key(run_id))
         .arg(owner)
-        .arg("PX")
-        .arg(ttl)
-        .query(con)
+        .arg("take")
+        .invoke(con)?;
+    Ok(())
+}
+
+/// Refresh the lease of run `run_id`; false (and nothing written) if it is gone.
+pub fn renew_lease(con: &mut Connection, run_id: &str, owner: &str) -> RedisResult<bool> {
+    let n: i64 = Script::new(LEASE_LUA)
+        .key(lease_key(run_id))
+        .arg(owner)
+        .arg("renew")
+        .invoke(con)?;
+    Ok(n == 1)
 }
 
 /// Drop the lease of run `run_id`.
@@ -261,23 +286,45 @@ pub fn drop_lease(con: &mut Connection, run_id: &str) -> RedisResult<()> {
     redis::cmd("DEL").arg(lease_key(run_id)).query(con)
 }
 
-/// Delete the keys of runs whose lease has expired (their parent was SIGKILLed, or their host
-/// is gone); the keys of runs that hold a lease are never touched. Returns how many.
+/// A lease's heartbeat (ms on the server's clock), if `value` is one pacesim wrote.
+pub fn lease_heartbeat(value: &str) -> Option<u64> {
+    let (ms, owner) = value.split_once(' ')?;
+    (!owner.is_empty() && !ms.is_empty() && ms.len() <= 16 && ms.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| ms.parse().ok())
+        .flatten()
+}
+
+/// The server's clock in ms.
+fn server_ms(con: &mut Connection) -> RedisResult<u64> {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(con)?;
+    Ok(s * 1000 + us / 1000)
+}
+
+/// Delete the keys of runs that pacesim can prove abandoned: a run id of pacesim's own form
+/// whose lease, written by pacesim, was last renewed more than
+/// [`crate::live::pg::LEASE_STALE`] ago on the server's clock (its parent was SIGKILLed, or its
+/// host is gone), and then that lease. Keys without such a lease (another tool's, another
+/// version's, a run still taking its lease) are never touched. Returns how many keys went.
 pub fn delete_abandoned(con: &mut Connection) -> RedisResult<usize> {
-    let keys = keys_with_prefix(con, "pacesim:live:")?;
-    let mut runs: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
-    for k in keys {
-        if let Some(run) = k.strip_prefix("pacesim:live:").and_then(|r| r.split(':').next()) {
-            runs.entry(run.to_string()).or_default().push(k.clone());
+    let mut runs: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for k in keys_with_prefix(con, "pacesim:lease:")? {
+        if let Some(run) = k.strip_prefix("pacesim:lease:") {
+            runs.insert(run.to_string());
         }
     }
+    let stale_ms = crate::live::pg::LEASE_STALE.as_millis() as u64;
+    let now = server_ms(con)?;
     let mut n = 0;
-    for (run, keys) in runs {
-        let leased: bool = redis::cmd("EXISTS").arg(lease_key(&run)).query(con)?;
-        if !leased {
-            let _: i64 = redis::cmd("DEL").arg(&keys).query(con)?;
-            n += keys.len();
+    for run in runs.into_iter().filter(|r| is_own_run_id(r)) {
+        let value: Option<String> = redis::cmd("GET").arg(lease_key(&run)).query(con)?;
+        let Some(beat) = value.as_deref().and_then(lease_heartbeat) else {
+            continue;
+        };
+        if now.saturating_sub(beat) <= stale_ms {
+            continue;
         }
+        n += delete_prefix(con, &key_prefix(&run))?;
+        drop_lease(con, &run)?;
     }
     Ok(n)
 }
@@ -310,5 +357,24 @@ mod tests {
     fn prefixes_are_escaped_for_scan() {
         assert_eq!(glob_escape("a*b?[c]"), "a\\*b\\?\\[c\\]");
         assert_eq!(key_prefix("12_ab"), "pacesim:live:12_ab:");
+    }
+
+    #[test]
+    fn only_pacesims_own_run_ids_and_leases_are_recognised() {
+        assert!(is_own_run_id("123_0badf00d"));
+        for id in [
+            "123_0BADF00D",
+            "123_0badf00",
+            "x_0badf00d",
+            "123_0badf00d:x",
+            "*",
+            "123_0badf00d_calibrate",
+        ] {
+            assert!(!is_own_run_id(id), "{id}");
+        }
+        assert_eq!(lease_heartbeat("1733150000123 host:42"), Some(1733150000123));
+        for v in ["host:42", "", "12 ", " x", "1e9 x", "-1 x"] {
+            assert_eq!(lease_heartbeat(v), None, "{v:?}");
+        }
     }
 }

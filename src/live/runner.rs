@@ -121,13 +121,22 @@ pub fn run_blocking(sc: &Scenario, opts: &LiveOptions) -> Result<LiveRun, LiveEr
         let (tx, rx) = watch::channel(false);
         let sig = opts.handle_signals.then(|| {
             tokio::spawn(async move {
-                let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+                use tokio::signal::unix::{SignalKind, signal};
+                let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+                    signal(SignalKind::interrupt()),
+                    signal(SignalKind::terminate()),
+                    signal(SignalKind::hangup()),
+                ) else {
                     return;
                 };
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
+                // SIGHUP (the terminal closed, an ssh session dropped) stops and cleans up as
+                // SIGINT and SIGTERM do; the exit status says which came (128 + its number)
+                let n = tokio::select! {
+                    _ = int.recv() => libc::SIGINT,
+                    _ = term.recv() => libc::SIGTERM,
+                    _ = hup.recv() => libc::SIGHUP,
+                };
+                STOP_SIGNAL.store(n, std::sync::atomic::Ordering::Relaxed);
                 let _ = tx.send(true);
             })
         });
@@ -137,6 +146,18 @@ pub fn run_blocking(sc: &Scenario, opts: &LiveOptions) -> Result<LiveRun, LiveEr
         }
         r
     })
+}
+
+/// The signal that stopped the last run of [`run_blocking`] (0: none yet).
+static STOP_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The exit status a command stopped by a signal returns: 128 + the signal's number (130 for
+/// SIGINT, 143 for SIGTERM, 129 for SIGHUP), as a shell reports a process it killed.
+pub fn interrupted_status() -> i32 {
+    match STOP_SIGNAL.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => 128 + libc::SIGINT,
+        n => 128 + n,
+    }
 }
 
 /// A fresh run id: `<parent pid>_<random hex>`.
@@ -174,7 +195,12 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
     }
     let adapter = crate::backend::spec(&sc.pacer.backend).and_then(|s| s.live);
     let run_id = new_run_id();
-    let stores = if opts.worker.is_some() {
+    if opts.handle_signals {
+        // the CLI: orphans of the workers are re-parented to pacesim, which kills and reaps
+        // them at the run's end (`reap`)
+        crate::live::reap::become_subreaper();
+    }
+    let mut stores = if opts.worker.is_some() {
         external::unsupported(sc).map_err(LiveError::Unsupported)?;
         // the stores the named design uses (none for an in-process pacer)
         let (used, slots) = adapter.map_or((crate::live::StoreUse::None, 1), |l| (l.store(), l.slots(sc)));
@@ -219,6 +245,16 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
         cancel,
     ));
     let r = inner.await;
+    // Every process the workers started, wherever it went (a new session, a dead parent),
+    // before the schema and keys go: none can recreate them afterwards.
+    {
+        let (tags, roots, adopted) = (
+            crate::live::reap::tags(&run_id, None),
+            os_pids.lock().expect("pids").clone(),
+            opts.handle_signals,
+        );
+        let _ = tokio::task::spawn_blocking(move || crate::live::reap::sweep(&tags, &roots, adopted, &[])).await;
+    }
     let warnings = stores.cleanup().await;
     for w in &warnings {
         eprintln!("warning: live cleanup: {w}");
@@ -647,11 +683,53 @@ fn external_outcome(
             x.tail(0)
         )));
     }
+    // A worker that never reached the destination and never reported asking the store for
+    // permission, though it was never killed for good, did not take part: an error naming it
+    // (the run's verdicts would judge a smaller fleet than the scenario's). One that asked
+    // all run long and was never let through is a finding for the checkers (liveness,
+    // fairness): a note.
+    let mut asked = vec![false; n as usize];
+    let mut killed = vec![false; n as usize];
+    for e in log.lock().expect("event log").iter() {
+        match e {
+            Event::OpSent { pid, .. }
+            | Event::Grant { pid, .. }
+            | Event::Deny { pid, .. }
+            | Event::Reply { pid, .. }
+            | Event::StoreError { pid, .. }
+            | Event::LockAcquired { pid, .. }
+            | Event::Fallback { pid, .. }
+            | Event::Uncapped { pid, .. } => asked[*pid as usize] = true,
+            Event::Crash { pid, .. } => killed[*pid as usize] = true,
+            _ => {}
+        }
+    }
+    let silent: Vec<usize> = (0..n as usize)
+        .filter(|&p| reached[p] == 0 && !asked[p] && !killed[p])
+        .collect();
+    if let Some(&first) = silent.first() {
+        return Err(LiveError::Worker(format!(
+            "worker{} {} never reached the destination in {secs} s, and never reported asking for \
+             permission, while {} other{} did: each worker must GET its $PACESIM_DESTINATION_URL \
+             (worker {first}'s was {}){}",
+            if silent.len() > 1 { "s" } else { "" },
+            silent.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", "),
+            reached.iter().filter(|&&r| r > 0).count(),
+            if reached.iter().filter(|&&r| r > 0).count() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            x.url(first as u32),
+            x.tail(first as u32)
+        )));
+    }
     let mut notes = notes.lock().expect("notes");
     for (pid, r) in reached.iter().enumerate() {
         if *r == 0 {
             notes.push(format!(
-                "worker {pid} never reached the destination in {secs} s (its URL was {}){}",
+                "worker {pid} never reached the destination in {secs} s, though it asked for permission \
+                 (its URL was {}){}",
                 x.url(pid as u32),
                 x.tail(pid as u32)
             ));

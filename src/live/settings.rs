@@ -311,27 +311,186 @@ impl Missing {
     }
 }
 
-/// The password of a URL's `user:password@`, if any.
-fn url_password(url: &str) -> Option<&str> {
-    let rest = &url[url.find("://")? + 3..];
-    let userinfo = &rest[..rest.find('@')?];
-    let (_, pw) = userinfo.split_once(':')?;
-    (!pw.is_empty()).then_some(pw)
-}
+/// Query parameters whose values are secrets (`redis+unix:///x.sock?pass=...`, libpq's
+/// `password=`, `sslpassword=`, tokens).
+const SECRET_PARAMS: [&str; 8] = [
+    "pass",
+    "password",
+    "passwd",
+    "pwd",
+    "sslpassword",
+    "secret",
+    "token",
+    "auth",
+];
 
-/// `url` with its password replaced by `***` (for messages).
-pub fn redact_url(url: &str) -> String {
-    match url_password(url) {
-        Some(pw) => url.replacen(&format!(":{pw}@"), ":***@", 1),
-        None => url.to_string(),
+/// The byte ranges of `url`'s secrets: the password of `user:password@`, and each secret query
+/// parameter's value. Parsed, not searched for: the userinfo ends at the last `@` of the
+/// authority (a password may hold `@`, and a raw `/` too: an `@` before the query counts), as
+/// the `url` crate the clients use reads it.
+fn url_secret_ranges(url: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let base = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[base..];
+    let query_at = rest.find(['?', '#']).unwrap_or(rest.len());
+    // the authority ends at the first `/`, `?` or `#` after the userinfo's `@`, if any
+    let at = rest[..query_at].rfind('@');
+    if let Some(at) = at {
+        let userinfo = &rest[..at];
+        if let Some(colon) = userinfo.find(':')
+            && colon + 1 < at
+        {
+            out.push(base + colon + 1..base + at);
+        }
     }
+    if let Some(q) = rest[at.map_or(0, |a| a + 1)..]
+        .find('?')
+        .map(|q| q + at.map_or(0, |a| a + 1))
+    {
+        let qbase = base + q + 1;
+        let query = &url[qbase..];
+        let query = &query[..query.find('#').unwrap_or(query.len())];
+        let mut off = 0;
+        for pair in query.split('&') {
+            if let Some((k, v)) = pair.split_once('=')
+                && !v.is_empty()
+                && SECRET_PARAMS.contains(&k.to_ascii_lowercase().as_str())
+            {
+                let start = qbase + off + k.len() + 1;
+                out.push(start..start + v.len());
+            }
+            off += pair.len() + 1;
+        }
+    }
+    out
 }
 
-/// `text` with the password of `url` replaced by `***` wherever it appears.
+/// The secrets in `url` (its password and secret query values), as written and
+/// percent-decoded.
+pub fn url_secrets(url: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in url_secret_ranges(url) {
+        let raw = &url[r];
+        out.push(raw.to_string());
+        let decoded = percent_decode(raw);
+        if decoded != raw {
+            out.push(decoded);
+        }
+    }
+    out
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = ((b[i + 1] as char).to_digit(16), (b[i + 2] as char).to_digit(16))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `url` with its password and secret query values replaced by `***` (for messages).
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_string();
+    for r in url_secret_ranges(url).into_iter().rev() {
+        out.replace_range(r, "***");
+    }
+    out
+}
+
+/// `text` with each of `secrets` replaced by `***`. A secret of four or more characters goes
+/// wherever it appears; a shorter one only as a whole word (so a password `ab` does not
+/// garble every message).
+pub fn redact_all(text: &str, secrets: &[String]) -> String {
+    let mut secrets: Vec<&str> = secrets.iter().map(String::as_str).filter(|s| !s.is_empty()).collect();
+    // longest first, so a secret holding a shorter one goes whole
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let mut out = text.to_string();
+    for sec in secrets {
+        if sec.chars().count() >= 4 {
+            out = out.replace(sec, "***");
+        } else {
+            out = replace_word(&out, sec);
+        }
+    }
+    out
+}
+
+fn replace_word(text: &str, word: &str) -> String {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while let Some(j) = text[i..].find(word).map(|j| j + i) {
+        let before = text[..j].chars().next_back().is_none_or(|c| !is_word(c));
+        let after = text[j + word.len()..].chars().next().is_none_or(|c| !is_word(c));
+        out.push_str(&text[i..j]);
+        out.push_str(if before && after { "***" } else { word });
+        i = j + word.len();
+    }
+    out.push_str(&text[i..]);
+    out
+}
+
+/// `text` with the secrets of `url` replaced by `***` wherever they appear.
 fn redact(text: &str, url: &str) -> String {
-    match url_password(url) {
-        Some(pw) => text.replace(pw, "***"),
-        None => text.to_string(),
+    redact_all(text, &url_secrets(url))
+}
+
+/// Every secret pacesim knows of from its environment: `PGPASSWORD`, the password and secret
+/// values of `REDIS_URL`, `DATABASE_URL`, `PACESIM_PG_URL` and `PACESIM_REDIS_URL` (each as
+/// written and percent-decoded). [`redact_known`] removes them from text pacesim did not write
+/// (a worker's output, a server's error) before it is shown.
+pub fn known_secrets() -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(p) = std::env::var("PGPASSWORD")
+        && !p.is_empty()
+    {
+        out.push(p);
+    }
+    for k in ["REDIS_URL", "DATABASE_URL", "PACESIM_PG_URL", "PACESIM_REDIS_URL"] {
+        if let Ok(u) = std::env::var(k) {
+            out.extend(url_secrets(&u));
+        }
+    }
+    // as they travel inside a URL too (`PACESIM_PG_URL` carries the password percent-encoded)
+    let encoded: Vec<String> = out.iter().map(|s| percent_encode(s)).collect();
+    out.extend(encoded);
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `s` with every byte but the unreserved ones (`A-Z a-z 0-9 - . _ ~`) as `%XX`, as pacesim
+/// writes a password into a worker's URL.
+pub(crate) fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `text` with every secret of [`known_secrets`] replaced by `***`.
+pub fn redact_known(text: &str) -> String {
+    let secrets = known_secrets();
+    if secrets.is_empty() {
+        text.to_string()
+    } else {
+        redact_all(text, &secrets)
     }
 }
 
@@ -435,5 +594,37 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains(":pw@"), "{e}");
+    }
+
+    /// Issue 34 item 4: passwords are found by parsing the URL, not by a first `@`.
+    #[test]
+    fn urls_are_redacted_by_parsing() {
+        for (url, shown) in [
+            ("redis://u:Sek@r3tPW9@host", "redis://u:***@host"),
+            ("redis://u:Sek@r3tPW9@host:6379/0", "redis://u:***@host:6379/0"),
+            ("redis://:pw@h/0?x=1", "redis://:***@h/0?x=1"),
+            ("redis+unix:///x.sock?pass=SECRET", "redis+unix:///x.sock?pass=***"),
+            (
+                "redis+unix:///x.sock?db=1&password=S3&user=u",
+                "redis+unix:///x.sock?db=1&password=***&user=u",
+            ),
+            ("redis://u:p/w@host/0", "redis://u:***@host/0"),
+            (
+                "postgresql://u:p%40ss@h:5432/db?options=-c%20x",
+                "postgresql://u:***@h:5432/db?options=-c%20x",
+            ),
+            ("redis://127.0.0.1:6379/", "redis://127.0.0.1:6379/"),
+            ("redis://u@h/", "redis://u@h/"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+        assert_eq!(url_secrets("postgresql://u:p%40ss@h/db"), ["p%40ss", "p@ss"]);
+        let secrets = url_secrets("redis+unix:///x.sock?pass=SECRET");
+        assert_eq!(
+            redact_all("auth failed: SECRET (SECRET)", &secrets),
+            "auth failed: *** (***)"
+        );
+        // a short secret goes only as a whole word
+        assert_eq!(redact_all("ab abc xab ab.", &["ab".to_string()]), "*** abc xab ***.");
     }
 }

@@ -15,6 +15,8 @@ pub(super) struct Stores {
     run_id: String,
     /// Refreshes the run's leases while it lasts.
     heartbeat: Option<tokio::task::JoinHandle<()>>,
+    /// Tells the heartbeat to stop (cleanup waits for it before deleting anything).
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 /// Who owns a run's schema and keys, for the leases: `PACESIM_OWNER`, else this host's name
@@ -42,6 +44,7 @@ impl Stores {
             redis: None,
             run_id: run_id.to_string(),
             heartbeat: None,
+            stop: tokio::sync::watch::channel(false).0,
         };
         let owner = owner();
         if used == StoreUse::Postgres {
@@ -82,7 +85,7 @@ impl Stores {
             let (r2, id, o) = (r.clone(), run_id.to_string(), owner.clone());
             tokio::task::spawn_blocking(move || {
                 let mut c = r2.connect(None, t)?;
-                lredis::renew_lease(&mut c, &id, &o)?;
+                lredis::take_lease(&mut c, &id, &o)?;
                 lredis::delete_abandoned(&mut c).map(drop)
             })
             .await
@@ -94,15 +97,21 @@ impl Stores {
         Ok(s)
     }
 
-    /// Renew the run's leases every [`pg::HEARTBEAT`] until [`cleanup`](Self::cleanup).
+    /// Renew the run's leases every [`pg::HEARTBEAT`] until [`cleanup`](Self::cleanup) says
+    /// stop. A renewal in flight finishes before the task ends (cleanup waits for it), and a
+    /// renewal only rewrites a lease that still exists, so none lands after cleanup's delete.
     fn start_heartbeat(&self, owner: String) -> tokio::task::JoinHandle<()> {
         let pg = self.pg.clone();
         let redis = self.redis.as_ref().map(|(r, _)| r.clone());
         let run_id = self.run_id.clone();
+        let mut stop = self.stop.subscribe();
         tokio::spawn(async move {
             let mut client = None;
             loop {
-                tokio::time::sleep(pg::HEARTBEAT).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(pg::HEARTBEAT) => {}
+                    _ = stop.wait_for(|s| *s) => return,
+                }
                 if let Some((settings, schema)) = &pg {
                     if client.is_none() {
                         client = settings.connect(Duration::from_secs(5)).await.ok();
@@ -125,12 +134,20 @@ impl Stores {
         })
     }
 
-    /// Drop the schema and delete the keys; problems are returned, not raised.
-    pub(super) async fn cleanup(&self) -> Vec<String> {
-        let mut warnings = Vec::new();
-        if let Some(h) = &self.heartbeat {
-            h.abort();
+    /// Stop the heartbeat and wait for a renewal in flight (each is bounded by its 5 s
+    /// timeouts) before anything is deleted.
+    async fn stop_heartbeat(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(h) = self.heartbeat.take() {
+            // a renewal stuck past its own timeouts can only rewrite a lease that still exists
+            let _ = tokio::time::timeout(Duration::from_secs(15), h).await;
         }
+    }
+
+    /// Drop the schema and delete the keys; problems are returned, not raised.
+    pub(super) async fn cleanup(&mut self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        self.stop_heartbeat().await;
         if let Some((settings, schema)) = &self.pg {
             match settings.connect(Duration::from_secs(5)).await {
                 Ok(c) => {

@@ -87,6 +87,8 @@ fn spawn_worker(
         .arg("--pid")
         .arg(pid.to_string())
         .env(SPEC_ENV, serde_json::to_string(&spec).expect("specs serialise"))
+        // the run's tag: the end-of-run sweep (`reap`) finds the worker by it
+        .env("PACESIM_RUN_ID", &ctx.run_id)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
