@@ -33,9 +33,10 @@ deep:
     PROPTEST_CASES=2000 cargo test --release --all-targets
 
 # `PROPTEST_RNG_SEED=N` explores cases CI never sees.
-# Fuzz the inputs deeper: mutated scenarios, edited traces, the command line (issue 17).
+# Fuzz the inputs deeper: mutated scenarios, edited traces, the command line (issue 17);
+# passwords of every shape through the live mode's redaction (issue 34).
 fuzz:
-    PROPTEST_CASES=5000 cargo test --release --test fuzz
+    PROPTEST_CASES=5000 cargo test --release --test fuzz --test fuzz_secrets
 
 # Engine events/s; R1-small and R1-large fetches/s against a bare event loop (the ratio);
 # property-suite rate; peak memory. `--quick`: each case once; `--only large`: R1-large only.

@@ -325,29 +325,34 @@ const SECRET_PARAMS: [&str; 8] = [
 ];
 
 /// The byte ranges of `url`'s secrets: the password of `user:password@`, and each secret query
-/// parameter's value. Parsed, not searched for: the userinfo ends at the last `@` of the
-/// authority (a password may hold `@`, and a raw `/` too: an `@` before the query counts), as
-/// the `url` crate the clients use reads it.
+/// parameter's value. Parsed, not searched for, and on the safe side where a raw password makes
+/// the URL ambiguous: the userinfo may end at any `@` whose user part holds no `/`, `?` or `#`
+/// (a password may hold `@`, `/`, `?`; each such end is a candidate), and secret parameters are read both from the first
+/// `?` and from the first `?` after the last candidate userinfo.
 fn url_secret_ranges(url: &str) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let base = url.find("://").map_or(0, |i| i + 3);
     let rest = &url[base..];
-    let query_at = rest.find(['?', '#']).unwrap_or(rest.len());
-    // the authority ends at the first `/`, `?` or `#` after the userinfo's `@`, if any
-    let at = rest[..query_at].rfind('@');
-    if let Some(at) = at {
-        let userinfo = &rest[..at];
-        if let Some(colon) = userinfo.find(':')
-            && colon + 1 < at
+    // every `@` that can end the userinfo gives a candidate: each is a secret (text quoting
+    // the real password is redacted whichever it is), and the URL loses their union
+    let mut after_userinfo = 0;
+    for at in rest.match_indices('@').map(|(i, _)| i) {
+        if rest[..at]
+            .split(':')
+            .next()
+            .is_some_and(|u| !u.contains(['/', '?', '#']))
         {
-            out.push(base + colon + 1..base + at);
+            after_userinfo = at + 1;
+            if let Some(colon) = rest[..at].find(':')
+                && colon + 1 < at
+            {
+                out.push(base + colon + 1..base + at);
+            }
         }
     }
-    if let Some(q) = rest[at.map_or(0, |a| a + 1)..]
-        .find('?')
-        .map(|q| q + at.map_or(0, |a| a + 1))
-    {
-        let qbase = base + q + 1;
+    for from in [0, after_userinfo] {
+        let Some(q) = rest[from..].find('?') else { continue };
+        let qbase = base + from + q + 1;
         let query = &url[qbase..];
         let query = &query[..query.find('#').unwrap_or(query.len())];
         let mut off = 0;
@@ -362,7 +367,21 @@ fn url_secret_ranges(url: &str) -> Vec<std::ops::Range<usize>> {
             off += pair.len() + 1;
         }
     }
+    out.sort_by_key(|r| (r.start, r.end));
+    out.dedup();
     out
+}
+
+/// [`url_secret_ranges`] with overlapping ranges merged.
+fn merged_ranges(url: &str) -> Vec<std::ops::Range<usize>> {
+    let mut merged: Vec<std::ops::Range<usize>> = Vec::new();
+    for r in url_secret_ranges(url) {
+        match merged.last_mut() {
+            Some(m) if r.start <= m.end => m.end = m.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
 }
 
 /// The secrets in `url` (its password and secret query values), as written and
@@ -402,7 +421,7 @@ fn percent_decode(s: &str) -> String {
 /// `url` with its password and secret query values replaced by `***` (for messages).
 pub fn redact_url(url: &str) -> String {
     let mut out = url.to_string();
-    for r in url_secret_ranges(url).into_iter().rev() {
+    for r in merged_ranges(url).into_iter().rev() {
         out.replace_range(r, "***");
     }
     out
@@ -609,6 +628,11 @@ mod tests {
                 "redis+unix:///x.sock?db=1&password=***&user=u",
             ),
             ("redis://u:p/w@host/0", "redis://u:***@host/0"),
+            ("redis://u:ab?cd@host/0", "redis://u:***@host/0"),
+            (
+                "redis+unix:///x.sock?pass=a@b&db=1",
+                "redis+unix:///x.sock?pass=***&db=1",
+            ),
             (
                 "postgresql://u:p%40ss@h:5432/db?options=-c%20x",
                 "postgresql://u:***@h:5432/db?options=-c%20x",
