@@ -196,3 +196,96 @@ impl StoreSide for AdvisoryStore {
         self.locks.clear(cx, ReleaseReason::StoreRestart);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Instant;
+    use crate::trace::{Collect, Event};
+
+    /// What the store side writes to: its trace and its timers.
+    struct World {
+        sink: Collect,
+        timers: Vec<(Instant, u64)>,
+        rng: crate::rng::Rng,
+    }
+
+    impl World {
+        fn at(&mut self, t: u64) -> StoreCx<'_> {
+            StoreCx {
+                t: Instant(t),
+                out: &mut self.sink,
+                rng: &mut self.rng,
+                timers: &mut self.timers,
+            }
+        }
+    }
+
+    fn session(pid: u32, incarnation: u32) -> Session {
+        Session {
+            pid,
+            incarnation,
+            thread: 0,
+        }
+    }
+
+    /// Issue 37 item 2: a holder that dies is released by the server `detect_dead` later, for
+    /// any holder and any lock. (A mutant that decoded the pid from the wrong bits of the
+    /// timer's token survived: the only kill scenario killed process 0 on lock 0.)
+    #[test]
+    fn a_dead_holders_lock_is_freed_at_detect_dead_for_any_pid_and_lock() {
+        let sc = Scenario::parse(
+            "t",
+            "name='t'\nduration='1m'\n[pacer]\nbackend='advisory'\nrate=2.0\nlocks=4\ndetect_dead='5s'\n[processes]\ncount=6\n",
+        )
+        .unwrap();
+        let b = Advisory::new(&sc, options::parse("advisory", &sc.pacer.options, true).unwrap()).unwrap();
+        for (pid, incarnation, lock) in [(0u32, 0u32, 0u32), (1, 0, 1), (5, 3, 3), (4, 1, 2)] {
+            let mut store = b.store();
+            let mut w = World {
+                sink: Collect::default(),
+                timers: Vec::new(),
+                rng: crate::rng::stream(1, crate::rng::Entity::Store),
+            };
+            // others hold every lock below `lock`, so `lock` is the one the holder gets
+            for other in 0..lock {
+                store.serve(
+                    &mut w.at(0),
+                    session(100 + other, 0),
+                    &LockOp::TryLock { lock: other },
+                    0,
+                );
+            }
+            let s = session(pid, incarnation);
+            assert_eq!(
+                store.serve(&mut w.at(0), s, &LockOp::TryLock { lock }, 0).reply,
+                LockReply::Locked { lock }
+            );
+            store.on_crash(&mut w.at(10_000_000_000), s);
+            let (due, token) = *w.timers.last().expect("a dead-session timer");
+            assert_eq!(
+                due,
+                Instant(15_000_000_000),
+                "pid {pid}: released at kill + detect_dead"
+            );
+            store.on_timer(&mut w.at(15_000_000_000), token);
+            assert!(
+                w.sink.events.iter().any(|e| matches!(
+                    e,
+                    Event::LockReleased { t: 15_000_000_000, pid: p, lock: l, reason: ReleaseReason::SessionGone }
+                        if *p == pid && *l == lock
+                )),
+                "pid {pid} lock {lock}: no session_gone release: {:?}",
+                w.sink.events
+            );
+            // and the lock is free for someone else
+            assert_eq!(
+                store
+                    .serve(&mut w.at(15_000_000_001), session(99, 0), &LockOp::TryLock { lock }, 0)
+                    .reply,
+                LockReply::Locked { lock },
+                "pid {pid} lock {lock}: still held after its session was gone"
+            );
+        }
+    }
+}

@@ -542,4 +542,39 @@ mod tests {
             }
         )));
     }
+
+    /// Issue 37 item 3: the unlock is compare-and-delete. A's key expires, B takes the lock,
+    /// then A's late unlock must leave B's key alone: a third try is still refused. (A mutant
+    /// whose unlock deletes the key whoever holds it survived every test but a golden hash.)
+    #[test]
+    fn a_late_unlock_never_deletes_another_holders_key() {
+        let b = lock("ttl='60s'\npoll='5s'\nmax_wait='12s'");
+        let mut w = World {
+            key: b.store(),
+            walkers: (0..3).map(|p| b.process(p)).collect(),
+            b,
+            sink: Collect::default(),
+            rng: crate::rng::stream(1, crate::rng::Entity::Store),
+            timers: Vec::new(),
+            clock: Clock::reference(),
+        };
+        let _ = &w.b;
+        let try_lock = LockOp::TryLock { lock: 0 };
+        assert_eq!(w.serve(0, 0, try_lock), LockReply::Locked { lock: 0 });
+        // A's key lives out its TTL; B takes the lock
+        assert_eq!(w.serve(60_000_000_000, 1, try_lock), LockReply::Locked { lock: 0 });
+        // A, still walking, unlocks: not its key any more
+        assert_eq!(
+            w.serve(61_000_000_000, 0, LockOp::Unlock { lock: 0 }),
+            LockReply::Unlocked
+        );
+        assert_eq!(
+            w.serve(61_000_000_001, 2, try_lock),
+            LockReply::Busy,
+            "A's unlock freed B's lock"
+        );
+        // B's own unlock frees it
+        w.serve(62_000_000_000, 1, LockOp::Unlock { lock: 0 });
+        assert_eq!(w.serve(62_000_000_001, 2, try_lock), LockReply::Locked { lock: 0 });
+    }
 }
