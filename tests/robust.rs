@@ -672,3 +672,98 @@ fn max_wall_is_refused_for_live_runs() {
     let e = refused(&["live", "sims/four-limiters.toml", "--max-wall", "1s"]);
     assert!(e.contains("--max-wall does not apply to live runs"), "{e}");
 }
+
+// ---- issue 34, items 11, 12, 14, 15 ----
+
+/// FOUR_LIMITERS run to its duration (no request bound), 1 ms store, 10 ms fetches, with
+/// `faults` appended.
+fn unbounded(faults: &str) -> String {
+    with_tail(&format!(
+        "[store]\nlatency = {{ dist = \"constant\", value = \"1ms\" }}\n[fetch]\nduration = {{ dist = \"constant\", value = \"10ms\" }}\n{faults}"
+    ))
+    .replace("requests = 10\n", "")
+}
+
+/// The lines of a run's trace for scenario text `src`.
+fn trace_of(d: &Path, src: &str) -> Vec<String> {
+    let sc = d.join("s.toml");
+    std::fs::write(&sc, src).unwrap();
+    let t = d.join("t.jsonl");
+    let (code, _, e) = pacesim(&["run", sc.to_str().unwrap(), "--trace", t.to_str().unwrap()]);
+    assert!(code == 0 || code == 1, "{e}");
+    std::fs::read_to_string(&t).unwrap().lines().map(String::from).collect()
+}
+
+/// `pacesim check` of `lines`: exit code and stdout.
+fn check_of(d: &Path, name: &str, lines: &[String], args: &[&str]) -> (i32, String) {
+    let p = d.join(name);
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    let mut a = vec!["check", p.to_str().unwrap()];
+    a.extend(args);
+    let (code, out, e) = pacesim(&a);
+    assert!(!e.contains("panicked"), "{e}");
+    (code, out)
+}
+
+/// The line of verdict `name` in a run's printed summary.
+fn verdict_line<'a>(out: &'a str, name: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.trim_start().starts_with(name))
+        .unwrap_or_else(|| panic!("no {name} in {out}"))
+}
+
+/// Item 11: the pace heals after a kill, then no fetch starts for the rest of the run while
+/// processes keep asking: the stall that runs to the end fails self_heal (it passed as
+/// "largest stall 0.04s").
+#[test]
+fn i34_11_a_stall_that_runs_to_the_end_fails_self_heal() {
+    let d = tmp("i34-11");
+    let lines = trace_of(
+        &d,
+        &unbounded("[[faults]]\nkind = \"kill\"\nat = \"1s\"\nprocess = 1\nrestart_after = \"0s\"\n"),
+    );
+    let (code, out) = check_of(&d, "whole.jsonl", &lines, &[]);
+    assert_eq!(code, 0, "the untouched run heals: {out}");
+    // no fetch (start, arrival, end) from 2 s on: processes ask, the pace never serves them
+    let stalled: Vec<String> = lines
+        .iter()
+        .filter(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let fetch = matches!(v["ev"].as_str(), Some("fetch_start" | "arrival" | "fetch_end"));
+            !(fetch && v["t"].as_u64().unwrap() >= 2_000_000_000)
+        })
+        .cloned()
+        .collect();
+    let (code, out) = check_of(&d, "stalled.jsonl", &stalled, &[]);
+    assert_eq!(code, 1, "{out}");
+    let l = verdict_line(&out, "self_heal");
+    assert!(l.contains("FAIL  wedge: after pid 1 killed at 1."), "{l}");
+    assert!(l.contains("to the end at 5.000s while processes waited"), "{l}");
+}
+
+/// Item 11: a kill storm that leaves 5 fetches in 5 s (one at 0.24 s, then none) fails
+/// self_heal; its witness names a few kills, not every one of hundreds (item 15).
+#[test]
+fn i34_11_a_kill_storm_with_a_few_fetches_fails_and_its_witness_is_short() {
+    let d = tmp("i34-11s");
+    let f = d.join("storm.toml");
+    std::fs::write(
+        &f,
+        unbounded("[[faults]]\nkind = \"kill\"\nrate = 60.0\nrestart_after = \"0s\"\n"),
+    )
+    .unwrap();
+    let (code, out, e) = pacesim(&["run", f.to_str().unwrap(), "--seed", "3"]);
+    assert_eq!(code, 1, "{out}{e}");
+    let l = verdict_line(&out, "self_heal");
+    assert!(l.contains("FAIL  wedge: after pid "), "{l}");
+    assert!(l.contains("other kills and the last, pid "), "{l}");
+    assert!(l.len() < 1000, "{} bytes: {l}", l.len());
+    // a 1000/s storm prints a short summary too
+    std::fs::write(
+        &f,
+        unbounded("[[faults]]\nkind = \"kill\"\nrate = 1000.0\nrestart_after = \"0s\"\n"),
+    )
+    .unwrap();
+    let (_, out, e) = pacesim(&["run", f.to_str().unwrap()]);
+    assert!(out.len() < 5000, "{} bytes{e}", out.len());
+}
