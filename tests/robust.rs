@@ -767,3 +767,61 @@ fn i34_11_a_kill_storm_with_a_few_fetches_fails_and_its_witness_is_short() {
     let (_, out, e) = pacesim(&["run", f.to_str().unwrap()]);
     assert!(out.len() < 5000, "{} bytes{e}", out.len());
 }
+
+/// Item 12: a header whose burst or multiplier cap no pacer could meet, a duplicated
+/// arrival and a restart without a kill are refused (exit 2), not judged (exit 1).
+#[test]
+fn i34_12_check_refuses_what_no_run_writes() {
+    let d = tmp("i34-12c");
+    let lines = real_trace(&d);
+    for (key, v) in [
+        ("burst", serde_json::json!(0)),
+        ("multiplier_cap", serde_json::json!(0.5)),
+        ("multiplier_cap", serde_json::json!(-1)),
+    ] {
+        let e = check_lines(&d, "h.jsonl", &edit(&lines, 0, key, v.clone()));
+        assert!(e.contains(&format!("h.jsonl:1: {key}: must be")), "{key} = {v}: {e}");
+    }
+    let i = lines.iter().position(|l| l.contains("\"arrival\"")).unwrap();
+    let mut dup = lines.clone();
+    dup.insert(i + 1, lines[i].clone());
+    let e = check_lines(&d, "dup.jsonl", &dup);
+    assert!(
+        e.contains(&format!("dup.jsonl:{}: ev: arrival 2 of process", i + 2)),
+        "{e}"
+    );
+    let mut restart = lines.clone();
+    let t = serde_json::from_str::<serde_json::Value>(&lines[i]).unwrap()["t"].clone();
+    restart.insert(i + 1, format!("{{\"ev\":\"restart\",\"t\":{t},\"pid\":2}}"));
+    let e = check_lines(&d, "restart.jsonl", &restart);
+    assert!(
+        e.contains(&format!(
+            "restart.jsonl:{}: ev: process 2 restarts, but it was never killed",
+            i + 2
+        )),
+        "{e}"
+    );
+}
+
+/// Item 12: 40 arrivals in the last second before `u64::MAX` are 40 in one second (the
+/// window's arithmetic wrapped and counted 0).
+#[test]
+fn i34_12_the_largest_window_counts_near_the_end_of_the_clock() {
+    let d = tmp("i34-12w");
+    let lines = real_trace(&d);
+    let base = u64::MAX - 900_000_000;
+    let mut t = vec![lines[0].clone()];
+    for k in 0..40u64 {
+        let at = base + k * 20_000_000;
+        let pid = k % 4;
+        t.push(format!("{{\"ev\":\"fetch_start\",\"t\":{at},\"pid\":{pid}}}"));
+        t.push(format!(
+            "{{\"ev\":\"arrival\",\"t\":{at},\"pid\":{pid},\"status\":200}}"
+        ));
+    }
+    t.push(format!("{{\"ev\":\"end\",\"t\":{}}}", u64::MAX));
+    let (code, out) = check_of(&d, "late.jsonl", &t, &["--json"]);
+    assert!(code == 0 || code == 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["max_window"]["count"], 40, "{}", v["max_window"]);
+}
