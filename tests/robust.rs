@@ -454,13 +454,13 @@ fn i04_a_run_too_large_for_memory_is_refused_before_it_starts() {
         (
             "procs",
             FOUR_LIMITERS.replace("count = 4", "count = 10000000"),
-            "processes.count",
+            "8: processes.count",
         ),
-        ("locks", with_option("advisory", "locks = 4294967295"), "pacer.locks"),
+        ("locks", with_option("advisory", "locks = 4294967295"), "7: pacer.locks"),
         (
             "kills",
             with_tail("[[faults]]\nkind = \"kill\"\nrate = 1e9\nrestart_after = \"0s\"\n"),
-            "faults[0].rate",
+            "12: faults[0].rate",
         ),
     ];
     let t = std::time::Instant::now();
@@ -469,7 +469,7 @@ fn i04_a_run_too_large_for_memory_is_refused_before_it_starts() {
         std::fs::write(&f, src).unwrap();
         let e = refused(&["run", f.to_str().unwrap()]);
         assert!(
-            e.contains(&format!("four-limiters: {field}: the run would need about ")),
+            e.contains(&format!("{name}.toml:{field}: the run would need about ")),
             "{name}: {e}"
         );
         assert!(e.contains("above the limit of 4.0 GiB (--max-memory"), "{name}: {e}");
@@ -478,7 +478,7 @@ fn i04_a_run_too_large_for_memory_is_refused_before_it_starts() {
     std::fs::write(&f, FOUR_LIMITERS).unwrap();
     let f = f.to_str().unwrap();
     let e = refused(&["simulate", f, "--seeds", "1000000000000"]);
-    assert!(e.contains("four-limiters: --seeds: the run would need about"), "{e}");
+    assert!(e.contains("s.toml: --seeds: the run would need about"), "{e}");
     assert!(t.elapsed().as_secs() < 30, "refused before running: {:?}", t.elapsed());
     // the limit is the user's
     let e = refused(&["run", f, "--max-memory", "1MiB"]);
@@ -768,6 +768,16 @@ fn i34_11_a_kill_storm_with_a_few_fetches_fails_and_its_witness_is_short() {
     assert!(out.len() < 5000, "{} bytes{e}", out.len());
 }
 
+/// Item 12: `requests = 0` would run nothing and pass every check.
+#[test]
+fn i34_12_zero_requests_are_refused() {
+    let d = tmp("i34-12r");
+    let f = d.join("s.toml");
+    std::fs::write(&f, FOUR_LIMITERS.replace("requests = 10", "requests = 0")).unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(e.contains("s.toml:9: processes.requests: must be at least 1"), "{e}");
+}
+
 /// Item 12: a header whose burst or multiplier cap no pacer could meet, a duplicated
 /// arrival and a restart without a kill are refused (exit 2), not judged (exit 1).
 #[test]
@@ -824,4 +834,229 @@ fn i34_12_the_largest_window_counts_near_the_end_of_the_clock() {
     assert!(code == 0 || code == 1, "{out}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["max_window"]["count"], 40, "{}", v["max_window"]);
+}
+
+/// Item 12: a seed past TOML's integer range is refused by every command alike (`simulate`
+/// and `matrix` wrapped `u64::MAX` to 0, 1; `sweep` refused it).
+#[test]
+fn i34_12_a_seed_past_the_toml_range_is_refused_everywhere() {
+    let d = tmp("i34-12s");
+    let f = d.join("s.toml");
+    std::fs::write(
+        &f,
+        FOUR_LIMITERS.replace("duration", "seed = 18446744073709551615\nduration"),
+    )
+    .unwrap();
+    let f = f.to_str().unwrap();
+    for args in [
+        vec!["run", f],
+        vec!["simulate", f, "--seeds", "2"],
+        vec!["matrix", f, "--cases", "2"],
+    ] {
+        let e = refused(&args);
+        assert!(
+            e.contains("s.toml:3: seed: must be at most 9223372036854775807"),
+            "{args:?}: {e}"
+        );
+    }
+    let out = d.join("out");
+    let e = refused(&["sweep", f, "--grid", "rate=5,6", "--out", out.to_str().unwrap()]);
+    assert!(e.contains("s.toml"), "{e}");
+}
+
+/// Item 12: a grid value given twice would run and average one point twice.
+#[test]
+fn i34_12_a_repeated_grid_value_is_refused() {
+    let d = tmp("i34-12g");
+    let f = d.join("s.toml");
+    std::fs::write(&f, FOUR_LIMITERS).unwrap();
+    let out = d.join("out");
+    for (grid, a, b) in [("rate=5,5", "5", "5"), ("rate=5,7,5.0", "5", "5.0")] {
+        let e = refused(&[
+            "sweep",
+            f.to_str().unwrap(),
+            "--grid",
+            grid,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(e.contains(&format!("`{a}` and `{b}` are the same value")), "{e}");
+    }
+    assert!(!out.exists(), "nothing ran");
+}
+
+/// Item 14: a distribution missing a field names its line and its table path.
+#[test]
+fn i34_14_a_distribution_missing_a_field_names_line_and_path() {
+    let e = err(&with_tail(
+        "[fetch]\nduration = { dist = \"lognormal\", sigma = 0.5 }\n",
+    ));
+    assert_eq!(e, "t.toml:11: fetch.duration.median: missing field `median`");
+    let d = tmp("i34-14d");
+    let f = d.join("s.toml");
+    std::fs::write(
+        &f,
+        with_tail("[store]\nlatency = { dist = \"lognormal\", median = \"1ms\" }\n"),
+    )
+    .unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(
+        e.contains("s.toml:11: store.latency.sigma: missing field `sigma`"),
+        "{e}"
+    );
+}
+
+/// Item 14: the memory guard names the file and line of the field that weighs most, the
+/// limit in its own unit, and blames the limit itself when no field outweighs the base.
+#[test]
+fn i34_14_memory_guard_messages_name_the_file_and_the_real_cause() {
+    let d = tmp("i34-14m");
+    let f = d.join("s.toml");
+    std::fs::write(&f, FOUR_LIMITERS.replace("count = 4", "count = 10000000")).unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(e.contains("s.toml:8: processes.count: the run would need about"), "{e}");
+    std::fs::write(&f, FOUR_LIMITERS).unwrap();
+    let e = refused(&["run", f.to_str().unwrap(), "--max-memory", "1B"]);
+    assert!(
+        e.contains("s.toml: --max-memory: the run would need about 16 MiB"),
+        "{e}"
+    );
+    assert!(e.contains("above the limit of 1 B"), "{e}");
+    let e = refused(&["run", f.to_str().unwrap(), "--max-memory", "100KiB"]);
+    assert!(e.contains("above the limit of 100 KiB"), "{e}");
+}
+
+/// Item 14: two scenarios of one name, a name that is the report's index, and a name too
+/// long for a directory are refused before anything runs, naming the files.
+#[test]
+fn i34_14_report_names_are_checked_before_any_run() {
+    let d = tmp("i34-14n");
+    let out = d.join("out");
+    let out = out.to_str().unwrap();
+    let fa = d.join("a.toml");
+    let fb = d.join("b.toml");
+    std::fs::write(&fa, FOUR_LIMITERS).unwrap();
+    std::fs::write(&fb, FOUR_LIMITERS).unwrap();
+    let (code, stdout, e) = pacesim(&["simulate", fa.to_str().unwrap(), fb.to_str().unwrap(), "--out", out]);
+    assert_eq!(code, 2, "{e}");
+    assert!(stdout.is_empty(), "nothing ran: {stdout}");
+    assert!(
+        e.contains("b.toml:2: name: scenarios `four-limiters` and `four-limiters`"),
+        "{e}"
+    );
+    assert!(e.contains("a.toml:2"), "{e}");
+    std::fs::write(&fa, FOUR_LIMITERS.replace("four-limiters", "index.md")).unwrap();
+    let (code, stdout, e) = pacesim(&["simulate", fa.to_str().unwrap(), "--out", out]);
+    assert_eq!(code, 2, "{e}");
+    assert!(stdout.is_empty(), "nothing ran: {stdout}");
+    assert!(e.contains("a.toml:2: name: a scenario named `index.md`"), "{e}");
+    std::fs::write(&fa, FOUR_LIMITERS.replace("four-limiters", &"x".repeat(300))).unwrap();
+    let e = refused(&["simulate", fa.to_str().unwrap(), "--out", out]);
+    assert!(e.contains("a.toml:2: name: must be 1 to 100 characters"), "{e}");
+}
+
+/// Item 14: merging shards of different grids says how they differ; shards of a 2-way and
+/// a 3-way split, or one shard twice, are named as such.
+#[test]
+fn i34_14_merge_messages_say_what_differs() {
+    let d = tmp("i34-14g");
+    let f = d.join("s.toml");
+    std::fs::write(&f, FOUR_LIMITERS).unwrap();
+    let f = f.to_str().unwrap();
+    let shard = |name: &str, grid: &str, shard: &str| {
+        let out = d.join(name);
+        let (code, _, e) = pacesim(&[
+            "sweep",
+            f,
+            "--grid",
+            grid,
+            "--shard",
+            shard,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{e}");
+        out
+    };
+    let a0 = shard("a0", "rate=10,20", "0/2");
+    let b1 = shard("b1", "rate=30,40", "1/2");
+    let c1 = shard("c1", "rate=10,20", "1/3");
+    let m = d.join("m");
+    let merge = |a: &Path, b: &Path| {
+        refused(&[
+            "merge",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--out",
+            m.to_str().unwrap(),
+        ])
+    };
+    let e = merge(&a0, &b1);
+    assert!(e.contains("grid `rate=10,20`"), "{e}");
+    assert!(e.contains("against `rate=30,40`"), "{e}");
+    let e = merge(&a0, &c1);
+    assert!(
+        e.contains("shard 0/2 and shard 1/3 split the sweep 2 and 3 ways"),
+        "{e}"
+    );
+    let e = merge(&a0, &a0);
+    assert!(e.contains("shard 0/2 is given twice"), "{e}");
+}
+
+/// Item 15: a trace's scenario name cannot drive the terminal.
+#[test]
+fn i34_15_escape_sequences_from_a_trace_reach_the_terminal_inert() {
+    let d = tmp("i34-15e");
+    let lines = real_trace(&d);
+    let edited = edit(
+        &lines,
+        0,
+        "scenario",
+        serde_json::json!("\u{1b}]0;owned\u{7}\u{1b}[2Jx"),
+    );
+    let (code, out) = check_of(&d, "esc.jsonl", &edited, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
+    assert!(
+        out.contains("scenario \\u{1b}]0;owned\\u{7}\\u{1b}[2Jx  backend row"),
+        "{out}"
+    );
+}
+
+/// Item 15: `[record]` text goes into index.md as one line of text: no heading, no HTML.
+#[test]
+fn i34_15_record_text_is_escaped_in_the_index() {
+    let d = tmp("i34-15r");
+    let f = d.join("s.toml");
+    let rec = "[record]\nsource = \"rec\\n# Injected heading\"\nclaim = \"<script>alert(1)</script> & more\"\n";
+    std::fs::write(&f, with_tail(rec)).unwrap();
+    let out = d.join("out");
+    let (code, _, e) = pacesim(&["simulate", f.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{e}");
+    let md = std::fs::read_to_string(out.join("index.md")).unwrap();
+    assert!(!md.contains("<script>"), "{md}");
+    assert!(!md.lines().any(|l| l.starts_with("# Injected")), "{md}");
+    assert!(
+        md.contains(
+            "**The record's claim** (rec # Injected heading): &lt;script&gt;alert(1)&lt;/script&gt; &amp; more"
+        ),
+        "{md}"
+    );
+}
+
+/// Item 15: a huge number is quoted short, and `--max-wall 0s` is refused.
+#[test]
+fn i34_15_huge_numbers_are_quoted_short_and_max_wall_zero_is_refused() {
+    let d = tmp("i34-15w");
+    let f = d.join("s.toml");
+    std::fs::write(&f, with_tail("[[faults]]\nkind = \"clock\"\ndrift_ppm = 1e300\n")).unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(
+        e.contains("s.toml:12: faults[0].drift_ppm: ") && e.trim_end().ends_with("got 1e300"),
+        "{e}"
+    );
+    assert!(e.len() < 250, "{e}");
+    std::fs::write(&f, FOUR_LIMITERS).unwrap();
+    let e = refused(&["run", f.to_str().unwrap(), "--max-wall", "0s"]);
+    assert!(e.contains("--max-wall must be above 0"), "{e}");
 }
