@@ -12,7 +12,7 @@
 //! rate = 50.0                     # the global ceiling, per second
 //! [processes]
 //! count = 4
-//! requests = 10                   # per process; omit to run until `duration`
+//! requests = 10                   # per process, at least 1; omit to run until `duration`
 //! [store]
 //! latency = { dist = "constant", value = "0ms" }      # one-way, each direction
 //! service = { dist = "constant", value = "0ms" }      # time an operation holds the row lock
@@ -55,7 +55,8 @@ pub enum ScenarioError {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
-    /// Scenario name (used in reports and file names).
+    /// Scenario name (used in reports and file names): 1 to [`MAX_NAME_CHARS`] characters,
+    /// no control characters.
     pub name: String,
     /// One paragraph on what the scenario shows (optional).
     #[serde(default)]
