@@ -127,7 +127,7 @@ pub fn validate(file: &str, mut input: impl BufRead, rate_override: Option<f64>)
             // the ceiling's burst and the backoff's cap are bounds the checkers judge by: a
             // burst of 0 or a cap below 1 would fail every correct trace
             if let Some(b) = obj.get("burst")
-                && !b.as_u64().is_some_and(|b| b >= 1)
+                && b.as_u64().is_none_or(|b| b < 1)
             {
                 return Err(err(
                     line,
