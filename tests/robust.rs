@@ -862,6 +862,11 @@ fn i34_12_a_seed_past_the_toml_range_is_refused_everywhere() {
     let out = d.join("out");
     let e = refused(&["sweep", f, "--grid", "rate=5,6", "--out", out.to_str().unwrap()]);
     assert!(e.contains("s.toml"), "{e}");
+    // and on the command line
+    let g = d.join("g.toml");
+    std::fs::write(&g, FOUR_LIMITERS).unwrap();
+    let e = refused(&["run", g.to_str().unwrap(), "--seed", "18446744073709551615"]);
+    assert!(e.contains("g.toml: --seed: must be at most 9223372036854775807"), "{e}");
 }
 
 /// Item 12: a grid value given twice would run and average one point twice.
