@@ -228,6 +228,9 @@ pub fn main_with(cli: Cli) -> i32 {
         // a watchdog's exit would skip that
         return bad("--max-wall does not apply to live runs: they end at the scenario's duration and clean up");
     }
+    if cli.max_wall.is_some_and(|w| w.0 == 0) {
+        return bad("--max-wall must be above 0 (it is how long the command may run)");
+    }
     if let Some(w) = cli.max_wall {
         // a watchdog: the run itself cannot be interrupted part way, the process can
         std::thread::spawn(move || {
@@ -383,8 +386,29 @@ pub fn main_with(cli: Cli) -> i32 {
 
 /// Print an error; the bad-input status.
 fn bad(msg: impl Display) -> i32 {
-    eprintln!("error: {msg}");
+    eprintln!("error: {}", terminal_safe(&msg.to_string(), true));
     EXIT_BAD_INPUT
+}
+
+/// `s` with its control characters (an escape sequence that would recolour, retitle or clear
+/// the terminal, a carriage return that would overwrite the line) written as `\u{1b}`:
+/// text from a trace or a scenario file reaches the terminal inert. Newlines and tabs stay
+/// when `lines` (a multi-line message pacesim wrote).
+pub fn terminal_safe(s: &str, lines: bool) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && !(lines && (c == '\n' || c == '\t'));
+    if !s.chars().any(unsafe_char) {
+        return s.into();
+    }
+    s.chars()
+        .map(|c| {
+            if unsafe_char(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// The status of a command that ran: pass or fail.
@@ -436,7 +460,10 @@ fn print_summary(s: &Summary, file: Option<&Path>, json: bool) {
     }
     println!(
         "scenario {}  backend {}  seed {}  processes {}",
-        s.scenario, s.backend, s.seed, s.processes
+        terminal_safe(&s.scenario, false),
+        terminal_safe(&s.backend, false),
+        s.seed,
+        s.processes
     );
     println!(
         "  fetches {}  starts {:.3}s..{:.3}s  achieved {:.2}/s (ceiling {}/s)",
@@ -456,7 +483,12 @@ fn print_summary(s: &Summary, file: Option<&Path>, json: bool) {
         );
     }
     for (name, c) in &s.checks {
-        println!("  {:<16} {}  {}", name, verdict_word(c), c.detail);
+        println!(
+            "  {:<16} {}  {}",
+            name,
+            verdict_word(c),
+            terminal_safe(&c.detail, false)
+        );
     }
     if let Some(cmd) = reproduce {
         println!("  reproduce: {cmd}");
@@ -527,6 +559,12 @@ fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool, jun
         Ok(s) => s,
         Err(e) => return bad(e),
     };
+    // a report that cannot be written fails before anything runs
+    if out.is_some()
+        && let Err(e) = crate::report::distinct_dirs(&scenarios)
+    {
+        return bad(e);
+    }
     let opts = compare::Options {
         seeds,
         series: out.is_some(),

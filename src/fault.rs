@@ -298,7 +298,8 @@ impl FaultSpec {
                         "drift_ppm".into(),
                         format!(
                             "must be a number above -1000000 and below 1000000 (a clock that runs, \
-                             at most twice as fast), got {drift_ppm}"
+                             at most twice as fast), got {}",
+                            compact(*drift_ppm)
                         ),
                     ));
                 }
@@ -392,6 +393,16 @@ pub fn throttles(faults: &[FaultSpec]) -> Vec<(u64, u64, u16)> {
             _ => None,
         })
         .collect()
+}
+
+/// A number as a message quotes it: in full when short, in scientific notation when its
+/// digits would run long (`1e300`, not 301 digits).
+fn compact(x: f64) -> String {
+    if x != 0.0 && x.is_finite() && !(1e-4..1e15).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        x.to_string()
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 //! rate = 50.0                     # the global ceiling, per second
 //! [processes]
 //! count = 4
-//! requests = 10                   # per process; omit to run until `duration`
+//! requests = 10                   # per process, at least 1; omit to run until `duration`
 //! [store]
 //! latency = { dist = "constant", value = "0ms" }      # one-way, each direction
 //! service = { dist = "constant", value = "0ms" }      # time an operation holds the row lock
@@ -55,7 +55,8 @@ pub enum ScenarioError {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
-    /// Scenario name (used in reports and file names).
+    /// Scenario name (used in reports and file names): 1 to [`MAX_NAME_CHARS`] characters,
+    /// no control characters.
     pub name: String,
     /// One paragraph on what the scenario shows (optional).
     #[serde(default)]
@@ -104,6 +105,55 @@ pub struct Scenario {
     /// simulator ignores it. Absent: live mode runs pacesim's own workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveCfg>,
+    /// The file it was read from, for messages (not part of the scenario: never serialised,
+    /// never compared).
+    #[serde(skip)]
+    pub origin: Origin,
+}
+
+/// Where a scenario was read from: the file and its text, so that a problem found after
+/// parsing (a memory estimate, a backend variant, a clash of names) still names the file and
+/// the line. Empty for a scenario built in code.
+#[derive(Clone, Default)]
+pub struct Origin {
+    file: String,
+    src: std::sync::Arc<str>,
+}
+
+impl Origin {
+    /// `file:line` of `field` (a dotted scenario path), or the file alone for a field that is
+    /// not in it (a command-line option); `None` for a scenario built in code.
+    pub fn place(&self, field: &str) -> Option<String> {
+        if self.file.is_empty() {
+            return None;
+        }
+        if field.starts_with('-') {
+            return Some(self.file.clone());
+        }
+        // the table a field is in when the file does not give it (a default): its header
+        let mut line = line_of_field(&self.src, field);
+        let mut f = field;
+        while line == 0
+            && let Some((table, _)) = f.rsplit_once('.')
+        {
+            f = table;
+            line = line_of_field(&self.src, f);
+        }
+        Some(format!("{}:{}", self.file, line.max(1)))
+    }
+}
+
+impl PartialEq for Origin {
+    // where a scenario came from is not what it is
+    fn eq(&self, _: &Origin) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Origin({:?})", self.file)
+    }
 }
 
 /// A design record's claim, as `[record]` states it.
@@ -479,7 +529,7 @@ pub fn read_bounded(path: &Path) -> Result<String, ScenarioError> {
 impl Scenario {
     /// Parse and validate scenario text; `file` names it in errors.
     pub fn parse(file: &str, src: &str) -> Result<Scenario, ScenarioError> {
-        let sc: Scenario = toml::from_str(src).map_err(|e| {
+        let mut sc: Scenario = toml::from_str(src).map_err(|e| {
             let mut line = e.span().map(|s| line_of_offset(src, s.start)).unwrap_or(0);
             let mut field = if line > 0 {
                 field_at_line(src, line)
@@ -523,12 +573,20 @@ impl Scenario {
                     .lines()
                     .nth(line.saturating_sub(1))
                     .is_some_and(|l| l.trim_start().starts_with('['));
-                field = if table.is_empty() || !is_header {
-                    key.to_string()
-                } else {
-                    format!("{table}.{key}")
+                // an inline table (`duration = { dist = "lognormal" }`) is reported at its key's
+                // line: name the table path through that key
+                let inline = src
+                    .lines()
+                    .nth(line.saturating_sub(1))
+                    .filter(|l| line > 0 && l.contains('{'))
+                    .and_then(key_of);
+                field = match inline {
+                    Some(k) if table.is_empty() => format!("{k}.{key}"),
+                    Some(k) => format!("{table}.{k}.{key}"),
+                    None if table.is_empty() || !is_header => key.to_string(),
+                    None => format!("{table}.{key}"),
                 };
-                if table.is_empty() || !is_header {
+                if inline.is_none() && (table.is_empty() || !is_header) {
                     line = 0;
                 }
             }
@@ -557,6 +615,10 @@ impl Scenario {
             field,
             message,
         })?;
+        sc.origin = Origin {
+            file: file.to_string(),
+            src: src.into(),
+        };
         Ok(sc)
     }
 
@@ -592,6 +654,37 @@ impl Scenario {
         }
         if self.duration.0 == 0 {
             return err("duration", "must be above 0".into());
+        }
+        // the name is a directory under `reports/` and a line on the terminal
+        if self.name.trim().is_empty() || self.name.chars().count() > MAX_NAME_CHARS {
+            return err(
+                "name",
+                format!(
+                    "must be 1 to {MAX_NAME_CHARS} characters (it names the report's directory), got {}",
+                    self.name.chars().count()
+                ),
+            );
+        }
+        if let Some(c) = self.name.chars().find(|c| c.is_control()) {
+            return err(
+                "name",
+                format!("must not hold control characters, got {}", c.escape_unicode()),
+            );
+        }
+        if self.seed > i64::MAX as u64 {
+            // TOML integers are signed 64-bit: `sweep` rewrites the file and cannot hold more,
+            // and seeds `seed, seed + 1, ...` must not wrap
+            return err(
+                "seed",
+                format!("must be at most {} (TOML's integer range), got {}", i64::MAX, self.seed),
+            );
+        }
+        if self.processes.requests == Some(0) {
+            // no fetch at all: every check would pass on nothing
+            return err(
+                "processes.requests",
+                "must be at least 1 (omit it to run until `duration`)".into(),
+            );
         }
         if self.processes.requests.is_none()
             && self.processes.arrival_rate.is_none()
@@ -776,17 +869,23 @@ impl Scenario {
     pub fn with_backend(&self, backend: &str) -> Result<Scenario, String> {
         let mut s = self.clone();
         s.pacer.backend = backend.to_string();
-        s.validate().map_err(|(f, m)| format!("{}: {f}: {m}", self.name))?;
+        s.validate().map_err(|(f, m)| format!("{}: {f}: {m}", self.place(&f)))?;
         // (validation judged the `compare` list; the backend chosen here may not be on it)
         if s.processes.threads > 1
             && let Some(why) = crate::backend::registry::runs_one_thread(backend, &s)
         {
             return Err(format!(
                 "{}: processes.threads: backend `{backend}` runs one thread per process: {why}",
-                self.name
+                self.place("processes.threads")
             ));
         }
         Ok(s)
+    }
+
+    /// Where `field` is, for a message: `file:line`, or the scenario's name when it was not
+    /// read from a file.
+    pub fn place(&self, field: &str) -> String {
+        self.origin.place(field).unwrap_or_else(|| self.name.clone())
     }
 
     /// The backends `simulate` runs on this scenario.
@@ -798,6 +897,10 @@ impl Scenario {
         }
     }
 }
+
+/// The longest scenario name, in characters: it is a directory name (at most 255 bytes on
+/// most file systems) and a table heading.
+pub const MAX_NAME_CHARS: usize = 100;
 
 /// The lowest rate a scenario may ask for, per second: its interval (`1 s / rate`, about 11.6
 /// days) times any backoff multiplier must stay far inside the nanosecond clock's range.

@@ -96,6 +96,22 @@ impl Axis {
         if key.is_empty() || values.iter().any(String::is_empty) {
             return Err(SweepError::GridEmpty { spec: spec.into() });
         }
+        // the same value twice would run (and average) the same grid point twice: numbers
+        // compare by value (`5` is `5.0`), anything else as written, quotes aside
+        let same = |v: &str| match v.parse::<f64>() {
+            Ok(x) => format!("{x:?}"),
+            Err(_) => v.trim_matches(['"', '\'']).to_string(),
+        };
+        let mut seen = std::collections::HashMap::new();
+        for v in &values {
+            if let Some(first) = seen.insert(same(v), v) {
+                return Err(SweepError::GridRepeated {
+                    spec: spec.into(),
+                    first: first.clone(),
+                    again: v.clone(),
+                });
+            }
+        }
         let path = ALIASES.iter().find(|a| a.0 == key).map_or(key, |a| a.1).to_string();
         if path == "seed" {
             return Err(SweepError::GridSeed);
@@ -686,12 +702,25 @@ pub fn read_shard(path: &Path) -> Result<(Manifest, Vec<Row>), SweepError> {
 /// Combine shards into the whole sweep: they must share one plan and cover every run exactly
 /// once. Returns the whole sweep's manifest and rows, by run number.
 pub fn merge(shards: Vec<(Manifest, Vec<Row>)>) -> Result<(Manifest, Vec<Row>), SweepError> {
+    // shards of one split: the same count, each index once (a 2-way and a 3-way split of one
+    // sweep overlap, and so does a shard given twice)
+    let mut seen: Vec<Shard> = Vec::new();
+    for sh in shards.iter().filter_map(|(m, _)| m.shard) {
+        if let Some(&first) = seen.iter().find(|f| f.count != sh.count) {
+            return Err(SweepError::MixedShards { first, other: sh });
+        }
+        if seen.contains(&sh) {
+            return Err(SweepError::ShardTwice { shard: sh });
+        }
+        seen.push(sh);
+    }
     let mut it = shards.into_iter();
     let (first, mut rows) = it.next().ok_or(SweepError::NoInputs)?;
     let plan = Manifest { shard: None, ..first };
     for (m, r) in it {
         // a sweep is its content (the scenario text's hash, axes, seeds), not how its file
         // path was spelled (`a.toml`, `./a.toml`, an absolute path)
+        let original = m.file.clone();
         let m = Manifest {
             shard: None,
             file: plan.file.clone(),
@@ -700,7 +729,7 @@ pub fn merge(shards: Vec<(Manifest, Vec<Row>)>) -> Result<(Manifest, Vec<Row>), 
         if m != plan {
             return Err(SweepError::DifferentSweeps {
                 first: Box::new(plan),
-                other: Box::new(m),
+                other: Box::new(Manifest { file: original, ..m }),
             });
         }
         rows.extend(r);
@@ -841,6 +870,36 @@ pub fn merge_files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Swept, Swee
     })
 }
 
+/// What tells two sweeps' plans apart, field by field (`seeds: 2 in a.toml, 3 in b.toml`).
+fn differences(a: &Manifest, b: &Manifest) -> String {
+    let axes = |m: &Manifest| {
+        let v: Vec<String> = m
+            .axes
+            .iter()
+            .map(|x| format!("{}={}", x.key, x.values.join(",")))
+            .collect();
+        if v.is_empty() {
+            "(none)".to_string()
+        } else {
+            v.join(" ")
+        }
+    };
+    let fields: [(&str, String, String); 6] = [
+        ("scenario", a.scenario.clone(), b.scenario.clone()),
+        ("scenario text (hash)", a.source_hash.clone(), b.source_hash.clone()),
+        ("grid", axes(a), axes(b)),
+        ("seeds", a.seeds.to_string(), b.seeds.to_string()),
+        ("first seed", a.first_seed.to_string(), b.first_seed.to_string()),
+        ("runs", a.runs.to_string(), b.runs.to_string()),
+    ];
+    let diff: Vec<String> = fields
+        .iter()
+        .filter(|f| f.1 != f.2)
+        .map(|(k, x, y)| format!("{k} `{x}` (from {}) against `{y}` (from {})", a.file, b.file))
+        .collect();
+    diff.join("; ")
+}
+
 /// Why a sweep or a merge did not complete.
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
@@ -859,6 +918,16 @@ pub enum SweepError {
     /// A `--grid` axis names the seed.
     #[error("--grid: vary the seed with --seeds, not a grid axis")]
     GridSeed,
+    /// A `--grid` axis gives the same value twice (`rate=5,5`, `rate=5,5.0`).
+    #[error("--grid `{spec}`: `{first}` and `{again}` are the same value (give each value once)")]
+    GridRepeated {
+        /// The axis as given.
+        spec: String,
+        /// The first spelling of the value.
+        first: String,
+        /// Its repetition.
+        again: String,
+    },
     /// A grid path runs through a value that is not a table.
     #[error("--grid {key}: `{table}` is not a table")]
     NotATable {
@@ -960,15 +1029,29 @@ pub enum SweepError {
     #[error("merge: no inputs")]
     NoInputs,
     /// The shards come from different sweeps.
-    #[error(
-        "merge: shards of different sweeps: {} ({} runs, source {}) and {} ({} runs, source {})",
-        first.file, first.runs, first.source_hash, other.file, other.runs, other.source_hash
-    )]
+    #[error("merge: shards of different sweeps: {}", differences(first, other))]
     DifferentSweeps {
         /// The first shard's plan.
         first: Box<Manifest>,
         /// The plan of a shard that differs from it.
         other: Box<Manifest>,
+    },
+    /// Shards of splits into different counts (`0/2` and `1/3`).
+    #[error(
+        "merge: shard {}/{} and shard {}/{} split the sweep {} and {} ways: give the shards of one split",
+        first.index, first.count, other.index, other.count, first.count, other.count
+    )]
+    MixedShards {
+        /// A shard of the first split.
+        first: Shard,
+        /// A shard of another.
+        other: Shard,
+    },
+    /// The same shard given twice.
+    #[error("merge: shard {}/{} is given twice (its runs would count twice)", shard.index, shard.count)]
+    ShardTwice {
+        /// The shard.
+        shard: Shard,
     },
     /// A run appears in two shards.
     #[error("merge: run {run} appears twice (a shard given twice?)")]

@@ -69,6 +69,13 @@ const NASTY: &[&str] = &[
     "true",
     "{ dist = \"lognormal\", median = \"1ms\", sigma = 1e300 }",
     "{ dist = \"uniform\", low = \"2s\", high = \"1s\" }",
+    // issue 34: a distribution missing a field, names a report cannot hold or a terminal
+    // must not see, a huge drift
+    "{ dist = \"lognormal\", sigma = 0.5 }",
+    "\"index.md\"",
+    "\"\\u001b]0;x\\u0007\\u001b[2J\"",
+    "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"",
+    "-1e300",
 ];
 
 /// One edit of a scenario file.
@@ -225,10 +232,15 @@ proptest! {
         value in proptest::sample::select(NASTY_JSON),
         cut in any::<bool>(),
         drop_line in any::<bool>(),
+        dup_line in any::<bool>(),
     ) {
         let mut lines = real_trace();
         let i = line % lines.len();
-        if drop_line {
+        // issue 34: a line given twice (an arrival counted twice, a restart without a kill)
+        let invented = dup_line && (lines[i].contains("\"arrival\"") || lines[i].contains("\"restart\""));
+        if dup_line {
+            lines.insert(i, lines[i].clone());
+        } else if drop_line {
             lines.remove(i);
         } else if let Ok(serde_json::Value::Object(mut m)) = serde_json::from_str::<serde_json::Value>(&lines[i]) {
             let keys: Vec<String> = m.keys().cloned().collect();
@@ -244,6 +256,9 @@ proptest! {
         let p = d.join("t.jsonl");
         std::fs::write(&p, text).unwrap();
         let r = pacesim::run::check(&p, None);
+        if invented && !cut {
+            assert!(r.is_err(), "a duplicated line {} must be refused", lines[i]);
+        }
         if let Err(e) = r {
             assert!(!e.to_string().is_empty());
         }
@@ -261,7 +276,7 @@ proptest! {
     fn the_command_line_exits_0_1_or_2(
         file in 0usize..64,
         edits in proptest::collection::vec(edit(), 0..3),
-        command in proptest::sample::select(&["run", "simulate", "check"][..]),
+        command in proptest::sample::select(&["run", "simulate", "check", "sweep"][..]),
         seed in proptest::sample::select(&["0", "1", "18446744073709551615", "-1", "x"][..]),
     ) {
         let all = sims();
@@ -274,9 +289,13 @@ proptest! {
         let p = d.join("t.toml");
         std::fs::write(&p, &src).unwrap();
         let p = p.to_str().unwrap();
+        let out_dir = d.join("out");
+        let out_dir = out_dir.to_str().unwrap();
         let args: Vec<&str> = match command {
             "run" => vec!["run", p, "--seed", seed, "--max-wall", "5s"],
             "simulate" => vec!["simulate", p, "--seeds", seed, "--max-wall", "5s"],
+            // issue 34: a repeated grid value, refused before anything runs
+            "sweep" => vec!["sweep", p, "--grid", "processes=2,2", "--out", out_dir, "--max-wall", "5s"],
             _ => vec!["check", p, "--max-wall", "5s"],
         };
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"));
@@ -298,5 +317,8 @@ proptest! {
         let err = String::from_utf8_lossy(&out.stderr);
         prop_assert!(matches!(code, Some(0..=2)), "{args:?}: {code:?}\n{err}");
         prop_assert!(!err.contains("panicked"), "{args:?}: {err}");
+        if command == "sweep" {
+            prop_assert_eq!(code, Some(2), "{:?}: {}", args, err);
+        }
     }
 }

@@ -454,13 +454,13 @@ fn i04_a_run_too_large_for_memory_is_refused_before_it_starts() {
         (
             "procs",
             FOUR_LIMITERS.replace("count = 4", "count = 10000000"),
-            "processes.count",
+            "8: processes.count",
         ),
-        ("locks", with_option("advisory", "locks = 4294967295"), "pacer.locks"),
+        ("locks", with_option("advisory", "locks = 4294967295"), "7: pacer.locks"),
         (
             "kills",
             with_tail("[[faults]]\nkind = \"kill\"\nrate = 1e9\nrestart_after = \"0s\"\n"),
-            "faults[0].rate",
+            "12: faults[0].rate",
         ),
     ];
     let t = std::time::Instant::now();
@@ -469,7 +469,7 @@ fn i04_a_run_too_large_for_memory_is_refused_before_it_starts() {
         std::fs::write(&f, src).unwrap();
         let e = refused(&["run", f.to_str().unwrap()]);
         assert!(
-            e.contains(&format!("four-limiters: {field}: the run would need about ")),
+            e.contains(&format!("{name}.toml:{field}: the run would need about ")),
             "{name}: {e}"
         );
         assert!(e.contains("above the limit of 4.0 GiB (--max-memory"), "{name}: {e}");
@@ -478,7 +478,7 @@ fn i04_a_run_too_large_for_memory_is_refused_before_it_starts() {
     std::fs::write(&f, FOUR_LIMITERS).unwrap();
     let f = f.to_str().unwrap();
     let e = refused(&["simulate", f, "--seeds", "1000000000000"]);
-    assert!(e.contains("four-limiters: --seeds: the run would need about"), "{e}");
+    assert!(e.contains("s.toml: --seeds: the run would need about"), "{e}");
     assert!(t.elapsed().as_secs() < 30, "refused before running: {:?}", t.elapsed());
     // the limit is the user's
     let e = refused(&["run", f, "--max-memory", "1MiB"]);
@@ -671,4 +671,397 @@ fn a_sweep_error_cites_the_users_line() {
 fn max_wall_is_refused_for_live_runs() {
     let e = refused(&["live", "sims/four-limiters.toml", "--max-wall", "1s"]);
     assert!(e.contains("--max-wall does not apply to live runs"), "{e}");
+}
+
+// ---- issue 34, items 11, 12, 14, 15 ----
+
+/// FOUR_LIMITERS run to its duration (no request bound), 1 ms store, 10 ms fetches, with
+/// `faults` appended.
+fn unbounded(faults: &str) -> String {
+    with_tail(&format!(
+        "[store]\nlatency = {{ dist = \"constant\", value = \"1ms\" }}\n[fetch]\nduration = {{ dist = \"constant\", value = \"10ms\" }}\n{faults}"
+    ))
+    .replace("requests = 10\n", "")
+}
+
+/// The lines of a run's trace for scenario text `src`.
+fn trace_of(d: &Path, src: &str) -> Vec<String> {
+    let sc = d.join("s.toml");
+    std::fs::write(&sc, src).unwrap();
+    let t = d.join("t.jsonl");
+    let (code, _, e) = pacesim(&["run", sc.to_str().unwrap(), "--trace", t.to_str().unwrap()]);
+    assert!(code == 0 || code == 1, "{e}");
+    std::fs::read_to_string(&t).unwrap().lines().map(String::from).collect()
+}
+
+/// `pacesim check` of `lines`: exit code and stdout.
+fn check_of(d: &Path, name: &str, lines: &[String], args: &[&str]) -> (i32, String) {
+    let p = d.join(name);
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    let mut a = vec!["check", p.to_str().unwrap()];
+    a.extend(args);
+    let (code, out, e) = pacesim(&a);
+    assert!(!e.contains("panicked"), "{e}");
+    (code, out)
+}
+
+/// The line of verdict `name` in a run's printed summary.
+fn verdict_line<'a>(out: &'a str, name: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.trim_start().starts_with(name))
+        .unwrap_or_else(|| panic!("no {name} in {out}"))
+}
+
+/// Item 11: the pace heals after a kill, then no fetch starts for the rest of the run while
+/// processes keep asking: the stall that runs to the end fails self_heal (it passed as
+/// "largest stall 0.04s").
+#[test]
+fn i34_11_a_stall_that_runs_to_the_end_fails_self_heal() {
+    let d = tmp("i34-11");
+    let lines = trace_of(
+        &d,
+        &unbounded("[[faults]]\nkind = \"kill\"\nat = \"1s\"\nprocess = 1\nrestart_after = \"0s\"\n"),
+    );
+    let (code, out) = check_of(&d, "whole.jsonl", &lines, &[]);
+    assert_eq!(code, 0, "the untouched run heals: {out}");
+    // no fetch (start, arrival, end) from 2 s on: processes ask, the pace never serves them
+    let stalled: Vec<String> = lines
+        .iter()
+        .filter(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let fetch = matches!(v["ev"].as_str(), Some("fetch_start" | "arrival" | "fetch_end"));
+            !(fetch && v["t"].as_u64().unwrap() >= 2_000_000_000)
+        })
+        .cloned()
+        .collect();
+    let (code, out) = check_of(&d, "stalled.jsonl", &stalled, &[]);
+    assert_eq!(code, 1, "{out}");
+    let l = verdict_line(&out, "self_heal");
+    assert!(l.contains("FAIL  wedge: after pid 1 killed at 1."), "{l}");
+    assert!(l.contains("to the end at 5.000s while processes waited"), "{l}");
+}
+
+/// Item 11: a kill storm that leaves 5 fetches in 5 s (one at 0.24 s, then none) fails
+/// self_heal; its witness names a few kills, not every one of hundreds (item 15).
+#[test]
+fn i34_11_a_kill_storm_with_a_few_fetches_fails_and_its_witness_is_short() {
+    let d = tmp("i34-11s");
+    let f = d.join("storm.toml");
+    std::fs::write(
+        &f,
+        unbounded("[[faults]]\nkind = \"kill\"\nrate = 60.0\nrestart_after = \"0s\"\n"),
+    )
+    .unwrap();
+    let (code, out, e) = pacesim(&["run", f.to_str().unwrap(), "--seed", "3"]);
+    assert_eq!(code, 1, "{out}{e}");
+    let l = verdict_line(&out, "self_heal");
+    assert!(l.contains("FAIL  wedge: after pid "), "{l}");
+    assert!(l.contains("other kills and the last, pid "), "{l}");
+    assert!(l.len() < 1000, "{} bytes: {l}", l.len());
+    // a 1000/s storm prints a short summary too
+    std::fs::write(
+        &f,
+        unbounded("[[faults]]\nkind = \"kill\"\nrate = 1000.0\nrestart_after = \"0s\"\n"),
+    )
+    .unwrap();
+    let (_, out, e) = pacesim(&["run", f.to_str().unwrap()]);
+    assert!(out.len() < 5000, "{} bytes{e}", out.len());
+}
+
+/// Item 12: `requests = 0` would run nothing and pass every check.
+#[test]
+fn i34_12_zero_requests_are_refused() {
+    let d = tmp("i34-12r");
+    let f = d.join("s.toml");
+    std::fs::write(&f, FOUR_LIMITERS.replace("requests = 10", "requests = 0")).unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(e.contains("s.toml:9: processes.requests: must be at least 1"), "{e}");
+}
+
+/// Item 12: a header whose burst or multiplier cap no pacer could meet, a duplicated
+/// arrival and a restart without a kill are refused (exit 2), not judged (exit 1).
+#[test]
+fn i34_12_check_refuses_what_no_run_writes() {
+    let d = tmp("i34-12c");
+    let lines = real_trace(&d);
+    for (key, v) in [
+        ("burst", serde_json::json!(0)),
+        ("multiplier_cap", serde_json::json!(0.5)),
+        ("multiplier_cap", serde_json::json!(-1)),
+    ] {
+        let e = check_lines(&d, "h.jsonl", &edit(&lines, 0, key, v.clone()));
+        assert!(e.contains(&format!("h.jsonl:1: {key}: must be")), "{key} = {v}: {e}");
+    }
+    let i = lines.iter().position(|l| l.contains("\"arrival\"")).unwrap();
+    let mut dup = lines.clone();
+    dup.insert(i + 1, lines[i].clone());
+    let e = check_lines(&d, "dup.jsonl", &dup);
+    assert!(
+        e.contains(&format!("dup.jsonl:{}: ev: arrival 2 of process", i + 2)),
+        "{e}"
+    );
+    let mut restart = lines.clone();
+    let t = serde_json::from_str::<serde_json::Value>(&lines[i]).unwrap()["t"].clone();
+    restart.insert(i + 1, format!("{{\"ev\":\"restart\",\"t\":{t},\"pid\":2}}"));
+    let e = check_lines(&d, "restart.jsonl", &restart);
+    assert!(
+        e.contains(&format!(
+            "restart.jsonl:{}: ev: process 2 restarts, but it was never killed",
+            i + 2
+        )),
+        "{e}"
+    );
+}
+
+/// Item 12: 40 arrivals in the last second before `u64::MAX` are 40 in one second (the
+/// window's arithmetic wrapped and counted 0).
+#[test]
+fn i34_12_the_largest_window_counts_near_the_end_of_the_clock() {
+    let d = tmp("i34-12w");
+    let lines = real_trace(&d);
+    let base = u64::MAX - 900_000_000;
+    let mut t = vec![lines[0].clone()];
+    for k in 0..40u64 {
+        let at = base + k * 20_000_000;
+        let pid = k % 4;
+        t.push(format!("{{\"ev\":\"fetch_start\",\"t\":{at},\"pid\":{pid}}}"));
+        t.push(format!(
+            "{{\"ev\":\"arrival\",\"t\":{at},\"pid\":{pid},\"status\":200}}"
+        ));
+    }
+    t.push(format!("{{\"ev\":\"end\",\"t\":{}}}", u64::MAX));
+    let (code, out) = check_of(&d, "late.jsonl", &t, &["--json"]);
+    assert!(code == 0 || code == 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["max_window"]["count"], 40, "{}", v["max_window"]);
+}
+
+/// Item 12: a seed past TOML's integer range is refused by every command alike (`simulate`
+/// and `matrix` wrapped `u64::MAX` to 0, 1; `sweep` refused it).
+#[test]
+fn i34_12_a_seed_past_the_toml_range_is_refused_everywhere() {
+    let d = tmp("i34-12s");
+    let f = d.join("s.toml");
+    std::fs::write(
+        &f,
+        FOUR_LIMITERS.replace("duration", "seed = 18446744073709551615\nduration"),
+    )
+    .unwrap();
+    let f = f.to_str().unwrap();
+    for args in [
+        vec!["run", f],
+        vec!["simulate", f, "--seeds", "2"],
+        vec!["matrix", f, "--cases", "2"],
+    ] {
+        let e = refused(&args);
+        assert!(
+            e.contains("s.toml:3: seed: must be at most 9223372036854775807"),
+            "{args:?}: {e}"
+        );
+    }
+    let out = d.join("out");
+    let e = refused(&["sweep", f, "--grid", "rate=5,6", "--out", out.to_str().unwrap()]);
+    assert!(e.contains("s.toml"), "{e}");
+    // and on the command line
+    let g = d.join("g.toml");
+    std::fs::write(&g, FOUR_LIMITERS).unwrap();
+    let e = refused(&["run", g.to_str().unwrap(), "--seed", "18446744073709551615"]);
+    assert!(e.contains("g.toml: --seed: must be at most 9223372036854775807"), "{e}");
+}
+
+/// Item 12: a grid value given twice would run and average one point twice.
+#[test]
+fn i34_12_a_repeated_grid_value_is_refused() {
+    let d = tmp("i34-12g");
+    let f = d.join("s.toml");
+    std::fs::write(&f, FOUR_LIMITERS).unwrap();
+    let out = d.join("out");
+    for (grid, a, b) in [("rate=5,5", "5", "5"), ("rate=5,7,5.0", "5", "5.0")] {
+        let e = refused(&[
+            "sweep",
+            f.to_str().unwrap(),
+            "--grid",
+            grid,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(e.contains(&format!("`{a}` and `{b}` are the same value")), "{e}");
+    }
+    assert!(!out.exists(), "nothing ran");
+}
+
+/// Item 14: a distribution missing a field names its line and its table path.
+#[test]
+fn i34_14_a_distribution_missing_a_field_names_line_and_path() {
+    let e = err(&with_tail(
+        "[fetch]\nduration = { dist = \"lognormal\", sigma = 0.5 }\n",
+    ));
+    assert_eq!(e, "t.toml:11: fetch.duration.median: missing field `median`");
+    let d = tmp("i34-14d");
+    let f = d.join("s.toml");
+    std::fs::write(
+        &f,
+        with_tail("[store]\nlatency = { dist = \"lognormal\", median = \"1ms\" }\n"),
+    )
+    .unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(
+        e.contains("s.toml:11: store.latency.sigma: missing field `sigma`"),
+        "{e}"
+    );
+}
+
+/// Item 14: the memory guard names the file and line of the field that weighs most, the
+/// limit in its own unit, and blames the limit itself when no field outweighs the base.
+#[test]
+fn i34_14_memory_guard_messages_name_the_file_and_the_real_cause() {
+    let d = tmp("i34-14m");
+    let f = d.join("s.toml");
+    std::fs::write(&f, FOUR_LIMITERS.replace("count = 4", "count = 10000000")).unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(e.contains("s.toml:8: processes.count: the run would need about"), "{e}");
+    std::fs::write(&f, FOUR_LIMITERS).unwrap();
+    let e = refused(&["run", f.to_str().unwrap(), "--max-memory", "1B"]);
+    assert!(
+        e.contains("s.toml: --max-memory: the run would need about 16 MiB"),
+        "{e}"
+    );
+    assert!(e.contains("above the limit of 1 B"), "{e}");
+    let e = refused(&["run", f.to_str().unwrap(), "--max-memory", "100KiB"]);
+    assert!(e.contains("above the limit of 100 KiB"), "{e}");
+}
+
+/// Item 14: two scenarios of one name, a name that is the report's index, and a name too
+/// long for a directory are refused before anything runs, naming the files.
+#[test]
+fn i34_14_report_names_are_checked_before_any_run() {
+    let d = tmp("i34-14n");
+    let out = d.join("out");
+    let out = out.to_str().unwrap();
+    let fa = d.join("a.toml");
+    let fb = d.join("b.toml");
+    std::fs::write(&fa, FOUR_LIMITERS).unwrap();
+    std::fs::write(&fb, FOUR_LIMITERS).unwrap();
+    let (code, stdout, e) = pacesim(&["simulate", fa.to_str().unwrap(), fb.to_str().unwrap(), "--out", out]);
+    assert_eq!(code, 2, "{e}");
+    assert!(stdout.is_empty(), "nothing ran: {stdout}");
+    assert!(
+        e.contains("b.toml:2: name: scenarios `four-limiters` and `four-limiters`"),
+        "{e}"
+    );
+    assert!(e.contains("a.toml:2"), "{e}");
+    std::fs::write(&fa, FOUR_LIMITERS.replace("four-limiters", "index.md")).unwrap();
+    let (code, stdout, e) = pacesim(&["simulate", fa.to_str().unwrap(), "--out", out]);
+    assert_eq!(code, 2, "{e}");
+    assert!(stdout.is_empty(), "nothing ran: {stdout}");
+    assert!(e.contains("a.toml:2: name: a scenario named `index.md`"), "{e}");
+    std::fs::write(&fa, FOUR_LIMITERS.replace("four-limiters", &"x".repeat(300))).unwrap();
+    let e = refused(&["simulate", fa.to_str().unwrap(), "--out", out]);
+    assert!(e.contains("a.toml:2: name: must be 1 to 100 characters"), "{e}");
+}
+
+/// Item 14: merging shards of different grids says how they differ; shards of a 2-way and
+/// a 3-way split, or one shard twice, are named as such.
+#[test]
+fn i34_14_merge_messages_say_what_differs() {
+    let d = tmp("i34-14g");
+    let f = d.join("s.toml");
+    std::fs::write(&f, FOUR_LIMITERS).unwrap();
+    let f = f.to_str().unwrap();
+    let shard = |name: &str, grid: &str, shard: &str| {
+        let out = d.join(name);
+        let (code, _, e) = pacesim(&[
+            "sweep",
+            f,
+            "--grid",
+            grid,
+            "--shard",
+            shard,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{e}");
+        out
+    };
+    let a0 = shard("a0", "rate=10,20", "0/2");
+    let b1 = shard("b1", "rate=30,40", "1/2");
+    let c1 = shard("c1", "rate=10,20", "1/3");
+    let m = d.join("m");
+    let merge = |a: &Path, b: &Path| {
+        refused(&[
+            "merge",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--out",
+            m.to_str().unwrap(),
+        ])
+    };
+    let e = merge(&a0, &b1);
+    assert!(e.contains("grid `rate=10,20`"), "{e}");
+    assert!(e.contains("against `rate=30,40`"), "{e}");
+    let e = merge(&a0, &c1);
+    assert!(
+        e.contains("shard 0/2 and shard 1/3 split the sweep 2 and 3 ways"),
+        "{e}"
+    );
+    let e = merge(&a0, &a0);
+    assert!(e.contains("shard 0/2 is given twice"), "{e}");
+}
+
+/// Item 15: a trace's scenario name cannot drive the terminal.
+#[test]
+fn i34_15_escape_sequences_from_a_trace_reach_the_terminal_inert() {
+    let d = tmp("i34-15e");
+    let lines = real_trace(&d);
+    let edited = edit(
+        &lines,
+        0,
+        "scenario",
+        serde_json::json!("\u{1b}]0;owned\u{7}\u{1b}[2Jx"),
+    );
+    let (code, out) = check_of(&d, "esc.jsonl", &edited, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
+    assert!(
+        out.contains("scenario \\u{1b}]0;owned\\u{7}\\u{1b}[2Jx  backend row"),
+        "{out}"
+    );
+}
+
+/// Item 15: `[record]` text goes into index.md as one line of text: no heading, no HTML.
+#[test]
+fn i34_15_record_text_is_escaped_in_the_index() {
+    let d = tmp("i34-15r");
+    let f = d.join("s.toml");
+    let rec = "[record]\nsource = \"rec\\n# Injected heading\"\nclaim = \"<script>alert(1)</script> & more\"\n";
+    std::fs::write(&f, with_tail(rec)).unwrap();
+    let out = d.join("out");
+    let (code, _, e) = pacesim(&["simulate", f.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{e}");
+    let md = std::fs::read_to_string(out.join("index.md")).unwrap();
+    assert!(!md.contains("<script>"), "{md}");
+    assert!(!md.lines().any(|l| l.starts_with("# Injected")), "{md}");
+    assert!(
+        md.contains(
+            "**The record's claim** (rec # Injected heading): &lt;script&gt;alert(1)&lt;/script&gt; &amp; more"
+        ),
+        "{md}"
+    );
+}
+
+/// Item 15: a huge number is quoted short, and `--max-wall 0s` is refused.
+#[test]
+fn i34_15_huge_numbers_are_quoted_short_and_max_wall_zero_is_refused() {
+    let d = tmp("i34-15w");
+    let f = d.join("s.toml");
+    std::fs::write(&f, with_tail("[[faults]]\nkind = \"clock\"\ndrift_ppm = 1e300\n")).unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(
+        e.contains("s.toml:12: faults[0].drift_ppm: ") && e.trim_end().ends_with("got 1e300"),
+        "{e}"
+    );
+    assert!(e.len() < 250, "{e}");
+    std::fs::write(&f, FOUR_LIMITERS).unwrap();
+    let e = refused(&["run", f.to_str().unwrap(), "--max-wall", "0s"]);
+    assert!(e.contains("--max-wall must be above 0"), "{e}");
 }

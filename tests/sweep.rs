@@ -184,7 +184,7 @@ fn shards_from_scheduler_variables_merge_into_the_unsharded_sweep() {
     assert!(err.contains("6 of 12 runs present"), "{err}");
     let (code, _, err) = merge(&[&k0, &k0, &k1], &d.join("bad"));
     assert_eq!(code, 2);
-    assert!(err.contains("appears twice"), "{err}");
+    assert!(err.contains("is given twice"), "{err}");
     let (code, _, err) = merge(&[&k0, &slurm[1], &slurm[2]], &d.join("bad"));
     assert_eq!(code, 2, "a 2-way and a 3-way split of one sweep must not merge");
     assert!(!err.is_empty());

@@ -173,7 +173,7 @@ impl Ceiling {
                 multiplier,
                 ..
             } => {
-                let at = t + (slot - now).max(0) as u64;
+                let at = t.saturating_add(slot.saturating_sub(now).max(0) as u64);
                 self.hold_slot((at, multiplier.to_bits()));
                 if let Some(m) = self.multiplier.get_mut(pid as usize) {
                     *m = multiplier;
@@ -214,7 +214,9 @@ impl Ceiling {
                 // sliding window [t - w, t]: arrivals within one window ending here
                 self.recent.push_back(t);
                 while let Some(&f) = self.recent.front() {
-                    if f + self.window.0 <= t {
+                    // (t - f, not f + window: near the clock's end the sum would wrap and empty
+                    // the window)
+                    if t - f >= self.window.0 {
                         self.recent.pop_front();
                     } else {
                         break;

@@ -29,7 +29,12 @@
 //! 3. **Wedge**: no fetch starts after the kill at all, for longer than `10 x interval x
 //!    multiplier + slack`, while live processes are waiting: fail, the witness names the kill
 //!    and the silence.
-//! 4. **Throughput recovery**: when demand was saturated (some live process waiting at least
+//! 4. **Stall to the end**: the silence from the last fetch start after a kill (healed or not)
+//!    to the end of the run is a stall too: processes that waited in it (in total, across
+//!    their own kills and restarts) for longer than the allowance of step 2, and never longer
+//!    than `normal + 10 x interval x multiplier + slack` however many kills it merged (a kill
+//!    storm that wastes every slot to the end is a fleet that never heals), fail it.
+//! 5. **Throughput recovery**: when demand was saturated (some live process waiting at least
 //!    90 % of the time) both before and after, the median gap between fetch starts measured
 //!    from `interval x multiplier + slack` after the kill (and after the victim's slot) must
 //!    come back to within 1.5 x the median gap before it. This catches a slot claimed
@@ -44,7 +49,8 @@
 //! being measured, the measurement stops there: stalls and recovery gaps seen before are
 //! judged, nothing after, and the detail lists the kill as cut short.
 //!
-//! The detail reports the largest stall after any kill.
+//! The detail reports the largest stall after any kill; a list of kills (a storm) names a
+//! few, how many more, and the last.
 
 use crate::check::Verdict;
 use crate::check::common::{Demand, LoopMap, PidSet, Shared, Stranded, base_interval, is_outage, pid_list, secs};
@@ -102,10 +108,7 @@ struct Kill {
 impl Kill {
     fn name(&self) -> String {
         let mut n = format!("pid {} killed at {} ({})", self.pid, secs(self.t), self.point);
-        for o in &self.others {
-            n.push_str(" and ");
-            n.push_str(o);
-        }
+        n.push_str(&summarised(&self.others, " and ", "other kills"));
         n
     }
 }
@@ -135,6 +138,9 @@ pub struct SelfHeal {
     paced_backend: bool,
     open: Vec<Kill>,
     recovering: Option<Recovery>,
+    // the last kill judged (the pace passed its hole): a silence from the last fetch start to
+    // the end of the run is a stall after it
+    last_judged: Option<Kill>,
     kills: u64,
     // kills not judged because the store was out or processes were in fallback then
     unjudged: Vec<String>,
@@ -148,7 +154,8 @@ pub struct SelfHeal {
     // the last few permission round trips (request to reply)
     round_trips: VecDeque<u64>,
     largest: Option<(Gap, String)>,
-    // the most severe violation (wedge 3, capacity lost 2, slow heal 1), first among equals
+    // the most severe violation (starved by several kills 4, wedge 3, capacity lost 2, slow heal
+    // 1), first among equals
     failure: Option<(u8, String)>,
     failures: u64,
     // after the first kill: requests for permission, restarts, and fetch starts (kills that
@@ -158,6 +165,29 @@ pub struct SelfHeal {
     restarts_after_kill: u64,
     fetches_after_kill: u64,
     end: u64,
+}
+
+/// Items listed in full up to this many; a longer list (a kill storm) is summarised.
+const LISTED: usize = 4;
+
+/// `items`, each preceded by `sep`, or for more than [`LISTED`] the first few, how many more
+/// (`what`) and the last: a kill storm names a handful of kills, not every one of thousands.
+fn summarised(items: &[String], sep: &str, what: &str) -> String {
+    let mut s = String::new();
+    if items.len() <= LISTED {
+        for i in items {
+            s.push_str(sep);
+            s.push_str(i);
+        }
+        return s;
+    }
+    for i in &items[..LISTED - 1] {
+        s.push_str(sep);
+        s.push_str(i);
+    }
+    let more = items.len() - LISTED;
+    s.push_str(&format!("{sep}{more} {what} and the last, {}", items[items.len() - 1]));
+    s
 }
 
 fn median(mut v: Vec<f64>, min: usize) -> Option<f64> {
@@ -185,6 +215,7 @@ impl SelfHeal {
             paced_backend: false,
             open: Vec::new(),
             recovering: None,
+            last_judged: None,
             kills: 0,
             unjudged: Vec::new(),
             outages: Default::default(),
@@ -302,6 +333,7 @@ impl SelfHeal {
                 ),
             );
         }
+        self.last_judged = Some(k.clone());
         let paced = (self.base as f64 * k.last.m.max(1.0)) as u64;
         let from = k.until.max(k.t + paced + self.slack);
         self.recovering = Some(Recovery {
@@ -333,6 +365,49 @@ impl SelfHeal {
             }
             self.unjudged.push(note);
         }
+        // what follows is the fallback's or the outage's time, not a stall after these kills
+        self.last_judged = None;
+    }
+
+    /// The silence from the last fetch start `last` after kill `k` to the end of the run: a
+    /// stall that runs to the end, judged when processes waited in it (in total, across their
+    /// crashes and restarts) for longer than the allowance.
+    fn trailing(&mut self, d: &Demand, k: &Kill, last: Start, m: f64) {
+        let end = self.end;
+        let (normal, allowed) = self.allowance(k.pre_norm, m, k.holes);
+        // each kill merged in may cost an interval, but not without bound: a storm of kills
+        // that wastes every slot to the end is a fleet that never heals (a wedge)
+        let wedge = normal + 10 * (self.base as f64 * m.max(1.0)) as u64 + self.slack;
+        let allowed = allowed.min(wedge);
+        let silence = end.saturating_sub(last.t);
+        let demand = d.busy_until(end).saturating_sub(last.busy).min(silence);
+        if demand <= allowed {
+            return;
+        }
+        let (severity, what) = if demand >= wedge || self.is_wedge(demand, m) {
+            (3, "wedge")
+        } else {
+            (1, "not healed by the end")
+        };
+        let waiting = match d.waiting() {
+            0 => "none waiting at the end".to_string(),
+            _ => format!("pids {} waiting at the end", pid_list(&d.waiting_pids())),
+        };
+        self.fail(
+            severity,
+            format!(
+                "{what}: after {}, no fetch started in the {} from {} to the end at {} while processes waited \
+                 {} of it ({waiting}); normal spacing {}, allowed {} (normal + interval x multiplier{})",
+                k.name(),
+                secs(silence),
+                secs(last.t),
+                secs(end),
+                secs(demand),
+                secs(normal),
+                secs(allowed),
+                self.slack_note
+            ),
+        );
     }
 
     fn recovery_start(&mut self, d: &Demand, s: Start) {
@@ -528,7 +603,11 @@ impl SelfHeal {
                     // the kill's doing (an outage, a stalled pace): measure from then
                     let pre_norm = self.pre_norm();
                     let (normal, _) = self.allowance(pre_norm, last.m.max(self.global_m), 1);
-                    last.t = last.t.max(t.saturating_sub(normal));
+                    if last.t < t.saturating_sub(normal) {
+                        // demand grows at most 1 ns per ns: a bound on the demand time then
+                        last.t = t.saturating_sub(normal);
+                        last.busy = last.busy.max(d.busy_until(t).saturating_sub(normal));
+                    }
                     let k = Kill {
                         t,
                         pid: *pid,
@@ -607,39 +686,22 @@ impl SelfHeal {
             return Vec::new();
         }
         let end = self.end;
+        let had_open = !self.open.is_empty();
         for k in std::mem::take(&mut self.open) {
+            let m = k.last.m.max(self.global_m);
+            self.trailing(d, &k, k.last, m);
             if k.largest.is_some() {
                 // the pace resumed but the trace ended before the victim's slot: judge what it saw
                 self.judge(k);
-                continue;
             }
-            let m = k.last.m.max(self.global_m);
-            let (normal, allowed) = self.allowance(k.pre_norm, m, k.holes);
-            let from = k.last.t.max(d.since().unwrap_or(end));
-            let silence = end.saturating_sub(from);
-            if d.waiting() == 0 || silence <= allowed {
-                continue;
-            }
-            let waiting = pid_list(&d.waiting_pids());
-            let (severity, what) = if self.is_wedge(silence, m) {
-                (3, "wedge")
-            } else {
-                (1, "not healed by the end")
-            };
-            self.fail(
-                severity,
-                format!(
-                    "{what}: after {}, no fetch started in the {} from {} to the end at {} while live processes \
-                     waited (pids {waiting}); normal spacing {}, allowed {} (normal + interval x multiplier{})",
-                    k.name(),
-                    secs(silence),
-                    secs(from),
-                    secs(end),
-                    secs(normal),
-                    secs(allowed),
-                    self.slack_note
-                ),
-            );
+        }
+        // the pace passed the last kill's hole and then stopped: the silence from the last fetch
+        // start to the end is judged as a stall after that kill
+        if !had_open
+            && let (Some(k), Some(&last)) = (self.last_judged.take(), self.starts.back())
+            && last.t >= k.t
+        {
+            self.trailing(d, &k, last, last.m.max(self.global_m));
         }
         self.finish_recovery(d, end);
         if let Some(k) = self.first_kill
@@ -647,8 +709,10 @@ impl SelfHeal {
             && self.asks_after_kill > 0
             && self.unjudged.is_empty()
         {
+            // a stream of kills that starved the fleet: this account before the stall it also
+            // is (one kill's wedge names that kill, and stays first)
             self.fail(
-                3,
+                if self.kills > 1 { 4 } else { 3 },
                 format!(
                     "kills starved the demand: after the first kill at {}, processes asked for permission {} times ({} restarts) and not one fetch started by the end at {}",
                     secs(k),
@@ -678,7 +742,7 @@ impl SelfHeal {
             format!(
                 "{largest}; not judged (store out, fallback in force, or a store operation sent during an outage \
                  still unanswered): {}",
-                self.unjudged.join(", ")
+                summarised(&self.unjudged, ", ", "more").trim_start_matches(", ")
             )
         };
         let v = match &self.failure {

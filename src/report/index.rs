@@ -34,7 +34,7 @@ pub fn markdown(all: &[ScenarioRuns], written: &[Written], command: &str) -> Str
         let _ = writeln!(
             md,
             "- [{}](#{}) ({})",
-            sr.scenario.name,
+            md_text(&sr.scenario.name),
             anchor(&sr.scenario.name),
             short_verdict(sr)
         );
@@ -97,7 +97,13 @@ pub fn verdict_matrix(all: &[ScenarioRuns]) -> String {
     for sr in all {
         for b in &sr.backends {
             let runs = sr.of(b);
-            let _ = write!(md, "| [{}](#{}) | {} |", sr.scenario.name, anchor(&sr.scenario.name), b);
+            let _ = write!(
+                md,
+                "| [{}](#{}) | {} |",
+                md_text(&sr.scenario.name),
+                anchor(&sr.scenario.name),
+                b
+            );
             for n in &names {
                 let seen: Vec<bool> = runs
                     .iter()
@@ -302,11 +308,23 @@ pub fn seeds_reading(sr: &ScenarioRuns) -> Option<String> {
     ))
 }
 
+/// Text from a scenario file as one line of Markdown: whitespace (newlines too) collapsed to
+/// single spaces, so it cannot start a heading, a list or a new paragraph, and `&`, `<`, `>`
+/// as HTML entities, so it cannot open a tag (a script, a comment that hides the rest).
+fn md_text(s: &str) -> String {
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 fn scenario_section(sr: &ScenarioRuns, w: &Written) -> String {
     let sc = &sr.scenario;
     let mut md = String::new();
-    let _ = writeln!(md, "## {}\n", sc.name);
-    let desc = sc.description.split_whitespace().collect::<Vec<_>>().join(" ");
+    let _ = writeln!(md, "## {}\n", md_text(&sc.name));
+    let desc = md_text(&sc.description);
     if !desc.is_empty() {
         let _ = writeln!(md, "> {desc}\n");
     }
@@ -320,8 +338,12 @@ fn scenario_section(sr: &ScenarioRuns, w: &Written) -> String {
         w.dir
     );
     if let Some(r) = &sc.record {
-        let claim = r.claim.split_whitespace().collect::<Vec<_>>().join(" ");
-        let _ = writeln!(md, "**The record's claim** ({}): {claim}\n", r.source);
+        let _ = writeln!(
+            md,
+            "**The record's claim** ({}): {}\n",
+            md_text(&r.source),
+            md_text(&r.claim)
+        );
         let _ = writeln!(md, "**pacesim's figure.** {}\n", reading(sr));
     } else {
         let _ = writeln!(md, "**Reading.** {}\n", reading(sr));

@@ -38,17 +38,28 @@ pub fn slug(name: &str) -> String {
     }
 }
 
-/// Check that scenarios named `names` get one report directory each: two names that are
-/// equal, or equal after [`slug`] (`a/b` and `a_b`), would write into one directory and the
-/// index would link both to it.
-pub fn distinct_dirs<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<(), ReportError> {
-    let mut seen: std::collections::BTreeMap<String, &str> = std::collections::BTreeMap::new();
-    for n in names {
-        let s = slug(n);
-        if let Some(first) = seen.insert(s.clone(), n) {
+/// Check that `scenarios` get one report directory each, before anything runs: two names
+/// that are equal, or equal after [`slug`] (`a/b` and `a_b`), would write into one directory
+/// and the index would link both to it; a name whose directory is the report's own
+/// `index.md` could not be written at all.
+pub fn distinct_dirs<'a>(
+    scenarios: impl IntoIterator<Item = &'a crate::scenario::Scenario>,
+) -> Result<(), ReportError> {
+    let mut seen: std::collections::BTreeMap<String, &crate::scenario::Scenario> = std::collections::BTreeMap::new();
+    for sc in scenarios {
+        let s = slug(&sc.name);
+        if s.eq_ignore_ascii_case("index.md") {
+            return Err(ReportError::Reserved {
+                place: sc.place("name"),
+                name: sc.name.clone(),
+            });
+        }
+        if let Some(first) = seen.insert(s.clone(), sc) {
             return Err(ReportError::SameDir {
-                first: first.to_string(),
-                second: n.to_string(),
+                place: sc.place("name"),
+                first_place: first.place("name"),
+                first: first.name.clone(),
+                second: sc.name.clone(),
                 dir: s,
             });
         }
@@ -95,14 +106,29 @@ pub enum ReportError {
         source: std::io::Error,
     },
     /// Two scenarios would share one report directory.
-    #[error("scenarios `{first}` and `{second}` would share the report directory `{dir}`: give them distinct names")]
+    #[error(
+        "{place}: name: scenarios `{first}` and `{second}` would share the report directory `{dir}` \
+         (`{first}` is named at {first_place}): give them distinct names"
+    )]
     SameDir {
+        /// Where the second is named (`file:line`).
+        place: String,
+        /// Where the first is named.
+        first_place: String,
         /// The first scenario's name.
         first: String,
         /// The other scenario's name.
         second: String,
         /// The directory both map to.
         dir: String,
+    },
+    /// A scenario's directory would be the report's own `index.md`.
+    #[error("{place}: name: a scenario named `{name}` would write its report over the report's index.md: rename it")]
+    Reserved {
+        /// Where it is named (`file:line`).
+        place: String,
+        /// The name.
+        name: String,
     },
     /// A plot could not be drawn or written (names the file).
     #[error(transparent)]
@@ -128,7 +154,7 @@ fn is_generated(p: &Path) -> bool {
 /// Write `out/<scenario>/` (plots and `summary.json`) for every scenario, and `out/index.md`,
 /// which names `command` as the way to regenerate it.
 pub fn write(out: &Path, all: &[ScenarioRuns], command: &str) -> Result<Vec<Written>, ReportError> {
-    distinct_dirs(all.iter().map(|sr| sr.scenario.name.as_str()))?;
+    distinct_dirs(all.iter().map(|sr| &sr.scenario))?;
     std::fs::create_dir_all(out).map_err(ReportError::io(out))?;
     let written: Vec<Result<Written, ReportError>> = all.par_iter().map(|sr| write_scenario(out, sr)).collect();
     let written: Vec<Written> = written.into_iter().collect::<Result<_, _>>()?;

@@ -48,7 +48,7 @@ const BASE: f64 = 16.0 * 1024.0 * 1024.0;
     human(*limit)
 )]
 pub struct BudgetError {
-    /// The scenario's name.
+    /// Where: the scenario file and the line of the field (its name when it has no file).
     pub scenario: String,
     /// The field that weighs most in the estimate, e.g. `processes.count`.
     pub field: String,
@@ -65,8 +65,12 @@ pub fn human(bytes: u64) -> String {
         format!("{:.1} TiB", b / (1u64 << 40) as f64)
     } else if b >= (1u64 << 30) as f64 {
         format!("{:.1} GiB", b / (1u64 << 30) as f64)
-    } else {
+    } else if b >= (1u64 << 20) as f64 {
         format!("{:.0} MiB", b / (1u64 << 20) as f64)
+    } else if b >= 1024.0 {
+        format!("{:.0} KiB", b / 1024.0)
+    } else {
+        format!("{bytes} B")
     }
 }
 
@@ -121,12 +125,17 @@ pub fn estimate(sc: &Scenario, runs: u64) -> (u64, String) {
     }
     let per_run: f64 = parts.iter().map(|p| p.1).sum::<f64>() + BASE;
     let concurrent = (runs as f64).min(cores);
-    parts.push(("--seeds".into(), runs as f64 * PER_RUN));
+    if runs > 1 {
+        parts.push(("--seeds".into(), runs as f64 * PER_RUN));
+    }
     let total = per_run * concurrent + runs as f64 * PER_RUN;
+    // the field that weighs most; when none outweighs the fixed base every run needs, the
+    // limit itself is what is too small
     let field = parts
         .iter()
         .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map_or_else(String::new, |p| p.0.clone());
+        .filter(|p| p.1 > BASE)
+        .map_or_else(|| "--max-memory".to_string(), |p| p.0.clone());
     let bytes = if total.is_finite() && total < u64::MAX as f64 {
         total as u64
     } else {
@@ -141,7 +150,7 @@ pub fn check(sc: &Scenario, runs: u64) -> Result<(), BudgetError> {
     let limit = limit();
     if estimate > limit {
         return Err(BudgetError {
-            scenario: sc.name.clone(),
+            scenario: sc.place(&field),
             field,
             estimate,
             limit,

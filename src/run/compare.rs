@@ -216,7 +216,12 @@ pub fn plan(scenarios: &[Scenario], seeds: u64) -> Result<Vec<Planned>, CompareE
             let variant = sc.with_backend(&b).map_err(CompareError::Variant)?;
             for k in 0..seeds.max(1) {
                 let mut s = variant.clone();
-                s.seed = sc.seed.wrapping_add(k);
+                s.seed = sc.seed.checked_add(k).ok_or_else(|| {
+                    CompareError::Variant(format!(
+                        "{}: --seeds {seeds}: seed {} + {k} is past the largest seed",
+                        sc.name, sc.seed
+                    ))
+                })?;
                 v.push(Planned {
                     scenario: i,
                     backend: b.clone(),

@@ -4,9 +4,12 @@
 //! [`validate`] streams the file once, line by line with a bounded line length, and refuses:
 //! a file that is not JSON Lines (`/dev/zero` fails at its first line, fast), a header whose
 //! `rate` is not a usable ceiling or whose `processes` is absurd, an event whose `pid` is not
-//! one of the header's processes or whose `status` is not an HTTP status, an event after
-//! `end`, and a trace without its `end` event (cut short: it must not pass as complete). The
-//! trace reader ([`crate::trace::read`]) then reads the same file for the checkers.
+//! one of the header's processes or whose `status` is not an HTTP status, a header `burst`
+//! below 1 or `multiplier_cap` below 1, an arrival no fetch start accounts for (a duplicated
+//! line), a restart of a process never killed (no `crash` since its last start), an event
+//! after `end`, and a trace without its `end` event (cut short: it must not pass as
+//! complete). The trace reader ([`crate::trace::read`]) then reads the same file for the
+//! checkers.
 
 use std::io::BufRead;
 
@@ -75,6 +78,14 @@ pub fn validate(file: &str, mut input: impl BufRead, rate_override: Option<f64>)
     let mut line = 0;
     let mut processes: Option<u64> = None;
     let mut ended = false;
+    // per process: fetch starts, arrivals, and whether it is dead (killed, not restarted)
+    #[derive(Default)]
+    struct Loop {
+        starts: u64,
+        arrivals: u64,
+        dead: bool,
+    }
+    let mut loops: std::collections::HashMap<u64, Loop> = std::collections::HashMap::new();
     loop {
         match next_line(&mut input, &mut buf) {
             Ok(true) => line += 1,
@@ -113,6 +124,26 @@ pub fn validate(file: &str, mut input: impl BufRead, rate_override: Option<f64>)
                     }
                 }
             }
+            // the ceiling's burst and the backoff's cap are bounds the checkers judge by: a
+            // burst of 0 or a cap below 1 would fail every correct trace
+            if let Some(b) = obj.get("burst")
+                && b.as_u64().is_none_or(|b| b < 1)
+            {
+                return Err(err(
+                    line,
+                    "burst",
+                    format!("must be a whole number at least 1, got {b}"),
+                ));
+            }
+            if let Some(c) = obj.get("multiplier_cap")
+                && !c.as_f64().is_some_and(|c| c.is_finite() && c >= 1.0)
+            {
+                return Err(err(
+                    line,
+                    "multiplier_cap",
+                    format!("must be a finite number at least 1, got {c}"),
+                ));
+            }
             let p = obj.get("processes").and_then(serde_json::Value::as_u64);
             match p {
                 Some(p) if (1..=MAX_PROCESSES).contains(&p) => processes = Some(p),
@@ -148,7 +179,43 @@ pub fn validate(file: &str, mut input: impl BufRead, rate_override: Option<f64>)
                 format!("must be an HTTP status (100 to 599), got {status}"),
             ));
         }
-        ended = obj.get("ev").and_then(serde_json::Value::as_str) == Some("end");
+        let ev = obj.get("ev").and_then(serde_json::Value::as_str);
+        let pid = obj.get("pid").and_then(serde_json::Value::as_u64);
+        match (ev, pid) {
+            (Some("fetch_start"), Some(p)) => loops.entry(p).or_default().starts += 1,
+            (Some("arrival"), Some(p)) => {
+                // every arrival is a fetch some process started: one more (a duplicated line)
+                // would count twice against the ceiling
+                let l = loops.entry(p).or_default();
+                l.arrivals += 1;
+                if l.arrivals > l.starts {
+                    return Err(err(
+                        line,
+                        "ev",
+                        format!(
+                            "arrival {} of process {p} but it started only {} fetch(es): a duplicated or invented arrival",
+                            l.arrivals, l.starts
+                        ),
+                    ));
+                }
+            }
+            (Some("crash"), Some(p)) => {
+                loops.entry(p).or_default().dead = true;
+            }
+            (Some("restart"), Some(p)) => {
+                let l = loops.entry(p).or_default();
+                if !l.dead {
+                    return Err(err(
+                        line,
+                        "ev",
+                        format!("process {p} restarts, but it was never killed (no `crash` before)"),
+                    ));
+                }
+                l.dead = false;
+            }
+            _ => {}
+        }
+        ended = ev == Some("end");
     }
     if processes.is_some() && !ended {
         return Err(err(

@@ -45,6 +45,14 @@ pub enum LoadError {
         /// What the file is instead, and what to do with it.
         what: String,
     },
+    /// `--seed` is past the seeds a scenario file can hold.
+    #[error("{file}: --seed: must be at most {} (a scenario's seed range), got {seed}", i64::MAX)]
+    Seed {
+        /// The scenario file.
+        file: PathBuf,
+        /// The seed given.
+        seed: u64,
+    },
     /// No files were named and `sims/` holds none.
     #[error("no scenario files (looked in sims/*.toml)")]
     NoScenarios,
@@ -54,6 +62,13 @@ pub enum LoadError {
 pub fn load(file: &Path, seed: Option<u64>, backend: Option<&str>) -> Result<Scenario, LoadError> {
     let mut sc = load_scenario(file)?;
     if let Some(s) = seed {
+        // the range a scenario file's seed has (`seed` in the file is refused past it too)
+        if s > i64::MAX as u64 {
+            return Err(LoadError::Seed {
+                file: file.to_path_buf(),
+                seed: s,
+            });
+        }
         sc.seed = s;
     }
     if let Some(b) = backend {
