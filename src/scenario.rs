@@ -772,21 +772,29 @@ impl Scenario {
         Ok(())
     }
 
-    /// The same scenario with another backend (for `--backend` and comparisons).
+    /// The same scenario with another backend (for `--backend` and comparisons). A backend
+    /// outside the `compare` list runs alone: the list is dropped and its options, threads and
+    /// kill points are judged for that backend only.
     pub fn with_backend(&self, backend: &str) -> Result<Scenario, String> {
         let mut s = self.clone();
         s.pacer.backend = backend.to_string();
-        s.validate().map_err(|(f, m)| format!("{}: {f}: {m}", self.name))?;
-        // (validation judged the `compare` list; the backend chosen here may not be on it)
-        if s.processes.threads > 1
-            && let Some(why) = crate::backend::registry::runs_one_thread(backend, &s)
-        {
-            return Err(format!(
-                "{}: processes.threads: backend `{backend}` runs one thread per process: {why}",
-                self.name
-            ));
+        if !s.pacer.compare.iter().any(|b| b == backend) {
+            s.pacer.compare.clear();
         }
+        s.validate().map_err(|(f, m)| format!("{}: {f}: {m}", self.name))?;
         Ok(s)
+    }
+
+    /// Every backend some route runs this scenario with: `[pacer] backend` (`run`, sweeps)
+    /// and the `compare` list (`simulate`, `matrix`), each once, in that order.
+    pub fn runnable_backends(&self) -> Vec<String> {
+        let mut v = vec![self.pacer.backend.clone()];
+        for b in &self.pacer.compare {
+            if !v.contains(b) {
+                v.push(b.clone());
+            }
+        }
+        v
     }
 
     /// The backends `simulate` runs on this scenario.

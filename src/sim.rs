@@ -242,7 +242,8 @@ impl<'a, B: Backend> Sim<'a, B> {
     /// # Panics
     ///
     /// With `[processes] threads` above 1 and a backend that runs one thread per process
-    /// ([`Threads::Single`]; a scenario file asking for it is refused when it is read).
+    /// ([`Threads::Single`]; every route refuses that first: a scenario when it is read,
+    /// `--backend` and sweep points when they are validated, `SimBuilder` in its `check`).
     pub fn new(sc: &'a Scenario, backend: B, out: &'a mut dyn Sink) -> Sim<'a, B> {
         let n = sc.processes.count;
         let threads = sc.processes.threads.max(1);
