@@ -169,3 +169,39 @@ fn i06_sim_builder_refuses_what_its_backend_cannot_run() {
     assert!(SimBuilder::new(sc).run(row).is_ok());
 }
 
+// ---- item 10: durations the virtual clock cannot represent ----
+
+#[test]
+fn i10_a_duration_past_the_clock_is_refused_with_file_line_and_field() {
+    // 1e19 ns was accepted; virtual time stops at 2^63 ns (about 9.2e18)
+    let e = err(&FOUR_LIMITERS.replace("duration = \"5s\"", "duration = \"10000000000000000000ns\""));
+    assert!(e.starts_with("t.toml:3: duration:"), "{e}");
+    assert!(e.contains("beyond what the virtual clock can represent"), "{e}");
+    let e = err(&FOUR_LIMITERS.replace("duration = \"5s\"", "duration = \"300000000h\""));
+    assert!(e.starts_with("t.toml:3: duration:"), "{e}");
+    // a fault's time, a distribution's value
+    let e = err(&format!(
+        "{FOUR_LIMITERS}[[faults]]\nkind = \"kill\"\nat = \"9000000000000000000ns\"\n"
+    ));
+    assert!(
+        e.starts_with("t.toml:") && e.contains("faults[0]") && e.contains("beyond what the virtual clock"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{FOUR_LIMITERS}[fetch]\nduration = {{ dist = \"constant\", value = \"5000000000000000000ns\" }}\n"
+    ));
+    assert!(
+        e.contains("t.toml:11:") && e.contains("beyond what the virtual clock"),
+        "{e}"
+    );
+    // the longest accepted
+    Scenario::parse(
+        "t.toml",
+        &FOUR_LIMITERS.replace("duration = \"5s\"", "duration = \"1000000000000000000ns\""),
+    )
+    .unwrap();
+    // the command line too
+    let e = refused(&["run", "sims/four-limiters.toml", "--max-wall", "10000000000000000000ns"]);
+    assert!(e.contains("beyond what the virtual clock"), "{e}");
+}
+
