@@ -590,6 +590,14 @@ impl Scenario {
         if self.processes.max_concurrency == Some(0) {
             return err("processes.max_concurrency", "must be at least 1".into());
         }
+        for (f, l) in [
+            ("processes.soft_limit", self.processes.soft_limit),
+            ("processes.hard_limit", self.processes.hard_limit),
+        ] {
+            if l.is_some_and(|l| l.0 == 0) {
+                return err(f, "must be above 0: no job finishes in no time".into());
+            }
+        }
         if self.duration.0 == 0 {
             return err("duration", "must be above 0".into());
         }

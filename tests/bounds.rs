@@ -205,3 +205,169 @@ fn i10_a_duration_past_the_clock_is_refused_with_file_line_and_field() {
     assert!(e.contains("beyond what the virtual clock"), "{e}");
 }
 
+// ---- item 7: limits too small to make progress ----
+
+#[test]
+fn i07_a_time_limit_too_small_to_make_progress_is_refused() {
+    let with = |field: &str| FOUR_LIMITERS.replace("requests = 10", &format!("requests = 10\n{field}"));
+    for f in ["hard_limit", "soft_limit"] {
+        let e = err(&with(&format!("{f} = \"0s\"")));
+        assert!(
+            e.starts_with(&format!("t.toml:10: processes.{f}: must be above 0")),
+            "{e}"
+        );
+    }
+    // one nanosecond: every job killed as it starts, a billion times a second
+    let d = tmp("i07");
+    let f = d.join("s.toml");
+    std::fs::write(&f, with("hard_limit = \"1ns\"")).unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(e.contains("processes.hard_limit: the run would schedule about"), "{e}");
+    // a lock polled every nanosecond
+    std::fs::write(
+        &f,
+        FOUR_LIMITERS
+            .replace("\"row\"", "\"advisory\"")
+            .replace("rate = 50.0", "rate = 50.0\npoll = \"1ns\""),
+    )
+    .unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(e.contains("pacer.poll: the run would schedule about"), "{e}");
+}
+
+// ---- item 9: work without bound ----
+
+#[test]
+fn i09_a_period_of_a_nanosecond_is_refused_with_the_figure() {
+    let src = sim("backfill-chunks.toml");
+    let d = tmp("i09-jobs");
+    let f = d.join("s.toml");
+    for (field, line) in [
+        ("tick", "tick = \"1ns\""),
+        ("sweep_every", "tick = \"15m\"\nsweep_every = \"1ns\""),
+    ] {
+        std::fs::write(&f, src.replace("tick = \"15m\"", line)).unwrap();
+        let e = refused(&["run", f.to_str().unwrap()]);
+        assert!(
+            e.contains(&format!("jobs.{field}: the run would schedule about")),
+            "{e}"
+        );
+        assert!(e.contains("e14 events, above the limit of 1e10"), "{e}");
+        let e = refused(&["simulate", f.to_str().unwrap()]);
+        assert!(e.contains(&format!("jobs.{field}")), "{e}");
+    }
+    // the shipped period runs
+    std::fs::write(&f, &src).unwrap();
+    Scenario::parse("s.toml", &src).unwrap();
+    assert!(pacesim::run::budget::work(&Scenario::parse("s.toml", &src).unwrap()).0 < 1e8);
+}
+
+/// Run `pacesim ARGS` under a wall-clock watchdog far above what a near-linear run takes
+/// (`--max-wall`: exit 2, "still running"), and report its exit code and peak resident
+/// memory, measured by the kernel for this child alone (`wait4`).
+fn run_measured(args: &[&str]) -> (i32, String, u64) {
+    use std::os::unix::process::ExitStatusExt;
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut stderr = child.stderr.unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child, not yet waited for (std's handle was consumed above
+    // without waiting); `status` and `usage` are valid for writes.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4");
+    let code = std::process::ExitStatus::from_raw(status).code().unwrap_or(-1);
+    (code, err, usage.ru_maxrss as u64 * 1024)
+}
+
+#[test]
+fn i09_the_backoff_checkers_reordering_search_is_bounded() {
+    // row with a 1 ms store timeout (reports time out: their fate floats) and a 429 window:
+    // 80 s and 1.5 GB in the reordering search
+    let d = tmp("i09-backoff");
+    let f = d.join("s.toml");
+    std::fs::write(
+        &f,
+        r#"name = "bo"
+seed = 5
+duration = "20s"
+[pacer]
+backend = "row"
+rate = 50.0
+backoff = "global"
+[processes]
+count = 16
+[store]
+latency = { dist = "lognormal", median = "0.6ms", sigma = 0.5 }
+service = { dist = "constant", value = "0.05ms" }
+timeout = "1ms"
+[fetch]
+duration = { dist = "lognormal", median = "50ms", sigma = 0.4 }
+[[faults]]
+kind = "destination_throttle"
+at = "2s"
+duration = "10s"
+[backoff]
+factor = 2.0
+cap = 8.0
+decay_after = 10
+"#,
+    )
+    .unwrap();
+    let (code, e, peak) = run_measured(&["run", f.to_str().unwrap(), "--max-wall", "40s"]);
+    assert!(code == 0 || code == 1, "exit {code}: {e}");
+    assert!(peak < 256 << 20, "peak {} MiB", peak >> 20);
+}
+
+#[test]
+fn i09_long_fault_lists_are_near_linear() {
+    let d = tmp("i09-faults");
+    let base =
+        "name = \"p\"\nseed = 1\nduration = \"5s\"\n[pacer]\nbackend = \"row\"\nrate = 50.0\n[processes]\ncount = 4\n";
+    // a partition naming a million processes (one, a million times): 33 s, quadratic
+    let f = d.join("part.toml");
+    let pids = vec!["1"; 1_000_000].join(",");
+    std::fs::write(
+        &f,
+        format!("{base}[[faults]]\nkind = \"partition\"\nat = \"1s\"\nduration = \"2s\"\nprocesses = [{pids}]\n"),
+    )
+    .unwrap();
+    let (code, e, _) = run_measured(&["run", f.to_str().unwrap(), "--max-wall", "20s"]);
+    assert!(code == 0 || code == 1, "exit {code}: {e}");
+    // 40,000 overlapping outages (> 30 s: every checker follows every open window at every
+    // event): refused, with the figure
+    let f = d.join("outages.toml");
+    let mut src = base.to_string();
+    for i in 0..40_000 {
+        src.push_str(&format!(
+            "[[faults]]\nkind = \"store_outage\"\nat = \"{}ms\"\nduration = \"3s\"\n",
+            1000 + i % 1000
+        ));
+    }
+    std::fs::write(&f, &src).unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(
+        e.contains("faults[") && e.contains("40000 fault windows are open at once (at 1999ms), above the limit of 256"),
+        "{e}"
+    );
+    // as many one after the other run
+    let mut src = base.to_string();
+    for i in 0..40_000u64 {
+        src.push_str(&format!(
+            "[[faults]]\nkind = \"store_outage\"\nat = \"{}us\"\nduration = \"50us\"\n",
+            1000 + i * 100
+        ));
+    }
+    std::fs::write(&f, &src).unwrap();
+    let (code, e, _) = run_measured(&["run", f.to_str().unwrap(), "--max-wall", "20s"]);
+    assert!(code == 0 || code == 1, "exit {code}: {e}");
+}
