@@ -638,8 +638,16 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
     }
 
-    /// A thread sends `op` (already traced) to the store.
+    /// A thread sends `op` (already traced) to the store. The timeout of its previous
+    /// operation, if still armed (an operation it did not wait for, a report), can only fire
+    /// into [`Sim::awaiting`]'s refusal now (a thread's operation numbers only grow): it is
+    /// cancelled, or every such timeout would stay queued for `store.timeout`, the queue
+    /// growing with the operation rate times the timeout.
     fn send(&mut self, pid: u32, th: u16, seq: u64, op: B::Op) {
+        let w = self.procs[pid as usize].thread_mut(th);
+        if let Some(id) = w.op_timeout.take() {
+            self.engine.cancel(id);
+        }
         let w = self.procs[pid as usize].thread_mut(th);
         let inc = w.incarnation;
         let there = self.store.one_way(&mut w.rng);

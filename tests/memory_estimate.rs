@@ -22,6 +22,7 @@ fn sim(name: &str) -> String {
 /// memory, measured by the kernel for this child alone (`wait4`).
 fn run_measured(args: &[&str]) -> (i32, String, u64) {
     use std::os::unix::process::ExitStatusExt;
+    #[allow(clippy::zombie_processes)] // reaped by `wait4` below, which also reads its usage
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
