@@ -168,7 +168,10 @@ pub fn compare() -> (Report, Report) {
     };
     let gcra = RedisGcraOptions::default().build(&sc).expect("default options");
     let b = SimBuilder::new(sc);
-    (b.run(fixed), b.run(gcra))
+    (
+        b.run(fixed).expect("fixed_window runs this scenario"),
+        b.run(gcra).expect("row runs this scenario"),
+    )
 }
 
 fn main() {

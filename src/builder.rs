@@ -11,11 +11,12 @@
 //!
 //! let sc = Scenario::parse("four.toml", pacesim::scenario::FOUR_LIMITERS).unwrap();
 //! let row = RowOptions::default().build(&sc).unwrap();
-//! let report = SimBuilder::new(sc).seed(7).run(row);
+//! let report = SimBuilder::new(sc).seed(7).run(row).unwrap();
 //! assert!(report.summary.checks["ceiling"].pass);
 //! ```
 
 use crate::backend::Backend;
+use crate::backend::options::OptionError;
 use crate::scenario::Scenario;
 use crate::sim::{Outcome, Sim, header_with};
 use crate::summary::Summary;
@@ -62,8 +63,48 @@ impl SimBuilder {
         &self.scenario
     }
 
+    /// Check that `backend` can run the scenario: with `[processes] threads` above 1 it must
+    /// run more than one thread per process, and every kill fault's point must be one its
+    /// processes reach (else the kill never fires and the run passes quietly).
+    ///
+    /// # Errors
+    ///
+    /// The scenario field the backend cannot honour, and why.
+    pub fn check<B: Backend>(&self, backend: &B) -> Result<(), OptionError> {
+        let sc = &self.scenario;
+        if sc.processes.threads > 1
+            && let crate::backend::Threads::Single(why) = backend.threads()
+        {
+            return Err(OptionError::new(
+                "processes.threads",
+                format!("backend `{}` runs one thread per process: {why}", backend.name()),
+            ));
+        }
+        let points = backend.kill_points();
+        for (i, f) in sc.faults.iter().enumerate() {
+            if let crate::fault::FaultSpec::Kill { point: Some(p), .. } = f
+                && !points.contains(p)
+            {
+                return Err(OptionError::new(
+                    format!("faults[{i}].point"),
+                    format!(
+                        "the kill can never happen: backend `{}` never reaches `{}`",
+                        backend.name(),
+                        p.name()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Run with `backend`, streaming the trace (header first) into `out`.
-    pub fn run_into<B: Backend>(&self, backend: B, out: &mut dyn Sink) -> Outcome {
+    ///
+    /// # Errors
+    ///
+    /// The backend cannot run the scenario ([`SimBuilder::check`]); nothing is written.
+    pub fn run_into<B: Backend>(&self, backend: B, out: &mut dyn Sink) -> Result<Outcome, OptionError> {
+        self.check(&backend)?;
         let sc = &self.scenario;
         let mut detail = backend.detail();
         if sc.processes.threads > 1
@@ -76,24 +117,29 @@ impl SimBuilder {
             map.insert("process_side".into(), side.into());
         }
         out.header(&header_with(sc, backend.name(), detail, "sim"));
-        Sim::new(sc, backend, out).run()
+        Ok(Sim::new(sc, backend, out).run())
     }
 
     /// Run with `backend`: the trace and the checkers' verdicts.
-    pub fn run<B: Backend>(&self, backend: B) -> Report {
+    ///
+    /// # Errors
+    ///
+    /// The backend cannot run the scenario ([`SimBuilder::check`]).
+    pub fn run<B: Backend>(&self, backend: B) -> Result<Report, OptionError> {
+        self.check(&backend)?;
         let mut c = Collect::default();
         let summary = crate::summary::simulate_with(
             |out: &mut dyn Sink| {
-                self.run_into(backend, out);
+                self.run_into(backend, out).expect("checked above");
             },
             None,
             Some(&mut c),
         )
         .expect("no trace file is written");
-        Report {
+        Ok(Report {
             header: c.header.expect("the header comes first"),
             events: c.events,
             summary,
-        }
+        })
     }
 }

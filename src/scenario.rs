@@ -652,6 +652,14 @@ impl Scenario {
         if self.processes.max_concurrency == Some(0) {
             return err("processes.max_concurrency", "must be at least 1".into());
         }
+        for (f, l) in [
+            ("processes.soft_limit", self.processes.soft_limit),
+            ("processes.hard_limit", self.processes.hard_limit),
+        ] {
+            if l.is_some_and(|l| l.0 == 0) {
+                return err(f, "must be above 0: no job finishes in no time".into());
+            }
+        }
         if self.duration.0 == 0 {
             return err("duration", "must be above 0".into());
         }
@@ -865,20 +873,16 @@ impl Scenario {
         Ok(())
     }
 
-    /// The same scenario with another backend (for `--backend` and comparisons).
+    /// The same scenario with another backend (for `--backend` and comparisons). A backend
+    /// outside the `compare` list runs alone: the list is dropped and its options, threads and
+    /// kill points are judged for that backend only.
     pub fn with_backend(&self, backend: &str) -> Result<Scenario, String> {
         let mut s = self.clone();
         s.pacer.backend = backend.to_string();
-        s.validate().map_err(|(f, m)| format!("{}: {f}: {m}", self.place(&f)))?;
-        // (validation judged the `compare` list; the backend chosen here may not be on it)
-        if s.processes.threads > 1
-            && let Some(why) = crate::backend::registry::runs_one_thread(backend, &s)
-        {
-            return Err(format!(
-                "{}: processes.threads: backend `{backend}` runs one thread per process: {why}",
-                self.place("processes.threads")
-            ));
+        if !s.pacer.compare.iter().any(|b| b == backend) {
+            s.pacer.compare.clear();
         }
+        s.validate().map_err(|(f, m)| format!("{}: {f}: {m}", self.place(&f)))?;
         Ok(s)
     }
 
@@ -886,6 +890,18 @@ impl Scenario {
     /// read from a file.
     pub fn place(&self, field: &str) -> String {
         self.origin.place(field).unwrap_or_else(|| self.name.clone())
+    }
+
+    /// Every backend some route runs this scenario with: `[pacer] backend` (`run`, sweeps)
+    /// and the `compare` list (`simulate`, `matrix`), each once, in that order.
+    pub fn runnable_backends(&self) -> Vec<String> {
+        let mut v = vec![self.pacer.backend.clone()];
+        for b in &self.pacer.compare {
+            if !v.contains(b) {
+                v.push(b.clone());
+            }
+        }
+        v
     }
 
     /// The backends `simulate` runs on this scenario.

@@ -242,7 +242,8 @@ impl<'a, B: Backend> Sim<'a, B> {
     /// # Panics
     ///
     /// With `[processes] threads` above 1 and a backend that runs one thread per process
-    /// ([`Threads::Single`]; a scenario file asking for it is refused when it is read).
+    /// ([`Threads::Single`]; every route refuses that first: a scenario when it is read,
+    /// `--backend` and sweep points when they are validated, `SimBuilder` in its `check`).
     pub fn new(sc: &'a Scenario, backend: B, out: &'a mut dyn Sink) -> Sim<'a, B> {
         let n = sc.processes.count;
         let threads = sc.processes.threads.max(1);
@@ -637,8 +638,16 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
     }
 
-    /// A thread sends `op` (already traced) to the store.
+    /// A thread sends `op` (already traced) to the store. The timeout of its previous
+    /// operation, if still armed (an operation it did not wait for, a report), can only fire
+    /// into [`Sim::awaiting`]'s refusal now (a thread's operation numbers only grow): it is
+    /// cancelled, or every such timeout would stay queued for `store.timeout`, the queue
+    /// growing with the operation rate times the timeout.
     fn send(&mut self, pid: u32, th: u16, seq: u64, op: B::Op) {
+        let w = self.procs[pid as usize].thread_mut(th);
+        if let Some(id) = w.op_timeout.take() {
+            self.engine.cancel(id);
+        }
         let w = self.procs[pid as usize].thread_mut(th);
         let inc = w.incarnation;
         let there = self.store.one_way(&mut w.rng);

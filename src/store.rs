@@ -54,9 +54,11 @@ pub struct Store<Op> {
     // by an open transaction; `queue` holds the rest in arrival order.
     busy: bool,
     queue: VecDeque<Waiter<Op>>,
-    // Fault state, each a count so overlapping windows compose.
-    outages: Vec<OutageMode>,
-    added_latency: Vec<Dist>,
+    // Fault state, each a count so overlapping windows compose: the open windows oldest
+    // first (a window ends oldest first, in O(1)), and how many partitions cut each pid off
+    // (indexed by pid, grown on demand: a reachability test is O(1) however long the lists).
+    outages: VecDeque<OutageMode>,
+    added_latency: VecDeque<Dist>,
     partitioned: Vec<u32>,
     /// Operations served so far.
     pub served: u64,
@@ -75,8 +77,8 @@ impl<Op> Store<Op> {
             timeout: cfg.timeout(),
             busy: false,
             queue: VecDeque::new(),
-            outages: Vec::new(),
-            added_latency: Vec::new(),
+            outages: VecDeque::new(),
+            added_latency: VecDeque::new(),
             partitioned: Vec::new(),
             served: 0,
         }
@@ -104,10 +106,10 @@ impl<Op> Store<Op> {
 
     /// Can `pid` reach the store now? `Err` says how it fails.
     pub fn reachable(&self, pid: u32) -> Result<(), OutageMode> {
-        if self.partitioned.contains(&pid) {
+        if self.partitioned.get(pid as usize).is_some_and(|&c| c > 0) {
             return Err(OutageMode::Timeout);
         }
-        match self.outages.last() {
+        match self.outages.back() {
             Some(&m) => Err(m),
             None => Ok(()),
         }
@@ -139,33 +141,35 @@ impl<Op> Store<Op> {
 
     /// Begin an outage window.
     pub fn outage_start(&mut self, m: OutageMode) {
-        self.outages.push(m);
+        self.outages.push_back(m);
     }
     /// End the oldest outage window.
     pub fn outage_end(&mut self) {
-        if !self.outages.is_empty() {
-            self.outages.remove(0);
-        }
+        self.outages.pop_front();
     }
     /// Begin a latency window.
     pub fn latency_start(&mut self, d: Dist) {
-        self.added_latency.push(d);
+        self.added_latency.push_back(d);
     }
     /// End the oldest latency window.
     pub fn latency_end(&mut self) {
-        if !self.added_latency.is_empty() {
-            self.added_latency.remove(0);
-        }
+        self.added_latency.pop_front();
     }
     /// Cut `pids` off.
     pub fn partition_start(&mut self, pids: &[u32]) {
-        self.partitioned.extend_from_slice(pids);
+        for &p in pids {
+            let p = p as usize;
+            if p >= self.partitioned.len() {
+                self.partitioned.resize(p + 1, 0);
+            }
+            self.partitioned[p] += 1;
+        }
     }
     /// Reconnect `pids` (one occurrence each).
     pub fn partition_end(&mut self, pids: &[u32]) {
-        for p in pids {
-            if let Some(i) = self.partitioned.iter().position(|q| q == p) {
-                self.partitioned.remove(i);
+        for &p in pids {
+            if let Some(c) = self.partitioned.get_mut(p as usize) {
+                *c = c.saturating_sub(1);
             }
         }
     }

@@ -115,6 +115,12 @@ impl fmt::Display for Nanos {
     }
 }
 
+/// The longest duration a scenario may state: 10^18 ns, about 31.7 years. Virtual time is
+/// counted in nanoseconds and clocks read into `i64`, so it stops at 2^63 ns (about 292
+/// years); capped here, a run's duration, its fault times and the delays added to them stay
+/// far inside that range instead of piling into its last instant.
+pub const MAX_DURATION: Nanos = Nanos(1_000_000_000_000_000_000);
+
 /// Parse a human-readable duration: `"0"`, `"250ns"`, `"12us"`, `"1.5ms"`, `"5s"`, `"2m"`, `"1h"`.
 pub fn parse_duration(s: &str) -> Result<Nanos, String> {
     let s = s.trim();
@@ -149,8 +155,11 @@ pub fn parse_duration(s: &str) -> Result<Nanos, String> {
         other => return Err(format!("duration `{s}`: unknown unit `{other}` (ns, us, ms, s, m, h)")),
     };
     let ns = value * scale;
-    if !ns.is_finite() || !(0.0..=1e19).contains(&ns) {
-        return Err(format!("duration `{s}` is out of range"));
+    if !ns.is_finite() || !(0.0..=MAX_DURATION.0 as f64).contains(&ns) {
+        return Err(format!(
+            "duration `{s}` is beyond what the virtual clock can represent: at most 1000000000000000000ns \
+             (about 31.7 years; virtual time stops at 2^63 ns, about 292 years)"
+        ));
     }
     Ok(Nanos(ns.round() as u64))
 }

@@ -183,7 +183,7 @@ fn simulated() -> Vec<String> {
     // find when it is sent (the run is the same up to there), then rerun with the window.
     let mut sc = scenario();
     for (n, _) in SCRIPT.iter().enumerate().filter(|(_, o)| **o == Outcome::Fail) {
-        let report = SimBuilder::new(sc.clone()).run(Scripted);
+        let report = SimBuilder::new(sc.clone()).run(Scripted).unwrap();
         let sent = report
             .events
             .iter()
@@ -205,7 +205,7 @@ fn simulated() -> Vec<String> {
             mode: OutageMode::Refuse,
         });
     }
-    let report = SimBuilder::new(sc).run(Scripted);
+    let report = SimBuilder::new(sc).run(Scripted).unwrap();
     shape(&report.events)
 }
 

@@ -322,3 +322,112 @@ proptest! {
         }
     }
 }
+
+/// Issue 34: a scenario of any backend, an optional `compare` list, threads, a kill point,
+/// a tiny period or limit and a huge rate, driven by every route that picks the backend
+/// (`run`, `run --backend`, `simulate`, `matrix`, `sweep --grid backend=`).
+#[allow(clippy::too_many_arguments)]
+fn generated(
+    backend: &str,
+    compare: &[&str],
+    threads: u16,
+    point: Option<&str>,
+    option: Option<(&str, &str)>,
+    limit: Option<(&str, &str)>,
+    rate: &str,
+) -> String {
+    let mut s = format!("name = \"g\"\nseed = 3\nduration = \"1s\"\n[pacer]\nbackend = \"{backend}\"\nrate = {rate}\n");
+    if !compare.is_empty() {
+        let list: Vec<String> = compare.iter().map(|b| format!("\"{b}\"")).collect();
+        s.push_str(&format!("compare = [{}]\n", list.join(", ")));
+    }
+    if let Some((k, v)) = option {
+        s.push_str(&format!("{k} = {v}\n"));
+    }
+    s.push_str(&format!("[processes]\ncount = 2\nrequests = 3\nthreads = {threads}\n"));
+    if let Some((k, v)) = limit {
+        s.push_str(&format!("{k} = {v}\n"));
+    }
+    if let Some(p) = point {
+        s.push_str(&format!(
+            "[[faults]]\nkind = \"kill\"\nat = \"100ms\"\npoint = \"{p}\"\nrestart_after = \"10ms\"\n"
+        ));
+    }
+    s
+}
+
+const BACKENDS: &[&str] = &[
+    "row",
+    "shared_cache",
+    "redis_gcra",
+    "local_divided",
+    "advisory",
+    "claim_row",
+    "redis_lock",
+    "local",
+];
+
+proptest! {
+    #![proptest_config(config(16))]
+
+    /// Threads x backends x routes, tiny durations, huge rates: every route exits 0, 1 or 2,
+    /// never a panic or a signal, and a scenario that parses runs with every backend it names.
+    #[test]
+    fn threads_backends_routes_tiny_durations_and_huge_rates(
+        backend in proptest::sample::select(BACKENDS),
+        compare in proptest::sample::subsequence(BACKENDS, 0..3),
+        threads in proptest::sample::select(&[1u16, 2, 8][..]),
+        point in proptest::option::of(proptest::sample::select(
+            &["mid_reservation", "holding_lock", "sleeping_to_slot", "mid_fetch", "in_transaction"][..])),
+        option in proptest::option::of(proptest::sample::select(&[
+            ("poll", "\"1ns\""), ("ttl", "\"1ns\""), ("stale_after", "\"1ns\""), ("max_wait", "\"1ns\""),
+            ("locks", "1"), ("burst", "1"),
+        ][..])),
+        limit in proptest::option::of(proptest::sample::select(&[
+            ("hard_limit", "\"1ns\""), ("hard_limit", "\"0s\""), ("soft_limit", "\"1ns\""),
+            ("hard_limit", "\"10000000000000000000ns\""),
+        ][..])),
+        rate in proptest::sample::select(&["7.0", "1e8", "1e9"][..]),
+        route in 0usize..5,
+        other in proptest::sample::select(BACKENDS),
+    ) {
+        let src = generated(backend, &compare, threads, point, option, limit, rate);
+        let d = tmp("routes");
+        let p = d.join("t.toml");
+        std::fs::write(&p, &src).unwrap();
+        let out_dir = d.join("sweep");
+        let _ = std::fs::remove_dir_all(&out_dir);
+        let (p, o) = (p.to_str().unwrap(), out_dir.to_str().unwrap());
+        let grid = format!("backend={other}");
+        let args: Vec<&str> = match route {
+            0 => vec!["run", p, "--max-wall", "5s"],
+            1 => vec!["run", p, "--backend", other, "--max-wall", "5s"],
+            2 => vec!["simulate", p, "--max-wall", "5s"],
+            3 => vec!["matrix", p, "--max-wall", "5s"],
+            _ => vec!["sweep", p, "--grid", &grid, "--out", o, "--max-wall", "5s"],
+        };
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
+            .args(&args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        let code = out.status.code();
+        let err = String::from_utf8_lossy(&out.stderr);
+        prop_assert!(matches!(code, Some(0..=2)), "{args:?}: {code:?}\n{src}\n{err}");
+        prop_assert!(!err.contains("panicked"), "{args:?}: {src}\n{err}");
+        if code == Some(2) {
+            prop_assert!(err.starts_with("error: "), "{args:?}: {err}");
+        }
+        // the library route: a scenario that parses runs with each backend it names, through
+        // the registry (and so `SimBuilder`), or says why not
+        if let Ok(sc) = Scenario::parse("t.toml", &src)
+            && rate == "7.0"
+        {
+            for b in sc.runnable_backends() {
+                let spec = pacesim::backend::spec(&b).unwrap();
+                let mut sink = pacesim::trace::Collect::default();
+                prop_assert!(spec.simulate(&sc, &mut sink).is_ok(), "{b}: {src}");
+            }
+        }
+    }
+}

@@ -122,7 +122,7 @@ impl<O: Configure> Ops for OpsOf<O> {
     }
     fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, OptionError> {
         let b = self.build(name, sc, false)?;
-        Ok(crate::builder::SimBuilder::new(sc.clone()).run_into(b, out))
+        crate::builder::SimBuilder::new(sc.clone()).run_into(b, out)
     }
 }
 
@@ -252,26 +252,28 @@ pub fn spec(name: &str) -> Option<&'static BackendSpec> {
     REGISTRY.iter().find(|b| b.name == name)
 }
 
-/// A kill fault of `sc` armed at a point no backend it runs ever reaches: `(fault index,
-/// message)`. Such a kill would never fire and pass quietly.
+/// A kill fault of `sc` armed at a point a backend it runs never reaches: `(fault index,
+/// message)`. Under that backend the kill would never fire and the run would pass quietly.
+/// Every backend the scenario runs counts ([`Scenario::runnable_backends`]): `run` and sweeps
+/// run `[pacer] backend`, `simulate` and `matrix` each one of `compare`.
 pub fn unreachable_kill(sc: &Scenario) -> Option<(usize, String)> {
-    let runs = sc.compared_backends();
+    let runs = sc.runnable_backends();
     for (i, f) in sc.faults.iter().enumerate() {
         let crate::fault::FaultSpec::Kill { point: Some(p), .. } = f else {
             continue;
         };
-        let reached = runs.iter().any(|b| {
+        let missed = runs.iter().find(|b| {
             spec(b)
                 .and_then(|s| s.ops.kill_points(s.name, sc).ok())
-                .is_none_or(|pts| pts.contains(p))
+                .is_some_and(|pts| !pts.contains(p))
         });
-        if !reached {
+        if let Some(b) = missed {
             return Some((
                 i,
                 format!(
-                    "the kill can never happen: no backend this scenario runs ({}) reaches `{}`",
-                    runs.join(", "),
-                    p.name()
+                    "the kill can never happen: backend `{b}` never reaches `{}` (this scenario runs {})",
+                    p.name(),
+                    runs.join(", ")
                 ),
             ));
         }
@@ -280,8 +282,9 @@ pub fn unreachable_kill(sc: &Scenario) -> Option<(usize, String)> {
 }
 
 /// A backend `sc` runs that runs one thread per process, and why ([`crate::backend::Threads`]).
+/// Every backend the scenario runs counts ([`Scenario::runnable_backends`]).
 pub fn single_threaded(sc: &Scenario) -> Option<(String, &'static str)> {
-    sc.compared_backends()
+    sc.runnable_backends()
         .into_iter()
         .find_map(|b| runs_one_thread(&b, sc).map(|why| (b, why)))
 }
@@ -301,6 +304,19 @@ pub fn runs_one_thread(name: &str, sc: &Scenario) -> Option<&'static str> {
 pub fn validate_options(sc: &Scenario) -> Result<(), OptionError> {
     let runs = sc.compared_backends();
     let strict = sc.pacer.compare.is_empty();
+    // `run` runs `[pacer] backend`; outside the `compare` list it would run with options
+    // chosen for other backends (and `simulate` would never run it)
+    if !strict && !sc.pacer.compare.contains(&sc.pacer.backend) {
+        return Err(OptionError::new(
+            "backend",
+            format!(
+                "`{}` is not in the `compare` list ({}): `run` runs `backend`, `simulate` the list; \
+                 name it in the list (or pick another with `--backend`)",
+                sc.pacer.backend,
+                runs.join(", ")
+            ),
+        ));
+    }
     let mut specs = Vec::new();
     for name in std::iter::once(&sc.pacer.backend).chain(&sc.pacer.compare) {
         let s = spec(name).ok_or_else(|| OptionError::new("backend", format!("unknown backend `{name}`")))?;

@@ -66,6 +66,7 @@ pub struct Degradation {
     in_fallback: PidMap<(u64, FallbackMode)>,
     open: BTreeMap<u32, Window>,
     // closed windows, with their end, judged at the end of the trace
+    // invariant: in the order they ended, so by end (until `verdicts` closes the open ones)
     closed: Vec<(Window, u64)>,
     windows: u64,
     summaries: Vec<String>,
@@ -119,7 +120,10 @@ impl Degradation {
             w.detect = w.detect.max(d);
             w.detected |= error;
         }
-        for (w, end) in &mut self.closed {
+        // (`closed` is in the order the windows ended: only those ending after `sent` can
+        // count, the last few, so a store error costs the windows it may concern, not all)
+        let from = self.closed.partition_point(|(_, end)| *end <= sent);
+        for (w, end) in &mut self.closed[from..] {
             if sent < *end && t >= w.start {
                 w.detect = w.detect.max(d);
                 w.detected |= error;
@@ -238,7 +242,7 @@ impl Degradation {
                             id: *id,
                             kind: *kind,
                             start: t,
-                            meter: BurstMeter::new(self.base),
+                            meter: BurstMeter::new(self.base).keeping(self.tolerance),
                             pids: Vec::new(),
                             last_arrival: t,
                             longest_gap: 0,

@@ -24,7 +24,9 @@
 //!   in time order), a timer joins a FIFO, the timer lane (`TimerLane`), where
 //!   [`Engine::cancel`] only marks it: a cancelled timer leaves once it reaches the front,
 //!   which the live timers keep near the back when they are cancelled in the order they were
-//!   made. A timer due before the lane's last goes to a doubly linked list instead, which a
+//!   made; behind a live front that waits long, the cancelled ones are dropped in one pass
+//!   once they outnumber the live ones by a slack, so the lane's memory follows the live
+//!   timers, not the rate timers are made at times their delay. A timer due before the lane's last goes to a doubly linked list instead, which a
 //!   cancel unlinks from.
 //!   Cancelled, a timer is never popped, and [`Engine::pending`] no longer counts it.
 
@@ -65,7 +67,8 @@ pub struct TimerId(TimerIn);
 /// Where a timer waits.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum TimerIn {
-    /// The `n`-th timer the [`TimerLane`] took.
+    /// The `n`-th timer the [`TimerLane`] took, with its sequence number, in one number: `seq
+    /// << SLOT_BITS | n mod 2^SLOT_BITS` (see [`Engine::cancel_in_lane`]).
     Lane(u64),
     /// In the list: its sequence number and its node in one number (the node alone could name
     /// a later timer that reused it).
@@ -79,10 +82,15 @@ const CANCELLED: u128 = 1;
 /// The cancellable timers made in time order: a FIFO of `(order, event)` (see the module
 /// docs). Cancelling marks the entry where it is, in O(1) by its number; cancelled entries
 /// leave from the front, so a cancel costs a write, and a pop a look at the entries after it.
+/// Behind a live front that waits long (a request that really times out), cancelled entries
+/// would pile up at the rate timers are made times their delay; once they outnumber the
+/// live ones by [`COMPACT_SLACK`], they are dropped in one pass, so the lane holds at most
+/// about twice its live timers plus the slack.
 #[derive(Debug)]
 struct TimerLane<E> {
-    // invariant: ordered by `order` (cancel marks aside), front first; `q[i]` is the timer
-    // numbered `base + i`; the front, if any, is not cancelled.
+    // invariant: ordered by `order` (cancel marks aside), front first, so by sequence number
+    // too; `q[i]` is the timer numbered `base + i` or, once compacted, a later one (`i` is at
+    // most its number minus `base`); the front, if any, is not cancelled.
     q: VecDeque<(u128, E)>,
     base: u64,
     // invariant: the entries not cancelled.
@@ -103,6 +111,13 @@ impl<E: Copy> TimerLane<E> {
         self.q.front().map_or(u128::MAX, |f| f.0)
     }
 }
+
+/// Cancelled entries the timer lane tolerates beyond its live ones before it drops them all
+/// (amortised O(1) a cancel: a pass over `len` entries follows at least `len / 2` cancels).
+const COMPACT_SLACK: usize = 4096;
+
+/// The low bits of a lane timer's number, as its [`TimerId`] holds them.
+const LANE_N_MASK: u64 = (1 << SLOT_BITS) - 1;
 
 /// No node: the end of the timer list.
 const NIL: u32 = u32::MAX;
@@ -466,7 +481,8 @@ impl<E: Copy> Engine<E> {
         let was_empty = lane.q.is_empty();
         lane.q.push_back((o, event));
         lane.live += 1;
-        let id = TimerId(TimerIn::Lane(lane.base + lane.q.len() as u64 - 1));
+        let n = lane.base + lane.q.len() as u64 - 1;
+        let id = TimerId(TimerIn::Lane(seq << SLOT_BITS | (n & LANE_N_MASK)));
         if was_empty && o < self.lane_head.0 {
             self.lane_head = (o, TIMER_LANE);
         }
@@ -494,13 +510,21 @@ impl<E: Copy> Engine<E> {
         Some(event)
     }
 
-    /// [`Engine::cancel`] for the `n`-th timer of the timer lane: marked where it is (gone
-    /// from the front at once).
-    fn cancel_in_lane(&mut self, n: u64) -> Option<E> {
+    /// [`Engine::cancel`] for a timer of the timer lane, `id` its sequence number and the low
+    /// bits of its number: marked where it is (gone from the front at once). Its number minus
+    /// `base` is its index unless the lane was compacted since (then it is found by sequence
+    /// number); no entry with its sequence number: fired, or cancelled and gone.
+    fn cancel_in_lane(&mut self, id: u64) -> Option<E> {
         let lane = &mut self.timer_lane;
-        // (before `base`: fired or cancelled and gone)
-        let i = usize::try_from(n.checked_sub(lane.base)?).ok()?;
-        let entry = lane.q.get_mut(i)?;
+        let seq = id >> SLOT_BITS;
+        let seq_of = |e: &(u128, E)| (e.0 as u64) >> SLOT_BITS;
+        // (the lane holds fewer than 2^SLOT_BITS entries, so the low bits place it)
+        let guess = ((id & LANE_N_MASK).wrapping_sub(lane.base) & LANE_N_MASK) as usize;
+        let i = match lane.q.get(guess) {
+            Some(e) if seq_of(e) == seq => guess,
+            _ => lane.q.binary_search_by_key(&seq, seq_of).ok()?,
+        };
+        let entry = &mut lane.q[i];
         if entry.0 & CANCELLED != 0 {
             return None;
         }
@@ -512,6 +536,9 @@ impl<E: Copy> Engine<E> {
             if self.lane_head.1 == TIMER_LANE {
                 self.find_lane_head();
             }
+        } else if lane.q.len() > 2 * lane.live + COMPACT_SLACK {
+            // (the front is live, so it stays: the lane's head and order are unchanged)
+            lane.q.retain(|e| e.0 & CANCELLED == 0);
         }
         Some(event)
     }
@@ -785,6 +812,49 @@ mod tests {
             "slab slots are reused: {} for {most}",
             e.slab.len()
         );
+    }
+
+    /// Issue 34 item 7: behind one live timer due late, timers made and cancelled at a high
+    /// rate are reclaimed (they used to stay queued until due, so memory grew with the rate
+    /// times the delay), and cancelling and firing by id still find the right ones after
+    /// the lane is compacted.
+    #[test]
+    fn cancelled_timers_behind_a_live_front_are_reclaimed() {
+        use rand::{RngExt, SeedableRng};
+        let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(9);
+        let mut e = Engine::<u64>::new();
+        let first = e.timer_after(Nanos(1_000_000), 0); // a request that really times out
+        let mut kept = Vec::new();
+        let mut most = 0;
+        for i in 1..200_000u64 {
+            e.at(Instant(i), u64::MAX);
+            let (t, ev) = e.pop_until(Instant(u64::MAX)).unwrap();
+            assert_eq!((t, ev), (Instant(i), u64::MAX));
+            let id = e.timer_after(Nanos(1_000_000), i);
+            if r.random_bool(0.001) {
+                kept.push((id, i)); // live: cancelled later, or fired
+            } else {
+                assert_eq!(e.cancel(id), Some(i));
+                assert_eq!(e.cancel(id), None);
+            }
+            most = most.max(e.timer_lane.q.len());
+        }
+        let live = kept.len() + 1;
+        // (about 200 live: at most twice them plus the slack of 4096, where all 200,000 stayed)
+        assert!(most < 5000, "the lane held {most} entries for {live} live timers");
+        // after compactions: half the kept ones cancel by id, the rest fire, in order
+        let (cancel, fire): (Vec<_>, Vec<_>) = kept.iter().partition(|(_, i)| i % 2 == 0);
+        for &(id, i) in &cancel {
+            assert_eq!(e.cancel(id), Some(i));
+        }
+        let mut fired = Vec::new();
+        while let Some((_, ev)) = e.pop_until(Instant(u64::MAX)) {
+            fired.push(ev);
+        }
+        let want: Vec<u64> = std::iter::once(0).chain(fire.iter().map(|&(_, i)| i)).collect();
+        assert_eq!(fired, want);
+        assert_eq!(e.cancel(first), None, "fired");
+        assert_eq!(e.pending(), 0);
     }
 
     /// `before_current` orders a reserved place against the event being handled by time, then

@@ -209,8 +209,13 @@ pub struct BurstMeter {
     // invariant: the number of arrivals pushed.
     count: usize,
     // invariant: the strict prefix maxima of need_i, in push order: records[0] is arrival 0
-    // (need 1), and each later record needed strictly more than every arrival before it.
+    // (need 1), and each later record needed strictly more than every arrival before it;
+    // none after the first that needed more than `keep`.
     records: Vec<Exceedance>,
+    // invariant: the largest need_i so far (1 for none).
+    most: u64,
+    // the largest burst `first_exceeding` is asked about (`u64::MAX`: any)
+    keep: u64,
 }
 
 impl BurstMeter {
@@ -227,7 +232,18 @@ impl BurstMeter {
             last: None,
             count: 0,
             records: Vec::new(),
+            most: 1,
+            keep: u64::MAX,
         }
+    }
+
+    /// The same meter, asked [`first_exceeding`](Self::first_exceeding) only for bursts up
+    /// to `burst`: it keeps no record past the first arrival that needed more, so its memory
+    /// stays bounded however far over the rate the arrivals run (a fleet at N x rate sets a
+    /// new record at almost every arrival). [`burst_needed`](Self::burst_needed) is exact.
+    pub fn keeping(mut self, burst: u64) -> Self {
+        self.keep = burst;
+        self
     }
 
     /// Pushes an arrival at `t` under the meter's interval; returns the burst this arrival
@@ -257,7 +273,12 @@ impl BurstMeter {
         let gap = self.tat.map_or(0, |tat| tat.saturating_sub(t));
         // (a paced arrival has no gap: no division)
         let need = if gap == 0 { 1 } else { 1 + gap.div_ceil(interval) };
-        if self.records.last().is_none_or(|r| need > r.burst_needed) {
+        self.most = self.most.max(need);
+        if self
+            .records
+            .last()
+            .is_none_or(|r| need > r.burst_needed && r.burst_needed <= self.keep)
+        {
             self.records.push(Exceedance {
                 index: self.count,
                 at: t,
@@ -272,12 +293,21 @@ impl BurstMeter {
 
     /// The smallest burst the arrivals so far conform to (1 for no arrivals).
     pub fn burst_needed(&self) -> u64 {
-        self.records.last().map_or(1, |r| r.burst_needed)
+        self.most
     }
 
     /// The first arrival that needed more than `burst`, i.e. the first arrival GCRA with that
     /// burst would deny; `None` if the whole sequence conforms to it.
+    ///
+    /// # Panics
+    ///
+    /// With `burst` above the one the meter was made [`keeping`](Self::keeping).
     pub fn first_exceeding(&self, burst: u64) -> Option<Exceedance> {
+        assert!(
+            burst <= self.keep,
+            "the meter keeps records up to burst {} only",
+            self.keep
+        );
         let k = self.records.partition_point(|r| r.burst_needed <= burst);
         self.records.get(k).copied()
     }

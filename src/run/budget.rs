@@ -25,9 +25,13 @@ pub fn limit() -> u64 {
     LIMIT.load(Ordering::Relaxed)
 }
 
-/// Bytes per worker process: its process side, worker loop, random streams and the checkers'
-/// per-process state (about 330 B measured at 10 million processes, with margin).
-const PER_PROCESS: f64 = 1024.0;
+/// Bytes per worker process (and per thread past a process's first): its process side,
+/// worker loop, random streams and the checkers' per-process state. Measured peak resident
+/// memory (`tests/bounds.rs` holds it to the estimate): about 1,560 B a process for `row` at
+/// 400,000 processes, 1,410 for `redis_gcra`, 1,370 for `advisory`, 1,300 for `local`; about
+/// 670 B a thread past the first. (1,024 B, the figure before, let 2.5 million processes pass
+/// a 4 GiB guard and reach 3.5 GB.)
+const PER_PROCESS: f64 = 2048.0;
 /// Bytes per lock of a lock table.
 const PER_LOCK: f64 = 64.0;
 /// Bytes per kill of a kill stream (the restarted process and its pending events).
@@ -39,23 +43,93 @@ const PER_RUN: f64 = 4096.0;
 /// The fixed part of one run.
 const BASE: f64 = 16.0 * 1024.0 * 1024.0;
 
-/// The run would need more memory than the limit.
+/// The most events one run may schedule: about ten minutes of the simulator's time at its
+/// slowest (some 20 million events a second), where a period of a nanosecond (`[jobs] tick`,
+/// `sweep_every`, `hard_limit`, a lock's `poll`) would ask for weeks.
+pub const MAX_EVENTS: f64 = 1e10;
+
+/// The most fault windows (`store_outage`, `partition`, `store_latency`, ...) a scenario may
+/// have open at once.
+pub const MAX_OVERLAP: usize = 256;
+
+/// The most fault windows of `sc` open at once: how many, when, and the index of the fault
+/// whose start reaches that. `O(W log W)` in the windows.
+pub fn overlap(sc: &Scenario) -> (usize, crate::time::Nanos, usize) {
+    // (time, +1 start / -1 end, fault): an end sorts before a start at the same instant
+    // (`[start, end)`), so back-to-back windows never count as overlapping
+    let mut edges: Vec<(u64, i8, usize)> = Vec::new();
+    for (i, f) in sc.faults.iter().enumerate() {
+        if let Some((a, b)) = f.window()
+            && b > a
+        {
+            edges.push((a.0, 1, i));
+            edges.push((b.0, -1, i));
+        }
+    }
+    edges.sort_unstable();
+    let (mut open, mut most) = (0usize, (0, crate::time::Nanos::ZERO, 0));
+    for (t, d, i) in edges {
+        if d > 0 {
+            open += 1;
+            if open > most.0 {
+                most = (open, crate::time::Nanos(t), i);
+            }
+        } else {
+            open -= 1;
+        }
+    }
+    most
+}
+
+/// The run would need more memory, or more work, than the limit.
 #[derive(Debug, thiserror::Error, PartialEq)]
-#[error(
-    "{scenario}: {field}: the run would need about {} of memory, above the limit of {} \
-     (--max-memory to change it)",
-    human(*estimate),
-    human(*limit)
-)]
-pub struct BudgetError {
-    /// Where: the scenario file and the line of the field (its name when it has no file).
-    pub scenario: String,
-    /// The field that weighs most in the estimate, e.g. `processes.count`.
-    pub field: String,
-    /// The estimate, bytes.
-    pub estimate: u64,
-    /// The limit, bytes.
-    pub limit: u64,
+pub enum BudgetError {
+    /// More memory than `--max-memory`.
+    #[error(
+        "{scenario}: {field}: the run would need about {} of memory, above the limit of {} \
+         (--max-memory to change it)",
+        human(*estimate),
+        human(*limit)
+    )]
+    Memory {
+        /// Where: the scenario file and the line of the field (its name when it has no file).
+        scenario: String,
+        /// The field that weighs most in the estimate, e.g. `processes.count`.
+        field: String,
+        /// The estimate, bytes.
+        estimate: u64,
+        /// The limit, bytes.
+        limit: u64,
+    },
+    /// More fault windows open at once than [`MAX_OVERLAP`].
+    #[error(
+        "{scenario}: {field}: {windows} fault windows are open at once (at {at}), above the limit of {} \
+         (the checkers follow every open window at every event: their work grows with the product)",
+        MAX_OVERLAP
+    )]
+    Overlap {
+        /// Where: the scenario file and the line of the field (its name when it has no file).
+        scenario: String,
+        /// The fault whose start reaches the most, e.g. `faults[40].at`.
+        field: String,
+        /// How many windows are open then.
+        windows: usize,
+        /// When.
+        at: crate::time::Nanos,
+    },
+    /// More events than [`MAX_EVENTS`].
+    #[error(
+        "{scenario}: {field}: the run would schedule about {events:.1e} events, above the limit of {MAX_EVENTS:e} \
+         (a longer period or a shorter duration brings it down)"
+    )]
+    Work {
+        /// Where: the scenario file and the line of the field (its name when it has no file).
+        scenario: String,
+        /// The field that weighs most in the estimate, e.g. `jobs.tick`.
+        field: String,
+        /// The estimate, events.
+        events: f64,
+    },
 }
 
 /// A byte count for people: `3.2 GiB`.
@@ -144,16 +218,87 @@ pub fn estimate(sc: &Scenario, runs: u64) -> (u64, String) {
     (bytes, field)
 }
 
-/// Refuse `runs` runs of `sc` when they would need more than the limit.
+/// The events one run of `sc` schedules for its periodic parts, on the high side, with the
+/// field that weighs most: each period a field sets (a tick, a sweep, a time limit, a lock's
+/// poll) fires at most once per period per thing it runs for, over the duration, and each
+/// firing schedules a few events.
+pub fn work(sc: &Scenario) -> (f64, String) {
+    const PER_FIRING: f64 = 8.0;
+    let secs = sc.duration.as_secs_f64();
+    let loops = f64::from(sc.processes.count) * f64::from(sc.processes.threads.max(1));
+    let every = |n: f64, period: crate::time::Nanos| n * secs / period.as_secs_f64().max(1e-9) * PER_FIRING;
+    let mut parts: Vec<(String, f64)> = Vec::new();
+    if let Some(j) = &sc.jobs {
+        let jobs = crate::task::Jobs::new(j);
+        let sources = f64::from(jobs.sources);
+        parts.push(("jobs.tick".into(), every(1.0 + sources, jobs.tick)));
+        parts.push(("jobs.sweep_every".into(), every(1.0 + sources, jobs.sweep_every)));
+    }
+    for (f, limit) in [
+        ("processes.soft_limit", sc.processes.soft_limit),
+        ("processes.hard_limit", sc.processes.hard_limit),
+    ] {
+        if let Some(l) = limit {
+            parts.push((f.into(), every(loops, l)));
+        }
+    }
+    if let Some(p) = sc
+        .pacer
+        .options
+        .get("poll")
+        .and_then(toml::Value::as_str)
+        .and_then(|p| crate::time::parse_duration(p).ok())
+    {
+        parts.push(("pacer.poll".into(), every(loops, p)));
+    }
+    for (i, f) in sc.faults.iter().enumerate() {
+        if let crate::fault::FaultSpec::Kill { rate: Some(r), .. } = f {
+            parts.push((format!("faults[{i}].rate"), r * secs * PER_FIRING * loops.min(64.0)));
+        }
+    }
+    if let Some(a) = sc.processes.arrival_rate {
+        parts.push((
+            "processes.arrival_rate".into(),
+            a * f64::from(sc.processes.count) * secs * PER_FIRING,
+        ));
+    }
+    let total: f64 = parts.iter().map(|p| p.1).sum();
+    let field = parts
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or_else(String::new, |p| p.0.clone());
+    (if total.is_finite() { total } else { f64::MAX }, field)
+}
+
+/// Refuse `runs` runs of `sc` when they would need more memory than the limit, or more
+/// work than [`MAX_EVENTS`] each.
 pub fn check(sc: &Scenario, runs: u64) -> Result<(), BudgetError> {
     let (estimate, field) = estimate(sc, runs);
     let limit = limit();
     if estimate > limit {
-        return Err(BudgetError {
+        return Err(BudgetError::Memory {
             scenario: sc.place(&field),
             field,
             estimate,
             limit,
+        });
+    }
+    let (windows, at, i) = overlap(sc);
+    if windows > MAX_OVERLAP {
+        let field = format!("faults[{i}].at");
+        return Err(BudgetError::Overlap {
+            scenario: sc.place(&field),
+            field,
+            windows,
+            at,
+        });
+    }
+    let (events, field) = work(sc);
+    if events > MAX_EVENTS {
+        return Err(BudgetError::Work {
+            scenario: sc.place(&field),
+            field,
+            events,
         });
     }
     Ok(())
@@ -178,6 +323,8 @@ mod tests {
             let sc = Scenario::load(&p).unwrap();
             let (b, _) = estimate(&sc, 100);
             assert!(b < DEFAULT_MAX_MEMORY / 4, "{}: {}", p.display(), human(b));
+            let (w, f) = work(&sc);
+            assert!(w < MAX_EVENTS / 100.0, "{}: {w:e} events ({f})", p.display());
         }
     }
 }

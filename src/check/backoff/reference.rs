@@ -12,6 +12,12 @@ use std::collections::{BTreeSet, VecDeque};
 const MAX_REORDER: usize = 10;
 /// At most this many reference states are kept.
 const MAX_STATES: usize = 4096;
+/// At most this many states one event's search may visit (every state's silent closure
+/// together): past it the search stops, counts as truncated, and is lenient (the states not
+/// yet searched are kept as they are; no failure is reported when none remains). Each event
+/// then costs a bounded amount, so a trace is checked in time and memory linear in its
+/// length; the search once visited every state's closure (4096 x 4096 states) at each event.
+const MAX_WORK: usize = 8192;
 /// A response whose fate is unknown (lost report, dead process) is forgotten after this long.
 const FLOATING_HORIZON_NS: u64 = 10_000_000_000;
 
@@ -94,6 +100,8 @@ pub(super) struct Reference {
     lost_at: Option<u64>,
     /// The reordering search was truncated somewhere.
     pub(super) approximate: bool,
+    // states the current event's search has visited (reset by `force` and `observe_change`)
+    work: usize,
     /// Responses seen (`fetch_end` events).
     pub(super) responses: u64,
     /// Multiplier changes seen.
@@ -145,6 +153,7 @@ impl Reference {
             cut_off: PidSet::new(),
             lost_at: None,
             approximate: false,
+            work: 0,
             responses: 0,
             changes: 0,
             recent: VecDeque::new(),
@@ -266,11 +275,12 @@ impl Reference {
                         applied,
                     };
                     let n = if collapse { self.canon(n) } else { n };
-                    if seen.len() >= MAX_STATES {
+                    if seen.len() >= MAX_STATES || self.work >= MAX_WORK {
                         self.approximate = true;
                         break;
                     }
                     if seen.insert(n.clone()) {
+                        self.work += 1;
                         queue.push_back(n);
                     }
                 }
@@ -309,7 +319,15 @@ impl Reference {
         }
         let mut next = BTreeSet::new();
         let mut would: Option<(f64, f64, u32)> = None;
+        self.work = 0;
         for s in std::mem::take(&mut self.states) {
+            if self.work >= MAX_WORK {
+                // out of budget: the rest stay as they are (as if `id` changed nothing there)
+                self.approximate = true;
+                next.insert(s);
+                continue;
+            }
+            self.work += 1;
             if let Ok(i) = s.applied.binary_search(&id) {
                 let mut s = s;
                 s.applied.remove(i);
@@ -334,7 +352,11 @@ impl Reference {
             }
         }
         let r = self.pending.remove(&id).expect("present above");
-        if next.is_empty() {
+        if next.is_empty() && self.work >= MAX_WORK {
+            // the search ran out before finding a state: no verdict on this response
+            self.approximate = true;
+            self.resync(self.m);
+        } else if next.is_empty() {
             let (from, to, streak) = would.unwrap_or((self.m, self.m, 0));
             let k = config.decay_after();
             let what = if status.is_rate_pressure() {
@@ -449,7 +471,13 @@ impl Reference {
         }
         let eligible = self.eligible();
         let mut out = BTreeSet::new();
+        self.work = 0;
         for s in std::mem::take(&mut self.states) {
+            if self.work >= MAX_WORK {
+                self.approximate = true;
+                self.states.insert(s);
+                continue;
+            }
             for r in self.silent_closure(config, &s, None, false) {
                 for &id in &eligible {
                     let Err(at) = r.applied.binary_search(&id) else {
@@ -475,7 +503,11 @@ impl Reference {
             }
             self.states.insert(s);
         }
-        if out.is_empty() {
+        if out.is_empty() && self.work >= MAX_WORK {
+            // the search ran out before explaining it: no verdict on this change
+            self.approximate = true;
+            self.resync(to);
+        } else if out.is_empty() {
             let s = self.states.iter().next().cloned().unwrap_or(State {
                 streak: 0,
                 applied: Vec::new(),

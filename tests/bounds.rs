@@ -1,0 +1,391 @@
+//! Issue 34, items 6 to 10: crashes and unbounded work. Every route that picks the backend a
+//! run uses validates that backend (threads, kill points, options); work and memory a run
+//! cannot finish are refused up front (exit 2, with the figure); durations the virtual clock
+//! cannot represent are refused with file, line and field.
+
+use pacesim::backend::registry::Configure;
+use pacesim::builder::SimBuilder;
+use pacesim::scenario::{FOUR_LIMITERS, Scenario};
+use std::path::{Path, PathBuf};
+mod common;
+use common::pacesim;
+
+fn tmp(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bounds-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The parse error of scenario text `src`, as printed.
+fn err(src: &str) -> String {
+    match Scenario::parse("t.toml", src) {
+        Ok(_) => panic!("accepted:\n{src}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Neither a panic (101) nor an abort (signal): a clean exit 2 with an error.
+fn refused(args: &[&str]) -> String {
+    let (code, out, err) = pacesim(args);
+    assert_eq!(code, 2, "args {args:?}\nstdout: {out}\nstderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    err
+}
+
+fn sim(name: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
+}
+
+// ---- item 6: the backend that runs is the backend validated, on every route ----
+
+#[test]
+fn i06_sweep_grid_backend_with_threads_is_refused_not_a_panic() {
+    let d = tmp("i06-sweep");
+    let out = d.join("out");
+    let e = refused(&[
+        "sweep",
+        "sims/threads-row.toml",
+        "--grid",
+        "backend=advisory",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(e.contains("pacer.backend") && e.contains("advisory"), "{e}");
+    // the same on a scenario without a compare list names the threads
+    let f = d.join("one.toml");
+    std::fs::write(
+        &f,
+        sim("threads-row.toml").replace("compare = [\"row\", \"shared_cache\", \"redis_gcra\"]\n", ""),
+    )
+    .unwrap();
+    let e = refused(&[
+        "sweep",
+        f.to_str().unwrap(),
+        "--grid",
+        "backend=row,advisory",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        e.contains("processes.threads: backend `advisory` runs one thread per process"),
+        "{e}"
+    );
+    assert!(!out.join("runs.csv").exists(), "nothing runs");
+}
+
+#[test]
+fn i06_pacer_backend_outside_compare_is_validated() {
+    let src = sim("threads-row.toml");
+    // a lock backend as `backend`, the compare list pace backends: `run` would panic
+    let e = err(&src.replace("backend = \"row\"", "backend = \"advisory\""));
+    assert!(e.starts_with("t.toml:"), "{e}");
+    assert!(
+        e.contains("pacer.backend: `advisory` is not in the `compare` list"),
+        "{e}"
+    );
+    // an option only the compare list uses, with `run` running another backend
+    let src = FOUR_LIMITERS.replace(
+        "backend = \"row\"\nrate = 50.0",
+        "backend = \"redis_lock\"\nrate = 50.0\ncompare = [\"row\", \"local\"]\nstale_after = \"1s\"",
+    );
+    let e = err(&src);
+    assert!(
+        e.contains("pacer.backend: `redis_lock` is not in the `compare` list"),
+        "{e}"
+    );
+}
+
+#[test]
+fn i06_run_backend_judges_options_and_kill_points_of_the_backend_it_runs() {
+    // a kill at a point `local` never reaches: it used to run with 0 crash events
+    let e = refused(&["run", "sims/kill-mid-reservation.toml", "--backend", "local"]);
+    assert!(
+        e.contains("faults[0].point: the kill can never happen: backend `local` never reaches `mid_reservation`"),
+        "{e}"
+    );
+    // an option of the compare list's row, on `--backend redis_lock` (outside the list)
+    let d = tmp("i06-run");
+    let f = d.join("s.toml");
+    std::fs::write(
+        &f,
+        FOUR_LIMITERS.replace(
+            "rate = 50.0",
+            "rate = 50.0\ncompare = [\"row\", \"local\"]\nstale_after = \"1s\"",
+        ),
+    )
+    .unwrap();
+    let e = refused(&["run", f.to_str().unwrap(), "--backend", "redis_lock"]);
+    assert!(
+        e.contains("pacer.stale_after: backend `redis_lock` does not use option `stale_after`"),
+        "{e}"
+    );
+    // one on the list keeps the list's options (and runs: `local` fails its ceiling, exit 1)
+    let (code, _, e) = pacesim(&["run", f.to_str().unwrap(), "--backend", "local"]);
+    assert!(code == 0 || code == 1, "{e}");
+}
+
+#[test]
+fn i06_a_kill_every_compared_backend_must_reach() {
+    let kill = "[[faults]]\nkind = \"kill\"\nat = \"1s\"\npoint = \"holding_lock\"\n";
+    let cmp = FOUR_LIMITERS.replace("rate = 50.0", "rate = 50.0\ncompare = [\"row\", \"advisory\"]");
+    let e = err(&format!("{cmp}{kill}"));
+    assert!(
+        e.contains("faults[0].point: the kill can never happen: backend `row` never reaches `holding_lock`"),
+        "{e}"
+    );
+    // `simulate` and `matrix` refuse it before running anything
+    let d = tmp("i06-sim");
+    let f = d.join("s.toml");
+    std::fs::write(&f, format!("{cmp}{kill}")).unwrap();
+    let e = refused(&["simulate", f.to_str().unwrap()]);
+    assert!(e.contains("never reaches `holding_lock`"), "{e}");
+    let e = refused(&["matrix", f.to_str().unwrap()]);
+    assert!(e.contains("never reaches `holding_lock`"), "{e}");
+}
+
+#[test]
+fn i06_sim_builder_refuses_what_its_backend_cannot_run() {
+    let threads = sim("threads-row.toml");
+    let sc = Scenario::parse("t.toml", &threads).unwrap();
+    let adv = pacesim::backend::advisory::AdvisoryOptions::default()
+        .build(&sc)
+        .unwrap();
+    let e = SimBuilder::new(sc.clone()).run(adv).unwrap_err();
+    assert_eq!(e.field, "processes.threads");
+    assert!(
+        e.message.contains("backend `advisory` runs one thread per process"),
+        "{e:?}"
+    );
+    let kill = Scenario::parse("k.toml", &sim("kill-mid-reservation.toml")).unwrap();
+    let local = pacesim::backend::local::LocalOptions::default().build(&kill).unwrap();
+    let mut out = pacesim::trace::Collect::default();
+    let e = SimBuilder::new(kill.clone()).run_into(local, &mut out).unwrap_err();
+    assert_eq!(e.field, "faults[0].point");
+    assert!(out.header.is_none(), "nothing is written");
+    // a backend that can: runs
+    let row = pacesim::backend::row::RowOptions::default().build(&sc).unwrap();
+    assert!(SimBuilder::new(sc).run(row).is_ok());
+}
+
+// ---- item 10: durations the virtual clock cannot represent ----
+
+#[test]
+fn i10_a_duration_past_the_clock_is_refused_with_file_line_and_field() {
+    // 1e19 ns was accepted; virtual time stops at 2^63 ns (about 9.2e18)
+    let e = err(&FOUR_LIMITERS.replace("duration = \"5s\"", "duration = \"10000000000000000000ns\""));
+    assert!(e.starts_with("t.toml:3: duration:"), "{e}");
+    assert!(e.contains("beyond what the virtual clock can represent"), "{e}");
+    let e = err(&FOUR_LIMITERS.replace("duration = \"5s\"", "duration = \"300000000h\""));
+    assert!(e.starts_with("t.toml:3: duration:"), "{e}");
+    // a fault's time, a distribution's value
+    let e = err(&format!(
+        "{FOUR_LIMITERS}[[faults]]\nkind = \"kill\"\nat = \"9000000000000000000ns\"\n"
+    ));
+    assert!(
+        e.starts_with("t.toml:") && e.contains("faults[0]") && e.contains("beyond what the virtual clock"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{FOUR_LIMITERS}[fetch]\nduration = {{ dist = \"constant\", value = \"5000000000000000000ns\" }}\n"
+    ));
+    assert!(
+        e.contains("t.toml:11:") && e.contains("beyond what the virtual clock"),
+        "{e}"
+    );
+    // the longest accepted
+    Scenario::parse(
+        "t.toml",
+        &FOUR_LIMITERS.replace("duration = \"5s\"", "duration = \"1000000000000000000ns\""),
+    )
+    .unwrap();
+    // the command line too
+    let e = refused(&["run", "sims/four-limiters.toml", "--max-wall", "10000000000000000000ns"]);
+    assert!(e.contains("beyond what the virtual clock"), "{e}");
+}
+
+// ---- item 7: limits too small to make progress ----
+
+#[test]
+fn i07_a_time_limit_too_small_to_make_progress_is_refused() {
+    let with = |field: &str| FOUR_LIMITERS.replace("requests = 10", &format!("requests = 10\n{field}"));
+    for f in ["hard_limit", "soft_limit"] {
+        let e = err(&with(&format!("{f} = \"0s\"")));
+        assert!(
+            e.starts_with(&format!("t.toml:10: processes.{f}: must be above 0")),
+            "{e}"
+        );
+    }
+    // one nanosecond: every job killed as it starts, a billion times a second
+    let d = tmp("i07");
+    let f = d.join("s.toml");
+    std::fs::write(&f, with("hard_limit = \"1ns\"")).unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(e.contains("processes.hard_limit: the run would schedule about"), "{e}");
+    // a lock polled every nanosecond
+    std::fs::write(
+        &f,
+        FOUR_LIMITERS
+            .replace("\"row\"", "\"advisory\"")
+            .replace("rate = 50.0", "rate = 50.0\npoll = \"1ns\""),
+    )
+    .unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(e.contains("pacer.poll: the run would schedule about"), "{e}");
+}
+
+// ---- item 9: work without bound ----
+
+#[test]
+fn i09_a_period_of_a_nanosecond_is_refused_with_the_figure() {
+    let src = sim("backfill-chunks.toml");
+    let d = tmp("i09-jobs");
+    let f = d.join("s.toml");
+    for (field, line) in [
+        ("tick", "tick = \"1ns\""),
+        ("sweep_every", "tick = \"15m\"\nsweep_every = \"1ns\""),
+    ] {
+        std::fs::write(&f, src.replace("tick = \"15m\"", line)).unwrap();
+        let e = refused(&["run", f.to_str().unwrap()]);
+        assert!(
+            e.contains(&format!("jobs.{field}: the run would schedule about")),
+            "{e}"
+        );
+        assert!(e.contains("e14 events, above the limit of 1e10"), "{e}");
+        let e = refused(&["simulate", f.to_str().unwrap()]);
+        assert!(e.contains(&format!("jobs.{field}")), "{e}");
+    }
+    // the shipped period runs
+    std::fs::write(&f, &src).unwrap();
+    Scenario::parse("s.toml", &src).unwrap();
+    assert!(pacesim::run::budget::work(&Scenario::parse("s.toml", &src).unwrap()).0 < 1e8);
+}
+
+/// Run `pacesim ARGS` under a wall-clock watchdog far above what a near-linear run takes
+/// (`--max-wall`: exit 2, "still running"), and report its exit code and peak resident
+/// memory, measured by the kernel for this child alone (`wait4`).
+fn run_measured(args: &[&str]) -> (i32, String, u64) {
+    use std::os::unix::process::ExitStatusExt;
+    #[allow(clippy::zombie_processes)] // reaped by `wait4` below, which also reads its usage
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut stderr = child.stderr.unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child, not yet waited for (std's handle was consumed above
+    // without waiting); `status` and `usage` are valid for writes.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4");
+    let code = std::process::ExitStatus::from_raw(status).code().unwrap_or(-1);
+    (code, err, usage.ru_maxrss as u64 * 1024)
+}
+
+#[test]
+fn i09_the_backoff_checkers_reordering_search_is_bounded() {
+    // row with a 1 ms store timeout (reports time out: their fate floats) and a 429 window:
+    // 80 s and 1.5 GB in the reordering search
+    let d = tmp("i09-backoff");
+    let f = d.join("s.toml");
+    std::fs::write(
+        &f,
+        r#"name = "bo"
+seed = 5
+duration = "20s"
+[pacer]
+backend = "row"
+rate = 50.0
+backoff = "global"
+[processes]
+count = 16
+[store]
+latency = { dist = "lognormal", median = "0.6ms", sigma = 0.5 }
+service = { dist = "constant", value = "0.05ms" }
+timeout = "1ms"
+[fetch]
+duration = { dist = "lognormal", median = "50ms", sigma = 0.4 }
+[[faults]]
+kind = "destination_throttle"
+at = "2s"
+duration = "10s"
+[backoff]
+factor = 2.0
+cap = 8.0
+decay_after = 10
+"#,
+    )
+    .unwrap();
+    let (code, e, peak) = run_measured(&["run", f.to_str().unwrap(), "--max-wall", "40s"]);
+    assert!(code == 0 || code == 1, "exit {code}: {e}");
+    assert!(peak < 256 << 20, "peak {} MiB", peak >> 20);
+}
+
+#[test]
+fn i09_long_fault_lists_are_near_linear() {
+    let d = tmp("i09-faults");
+    let base =
+        "name = \"p\"\nseed = 1\nduration = \"5s\"\n[pacer]\nbackend = \"row\"\nrate = 50.0\n[processes]\ncount = 4\n";
+    // a partition naming a million processes (one, a million times): 33 s, quadratic
+    let f = d.join("part.toml");
+    let pids = vec!["1"; 1_000_000].join(",");
+    std::fs::write(
+        &f,
+        format!("{base}[[faults]]\nkind = \"partition\"\nat = \"1s\"\nduration = \"2s\"\nprocesses = [{pids}]\n"),
+    )
+    .unwrap();
+    let (code, e, _) = run_measured(&["run", f.to_str().unwrap(), "--max-wall", "20s"]);
+    assert!(code == 0 || code == 1, "exit {code}: {e}");
+    // 40,000 overlapping outages (> 30 s: every checker follows every open window at every
+    // event): refused, with the figure
+    let f = d.join("outages.toml");
+    let mut src = base.to_string();
+    for i in 0..40_000 {
+        src.push_str(&format!(
+            "[[faults]]\nkind = \"store_outage\"\nat = \"{}ms\"\nduration = \"3s\"\n",
+            1000 + i % 1000
+        ));
+    }
+    std::fs::write(&f, &src).unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(
+        e.contains("faults[") && e.contains("40000 fault windows are open at once (at 1999ms), above the limit of 256"),
+        "{e}"
+    );
+    // as many one after the other run
+    let mut src = base.to_string();
+    for i in 0..40_000u64 {
+        src.push_str(&format!(
+            "[[faults]]\nkind = \"store_outage\"\nat = \"{}us\"\nduration = \"50us\"\n",
+            1000 + i * 100
+        ));
+    }
+    std::fs::write(&f, &src).unwrap();
+    let (code, e, _) = run_measured(&["run", f.to_str().unwrap(), "--max-wall", "20s"]);
+    assert!(code == 0 || code == 1, "exit {code}: {e}");
+}
+
+/// Issue 34 item 7: row at 1e8/s (zero latency: two million fetches in 20 ms) with a 10 s
+/// store timeout. Each fetch's report, which its thread does not wait for, left its timeout
+/// queued for the full 10 s: 280 MB here, 4 GiB and an abort at 10 s of run.
+#[test]
+fn i07_timeouts_of_operations_no_longer_awaited_do_not_pile_up() {
+    let d = tmp("i07-rate");
+    let f = d.join("s.toml");
+    std::fs::write(
+        &f,
+        "name = \"h\"\nseed = 1\nduration = \"20ms\"\n[pacer]\nbackend = \"row\"\nrate = 1e8\n[processes]\ncount = 64\n[store]\ntimeout = \"10s\"\n",
+    )
+    .unwrap();
+    let (code, e, peak) = run_measured(&["run", f.to_str().unwrap(), "--max-wall", "60s"]);
+    assert!(code == 0 || code == 1, "exit {code}: {e}");
+    assert!(peak < 128 << 20, "peak {} MiB", peak >> 20);
+}
