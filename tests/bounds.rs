@@ -262,6 +262,25 @@ fn i09_a_period_of_a_nanosecond_is_refused_with_the_figure() {
     assert!(pacesim::run::budget::work(&Scenario::parse("s.toml", &src).unwrap()).0 < 1e8);
 }
 
+/// Item 7's first reproducer: `row` at 1e8/s for 10 s (a billion fetches) aborted allocating
+/// 4 GiB. The fetches the pacer allows are in both estimates: refused up front, naming the
+/// rate, by memory and (with the memory limit raised) by work; a bounded `requests` lifts it.
+#[test]
+fn i07_a_huge_rate_is_refused_before_it_runs() {
+    let d = tmp("i07-rate");
+    let f = d.join("s.toml");
+    let src =
+        "name = \"huge-rate\"\nduration = \"10s\"\n[pacer]\nbackend = \"row\"\nrate = 1e8\n[processes]\ncount = 4\n";
+    std::fs::write(&f, src).unwrap();
+    let file = f.to_str().unwrap();
+    let e = refused(&["run", file]);
+    assert!(e.contains("s.toml:5: pacer.rate: the run would need about"), "{e}");
+    let e = refused(&["run", file, "--max-memory", "64GiB"]);
+    assert!(e.contains("pacer.rate: the run would schedule about"), "{e}");
+    let sc = Scenario::parse("s.toml", &src.replace("count = 4", "count = 4\nrequests = 1000")).unwrap();
+    pacesim::run::budget::check(&sc, 1).unwrap();
+}
+
 /// Run `pacesim ARGS` under a wall-clock watchdog far above what a near-linear run takes
 /// (`--max-wall`: exit 2, "still running"), and report its exit code and peak resident
 /// memory, measured by the kernel for this child alone (`wait4`).

@@ -40,8 +40,25 @@ const PER_KILL: f64 = 1024.0;
 const PER_JOB: f64 = 64.0;
 /// Bytes per run whose summary is kept (simulate and sweep keep every run's row).
 const PER_RUN: f64 = 4096.0;
+/// Bytes per fetch the run may make: what still grows with the number of fetches (about
+/// 8 B a fetch measured at 1e8/s, where nothing else grows), doubled.
+const PER_FETCH: f64 = 16.0;
+/// Events the simulator schedules per fetch, on the high side (reservation, reply, fetch
+/// start, arrival, fetch end, the report).
+const EVENTS_PER_FETCH: f64 = 6.0;
 /// The fixed part of one run.
 const BASE: f64 = 16.0 * 1024.0 * 1024.0;
+
+/// The most fetches one run of `sc` makes, on the high side for a shared pacer: twice the
+/// ceiling over the duration, or every process's `requests` when fewer. (A per-process pacer
+/// such as `local` may make N times more; the guard does not count that.)
+fn fetches(sc: &Scenario) -> f64 {
+    let by_rate = 2.0 * sc.pacer.rate * sc.duration.as_secs_f64();
+    match sc.processes.requests {
+        Some(r) => by_rate.min(r as f64 * f64::from(sc.processes.count)),
+        None => by_rate,
+    }
+}
 
 /// The most events one run may schedule: about ten minutes of the simulator's time at its
 /// slowest (some 20 million events a second), where a period of a nanosecond (`[jobs] tick`,
@@ -178,7 +195,10 @@ pub fn estimate(sc: &Scenario, runs: u64) -> (u64, String) {
     let secs = sc.duration.as_secs_f64();
     let n = f64::from(sc.processes.count);
     let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
-    let mut parts: Vec<(String, f64)> = vec![("processes.count".into(), n * PER_PROCESS)];
+    let mut parts: Vec<(String, f64)> = vec![
+        ("processes.count".into(), n * PER_PROCESS),
+        ("pacer.rate".into(), fetches(sc) * PER_FETCH),
+    ];
     // every thread past the first is one more loop, about the size of a one-thread process's
     if sc.processes.threads > 1 {
         let extra = f64::from(sc.processes.threads - 1);
@@ -227,7 +247,7 @@ pub fn work(sc: &Scenario) -> (f64, String) {
     let secs = sc.duration.as_secs_f64();
     let loops = f64::from(sc.processes.count) * f64::from(sc.processes.threads.max(1));
     let every = |n: f64, period: crate::time::Nanos| n * secs / period.as_secs_f64().max(1e-9) * PER_FIRING;
-    let mut parts: Vec<(String, f64)> = Vec::new();
+    let mut parts: Vec<(String, f64)> = vec![("pacer.rate".into(), fetches(sc) * EVENTS_PER_FETCH)];
     if let Some(j) = &sc.jobs {
         let jobs = crate::task::Jobs::new(j);
         let sources = f64::from(jobs.sources);
