@@ -871,6 +871,29 @@ fn lock_churn_requeues_with_fresh_limits_and_the_valve_fires_at_max_wait() {
     );
 }
 
+/// Issue 35 item 3: lock churn's starvation belongs to the loop mode. The same three workers
+/// and walks through the broker the record runs (`[jobs]`: one task per source per tick) hand
+/// the lock round: every event that starts is finalised, no valve fires, and the longest wait
+/// (a task's, from its first try to its walk) is 108 s. `fairness` once charged the idle worker
+/// whose try was re-enqueued and picked up by another with 972 s of "waiting" (and failed the
+/// 16 min bound): time with nothing to ask for is not waiting.
+#[test]
+fn lock_churn_through_the_broker_hands_the_lock_round_and_nobody_starves() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/lock-churn.toml");
+    let src = std::fs::read_to_string(path).unwrap() + "\n[jobs]\nsources = 3\ntick_walk = 70\ntick = \"1m\"\n";
+    let sc = Scenario::parse("lock-churn-jobs", &src).unwrap();
+    let evs = trace(&sc);
+    assert!(!evs.iter().any(|e| matches!(e, Event::Uncapped { .. })), "no valve fired");
+    let s = summary(&sc);
+    assert!(s.checks["work_heal"].pass && s.checks["ceiling"].pass, "{:?}", s.checks);
+    let f = &s.checks["fairness"];
+    assert!(
+        f.pass && f.detail.contains("longest wait for permission 108.077s (pid 0, from 0.000s); within"),
+        "{}",
+        f.detail
+    );
+}
+
 /// Without the valve the churn starves the two others for the whole run, and only the
 /// starvation verdict sees it: the ceiling and mutual exclusion hold.
 #[test]
