@@ -1128,11 +1128,25 @@ fn fairness_through_a_broker_counts_the_tasks_wait_not_an_idle_workers() {
     // a task nobody runs waits until the end, whichever worker tried it last
     let open: Vec<Event> = ev
         .iter()
-        .filter(|e| !matches!(e, Event::JobEvent { state: JobState::Running, .. }) && !matches!(e, Event::FetchStart { pid: 1, .. } | Event::Arrival { pid: 1, .. } | Event::FetchEnd { pid: 1, .. }))
+        .filter(|e| {
+            !matches!(
+                e,
+                Event::JobEvent {
+                    state: JobState::Running,
+                    ..
+                }
+            ) && !matches!(
+                e,
+                Event::FetchStart { pid: 1, .. } | Event::Arrival { pid: 1, .. } | Event::FetchEnd { pid: 1, .. }
+            )
+        })
         .cloned()
         .collect();
     let d = fails(&check(&h, &open), "fairness");
-    assert!(d.contains("longest wait for permission 100.000s (pid 1, from 0.000s); starvation"), "{d}");
+    assert!(
+        d.contains("longest wait for permission 100.000s (pid 1, from 0.000s); starvation"),
+        "{d}"
+    );
 }
 
 /// The ceiling's boundary: with `burst = 2` (the header's), exactly `burst` arrivals (and granted
