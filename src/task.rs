@@ -433,7 +433,8 @@ impl Tasks {
     pub fn begin(&mut self, pid: u32, task: usize, job: u64, t: Instant) -> TaskMemo {
         let tk = &mut self.tasks[task];
         let first_try = *tk.first_try.get_or_insert(t);
-        let source = self.events[tk.event as usize].source;
+        let event = tk.event;
+        let source = self.events[event as usize].source;
         let backfill = self.backfilling(source);
         let s = &self.sources[source as usize];
         let walk = if backfill {
@@ -455,6 +456,7 @@ impl Tasks {
         TaskMemo {
             first_try: Some(first_try),
             walk: Some(walk),
+            task: Some(event),
         }
     }
 

@@ -1082,6 +1082,73 @@ fn fairness_judges_the_longest_wait_against_the_bound() {
     assert!(d.contains("longest wait for permission 40.000s (pid 1"), "{d}");
 }
 
+/// Issue 35 item 3: through a broker a wait is the task's, not the worker's. Three workers,
+/// one lock (held by pid 2 from 0 s). Task 0 (source 0) is tried by pid 0 at 0 s and
+/// re-enqueued; pid 0 is then free and asks for nothing until the end (100 s). Pid 1 tries
+/// the task at 2 s (re-enqueued again) and at 4 s, takes the lock and fetches: the task
+/// waited 4 s, from its first try on another worker. Before the fix pid 0, idle from 0 s,
+/// was reported as waiting 100 s (starvation against a 60 s bound).
+#[test]
+fn fairness_through_a_broker_counts_the_tasks_wait_not_an_idle_workers() {
+    use pacesim::trace::JobState;
+    let job = |t: u64, pid: Option<u32>, state: JobState| Event::JobEvent {
+        t,
+        source: 0,
+        event: 0,
+        pid,
+        state,
+    };
+    let try_lock = |t: u64, pid: u32| Event::OpSent {
+        t,
+        pid,
+        thread: 0,
+        op: OpKind::TryLock,
+    };
+    let mut ev = vec![job(0, None, JobState::Pending)];
+    // pid 2 holds the lock and walks all run long
+    ev.push(try_lock(0, 2));
+    ev.push(Event::LockAcquired { t: 0, pid: 2, lock: 0 });
+    for k in 0..90 {
+        ev.extend(fetch(k * S, 2, 200));
+    }
+    ev.push(try_lock(0, 0));
+    ev.push(job(MS, Some(0), JobState::Requeued));
+    ev.push(try_lock(2 * S, 1));
+    ev.push(job(2 * S + MS, Some(1), JobState::Requeued));
+    ev.push(try_lock(4 * S, 1));
+    ev.push(job(4 * S + MS, Some(1), JobState::Running));
+    ev.extend(fetch(4 * S + MS, 1, 200));
+    ev.push(end(100 * S));
+    let h = header("redis_lock", 3, 2.0, json!({ "wait_bound_ns": 60 * S }));
+    let d = passes(&check(&h, &ev), "fairness");
+    assert!(
+        d.contains("longest wait for permission 4.001s (pid 1, from 0.000s); within the wait bound"),
+        "{d}"
+    );
+    // a task nobody runs waits until the end, whichever worker tried it last
+    let open: Vec<Event> = ev
+        .iter()
+        .filter(|e| {
+            !matches!(
+                e,
+                Event::JobEvent {
+                    state: JobState::Running,
+                    ..
+                }
+            ) && !matches!(
+                e,
+                Event::FetchStart { pid: 1, .. } | Event::Arrival { pid: 1, .. } | Event::FetchEnd { pid: 1, .. }
+            )
+        })
+        .cloned()
+        .collect();
+    let d = fails(&check(&h, &open), "fairness");
+    assert!(
+        d.contains("longest wait for permission 100.000s (pid 1, from 0.000s); starvation"),
+        "{d}"
+    );
+}
+
 /// The ceiling's boundary: with `burst = 2` (the header's), exactly `burst` arrivals (and granted
 /// slots) at one instant, then paced at the interval, conform; exactly `burst + 1` do not. A
 /// ceiling that tolerated one more than the burst would pass the second trace.

@@ -871,6 +871,34 @@ fn lock_churn_requeues_with_fresh_limits_and_the_valve_fires_at_max_wait() {
     );
 }
 
+/// Issue 35 item 3: lock churn's starvation belongs to the loop mode. The same three workers
+/// and walks through the broker the record runs (`[jobs]`: one task per source per tick) hand
+/// the lock round: every event that starts is finalised, no valve fires, and the longest wait
+/// (a task's, from its first try to its walk) is 108 s. `fairness` once charged the idle worker
+/// whose try was re-enqueued and picked up by another with 972 s of "waiting" (and failed the
+/// 16 min bound): time with nothing to ask for is not waiting.
+#[test]
+fn lock_churn_through_the_broker_hands_the_lock_round_and_nobody_starves() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/lock-churn.toml");
+    let src = std::fs::read_to_string(path).unwrap() + "\n[jobs]\nsources = 3\ntick_walk = 70\ntick = \"1m\"\n";
+    let sc = Scenario::parse("lock-churn-jobs", &src).unwrap();
+    let evs = trace(&sc);
+    assert!(
+        !evs.iter().any(|e| matches!(e, Event::Uncapped { .. })),
+        "no valve fired"
+    );
+    let s = summary(&sc);
+    assert!(s.checks["work_heal"].pass && s.checks["ceiling"].pass, "{:?}", s.checks);
+    let f = &s.checks["fairness"];
+    assert!(
+        f.pass
+            && f.detail
+                .contains("longest wait for permission 108.077s (pid 0, from 0.000s); within"),
+        "{}",
+        f.detail
+    );
+}
+
 /// Without the valve the churn starves the two others for the whole run, and only the
 /// starvation verdict sees it: the ceiling and mutual exclusion hold.
 #[test]
@@ -894,4 +922,91 @@ fn without_its_valve_the_walk_lock_starves_and_fairness_fails() {
     unbounded.checks.wait_bound = None;
     let f = &summary(&unbounded).checks["fairness"];
     assert!(f.pass && f.detail.ends_with("no [checks] wait_bound)"), "{}", f.detail);
+}
+
+/// Issue 35 item 1: the walk lock as written (TTL 1560 s past the hard kill, valve 15 min).
+/// The holder killed at 100 s keeps its key past the valve: nobody walks from 100 s to 900 s,
+/// then all four waiting tasks go uncapped at the same instant and the ceiling breaks.
+#[test]
+fn lock_ttl_past_the_valve_strands_every_task_then_bursts_at_the_valve() {
+    let sc = load("lock-ttl-past-valve.toml");
+    let evs = trace(&sc);
+    let valves: Vec<u64> = evs
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Uncapped { t, .. } => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(valves.len(), 4, "{valves:?}");
+    assert!(valves.iter().all(|&t| t == 900_000_000_000), "{valves:?}");
+    assert_eq!(
+        arrivals_between(&evs, 100.5, 900.0),
+        0,
+        "nobody walks while the dead key lives"
+    );
+    // four walks at 0.5/s each: four arrivals in one second against a bound of 1
+    assert_eq!(arrivals_between(&evs, 900.0, 901.0), 4);
+    let s = summary(&sc);
+    assert!(
+        !s.checks["ceiling"].pass && s.checks["mutual_exclusion"].pass && s.checks["work_heal"].pass,
+        "{:?}",
+        s.checks
+    );
+    assert!(s.burst_needed > 100, "burst {}", s.burst_needed);
+}
+
+/// Each fix of the same case as its own scenario: a TTL below the valve and a valve that
+/// re-checks a lock keep one walk at a time (the ceiling holds); a jittered valve spreads the
+/// valves but two still overlap (a smaller burst than as written, not none).
+#[test]
+fn lock_ttl_past_the_valve_fixes() {
+    let asw = summary(&load("lock-ttl-past-valve.toml"));
+    // the TTL below the valve: the dead key expires at 240 s, the queue drains before 900 s
+    let sc = load("lock-ttl-below-valve.toml");
+    let evs = trace(&sc);
+    assert!(
+        !evs.iter().any(|e| matches!(e, Event::Uncapped { .. })),
+        "no valve fired"
+    );
+    let s = summary(&sc);
+    assert!(s.all_pass(), "{:?}", s.checks);
+    // the valve re-checks a lock: four valve walks, 200 s apart, never two at once
+    let sc = load("lock-valve-recheck.toml");
+    let evs = trace(&sc);
+    let valves: Vec<u64> = evs
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Uncapped { t, .. } => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(valves.len(), 4, "{valves:?}");
+    assert!(valves.windows(2).all(|w| w[1] - w[0] >= 200_000_000_000), "{valves:?}");
+    let s = summary(&sc);
+    assert!(
+        s.checks["ceiling"].pass && s.burst_needed <= 2,
+        "{:?}",
+        s.checks["ceiling"]
+    );
+    // the jittered valve: four valves at four different times, a smaller burst, still a burst
+    let sc = load("lock-valve-jitter.toml");
+    let evs = trace(&sc);
+    let mut valves: Vec<u64> = evs
+        .iter()
+        .filter_map(|e| match *e {
+            Event::Uncapped { t, .. } => Some(t),
+            _ => None,
+        })
+        .collect();
+    valves.dedup();
+    assert_eq!(valves.len(), 4, "four distinct valve times: {valves:?}");
+    let s = summary(&sc);
+    assert!(!s.checks["ceiling"].pass, "{:?}", s.checks["ceiling"]);
+    assert!(
+        s.burst_needed < asw.burst_needed,
+        "{} against {}",
+        s.burst_needed,
+        asw.burst_needed
+    );
 }

@@ -135,6 +135,9 @@ pub struct TaskMemo {
     pub first_try: Option<Instant>,
     /// Fetches its walk makes; `None`: the backend's own default.
     pub walk: Option<u32>,
+    /// The task's identity (its download event's number), for draws that must follow the task
+    /// across executions and workers (`redis_lock`'s `valve_jitter`); `None` outside a broker.
+    pub task: Option<u32>,
 }
 
 /// What the process side may touch: the time, its own clocks, and the trace.

@@ -58,6 +58,18 @@ pub struct RedisLockOptions {
     /// on the other declared platforms run uncapped (self-pacing). Needs `[[platforms]]`.
     /// Default `["patreon"]` (the record's `SERIALIZED_PLATFORMS={patreon}`).
     pub serialized_platforms: Option<Vec<String>>,
+    /// The safety valve re-checks a lock before it runs uncapped: a task past `max_wait` tries
+    /// the platform's valve key (`fc:download_lock:<platform>:valve`, `SET NX PX ttl`), walks
+    /// uncapped only if it takes it (releasing it after), and otherwise re-enqueues with the
+    /// countdown (its next execution tries the walk lock first). At most one valve walk per
+    /// platform at a time. Default false: the record's valve runs uncapped at once. pacesim's
+    /// choice (issue 35 item 1), one reading of "a valve that re-checks the lock".
+    pub valve_lock: Option<bool>,
+    /// Spread the safety valve: each task's valve fires at `max_wait + u x valve_jitter`, `u`
+    /// uniform in [0, 1) drawn from the task (its download event through a broker, else its
+    /// process and first attempt), so a redelivered task keeps its draw. Default 0: the
+    /// record's one `max_wait` for every task. pacesim's choice (issue 35 item 1).
+    pub valve_jitter: Option<Nanos>,
 }
 
 /// The Redis walk-lock backend.
@@ -70,6 +82,17 @@ pub struct RedisLock {
     interval: Nanos,
     platforms: Vec<WalkPlatform>,
     seed: u64,
+    valve_lock: bool,
+    valve_jitter: Nanos,
+}
+
+/// SplitMix64's output function: a well-mixed 64-bit value from any input (the valve's jitter
+/// draw, a function of the task alone so every execution of it draws the same).
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// One declared platform as the walker sees it.
@@ -90,6 +113,15 @@ impl RedisLock {
             return Err(OptionError::new(
                 "serialized_platforms",
                 "names platforms, but the scenario declares none ([[platforms]])",
+            ));
+        }
+        if o.valve_lock == Some(true) && sc.platforms.len() > crate::platform::MAX_PLATFORMS / 2 {
+            return Err(OptionError::new(
+                "valve_lock",
+                format!(
+                    "needs a valve key per platform: at most {} platforms",
+                    crate::platform::MAX_PLATFORMS / 2
+                ),
             ));
         }
         let serialized = o.serialized_platforms.unwrap_or_else(|| vec!["patreon".into()]);
@@ -119,12 +151,31 @@ impl RedisLock {
             poll: o.poll.unwrap_or(Nanos(5_000_000_000)),
             walk: o.walk.unwrap_or(10),
             interval: sc.interval(),
+            valve_lock: o.valve_lock.unwrap_or(false),
+            valve_jitter: o.valve_jitter.unwrap_or(Nanos(0)),
         })
     }
 
     /// The TTL in force.
     pub fn ttl(&self) -> Nanos {
         self.ttl
+    }
+
+    /// The walk locks (one per platform, one without platforms): lock numbers at or past this
+    /// are the valve keys (`valve_lock`), the valve key of lock `k` being `locks() + k`.
+    fn locks(&self) -> u32 {
+        self.platforms.len().max(1) as u32
+    }
+
+    /// When the safety valve fires for a task that first asked at `first` (`key`: the task's
+    /// identity, for its jitter draw).
+    fn valve_at(&self, first: Instant, key: u64) -> Instant {
+        if self.valve_jitter.0 == 0 {
+            return first + self.max_wait;
+        }
+        let u = splitmix64(self.seed ^ key.wrapping_mul(0x9E37_79B9_7F4A_7C15)) >> 11;
+        let frac = u as f64 / (1u64 << 53) as f64;
+        first + self.max_wait + Nanos((self.valve_jitter.0 as f64 * frac) as u64)
     }
 
     /// The platforms' detail for the trace header (`backend_detail.platforms`).
@@ -161,6 +212,12 @@ impl Backend for RedisLock {
             "locks": self.platforms.iter().filter(|p| p.serialized).count().max(1),
             "fallback": "uncapped",
         });
+        if self.valve_lock {
+            d["valve_lock"] = serde_json::json!(true);
+        }
+        if self.valve_jitter.0 > 0 {
+            d["valve_jitter_ns"] = serde_json::json!(self.valve_jitter.0);
+        }
         if !self.platforms.is_empty() {
             let rate = 1e9 / self.interval.0 as f64;
             d["platforms"] = serde_json::to_value(self.platform_detail(rate)).expect("platforms serialise");
@@ -173,8 +230,10 @@ impl Backend for RedisLock {
             cfg: self.clone(),
             left: 0,
             holding: false,
+            valve: false,
             first_try: None,
             task_walk: None,
+            task: None,
             pacer: LocalPacer::new(self.interval.0),
             platform: 0,
             // drawn from only when platforms are declared
@@ -192,6 +251,7 @@ impl Backend for RedisLock {
             key: None,
             others: vec![None; self.platforms.len().saturating_sub(1)],
             ttl: self.ttl,
+            valve_from: self.locks(),
         }
     }
 }
@@ -204,6 +264,10 @@ pub struct LockKey {
     // the keys of locks 1.. (platforms after the first), as `key`
     others: Vec<Option<(Session, Instant)>>,
     ttl: Nanos,
+    // lock numbers at or past this are valve keys (`valve_lock`): not a walk's critical
+    // section, so their taking and release write no lock events (the walk they admit is
+    // `uncapped`, as the record's valve is)
+    valve_from: u32,
 }
 
 impl LockKey {
@@ -236,7 +300,9 @@ impl StoreSide for LockKey {
     /// next try takes it, and two walks overlap.
     fn on_state_lost(&mut self, cx: &mut StoreCx) {
         for lock in 0..=self.others.len() as u32 {
-            if let Some((holder, _)) = self.slot(lock).take() {
+            if let Some((holder, _)) = self.slot(lock).take()
+                && lock < self.valve_from
+            {
                 cx.out.event(&Event::LockReleased {
                     t: cx.t.0,
                     pid: holder.pid,
@@ -249,7 +315,7 @@ impl StoreSide for LockKey {
 
     fn serve(&mut self, cx: &mut StoreCx, s: Session, op: &LockOp, _now: Reading) -> Served<LockReply> {
         let (LockOp::TryLock { lock } | LockOp::Unlock { lock }) = *op;
-        let (t, ttl) = (cx.t, self.ttl);
+        let (t, ttl, walk_lock) = (cx.t, self.ttl, lock < self.valve_from);
         let key = self.slot(lock);
         if let Some((_, exp)) = *key
             && exp <= t
@@ -261,11 +327,13 @@ impl StoreSide for LockKey {
                 None => {
                     let exp = t + ttl;
                     *key = Some((s, exp));
-                    cx.out.event(&Event::LockAcquired {
-                        t: t.0,
-                        pid: s.pid,
-                        lock,
-                    });
+                    if walk_lock {
+                        cx.out.event(&Event::LockAcquired {
+                            t: t.0,
+                            pid: s.pid,
+                            lock,
+                        });
+                    }
                     cx.timers.push((exp, timer_token(s, lock)));
                     Served::now(LockReply::Locked { lock })
                 }
@@ -276,12 +344,14 @@ impl StoreSide for LockKey {
                     *key = None;
                 }
                 // The walk (the critical section) is over, whether or not the key was ours.
-                cx.out.event(&Event::LockReleased {
-                    t: t.0,
-                    pid: s.pid,
-                    lock,
-                    reason: ReleaseReason::Release,
-                });
+                if walk_lock {
+                    cx.out.event(&Event::LockReleased {
+                        t: t.0,
+                        pid: s.pid,
+                        lock,
+                        reason: ReleaseReason::Release,
+                    });
+                }
                 Served::now(LockReply::Unlocked)
             }
         }
@@ -308,10 +378,14 @@ pub struct Walker {
     left: u32,
     // Holds the lock (false for an uncapped walk).
     holding: bool,
+    // Holds the platform's valve key (`valve_lock`): the uncapped walk releases it.
+    valve: bool,
     // When the current job first asked for the lock.
     first_try: Option<Instant>,
     // The current broker task's walk length (None: `cfg.walk`).
     task_walk: Option<u32>,
+    // The current broker task's identity (its event), for the valve's jitter.
+    task: Option<u32>,
     pacer: LocalPacer,
     // The current job's platform (the lock it takes); 0 without platforms.
     platform: u32,
@@ -330,6 +404,7 @@ impl Walker {
     fn start_walk(&mut self, cx: &mut ProcCx, holding: bool) -> Step<LockOp> {
         self.left = self.task_walk.unwrap_or(self.cfg.walk).max(1);
         self.holding = holding;
+        self.valve = false;
         self.first_try = None;
         self.next_fetch(cx)
     }
@@ -371,11 +446,28 @@ impl ProcessSide for Walker {
     }
 
     fn on_reply(&mut self, cx: &mut ProcCx, op: &LockOp, reply: LockReply) -> Step<LockOp> {
+        let valve_key = self.cfg.locks() + self.platform;
         match (*op, reply) {
+            // the valve key (`valve_lock`): the one valve walk of the platform
+            (LockOp::TryLock { lock }, LockReply::Locked { .. }) if lock == valve_key => {
+                Walker::uncapped(cx, UncappedReason::SafetyValve);
+                let step = self.start_walk(cx, false);
+                self.valve = true;
+                step
+            }
+            (LockOp::TryLock { lock }, _) if lock == valve_key => Step::Requeue(cx.t + self.cfg.poll),
             (LockOp::TryLock { .. }, LockReply::Locked { .. }) => self.start_walk(cx, true),
             (LockOp::TryLock { .. }, _) => {
                 let first = self.first_try.unwrap_or(cx.t);
-                if cx.t.since(first) >= self.cfg.max_wait {
+                let key = match self.task {
+                    Some(e) => (1 << 63) | e as u64,
+                    None => ((cx.pid as u64) << 40) ^ first.0,
+                };
+                if cx.t >= self.cfg.valve_at(first, key) {
+                    if self.cfg.valve_lock {
+                        // re-check: the valve key admits one valve walk at a time
+                        return Step::Send(LockOp::TryLock { lock: valve_key });
+                    }
                     Walker::uncapped(cx, UncappedReason::SafetyValve);
                     self.start_walk(cx, false)
                 } else {
@@ -384,6 +476,7 @@ impl ProcessSide for Walker {
             }
             (LockOp::Unlock { .. }, _) => {
                 self.holding = false;
+                self.valve = false;
                 Step::Done
             }
         }
@@ -391,6 +484,11 @@ impl ProcessSide for Walker {
 
     fn on_store_error(&mut self, cx: &mut ProcCx, op: &LockOp) -> Step<LockOp> {
         match op {
+            LockOp::Unlock { .. } if self.valve => {
+                // the valve key stays until its TTL; the walk is over
+                self.valve = false;
+                Step::Done
+            }
             LockOp::Unlock { .. } => {
                 // The key stays until its TTL; the walk itself is over.
                 cx.out.event(&Event::LockReleased {
@@ -415,6 +513,10 @@ impl ProcessSide for Walker {
             self.next_fetch(cx)
         } else if self.holding {
             Step::Send(LockOp::Unlock { lock: self.platform })
+        } else if self.valve {
+            Step::Send(LockOp::Unlock {
+                lock: self.cfg.locks() + self.platform,
+            })
         } else {
             Step::Done
         }
@@ -427,6 +529,10 @@ impl ProcessSide for Walker {
         self.left = 0;
         if self.holding {
             Step::Send(LockOp::Unlock { lock: self.platform })
+        } else if self.valve {
+            Step::Send(LockOp::Unlock {
+                lock: self.cfg.locks() + self.platform,
+            })
         } else {
             Step::Done
         }
@@ -435,6 +541,7 @@ impl ProcessSide for Walker {
     fn begin_task(&mut self, memo: TaskMemo) {
         self.first_try = memo.first_try;
         self.task_walk = memo.walk;
+        self.task = memo.task;
     }
 }
 
@@ -576,5 +683,119 @@ mod tests {
         // B's own unlock frees it
         w.serve(62_000_000_000, 1, LockOp::Unlock { lock: 0 });
         assert_eq!(w.serve(62_000_000_001, 2, try_lock), LockReply::Locked { lock: 0 });
+    }
+
+    fn world(b: RedisLock) -> World {
+        World {
+            key: b.store(),
+            walkers: (0..3).map(|p| b.process(p)).collect(),
+            b,
+            sink: Collect::default(),
+            rng: crate::rng::stream(1, crate::rng::Entity::Store),
+            timers: Vec::new(),
+            clock: Clock::reference(),
+        }
+    }
+
+    /// Issue 35 item 1: `valve_lock` (pacesim's option). Two tasks reach the valve together
+    /// behind a holder that never releases: the first takes the valve key (no lock event: it
+    /// walks uncapped, as the record's valve does), the second finds it taken and re-enqueues;
+    /// once the first walk releases the valve key the second takes it. Without the option
+    /// both run uncapped at once (the record's valve).
+    #[test]
+    fn valve_lock_admits_one_valve_walk_at_a_time() {
+        let try_lock = LockOp::TryLock { lock: 0 };
+        let valve_key = LockOp::TryLock { lock: 1 };
+        let mut w = world(lock("ttl='60s'\npoll='5s'\nmax_wait='12s'\nwalk=3\nvalve_lock=true"));
+        assert_eq!(w.serve(0, 0, try_lock), LockReply::Locked { lock: 0 });
+        for pid in [1, 2] {
+            assert_eq!(w.proc(0, pid, |p, cx| p.acquire(cx)), Step::Send(try_lock));
+        }
+        let t = 13_000_000_000;
+        for pid in [1, 2] {
+            assert_eq!(w.serve(t, pid, try_lock), LockReply::Busy);
+            assert_eq!(
+                w.proc(t, pid, |p, cx| p.on_reply(cx, &try_lock, LockReply::Busy)),
+                Step::Send(valve_key),
+                "past max_wait, pid {pid} re-checks the valve key"
+            );
+        }
+        let events = w.sink.events.len();
+        assert_eq!(w.serve(t, 1, valve_key), LockReply::Locked { lock: 1 });
+        assert!(matches!(
+            w.proc(t, 1, |p, cx| p.on_reply(cx, &valve_key, LockReply::Locked { lock: 1 })),
+            Step::FetchAt(_)
+        ));
+        assert_eq!(w.serve(t, 2, valve_key), LockReply::Busy);
+        assert_eq!(
+            w.proc(t, 2, |p, cx| p.on_reply(cx, &valve_key, LockReply::Busy)),
+            Step::Requeue(Instant(t + 5_000_000_000))
+        );
+        let new = &w.sink.events[events..];
+        assert_eq!(new.len(), 1, "only the uncapped walk is traced: {new:?}");
+        assert!(matches!(
+            new[0],
+            Event::Uncapped {
+                pid: 1,
+                reason: UncappedReason::SafetyValve,
+                ..
+            }
+        ));
+        // the valve walk ends by releasing the valve key; then the other takes it
+        let mut last = Step::Done;
+        for _ in 0..3 {
+            last = w.proc(t, 1, |p, cx| p.after_fetch(cx, 200));
+        }
+        assert_eq!(last, Step::Send(LockOp::Unlock { lock: 1 }));
+        w.serve(t + 1, 1, LockOp::Unlock { lock: 1 });
+        assert_eq!(w.serve(t + 2, 2, valve_key), LockReply::Locked { lock: 1 });
+        // the record's valve, without the option: both walk uncapped at once
+        let mut w = world(lock("ttl='60s'\npoll='5s'\nmax_wait='12s'"));
+        w.serve(0, 0, try_lock);
+        for pid in [1, 2] {
+            w.proc(0, pid, |p, cx| p.acquire(cx));
+            assert!(matches!(
+                w.proc(t, pid, |p, cx| p.on_reply(cx, &try_lock, LockReply::Busy)),
+                Step::FetchAt(_)
+            ));
+        }
+    }
+
+    /// Issue 35 item 1: `valve_jitter` (pacesim's option). Each task's valve fires at
+    /// `max_wait` plus its own draw in [0, jitter): the same task always draws the same (an
+    /// execution on another worker, a redelivery), different tasks spread over the range.
+    /// Without it every task's valve is exactly `max_wait`.
+    #[test]
+    fn valve_jitter_is_the_tasks_own_draw_within_the_range() {
+        let b = lock("max_wait='12s'\nvalve_jitter='60s'");
+        let at: Vec<u64> = (0..64u64).map(|e| b.valve_at(Instant(0), (1 << 63) | e).0).collect();
+        assert!(
+            at.iter().all(|&a| (12_000_000_000..72_000_000_000).contains(&a)),
+            "{at:?}"
+        );
+        assert_eq!(at[5], b.valve_at(Instant(0), (1 << 63) | 5).0, "one task, one draw");
+        let (lo, hi) = (*at.iter().min().unwrap(), *at.iter().max().unwrap());
+        assert!(
+            lo < 24_000_000_000 && hi > 60_000_000_000,
+            "spread over the range: {lo}..{hi}"
+        );
+        // through the walker: task 5's valve fires at its draw, not before
+        let mut w = world(b);
+        let try_lock = LockOp::TryLock { lock: 0 };
+        w.walkers[1].begin_task(TaskMemo {
+            first_try: Some(Instant(0)),
+            walk: Some(3),
+            task: Some(5),
+        });
+        assert!(matches!(
+            w.proc(at[5] - 1, 1, |p, cx| p.on_reply(cx, &try_lock, LockReply::Busy)),
+            Step::Requeue(_)
+        ));
+        assert!(matches!(
+            w.proc(at[5], 1, |p, cx| p.on_reply(cx, &try_lock, LockReply::Busy)),
+            Step::FetchAt(_)
+        ));
+        let plain = lock("max_wait='12s'");
+        assert!((0..64u64).all(|e| plain.valve_at(Instant(0), e).0 == 12_000_000_000));
     }
 }

@@ -346,7 +346,15 @@ mod tests {
     fn every_option_name_is_read_off_its_struct() {
         assert_eq!(
             spec("redis_lock").unwrap().option_names(),
-            &["ttl", "max_wait", "poll", "walk", "serialized_platforms"]
+            &[
+                "ttl",
+                "max_wait",
+                "poll",
+                "walk",
+                "serialized_platforms",
+                "valve_lock",
+                "valve_jitter"
+            ]
         );
         assert_eq!(spec("local").unwrap().option_names(), &["per"]);
         assert_eq!(names().len(), REGISTRY.len());

@@ -4,6 +4,14 @@
 //! fetch start, across re-enqueued executions; a crash ends a wait; a wait still open at the
 //! end counts to the end), so starvation shows even where the counts look fair.
 //!
+//! Through a broker (a `[jobs]` trace, whose re-enqueues are `requeued` job events naming the
+//! worker) a wait belongs to the **task**, not to the worker that happened to try: a worker
+//! whose try found the lock taken is free from its `requeued` event on (time with nothing to
+//! ask for is not waiting), and the task's wait, from its first try, goes on across workers
+//! (and across a kill when the broker delivers it again, `redelivered`; a task lost with its
+//! worker waits no more) until the worker that runs it (its `running` event) starts its fetch. Without a broker a process loops over jobs of its own,
+//! so its re-enqueued task is the process's, and the process waits from asking to its fetch.
+//!
 //! A verdict only when the header states a bound (`[checks] wait_bound`): it fails when some
 //! process waited longer. Without one it always passes and says it is reported, not judged:
 //! the index alone cannot say starvation (a walk lock is unfair by design, and a process
@@ -14,7 +22,7 @@
 
 use crate::check::Verdict;
 use crate::check::common::{Demand, Shared};
-use crate::trace::{Event, Header};
+use crate::trace::{Event, Header, JobState};
 
 /// The fairness report.
 #[derive(Debug)]
@@ -28,6 +36,113 @@ pub struct Fairness {
     longest: Option<(u64, u32, u64)>,
     // `[checks] wait_bound`, ns: the verdict's bound, if any
     bound: Option<u64>,
+    // the waits through a broker (`[jobs]`), once the first `requeued` job event names a
+    // worker: then they replace the demand's
+    broker: Option<Broker>,
+}
+
+/// Waits through a broker: per worker, and per re-enqueued task (download event).
+#[derive(Debug, Default)]
+struct Broker {
+    // invariant: asking[pid] = Some(since) iff pid asked for permission (for the task it
+    // executes, whose wait began at `since`) and has neither started its fetch, re-enqueued the
+    // task, nor died since.
+    asking: Vec<Option<u64>>,
+    // invariant: event -> (since, the worker that last tried) iff the task re-enqueued itself
+    // and no worker runs it yet; since = its first try.
+    tasks: std::collections::BTreeMap<u32, (u64, u32)>,
+    // the waiting tasks of a worker that died (a countdown task sits in its worker): waiting
+    // again once the broker delivers them again (`redelivered`), lost with it otherwise
+    limbo: std::collections::BTreeMap<u32, (u64, u32)>,
+}
+
+impl Broker {
+    fn slot(&mut self, pid: u32) -> &mut Option<u64> {
+        let i = pid as usize;
+        if i >= self.asking.len() {
+            self.asking.resize(i + 1, None);
+        }
+        &mut self.asking[i]
+    }
+
+    /// A task's wait is `since`: the earlier of the worker's and the task's.
+    fn merge(w: &mut Option<u64>, since: u64) {
+        *w = Some(w.map_or(since, |s| s.min(since)));
+    }
+
+    fn event(&mut self, ev: &Event, longest: &mut Option<(u64, u32, u64)>) {
+        match *ev {
+            Event::OpSent { t, pid, op, .. } if op.asks_permission() => {
+                let w = self.slot(pid);
+                if w.is_none() {
+                    *w = Some(t);
+                }
+            }
+            Event::Grant { t, pid, .. } => {
+                let w = self.slot(pid);
+                if w.is_none() {
+                    *w = Some(t);
+                }
+            }
+            Event::FetchStart { t, pid, .. } => {
+                if let Some(since) = self.slot(pid).take() {
+                    Fairness::longer(longest, t.saturating_sub(since), pid, since);
+                }
+            }
+            Event::JobEvent {
+                pid: Some(pid),
+                event,
+                state,
+                ..
+            } => match state {
+                // the execution ends and the worker is free; the task waits on
+                JobState::Requeued => {
+                    if let Some(since) = self.slot(pid).take() {
+                        let e = self.tasks.entry(event).or_insert((since, pid));
+                        *e = (e.0.min(since), pid);
+                    }
+                }
+                // the worker runs the task: its wait, from the first try, ends at the fetch
+                JobState::Running => {
+                    if let Some((since, _)) = self.tasks.remove(&event) {
+                        Broker::merge(self.slot(pid), since);
+                    }
+                }
+                _ => {}
+            },
+            Event::JobEvent {
+                event,
+                state: JobState::Redelivered,
+                ..
+            } => {
+                if let Some(w) = self.limbo.remove(&event) {
+                    self.tasks.insert(event, w);
+                }
+            }
+            // a dead worker asks for nothing; the tasks it held wait on only if redelivered
+            Event::Restart { pid, .. } => *self.slot(pid) = None,
+            Event::Crash { pid, .. } => {
+                *self.slot(pid) = None;
+                let held: Vec<u32> = self.tasks.iter().filter(|(_, w)| w.1 == pid).map(|(&e, _)| e).collect();
+                for e in held {
+                    if let Some(w) = self.tasks.remove(&e) {
+                        self.limbo.insert(e, w);
+                    }
+                }
+            }
+            Event::End { t } => {
+                for (pid, w) in self.asking.iter().enumerate() {
+                    if let Some(since) = *w {
+                        Fairness::longer(longest, t.saturating_sub(since), pid as u32, since);
+                    }
+                }
+                for &(since, pid) in self.tasks.values() {
+                    Fairness::longer(longest, t.saturating_sub(since), pid, since);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 impl Fairness {
@@ -38,6 +153,7 @@ impl Fairness {
             own: Demand::for_header(h).implied().then(|| Demand::new(h.processes)),
             longest: None,
             bound: h.backend_detail.wait_bound_ns,
+            broker: None,
         }
     }
 
@@ -54,10 +170,14 @@ impl Fairness {
     /// `pid`'s wait (if it waited, by `demand`) ends at `t`: the longest so far?
     fn served(longest: &mut Option<(u64, u32, u64)>, demand: &Demand, pid: u32, t: u64) {
         if let Some(since) = demand.waiting_since(pid) {
-            let w = t.saturating_sub(since);
-            if longest.is_none_or(|l| w > l.0) {
-                *longest = Some((w, pid, since));
-            }
+            Fairness::longer(longest, t.saturating_sub(since), pid, since);
+        }
+    }
+
+    /// A wait of `w` (by `pid`, from `since`): the longest so far?
+    fn longer(longest: &mut Option<(u64, u32, u64)>, w: u64, pid: u32, since: u64) {
+        if longest.is_none_or(|l| w > l.0) {
+            *longest = Some((w, pid, since));
         }
     }
 
@@ -70,6 +190,36 @@ impl Fairness {
             || self.own.as_ref().is_some_and(|d| d.changes_waits(ev))
         {
             self.counted(ev, shared);
+        } else if matches!(ev, Event::JobEvent { .. }) || self.broker.is_some() {
+            self.brokered(ev, shared);
+        }
+    }
+
+    /// An event through a broker. The first `requeued` job event that names a worker switches
+    /// the waits to the broker's: every wait open then (in the suite's demand) is carried over,
+    /// so nothing before it is lost.
+    #[inline(never)]
+    fn brokered(&mut self, ev: &Event, shared: &Shared) {
+        if self.broker.is_none() {
+            if !matches!(
+                ev,
+                Event::JobEvent {
+                    pid: Some(_),
+                    state: JobState::Requeued,
+                    ..
+                }
+            ) {
+                return;
+            }
+            let demand = self.own.as_ref().unwrap_or(shared.demand());
+            let mut b = Broker::default();
+            for pid in demand.waiting_pids() {
+                *b.slot(pid) = demand.waiting_since(pid);
+            }
+            self.broker = Some(b);
+        }
+        if let Some(b) = &mut self.broker {
+            b.event(ev, &mut self.longest);
         }
     }
 
@@ -85,6 +235,11 @@ impl Fairness {
                     self.counts.resize(i + 1, 0);
                 }
                 self.counts[i] += 1;
+            }
+            Event::FetchStart { .. } | Event::End { .. } if self.broker.is_some() => {
+                if let Some(b) = &mut self.broker {
+                    b.event(ev, &mut self.longest);
+                }
             }
             Event::FetchStart { t, pid, .. } => Self::served(&mut self.longest, demand, pid, t),
             Event::End { t } => {
