@@ -821,21 +821,28 @@ fn calibration_measures_each_stage_and_leaves_nothing() {
     let Some((pgs, rt)) = stores("calibration_measures_each_stage_and_leaves_nothing") else {
         return;
     };
-    let cal = rt.block_on(pacesim::live::conform::calibrate(100)).unwrap();
-    assert_eq!((cal.samples, cal.network.count, cal.reservation.count), (100, 100, 100));
     let c = rt.block_on(pgs.connect(Duration::from_secs(2))).unwrap();
     let show = |what: &str| -> String { rt.block_on(c.query_one(&format!("SHOW {what}"), &[])).unwrap().get(0) };
-    // the commit stage is fitted when the run's sessions wait for the WAL flush, and comes out
-    // near what the flush added to the statement's round trip
-    if show("synchronous_commit") != "off" && show("fsync") == "on" {
-        let added = cal.reservation.mean_ms - cal.statement.mean_ms;
-        let fitted = cal.commit.mean() / 1e6;
-        assert!(added > 0.0, "{cal:?}");
-        assert!(
-            fitted > added * 0.3 && fitted < added * 3.0,
-            "fitted commit {fitted} ms against {added} ms measured: {cal:?}"
-        );
-    }
+    let flushes = show("synchronous_commit") != "off" && show("fsync") == "on";
+    // The commit stage is fitted when the run's sessions wait for the WAL flush, and comes out
+    // near what the flush added to the statement's round trip. That difference is a few tens
+    // of microseconds, the size of one scheduling hiccup on a loaded 2-core machine (it failed
+    // 3 runs in 15 there, and once in CI, fitting 0 ms against 0.08-0.21 ms measured): the
+    // measurement is taken with 300 round trips of each stage, and a fit that misses on timing
+    // is measured again, up to three times (`with_retry`), the check itself unchanged.
+    with_retry("calibration_measures_each_stage_and_leaves_nothing", || {
+        let cal = rt.block_on(pacesim::live::conform::calibrate(300)).unwrap();
+        assert_eq!((cal.samples, cal.network.count, cal.reservation.count), (300, 300, 300));
+        if flushes {
+            let added = cal.reservation.mean_ms - cal.statement.mean_ms;
+            let fitted = cal.commit.mean() / 1e6;
+            ensure(added > 0.0, || format!("the flush added nothing: {cal:?}"))?;
+            ensure(fitted > added * 0.3 && fitted < added * 3.0, || {
+                format!("fitted commit {fitted} ms against {added} ms measured: {cal:?}")
+            })?;
+        }
+        Ok(())
+    });
     // its schema is gone
     let pattern = format!("pacesim_live_{}\\_%calibrate", std::process::id());
     let left: i64 = rt
