@@ -9,14 +9,15 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 simulate *ARGS:
     cargo run --release --quiet -- simulate --out reports {{ARGS}}
 
-# Release profile: the property and scenario tests simulate millions of events.
-# PROPTEST_CASES sets the property tests' depth.
+# Profile `fast-test` (Cargo.toml): pacesim at opt-level 1, incremental, dependencies fully
+# optimised; a one-line change rebuilds in about a minute. PROPTEST_CASES sets the property
+# tests' depth.
 # Unit, integration, property, live (skipped without servers), bench smoke, and the docs'
 # examples (the crate doc's tutorial).
 # The test suite.
 test:
-    cargo test --release --all-targets
-    cargo test --release --doc
+    cargo test --profile fast-test --all-targets
+    cargo test --profile fast-test --doc
 
 # Formatting, lints and docs with warnings denied, then the tests, then the loom models
 # (and their broken twins, which must be caught).
@@ -30,13 +31,13 @@ ci:
 
 # Deeper property testing (2,000 cases per property).
 deep:
-    PROPTEST_CASES=2000 cargo test --release --all-targets
+    PROPTEST_CASES=2000 cargo test --profile fast-test --all-targets
 
 # `PROPTEST_RNG_SEED=N` explores cases CI never sees.
 # Fuzz the inputs deeper: mutated scenarios, edited traces, the command line (issue 17);
 # passwords of every shape through the live mode's redaction (issue 34).
 fuzz:
-    PROPTEST_CASES=5000 cargo test --release --test fuzz --test fuzz_secrets
+    PROPTEST_CASES=5000 cargo test --profile fast-test --test fuzz --test fuzz_secrets
 
 # Engine events/s; R1-small and R1-large fetches/s against a bare event loop (the ratio);
 # property-suite rate; peak memory. `--quick`: each case once; `--only large`: R1-large only.
@@ -62,4 +63,4 @@ loom:
 # The Python examples (examples/workers/) need psycopg and redis-py (.ci/run installs them).
 # The live tests: pacesim's workers and the Python examples against PostgreSQL and Redis.
 live:
-    cargo test --test live --test external_workers -- --nocapture
+    cargo test --profile fast-test --test live --test external_workers -- --nocapture

@@ -970,13 +970,56 @@ fn line_of_offset(src: &str, offset: usize) -> usize {
     src[..offset.min(src.len())].bytes().filter(|&b| b == b'\n').count() + 1
 }
 
+/// For each line, whether it begins inside a multi-line string (`"""` or `'''`): such a line
+/// is prose, never a key or a table header, however it looks.
+fn in_long_string(src: &str) -> Vec<bool> {
+    let mut out = Vec::new();
+    let mut open: Option<&str> = None;
+    for line in src.lines() {
+        out.push(open.is_some());
+        let mut rest = line;
+        loop {
+            match open {
+                Some(d) => match rest.find(d) {
+                    Some(i) => {
+                        rest = &rest[i + 3..];
+                        open = None;
+                    }
+                    None => break,
+                },
+                None => {
+                    // a comment ends the line; the first long-string opener starts one
+                    let code = rest.split('#').next().unwrap_or("");
+                    let next = ["\"\"\"", "'''"]
+                        .into_iter()
+                        .filter_map(|d| code.find(d).map(|i| (i, d)))
+                        .min();
+                    match next {
+                        Some((i, d)) => {
+                            rest = &rest[i + 3..];
+                            open = Some(d);
+                        }
+                        None => break,
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The table header in force at each line, e.g. `pacer`, `faults[1]`.
 fn headers(src: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut counts: Vec<(String, usize)> = Vec::new();
-    for line in src.lines() {
+    let prose = in_long_string(src);
+    for (i, line) in src.lines().enumerate() {
         let t = line.trim();
+        if prose[i] {
+            out.push(cur.clone());
+            continue;
+        }
         if let Some(name) = t.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
             let name = name.trim().to_string();
             let n = match counts.iter_mut().find(|c| c.0 == name) {
@@ -1020,9 +1063,17 @@ fn is_toml_key(k: &str) -> bool {
 
 fn field_at_line(src: &str, line: usize) -> String {
     let hs = headers(src);
+    // inside a multi-line string, the field is the key that opened it
+    let prose = in_long_string(src);
+    let mut line = line.min(prose.len().max(1));
+    while line > 1 && prose.get(line - 1) == Some(&true) {
+        line -= 1;
+    }
     let text = src.lines().nth(line - 1).unwrap_or("");
     let table = hs.get(line - 1).cloned().unwrap_or_default();
-    match key_of(text) {
+    // `a . b = 1` is the key `a.b`
+    let key = key_of(text).map(|k| k.split('.').map(str::trim).collect::<Vec<_>>().join("."));
+    match key.as_deref() {
         Some(k) if table.is_empty() => k.to_string(),
         Some(k) => format!("{table}.{k}"),
         None if table.is_empty() => "(document)".into(),
@@ -1038,15 +1089,16 @@ pub fn line_of_field(src: &str, field: &str) -> usize {
         None => ("", field),
     };
     let hs = headers(src);
+    let prose = in_long_string(src);
     for (i, line) in src.lines().enumerate() {
-        if hs[i] == table && key_of(line) == Some(key) {
+        if !prose[i] && hs[i] == table && key_of(line) == Some(key) {
             return i + 1;
         }
     }
     // a dotted key (`store.latency = ...`), or a field inside an inline table on one line
     // (`latency = { median = ... }` for `store.latency.median`)
     for (i, line) in src.lines().enumerate() {
-        if let Some(k) = key_of(line) {
+        if let Some(k) = key_of(line).filter(|_| !prose[i]) {
             let k = k.replace(' ', "");
             let full = if hs[i].is_empty() { k } else { format!("{}.{k}", hs[i]) };
             if field == full || field.starts_with(&format!("{full}.")) {
@@ -1101,6 +1153,19 @@ mod tests {
         assert!(err(&with("stop_grace = \"1m\"")).contains("live.stop_grace: must be at most 5s"));
         assert!(err(&with("kill_points = [\"nowhere\"]")).contains("live.kill_points"));
         assert!(err(&with("bogus = 1")).contains("unknown field `bogus`"));
+    }
+
+    /// A syntax error inside a multi-line string names the key that opened it, not prose that
+    /// looks like a key (`waits. SERIALIZED_PLATFORMS={patreon}` is a line of the record's claim).
+    #[test]
+    fn an_error_inside_a_long_string_names_its_key() {
+        let src = format!("{GOOD}\n[record]\nclaim = \"\"\"\nonly a second walk\nwaits. SERIALIZED_PLATFORMS={{patreon}} \\q\n\"\"\"\n");
+        let e = err(&src);
+        let line = GOOD.lines().count() + 5;
+        assert!(e.starts_with(&format!("t.toml:{line}: record.claim: ")), "{e}");
+        // a header-looking line of prose does not open a table either
+        let src = format!("{GOOD}\n[record]\nclaim = \"\"\"\n[pacer]\n\"\"\"\nbogus = 1\n");
+        assert!(err(&src).contains(": record.bogus: "), "{}", err(&src));
     }
 
     #[test]
