@@ -12,7 +12,7 @@
 //! let sc = Scenario::parse("four.toml", pacesim::scenario::FOUR_LIMITERS).unwrap();
 //! let row = RowOptions::default().build(&sc).unwrap();
 //! let report = SimBuilder::new(sc).seed(7).run(row).unwrap();
-//! assert!(report.summary.checks["ceiling"].pass);
+//! assert!(report.summary.checks["ceiling"].passed());
 //! ```
 
 use crate::backend::Backend;

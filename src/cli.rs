@@ -39,6 +39,11 @@ pub struct Cli {
     /// for live runs, which end at their scenario's duration and clean up.
     #[arg(long, global = true, value_parser = crate::time::parse_duration)]
     pub max_wall: Option<crate::time::Nanos>,
+    /// A check that is not judged (the run lacks the events or facts it needs) fails the
+    /// command, exit 1, instead of being reported as `-`: for CI, so missing evidence never
+    /// reads as green (`run`, `check`, `live`, `simulate`, `matrix`).
+    #[arg(long, global = true)]
+    pub require_judged: bool,
 }
 
 /// Subcommands.
@@ -239,6 +244,7 @@ pub fn main_with(cli: Cli) -> i32 {
             std::process::exit(EXIT_BAD_INPUT);
         });
     }
+    let require_judged = cli.require_judged;
     match cli.command {
         Command::Run {
             file,
@@ -255,18 +261,18 @@ pub fn main_with(cli: Cli) -> i32 {
                     return bad(format!("{}: {e}", j.display()));
                 }
                 print_summary(&s, Some(&file), json);
-                status(s.all_pass())
+                verdict_status(&s, require_judged)
             }
             Err(e) => bad(e),
         },
-        Command::Check { trace, rate, json } => summary_status(run::check(&trace, rate), json),
+        Command::Check { trace, rate, json } => summary_status(run::check(&trace, rate), json, require_judged),
         Command::Simulate {
             files,
             seeds,
             out,
             json,
             junit,
-        } => simulate(files, seeds, out.as_deref(), json, junit.as_deref()),
+        } => simulate(files, seeds, out.as_deref(), json, junit.as_deref(), require_judged),
         Command::Matrix {
             files,
             cases,
@@ -281,6 +287,11 @@ pub fn main_with(cli: Cli) -> i32 {
                     return bad(format!("{}: {e}", j.display()));
                 }
                 print_matrix(&o, json);
+                let unjudged = o.matrix.not_judged();
+                if require_judged && !unjudged.is_empty() {
+                    eprintln!("not judged (--require-judged): {}", unjudged.join(", "));
+                    return EXIT_FAIL;
+                }
                 status(o.matches())
             }
             Err(e) => bad(e),
@@ -312,7 +323,7 @@ pub fn main_with(cli: Cli) -> i32 {
                 for n in &r.notes {
                     eprintln!("note: {n}");
                 }
-                status(r.summary.all_pass())
+                verdict_status(&r.summary, require_judged)
             }
             Err(e) => live_failed(e),
         },
@@ -416,12 +427,23 @@ fn status(pass: bool) -> i32 {
     if pass { EXIT_PASS } else { EXIT_FAIL }
 }
 
-/// `run` and `check`: print the summary; pass when every check passed.
-fn summary_status(result: Result<Summary, run::RunError>, json: bool) -> i32 {
+/// The status of a run's summary: 1 when a check failed, or (`require_judged`) when a check
+/// was not judged, naming those on stderr; else 0.
+fn verdict_status(s: &Summary, require_judged: bool) -> i32 {
+    if require_judged && !s.all_judged() {
+        eprintln!("not judged (--require-judged): {}", s.not_judged().join(", "));
+        return EXIT_FAIL;
+    }
+    status(s.all_pass())
+}
+
+/// `check`: print the summary; pass when no check failed (and, with `require_judged`, every
+/// check judged).
+fn summary_status(result: Result<Summary, run::RunError>, json: bool, require_judged: bool) -> i32 {
     match result {
         Ok(s) => {
             print_summary(&s, None, json);
-            status(s.all_pass())
+            verdict_status(&s, require_judged)
         }
         Err(e) => bad(e),
     }
@@ -497,12 +519,10 @@ fn print_summary(s: &Summary, file: Option<&Path>, json: bool) {
 
 /// `pass`, `FAIL`, or `-` for a check that was not judged (its detail says what it needs).
 fn verdict_word(c: &crate::summary::CheckOut) -> &'static str {
-    if c.detail.starts_with(crate::check::NOT_JUDGED) {
-        "-   "
-    } else if c.pass {
-        "pass"
-    } else {
-        "FAIL"
+    match c.verdict {
+        crate::check::Status::NotJudged => "-   ",
+        crate::check::Status::Pass => "pass",
+        crate::check::Status::Fail => "FAIL",
     }
 }
 
@@ -538,7 +558,16 @@ fn print_matrix(o: &matrix::MatrixOutcome, json: bool) {
     }
 }
 
-fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool, junit: Option<&Path>) -> i32 {
+/// `simulate`: exit 0 whatever the verdicts (it compares designs, defective ones included),
+/// except that with `require_judged` a check not judged on any run is exit 1.
+fn simulate(
+    files: Vec<PathBuf>,
+    seeds: u64,
+    out: Option<&Path>,
+    json: bool,
+    junit: Option<&Path>,
+    require_judged: bool,
+) -> i32 {
     // the command that regenerates the report, for its index
     let mut command = String::from("pacesim simulate");
     for f in &files {
@@ -602,6 +631,23 @@ fn simulate(files: Vec<PathBuf>, seeds: u64, out: Option<&Path>, json: bool, jun
         match report::write(dir, &all, &command) {
             Ok(_) => eprintln!("report: {}", dir.join("index.md").display()),
             Err(e) => return bad(e),
+        }
+    }
+    if require_judged {
+        let unjudged: Vec<String> = all
+            .iter()
+            .flat_map(|sr| &sr.runs)
+            .flat_map(|r| {
+                r.row
+                    .summary
+                    .not_judged()
+                    .into_iter()
+                    .map(|c| format!("{}/{} {c} (seed {})", r.row.summary.scenario, r.backend, r.seed))
+            })
+            .collect();
+        if !unjudged.is_empty() {
+            eprintln!("not judged (--require-judged): {}", unjudged.join(", "));
+            return EXIT_FAIL;
         }
     }
     EXIT_PASS

@@ -49,6 +49,12 @@ pub enum CaseOutcome {
     },
     /// The property does not apply to this run.
     Skipped,
+    /// The run lacks what the check needs: neither a pass nor a failure (`<skipped>` with the
+    /// checker's detail, which says what it needs).
+    NotJudged {
+        /// What the check needs (the checker's detail).
+        needs: String,
+    },
 }
 
 /// Escape text for an XML attribute value or element text: the five predefined entities, and
@@ -88,7 +94,10 @@ pub fn render(cases: &[Case]) -> String {
             .iter()
             .filter(|c| matches!(c.outcome, CaseOutcome::Fail { .. }))
             .count();
-        let skipped = cs.iter().filter(|c| c.outcome == CaseOutcome::Skipped).count();
+        let skipped = cs
+            .iter()
+            .filter(|c| matches!(c.outcome, CaseOutcome::Skipped | CaseOutcome::NotJudged { .. }))
+            .count();
         format!(
             r#"tests="{}" failures="{failures}" errors="0" skipped="{skipped}""#,
             cs.len()
@@ -111,6 +120,13 @@ pub fn render(cases: &[Case]) -> String {
                 CaseOutcome::Skipped => x.push_str(
                     ">\n      <skipped message=\"the property does not apply to this run\"/>\n    </testcase>\n",
                 ),
+                CaseOutcome::NotJudged { needs } => {
+                    let _ = writeln!(
+                        x,
+                        ">\n      <skipped message=\"{}\"/>\n    </testcase>",
+                        escape(needs, true)
+                    );
+                }
                 CaseOutcome::Fail { witness, reproduce } => {
                     let _ = writeln!(
                         x,
@@ -141,20 +157,28 @@ pub fn from_summaries<'a>(runs: impl IntoIterator<Item = (&'a Path, &'a crate::s
     let mut cases: Vec<Case> = Vec::new();
     for (file, s) in runs {
         for (name, c) in &s.checks {
-            let outcome = if c.pass {
-                CaseOutcome::Pass
-            } else {
-                CaseOutcome::Fail {
+            let outcome = match c.verdict {
+                crate::check::Status::Pass => CaseOutcome::Pass,
+                crate::check::Status::NotJudged => CaseOutcome::NotJudged {
+                    needs: c.detail.clone(),
+                },
+                crate::check::Status::Fail => CaseOutcome::Fail {
                     witness: c.detail.clone(),
                     reproduce: crate::run::reproduce(file, s.seed, &s.backend),
-                }
+                },
             };
             match cases
                 .iter_mut()
                 .find(|k| k.scenario == s.scenario && k.backend == s.backend && &k.property == name)
             {
+                // a failing seed decides; a seed not judged outranks a pass
                 Some(k) => {
-                    if k.outcome == CaseOutcome::Pass {
+                    let replace = match (&k.outcome, &outcome) {
+                        (CaseOutcome::Pass, _) => true,
+                        (CaseOutcome::NotJudged { .. }, CaseOutcome::Fail { .. }) => true,
+                        _ => false,
+                    };
+                    if replace {
                         k.outcome = outcome;
                     }
                 }

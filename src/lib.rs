@@ -32,11 +32,11 @@
 //!
 //! // 2. Simulate it with the backend it names: every checker's verdict comes back.
 //! let row = pacesim::summary::simulate(&sc, None, None)?;
-//! assert!(row.checks["ceiling"].pass);
+//! assert!(row.checks["ceiling"].passed());
 //!
 //! // 3. A pacer in each process: the ceiling checker catches it and says where.
 //! let local = pacesim::summary::simulate(&sc.with_backend("local")?, None, None)?;
-//! assert!(!local.checks["ceiling"].pass);
+//! assert!(local.checks["ceiling"].failed());
 //! println!("{}", local.checks["ceiling"].detail); // "arrivals need burst 4 ..."
 //!
 //! // 4. Plots and a report, both backends side by side (what `just simulate` writes).

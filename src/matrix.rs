@@ -45,6 +45,9 @@ pub enum Outcome {
     Fail,
     /// The checker did not report (the property does not apply to this run).
     NotApplicable,
+    /// The checker reported that the run lacks what it needs, on every seed that reported
+    /// and failed on none ([`crate::check::Status::NotJudged`]): it neither passed nor failed.
+    NotJudged,
 }
 
 /// One cell.
@@ -97,6 +100,21 @@ pub struct Matrix {
     pub rows: Vec<Row>,
     /// Seeds per run.
     pub cases: u64,
+}
+
+impl Matrix {
+    /// The cells not judged, as `scenario/backend property`.
+    pub fn not_judged(&self) -> Vec<String> {
+        self.rows
+            .iter()
+            .flat_map(|r| {
+                r.cells
+                    .iter()
+                    .filter(|(_, c)| c.outcome == Outcome::NotJudged)
+                    .map(move |(p, _)| format!("{} {p}", r.key()))
+            })
+            .collect()
+    }
 }
 
 /// Run every scenario with every backend it compares, `cases` seeds each, in parallel;
@@ -159,16 +177,30 @@ pub fn run(scenarios: &[Scenario], cases: u64) -> Result<Matrix, MatrixError> {
                 seed: v.seed,
                 reproduce: None,
             });
-            match (cell.outcome, c.pass) {
-                (Outcome::NotApplicable, pass) => {
+            use crate::check::Status;
+            // a failing seed decides the cell; a seed not judged outranks a pass
+            match (cell.outcome, c.verdict) {
+                (Outcome::NotApplicable, verdict) => {
                     *cell = Cell {
-                        outcome: if pass { Outcome::Pass } else { Outcome::Fail },
+                        outcome: match verdict {
+                            Status::Pass => Outcome::Pass,
+                            Status::Fail => Outcome::Fail,
+                            Status::NotJudged => Outcome::NotJudged,
+                        },
                         detail: c.detail.clone(),
                         seed: v.seed,
                         reproduce: None,
                     }
                 }
-                (Outcome::Pass, false) => {
+                (Outcome::Pass, Status::NotJudged) => {
+                    *cell = Cell {
+                        outcome: Outcome::NotJudged,
+                        detail: c.detail.clone(),
+                        seed: v.seed,
+                        reproduce: None,
+                    }
+                }
+                (Outcome::Pass | Outcome::NotJudged, Status::Fail) => {
                     *cell = Cell {
                         outcome: Outcome::Fail,
                         detail: c.detail.clone(),
@@ -252,11 +284,22 @@ pub fn compare(m: &Matrix, e: &Expected) -> Vec<String> {
             continue;
         };
         for p in &x.apply {
-            if row.cells.get(p).is_none_or(|c| c.outcome == Outcome::NotApplicable) {
-                out.push(format!(
+            match row.cells.get(p) {
+                None
+                | Some(Cell {
+                    outcome: Outcome::NotApplicable,
+                    ..
+                }) => out.push(format!(
                     "{}: {p} must apply (the scenario exists to exercise it) but did not report: did its fault fire?",
                     row.key()
-                ));
+                )),
+                Some(c) if c.outcome == Outcome::NotJudged => out.push(format!(
+                    "{}: {p} must apply (the scenario exists to exercise it) but was not judged (seed {}): {}",
+                    row.key(),
+                    c.seed,
+                    c.detail
+                )),
+                _ => {}
             }
         }
         for (p, cell) in &row.cells {
@@ -272,6 +315,13 @@ pub fn compare(m: &Matrix, e: &Expected) -> Vec<String> {
                 (true, Outcome::NotApplicable) => {
                     out.push(format!("{}: {p} must FAIL ({}) but did not apply", row.key(), x.why))
                 }
+                (true, Outcome::NotJudged) => out.push(format!(
+                    "{}: {p} must FAIL ({}) but was not judged (seed {}): {}",
+                    row.key(),
+                    x.why,
+                    cell.seed,
+                    cell.detail
+                )),
                 (false, Outcome::Fail) => out.push(format!(
                     "{}: {p} must pass but FAILED (seed {}): {}",
                     row.key(),
@@ -312,7 +362,8 @@ fn short(p: &str) -> &str {
     }
 }
 
-/// The matrix as a table, then the witness of every FAIL cell, one line each.
+/// The matrix as a table (`pass`, `FAIL`, `n/j` not judged, `-` not applicable), then the
+/// witness of every FAIL cell, one line each.
 pub fn table(m: &Matrix) -> String {
     let mut out = String::new();
     let width = m.rows.iter().map(|r| r.key().len()).max().unwrap_or(8).max(8);
@@ -327,6 +378,7 @@ pub fn table(m: &Matrix) -> String {
             let s = match r.cells.get(c).map(|c| c.outcome) {
                 Some(Outcome::Pass) => "pass",
                 Some(Outcome::Fail) => "FAIL",
+                Some(Outcome::NotJudged) => "n/j",
                 _ => "-",
             };
             line.push_str(&format!(" {s:>8}"));
@@ -372,6 +424,9 @@ pub fn junit_cases(m: &Matrix) -> Vec<crate::junit::Case> {
                             r.scenario, c.seed, r.backend
                         )
                     }),
+                },
+                Some(c) if c.outcome == Outcome::NotJudged => CaseOutcome::NotJudged {
+                    needs: format!("seed {}: {}", c.seed, c.detail),
                 },
                 _ => CaseOutcome::Skipped,
             };

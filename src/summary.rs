@@ -27,13 +27,28 @@ pub struct Latency {
     pub max_ms: f64,
 }
 
-/// One check's result in `--json`.
+/// One check's result in `--json`: `{"verdict": "pass" | "fail" | "not_judged", "detail": ...}`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CheckOut {
-    /// Did it hold?
-    pub pass: bool,
-    /// Witness or figure.
+    /// Pass, fail, or not judged (the trace lacks what the check needs).
+    pub verdict: crate::check::Status,
+    /// Witness, figure, or what the check needs.
     pub detail: String,
+}
+
+impl CheckOut {
+    /// Did it hold? (False for a failure and for a check not judged.)
+    pub fn passed(&self) -> bool {
+        self.verdict == crate::check::Status::Pass
+    }
+    /// Did it break?
+    pub fn failed(&self) -> bool {
+        self.verdict == crate::check::Status::Fail
+    }
+    /// Did it judge the run?
+    pub fn judged(&self) -> bool {
+        self.verdict != crate::check::Status::NotJudged
+    }
 }
 
 /// The headline figures of one run.
@@ -88,9 +103,22 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// True when every check passed.
+    /// True when no check failed (a check not judged does not fail a run: see
+    /// [`Summary::all_judged`]).
     pub fn all_pass(&self) -> bool {
-        self.checks.values().all(|c| c.pass)
+        !self.checks.values().any(CheckOut::failed)
+    }
+    /// True when every check judged the run (none is [`crate::check::Status::NotJudged`]).
+    pub fn all_judged(&self) -> bool {
+        self.checks.values().all(CheckOut::judged)
+    }
+    /// The checks not judged, by name.
+    pub fn not_judged(&self) -> Vec<&str> {
+        self.checks
+            .iter()
+            .filter(|(_, c)| !c.judged())
+            .map(|(k, _)| k.as_str())
+            .collect()
     }
 }
 
@@ -291,7 +319,7 @@ impl Figures {
                     (
                         v.name.to_string(),
                         CheckOut {
-                            pass: v.pass,
+                            verdict: v.status,
                             detail: v.detail,
                         },
                     )

@@ -503,7 +503,7 @@ impl Row {
             max_window: s.max_window.count,
             p99_ms: six(s.reservation.p99_ms),
             pass: s.all_pass(),
-            failed: s.checks.iter().filter(|c| !c.1.pass).map(|c| c.0.clone()).collect(),
+            failed: s.checks.iter().filter(|c| c.1.failed()).map(|c| c.0.clone()).collect(),
             trace_hash: s.trace_hash.clone(),
         }
     }

@@ -49,7 +49,7 @@ fn passes(v: &BTreeMap<&str, Verdict>, name: &str) -> String {
     let c = v
         .get(name)
         .unwrap_or_else(|| panic!("{name} did not report: {:?}", v.keys()));
-    assert!(c.pass, "{name} should pass: {}", c.detail);
+    assert!(c.passed(), "{name} should pass: {}", c.detail);
     c.detail.clone()
 }
 
@@ -57,7 +57,7 @@ fn fails(v: &BTreeMap<&str, Verdict>, name: &str) -> String {
     let c = v
         .get(name)
         .unwrap_or_else(|| panic!("{name} did not report: {:?}", v.keys()));
-    assert!(!c.pass, "{name} should FAIL: {}", c.detail);
+    assert!(c.failed(), "{name} should FAIL: {}", c.detail);
     assert!(!c.detail.is_empty());
     c.detail.clone()
 }
@@ -931,8 +931,10 @@ fn liveness_follows_the_multiplier_and_offered_load() {
     passes(&check(&h, &ev), "liveness");
     // an offered load below the rate is not judged
     let h = header("row", 8, 7.0, json!({"think_mean_ns": 10e9, "fetch_mean_ns": 50e6}));
-    let d = passes(&check(&h, &saturated(500 * MS, 30 * S)), "liveness");
-    assert!(d.contains("not judged"), "{d}");
+    let v = check(&h, &saturated(500 * MS, 30 * S));
+    let l = &v["liveness"];
+    assert_eq!(l.status, pacesim::check::Status::NotJudged, "{}", l.detail);
+    assert!(l.detail.contains("not judged"), "{}", l.detail);
 }
 
 // ---- mutual_exclusion -----------------------------------------------------------------------
@@ -1192,7 +1194,7 @@ fn sim_row(extra_pacer: &str, n: u32, limit: f64, lat: &str, seed: u64) -> BTree
     );
     let sc = Scenario::parse("sim", &src).unwrap();
     let s = pacesim::summary::simulate(&sc, None, None).unwrap();
-    s.checks.into_iter().map(|(k, c)| (k, (c.pass, c.detail))).collect()
+    s.checks.into_iter().map(|(k, c)| (k, (c.passed(), c.detail))).collect()
 }
 
 #[test]

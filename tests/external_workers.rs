@@ -166,7 +166,7 @@ fn the_records_pace_row_passes_with_a_kill_and_an_outage() {
             assert!(judged(&r, c), "{c} not judged: {}", verdict(&r, c).detail);
         }
         for (name, c) in &s.checks {
-            if !c.pass {
+            if c.failed() {
                 return Err(format!("{name} failed: {}", c.detail));
             }
         }
@@ -187,7 +187,7 @@ fn a_per_process_pacer_fails_the_ceiling_at_n_times_the_rate() {
     let (sc, r) = run_example("per_process.toml");
     let s = &r.summary;
     let c = verdict(&r, "ceiling");
-    assert!(!c.pass, "the per-process pacer must fail the ceiling: {}", c.detail);
+    assert!(c.failed(), "the per-process pacer must fail the ceiling: {}", c.detail);
     let n = sc.processes.count as f64;
     let ratio = s.achieved_rate / sc.pacer.rate;
     assert!(
@@ -199,7 +199,7 @@ fn a_per_process_pacer_fails_the_ceiling_at_n_times_the_rate() {
     // it reports no grants: the slot ceiling is not judged, and says what it needs
     let slots = verdict(&r, "slot_ceiling");
     assert!(
-        slots.pass && slots.detail.starts_with("not judged: needs grant events"),
+        !slots.judged() && slots.detail.starts_with("not judged: needs grant events"),
         "{}",
         slots.detail
     );
@@ -215,9 +215,13 @@ fn a_reservation_inside_the_callers_transaction_fails_liveness() {
     nothing_left(&r, &pgs);
     // judged from the arrivals alone: the worker prints no event lines
     let live = verdict(&r, "liveness");
-    assert!(!live.pass, "the open transaction serialises the fleet: {}", live.detail);
+    assert!(
+        live.failed(),
+        "the open transaction serialises the fleet: {}",
+        live.detail
+    );
     assert!(live.detail.contains("throughput collapsed"), "{}", live.detail);
-    assert!(verdict(&r, "ceiling").pass, "{}", verdict(&r, "ceiling").detail);
+    assert!(verdict(&r, "ceiling").passed(), "{}", verdict(&r, "ceiling").detail);
     // one fetch at a time: about 1 / fetch duration, well below the rate
     assert!(
         r.summary.achieved_rate < 0.6 * sc.pacer.rate,
@@ -236,7 +240,7 @@ fn the_redis_walk_lock_excludes_and_the_next_walk_starts_at_ttl_expiry() {
         let (sc, r) = run_example("redis_walk_lock.toml");
         nothing_left(&r, &pgs);
         let me = verdict(&r, "mutual_exclusion");
-        assert!(judged(&r, "mutual_exclusion") && me.pass, "{}", me.detail);
+        assert!(judged(&r, "mutual_exclusion") && me.passed(), "{}", me.detail);
         let evs = r.events();
         // killed at the cooperative point, right after taking the lock
         let (kt, victim) = evs
@@ -282,7 +286,7 @@ fn the_redis_walk_lock_excludes_and_the_next_walk_starts_at_ttl_expiry() {
         }
         let sh = verdict(&r, "self_heal");
         assert!(judged(&r, "self_heal"), "{}", sh.detail);
-        if !sh.pass {
+        if sh.failed() {
             return Err(sh.detail.clone());
         }
         let _ = sc;

@@ -240,7 +240,7 @@ fn run_explained(sc: &Scenario) -> (Summary, Repro) {
     let failed: Vec<String> = s
         .checks
         .iter()
-        .filter(|c| !c.1.pass)
+        .filter(|c| c.1.failed())
         .map(|c| format!("{}: {}", c.0, c.1.detail))
         .collect();
     let msg = format!(
@@ -275,7 +275,7 @@ proptest! {
         sc.fetch.duration = Dist::Constant { value: Nanos::ZERO };
         sc.processes.requests = Some(6);
         let (s, repro) = run_explained(&sc);
-        verdict(!s.checks["ceiling"].pass, "local escaped the ceiling check", &repro)?;
+        verdict(s.checks["ceiling"].failed(), "local escaped the ceiling check", &repro)?;
     }
 
     /// Per-process monotonic clocks with different epochs are caught: always by some check
@@ -291,7 +291,7 @@ proptest! {
         let (s, repro) = run_explained(&sc);
         verdict(!s.all_pass(), "process clocks escaped every check", &repro)?;
         if offered_load(&sc) >= 2.0 * sc.pacer.rate {
-            verdict(!s.checks["ceiling"].pass, "process clocks escaped the ceiling check at twice the rate's demand", &repro)?;
+            verdict(s.checks["ceiling"].failed(), "process clocks escaped the ceiling check at twice the rate's demand", &repro)?;
         }
     }
 
@@ -306,7 +306,7 @@ proptest! {
         sc.checks.burst = 2;
         sc.pacer.set("in_transaction", "{ hold = { dist = 'constant', value = '300ms' } }");
         let (s, repro) = run_explained(&sc);
-        verdict(!s.checks["liveness"].pass || !s.checks["ceiling"].pass, "in-transaction serialisation escaped", &repro)?;
+        verdict(s.checks["liveness"].failed() || s.checks["ceiling"].failed(), "in-transaction serialisation escaped", &repro)?;
     }
 
     /// Per-process backoff state is caught by backoff coherence when 429s happen.
@@ -319,6 +319,6 @@ proptest! {
         sc.destination.limit = Some(sc.pacer.rate * 0.6);
         sc.pacer.set("backoff", "'per_process'");
         let (s, repro) = run_explained(&sc);
-        verdict(!s.checks["backoff_coherence"].pass, "per-process backoff escaped coherence", &repro)?;
+        verdict(s.checks["backoff_coherence"].failed(), "per-process backoff escaped coherence", &repro)?;
     }
 }

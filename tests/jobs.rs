@@ -66,7 +66,7 @@ fn verdict(s: &Summary, name: &str) -> (bool, String) {
         .checks
         .get(name)
         .unwrap_or_else(|| panic!("no {name}: {:?}", s.checks));
-    (c.pass, c.detail.clone())
+    (c.passed(), c.detail.clone())
 }
 
 #[test]

@@ -96,7 +96,7 @@ fn check(r: &LiveRun, name: &str) -> bool {
         .checks
         .get(name)
         .unwrap_or_else(|| panic!("no {name} verdict"))
-        .pass
+        .passed()
 }
 
 /// Nothing of the run is left: no worker process, no schema, no keys.
@@ -929,8 +929,8 @@ fn state_lost_deletes_the_runs_state_and_matches_the_simulator() {
                     )
                 })?;
             }
-            let mut sim_v: Vec<_> = sim.checks.iter().map(|(k, v)| (k.clone(), v.pass)).collect();
-            let mut live_v: Vec<_> = r.summary.checks.iter().map(|(k, v)| (k.clone(), v.pass)).collect();
+            let mut sim_v: Vec<_> = sim.checks.iter().map(|(k, v)| (k.clone(), v.verdict)).collect();
+            let mut live_v: Vec<_> = r.summary.checks.iter().map(|(k, v)| (k.clone(), v.verdict)).collect();
             sim_v.sort();
             live_v.sort();
             eprintln!(

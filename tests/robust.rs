@@ -598,12 +598,12 @@ fn i09_kills_that_starve_the_demand_fail_self_heal() {
     let s = pacesim::summary::simulate(&sc, None, None).unwrap();
     assert!(s.fetches < 5, "the stream starves the fleet: {} fetches", s.fetches);
     let v = &s.checks["self_heal"];
-    assert!(!v.pass, "{}", v.detail);
+    assert!(v.failed(), "{}", v.detail);
     assert!(v.detail.starts_with("kills starved the demand"), "{}", v.detail);
     // a single kill with a restart heals: the same scenario passes
     let one = src.replace("rate = 200.0", "at = \"300ms\"");
     let s = pacesim::summary::simulate(&Scenario::parse("t.toml", &one).unwrap(), None, None).unwrap();
-    assert!(s.checks["self_heal"].pass, "{}", s.checks["self_heal"].detail);
+    assert!(s.checks["self_heal"].passed(), "{}", s.checks["self_heal"].detail);
 }
 
 /// Issue 17's message nits: each error names the real problem, its line and its field.

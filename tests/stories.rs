@@ -90,7 +90,7 @@ fn s2_outage_fail_open_overshoots_and_divided_holds() {
         "fail_open gave {during}/s during the outage"
     );
     let s = summary(&open);
-    assert!(!s.checks["ceiling"].pass);
+    assert!(s.checks["ceiling"].failed());
 
     let divided = load("outage-divided.toml");
     let evs = trace(&divided);
@@ -100,7 +100,7 @@ fn s2_outage_fail_open_overshoots_and_divided_holds() {
         "divided gave {during}/s"
     );
     let s = summary(&divided);
-    assert!(s.checks["ceiling"].pass, "{}", s.checks["ceiling"].detail);
+    assert!(s.checks["ceiling"].passed(), "{}", s.checks["ceiling"].detail);
     assert!(
         s.fallback_s > 30.0,
         "four processes spent about 10 s each in fallback: {}",
@@ -152,19 +152,19 @@ fn s3_backoff_per_process_diverges_and_global_is_coherent() {
     // and the checker that compares against one reference machine catches both defects
     let s = summary(&load("backoff-per-process.toml"));
     assert!(
-        !s.checks["backoff_coherence"].pass,
+        s.checks["backoff_coherence"].failed(),
         "{}",
         s.checks["backoff_coherence"].detail
     );
     let s = summary(&load("backoff-per-process-streak.toml"));
     assert!(
-        !s.checks["backoff_coherence"].pass,
+        s.checks["backoff_coherence"].failed(),
         "{}",
         s.checks["backoff_coherence"].detail
     );
     let s = summary(&load("backoff-global.toml"));
     assert!(
-        s.checks["backoff_coherence"].pass,
+        s.checks["backoff_coherence"].passed(),
         "{}",
         s.checks["backoff_coherence"].detail
     );
@@ -175,7 +175,7 @@ fn s4_in_transaction_collapses_throughput_to_one_over_hold() {
     let sc = load("in-transaction.toml");
     let s = summary(&sc);
     assert!((1.8..=2.1).contains(&s.achieved_rate), "achieved {}", s.achieved_rate);
-    assert!(!s.checks["liveness"].pass, "{}", s.checks["liveness"].detail);
+    assert!(s.checks["liveness"].failed(), "{}", s.checks["liveness"].detail);
     // whatever the rate: the row lock, held for the caller's 500 ms transaction, is the bottleneck
     for rate in [3.0, 50.0, 500.0] {
         let mut v = sc.clone();
@@ -193,13 +193,13 @@ fn s4_in_transaction_collapses_throughput_to_one_over_hold() {
 fn s5_process_monotonic_clocks_break_the_ceiling() {
     let sc = load("process-clock.toml");
     let s = summary(&sc);
-    assert!(!s.checks["ceiling"].pass);
+    assert!(s.checks["ceiling"].failed());
     assert!(s.achieved_rate > 2.0 * sc.pacer.rate, "achieved {}", s.achieved_rate);
     // the same scenario with the store's clock holds
     let mut fixed = sc.clone();
     fixed.pacer.options.remove("clock");
     let s = summary(&fixed);
-    assert!(s.checks["ceiling"].pass, "{}", s.checks["ceiling"].detail);
+    assert!(s.checks["ceiling"].passed(), "{}", s.checks["ceiling"].detail);
 }
 
 #[test]
@@ -217,7 +217,7 @@ fn s6_claim_row_wedges_advisory_recovers_redis_lock_waits_for_ttl() {
         after_adv > 0.9 * before,
         "advisory: {before}/s before, {after_adv}/s after"
     );
-    assert!(!summary(&load("kill-holder-claim-row.toml")).checks["self_heal"].pass);
+    assert!(!summary(&load("kill-holder-claim-row.toml")).checks["self_heal"].passed());
     // the advisory lock is freed by the store after the detection delay, not before
     let crash = adv.iter().find(|e| matches!(e, Event::Crash { .. })).unwrap().t();
     let gone = adv
@@ -252,11 +252,11 @@ fn s6_claim_row_wedges_advisory_recovers_redis_lock_waits_for_ttl() {
         next < held_since + ttl + dur("poll") + 100_000_000,
         "next walk waited past expiry + one poll"
     );
-    assert!(summary(&sc).checks["mutual_exclusion"].pass);
+    assert!(summary(&sc).checks["mutual_exclusion"].passed());
 
     let short = summary(&load("redis-lock-short-ttl.toml"));
     assert!(
-        !short.checks["mutual_exclusion"].pass,
+        short.checks["mutual_exclusion"].failed(),
         "{}",
         short.checks["mutual_exclusion"].detail
     );
@@ -685,7 +685,7 @@ fn a_cut_off_process_backs_off_on_its_own_429s() {
         arrivals_between(&evs, 16.5, 20.0)
     );
     let s = summary(&sc);
-    assert!(s.checks.values().all(|c| c.pass), "{:?}", s.checks);
+    assert!(s.checks.values().all(|c| c.passed()), "{:?}", s.checks);
 }
 
 /// The store errors a process `pid` got and the operations it sent, by time.
@@ -727,7 +727,7 @@ fn rejoin_every_reservation_against_a_breaker() {
     }
     let s = summary(&every);
     assert!(
-        s.checks["degradation"].pass && !s.checks["ceiling"].pass,
+        s.checks["degradation"].passed() && s.checks["ceiling"].failed(),
         "{:?}",
         s.checks
     );
@@ -753,7 +753,7 @@ fn rejoin_every_reservation_against_a_breaker() {
     assert!(during as f64 > 4.0 * 7.0 * 9.0 * 0.9, "{during}");
     let s = summary(&breaker);
     assert!(
-        !s.checks["degradation"].pass && !s.checks["ceiling"].pass,
+        s.checks["degradation"].failed() && s.checks["ceiling"].failed(),
         "{:?}",
         s.checks
     );
@@ -764,7 +764,7 @@ fn rejoin_every_reservation_against_a_breaker() {
     assert!((during as f64) < 7.0 * 9.0 * 1.05, "{during}");
     assert!((during as f64) > 7.0 * 9.0 * 0.8, "{during}");
     let s = summary(&divided);
-    assert!(s.checks.values().all(|c| c.pass), "{:?}", s.checks);
+    assert!(s.checks.values().all(|c| c.passed()), "{:?}", s.checks);
 }
 
 /// Issue 16, item 6: #649's proof across forked processes. Per-process pacers (`local`, the
@@ -775,11 +775,11 @@ fn pr649_forked_proof_per_process_pacers_run_at_n_times_the_ceiling() {
     let mut sc = load("pr649-forked-proof.toml");
     let shared = summary(&sc);
     assert!(shared.achieved_rate <= 20.0 * 1.02, "{}", shared.achieved_rate);
-    assert!(shared.checks["ceiling"].pass, "{:?}", shared.checks["ceiling"]);
+    assert!(shared.checks["ceiling"].passed(), "{:?}", shared.checks["ceiling"]);
     sc.pacer.backend = "local".into();
     let local = summary(&sc);
     assert!(local.achieved_rate > 3.0 * 20.0, "{}", local.achieved_rate);
-    assert!(!local.checks["ceiling"].pass);
+    assert!(local.checks["ceiling"].failed());
 }
 
 /// Issue 16, item 4: the store's pacing state vanishes. The row is recreated at `now` (no
@@ -814,15 +814,15 @@ fn state_lost_recreates_the_row_and_bunches_the_held_slots() {
         .unwrap();
     assert_eq!(first.0, first.1, "the recreated row grants at now");
     let row = summary(&sc);
-    assert!(!row.checks["ceiling"].pass, "{:?}", row.checks["ceiling"]);
+    assert!(row.checks["ceiling"].failed(), "{:?}", row.checks["ceiling"]);
     assert!(
-        row.checks["backoff_coherence"].pass,
+        row.checks["backoff_coherence"].passed(),
         "{:?}",
         row.checks["backoff_coherence"]
     );
     sc.pacer.backend = "redis_gcra".into();
     let gcra = summary(&sc);
-    assert!(gcra.checks.values().all(|c| c.pass), "{:?}", gcra.checks);
+    assert!(gcra.checks.values().all(|c| c.passed()), "{:?}", gcra.checks);
 }
 
 /// Issue 15, item 2: a re-enqueue is a new task execution. Waiting tasks poll every `poll`
@@ -859,13 +859,15 @@ fn lock_churn_requeues_with_fresh_limits_and_the_valve_fires_at_max_wait() {
     }
     let s = summary(&sc);
     assert!(
-        !s.checks["ceiling"].pass && s.checks["mutual_exclusion"].pass,
+        s.checks["ceiling"].failed() && s.checks["mutual_exclusion"].passed(),
         "{:?}",
         s.checks
     );
     let f = &s.checks["fairness"];
     assert!(
-        f.pass && f.detail.contains("longest wait for permission 900.") && f.detail.contains("within the wait bound"),
+        f.passed()
+            && f.detail.contains("longest wait for permission 900.")
+            && f.detail.contains("within the wait bound"),
         "the valve keeps the wait inside the record's ~15 min: {}",
         f.detail
     );
@@ -888,10 +890,14 @@ fn lock_churn_through_the_broker_hands_the_lock_round_and_nobody_starves() {
         "no valve fired"
     );
     let s = summary(&sc);
-    assert!(s.checks["work_heal"].pass && s.checks["ceiling"].pass, "{:?}", s.checks);
+    assert!(
+        s.checks["work_heal"].passed() && s.checks["ceiling"].passed(),
+        "{:?}",
+        s.checks
+    );
     let f = &s.checks["fairness"];
     assert!(
-        f.pass
+        f.passed()
             && f.detail
                 .contains("longest wait for permission 108.077s (pid 0, from 0.000s); within"),
         "{}",
@@ -906,12 +912,12 @@ fn without_its_valve_the_walk_lock_starves_and_fairness_fails() {
     let sc = load("lock-no-valve.toml");
     let s = summary(&sc);
     assert!(
-        s.checks["ceiling"].pass && s.checks["mutual_exclusion"].pass,
+        s.checks["ceiling"].passed() && s.checks["mutual_exclusion"].passed(),
         "{:?}",
         s.checks
     );
     let f = &s.checks["fairness"];
-    assert!(!f.pass, "{}", f.detail);
+    assert!(f.failed(), "{}", f.detail);
     assert!(
         f.detail.contains("fewest 0 (pid ") && f.detail.contains("longest wait for permission 1200.000s"),
         "{}",
@@ -921,7 +927,11 @@ fn without_its_valve_the_walk_lock_starves_and_fairness_fails() {
     let mut unbounded = sc.clone();
     unbounded.checks.wait_bound = None;
     let f = &summary(&unbounded).checks["fairness"];
-    assert!(f.pass && f.detail.ends_with("no [checks] wait_bound)"), "{}", f.detail);
+    assert!(
+        f.passed() && f.detail.ends_with("no [checks] wait_bound)"),
+        "{}",
+        f.detail
+    );
 }
 
 /// Issue 35 item 1: the walk lock as written (TTL 1560 s past the hard kill, valve 15 min).
@@ -949,7 +959,7 @@ fn lock_ttl_past_the_valve_strands_every_task_then_bursts_at_the_valve() {
     assert_eq!(arrivals_between(&evs, 900.0, 901.0), 4);
     let s = summary(&sc);
     assert!(
-        !s.checks["ceiling"].pass && s.checks["mutual_exclusion"].pass && s.checks["work_heal"].pass,
+        s.checks["ceiling"].failed() && s.checks["mutual_exclusion"].passed() && s.checks["work_heal"].passed(),
         "{:?}",
         s.checks
     );
@@ -985,7 +995,7 @@ fn lock_ttl_past_the_valve_fixes() {
     assert!(valves.windows(2).all(|w| w[1] - w[0] >= 200_000_000_000), "{valves:?}");
     let s = summary(&sc);
     assert!(
-        s.checks["ceiling"].pass && s.burst_needed <= 2,
+        s.checks["ceiling"].passed() && s.burst_needed <= 2,
         "{:?}",
         s.checks["ceiling"]
     );
@@ -1002,7 +1012,7 @@ fn lock_ttl_past_the_valve_fixes() {
     valves.dedup();
     assert_eq!(valves.len(), 4, "four distinct valve times: {valves:?}");
     let s = summary(&sc);
-    assert!(!s.checks["ceiling"].pass, "{:?}", s.checks["ceiling"]);
+    assert!(s.checks["ceiling"].failed(), "{:?}", s.checks["ceiling"]);
     assert!(
         s.burst_needed < asw.burst_needed,
         "{} against {}",

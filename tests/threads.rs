@@ -26,7 +26,7 @@ fn run(sc: &Scenario, backend: &str) -> (Summary, Vec<Event>) {
 }
 
 fn passes(s: &Summary, check: &str) -> bool {
-    s.checks.get(check).is_none_or(|v| v.pass)
+    s.checks.get(check).is_none_or(|v| v.passed())
 }
 
 /// The most fetches any process had in flight (between `fetch_start` and `fetch_end`).
@@ -73,7 +73,7 @@ fn the_pooled_runner_gets_a_genuine_seven_per_second() {
     assert_eq!(fetching_threads(&evs)[&0].len(), 8, "every thread fetches");
     let (r, _) = run(&sc, "row");
     assert!((r.achieved_rate - 7.0).abs() < 0.1, "{}", r.achieved_rate);
-    assert!(r.checks.values().all(|v| v.pass), "{:?}", r.checks);
+    assert!(r.checks.values().all(|v| v.passed()), "{:?}", r.checks);
 }
 
 #[test]
@@ -135,7 +135,7 @@ fn the_row_under_threads_keeps_the_rate_with_its_lock_rarely_taken() {
     for b in ["row", "shared_cache", "redis_gcra"] {
         let (s, evs) = run(&sc, b);
         assert!((s.achieved_rate - 7.0).abs() < 0.15, "{b}: {}", s.achieved_rate);
-        assert!(s.checks.values().all(|v| v.pass), "{b}: {:?}", s.checks);
+        assert!(s.checks.values().all(|v| v.passed()), "{b}: {:?}", s.checks);
         assert_eq!(fetching_threads(&evs)[&0].len(), 8, "{b}: every thread fetches");
         if b != "redis_gcra" {
             // (a GCRA denies and the threads ask again: more round trips, not a queue)
@@ -160,7 +160,7 @@ fn independent_limiters_on_threads_fail_but_the_shared_one_passes() {
     let mut shared = sc.clone();
     shared.pacer.options.remove("per");
     let (p, _) = run(&shared, "local");
-    assert!(p.checks.values().all(|v| v.pass), "{:?}", p.checks);
+    assert!(p.checks.values().all(|v| v.passed()), "{:?}", p.checks);
     assert!((p.achieved_rate - 50.0).abs() < 1.0, "{}", p.achieved_rate);
     // the same 4 x 10 requests on four processes, each with its own limiter, fail
     let procs = load("four-limiters.toml");
@@ -263,7 +263,7 @@ fn a_killed_process_loses_every_thread_and_restarts_with_all_of_them() {
         })
         .collect();
     assert_eq!(after.len(), 8, "the restarted process runs all 8 threads");
-    assert!(s.checks.values().all(|v| v.pass), "{:?}", s.checks);
+    assert!(s.checks.values().all(|v| v.passed()), "{:?}", s.checks);
 }
 
 /// The backoff reference follows each thread's responses and reports: with threads, the
@@ -284,14 +284,14 @@ fn backoff_coherence_with_threads_passes_the_global_schedule_and_catches_the_def
     let global = with("");
     assert!(global.status_429 > 0);
     assert!(
-        global.checks["backoff_coherence"].pass,
+        global.checks["backoff_coherence"].passed(),
         "{}",
         global.checks["backoff_coherence"].detail
     );
     for defect in ["backoff = \"per_process\"", "streak = \"per_process\""] {
         let s = with(defect);
         assert!(
-            !s.checks["backoff_coherence"].pass,
+            s.checks["backoff_coherence"].failed(),
             "{defect}: {}",
             s.checks["backoff_coherence"].detail
         );
@@ -368,10 +368,14 @@ fn a_429_window_under_threads_charges_each_arrival_its_own_grant_s_multiplier() 
             })
             .collect();
         assert_eq!(threads.len(), 4, "{b}: {threads:?}");
-        assert!(s.checks.values().all(|v| v.pass), "{b}: with threads: {:?}", s.checks);
+        assert!(
+            s.checks.values().all(|v| v.passed()),
+            "{b}: with threads: {:?}",
+            s.checks
+        );
         let (f, _) = run(&flat, b);
         assert!(
-            f.checks.values().all(|v| v.pass),
+            f.checks.values().all(|v| v.passed()),
             "{b}: without threads: {:?}",
             f.checks
         );

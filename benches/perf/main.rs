@@ -139,7 +139,7 @@ fn props_case(count: u64) {
         for _ in 0..count {
             let sc = random_scenario(&mut rng);
             let s = pacesim::summary::simulate(&sc, None, None).expect("no I/O");
-            passed += u64::from(s.checks["ceiling"].pass);
+            passed += u64::from(s.checks["ceiling"].passed());
         }
         assert_eq!(passed, count, "the row pacer must pass every generated scenario");
         count

@@ -70,7 +70,7 @@ fn main() {
             println!("  {:>5.0}% of the run ({at:>7.1} s)  {}", tenth * 10, mib(*rss as f64));
         }
     }
-    let failing: Vec<&str> = s.checks.iter().filter(|c| !c.1.pass).map(|c| c.0.as_str()).collect();
+    let failing: Vec<&str> = s.checks.iter().filter(|c| c.1.failed()).map(|c| c.0.as_str()).collect();
     println!("\nfetches          {}", thousands(s.fetches as f64));
     println!("achieved rate    {:.2}/s", s.achieved_rate);
     println!(

@@ -28,7 +28,7 @@
 //! `rate + 1` too, since people read that figure; it is not the verdict.
 
 use crate::check::common::MostlySorted;
-use crate::check::{Checker, Verdict};
+use crate::check::{Checker, Status, Verdict};
 use crate::pacer::BurstMeter;
 use crate::time::Nanos;
 use crate::trace::{Event, Header, Sink};
@@ -72,6 +72,9 @@ pub struct Ceiling {
     window: Nanos,
     recent: VecDeque<u64>,
     max_window: MaxWindow,
+    // the design takes locks (its facts state locks, a TTL or a lock use): it grants no slots,
+    // and `slot_ceiling` does not apply to it
+    lock_design: bool,
 }
 
 impl Ceiling {
@@ -96,6 +99,10 @@ impl Ceiling {
                 count: 0,
                 bound: (h.rate + 1.0).floor() as u64,
                 at_s: 0.0,
+            },
+            lock_design: {
+                let d = &h.backend_detail;
+                d.locks.is_some() || d.ttl_ns.is_some() || d.lock_use.is_some()
             },
         }
     }
@@ -240,7 +247,7 @@ impl Checker for Ceiling {
         let arrivals = match self.arrivals.first_exceeding(self.burst) {
             None => Verdict {
                 name: "ceiling",
-                pass: true,
+                status: Status::Pass,
                 detail: format!(
                     "{} arrivals need burst {} (allowed {}) at {rate}/s; max {} in 1 s (bound {})",
                     self.arrivals.len(),
@@ -259,7 +266,7 @@ impl Checker for Ceiling {
                     .unwrap_or_default();
                 Verdict {
                     name: "ceiling",
-                    pass: false,
+                    status: Status::Fail,
                     detail: format!(
                         "arrivals need burst {} (allowed {}) at {rate}/s; first violation: arrival #{} at {:.6}s{pid}",
                         self.arrivals.burst_needed(),
@@ -270,10 +277,28 @@ impl Checker for Ceiling {
                 }
             }
         };
+        // no grant event in the whole run: a lock design grants none (the check does not
+        // apply); any other design that wrote none cannot be judged on its slots
+        if self.slots.is_empty() {
+            if self.lock_design {
+                return vec![arrivals];
+            }
+            return vec![
+                arrivals,
+                Verdict {
+                    name: "slot_ceiling",
+                    status: Status::NotJudged,
+                    detail: format!(
+                        "{}grant events (the slots the pacer granted): the run wrote none",
+                        super::NOT_JUDGED
+                    ),
+                },
+            ];
+        }
         let slots = match self.slots.first_exceeding(self.burst) {
             None => Verdict {
                 name: "slot_ceiling",
-                pass: true,
+                status: Status::Pass,
                 detail: format!(
                     "{} slots need burst {} (allowed {})",
                     self.slots.len(),
@@ -283,7 +308,7 @@ impl Checker for Ceiling {
             },
             Some(e) => Verdict {
                 name: "slot_ceiling",
-                pass: false,
+                status: Status::Fail,
                 detail: format!(
                     "slots need burst {} (allowed {}); first violation: slot #{} at {:.6}s",
                     self.slots.burst_needed(),

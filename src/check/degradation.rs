@@ -29,8 +29,8 @@
 //! The mode is the `mode` of the trace's `fallback` events, else
 //! [`Detail::fallback`](crate::trace::Detail::fallback).
 
-use crate::check::Verdict;
 use crate::check::common::{PidMap, Shared, base_interval, secs};
+use crate::check::{Status, Verdict};
 use crate::pacer::BurstMeter;
 use crate::trace::{Event, FallbackMode, FaultKind, Header, StoreFallback};
 use std::collections::BTreeMap;
@@ -355,7 +355,7 @@ impl Degradation {
         let v = match &self.failure {
             None => Verdict {
                 name: "degradation",
-                pass: true,
+                status: Status::Pass,
                 detail: format!(
                     "{first}{more}; within the rate (burst allowed {}) and not zero while a fallback slot was due{}",
                     self.tolerance,
@@ -368,7 +368,7 @@ impl Degradation {
             },
             Some(f) => Verdict {
                 name: "degradation",
-                pass: false,
+                status: Status::Fail,
                 detail: if self.failures > 1 {
                     format!("{f} ({} violations)", self.failures)
                 } else {

@@ -20,8 +20,8 @@
 //! R. Jain, D. Chiu, W. Hawe, "A Quantitative Measure of Fairness and Discrimination for
 //! Resource Allocation in Shared Computer Systems", DEC-TR-301, 1984.
 
-use crate::check::Verdict;
 use crate::check::common::{Demand, Shared};
+use crate::check::{Status, Verdict};
 use crate::trace::{Event, Header, JobState};
 
 /// The fairness report.
@@ -281,7 +281,7 @@ impl Fairness {
         };
         vec![Verdict {
             name: "fairness",
-            pass,
+            status: Status::of(pass),
             detail: format!(
                 "Jain's index {:.3} over {} processes{spread}{wait}{judged}",
                 self.index(),

@@ -42,8 +42,8 @@
 //! session), and a wedged pace. Applies to pace backends (the trace has grants) and to lock
 //! backends that state a lock use; a walk lock has no throughput target.
 
-use crate::check::Verdict;
 use crate::check::common::{Demand, MostlySorted, Shared, Stranded, base_interval, secs};
+use crate::check::{Status, Verdict};
 use crate::trace::{Detail, Event, FaultKind, Header, LockUse, StoreFallback};
 use std::collections::BTreeSet;
 
@@ -332,7 +332,7 @@ impl Liveness {
         {
             return vec![Verdict {
                 name: "liveness",
-                pass: true,
+                status: Status::NotJudged,
                 detail: format!(
                     "offered load about {o:.2}/s does not exceed the rate {}/s: not judged; {} fetches",
                     self.rate, self.starts
@@ -343,9 +343,9 @@ impl Liveness {
         if self.busy_ns < 10 * self.base {
             return vec![Verdict {
                 name: "liveness",
-                pass: true,
+                status: Status::NotJudged,
                 detail: format!(
-                    "processes waited for permission only {}: too little demand to judge",
+                    "not judged: processes waited for permission only {}, too little demand to judge",
                     secs(self.busy_ns)
                 ),
             }];
@@ -382,7 +382,7 @@ impl Liveness {
         };
         vec![Verdict {
             name: "liveness",
-            pass,
+            status: Status::of(pass),
             detail,
         }]
     }

@@ -20,7 +20,7 @@
 //! walk beside it is the failure. Applies when the trace has lock events.
 
 use crate::check::common::secs;
-use crate::check::{Checker, Verdict};
+use crate::check::{Checker, Status, Verdict};
 #[cfg(doc)]
 use crate::trace::Detail;
 use crate::trace::{Event, FaultKind, Header, OpKind, ReleaseReason, Sink, UncappedReason};
@@ -310,7 +310,7 @@ impl Checker for MutualExclusion {
         let v = match &self.failure {
             None => Verdict {
                 name: "mutual_exclusion",
-                pass: true,
+                status: Status::Pass,
                 detail: format!(
                     "at most {} critical section(s) at once (K = {}){reported}",
                     self.max, self.k
@@ -318,7 +318,7 @@ impl Checker for MutualExclusion {
             },
             Some(f) => Verdict {
                 name: "mutual_exclusion",
-                pass: false,
+                status: Status::Fail,
                 detail: format!(
                     "{f} ({} overlap(s), {} in all{reported})",
                     self.failures,

@@ -22,7 +22,7 @@
 
 use crate::check::ceiling::Ceiling;
 use crate::check::mutual_exclusion::MutualExclusion;
-use crate::check::{Checker, Verdict};
+use crate::check::{Checker, Status, Verdict};
 use crate::trace::{Event, Header, PlatformDetail, Sink};
 
 /// The per-platform checker.
@@ -97,8 +97,13 @@ impl PerPlatform {
         by_name
             .into_iter()
             .map(|(name, vs)| {
-                let pass = vs.iter().all(|(_, v)| v.pass);
-                let detail = match vs.iter().find(|(_, v)| !v.pass) {
+                // a failure on any platform fails; else not judged on any leaves it unjudged
+                let worst = vs
+                    .iter()
+                    .find(|(_, v)| v.failed())
+                    .or_else(|| vs.iter().find(|(_, v)| !v.judged()));
+                let status = worst.map_or(Status::Pass, |(_, v)| v.status);
+                let detail = match worst {
                     Some((p, v)) => format!("platform {p}: {}", v.detail),
                     None => vs
                         .iter()
@@ -106,7 +111,7 @@ impl PerPlatform {
                         .collect::<Vec<_>>()
                         .join("; "),
                 };
-                Verdict { name, pass, detail }
+                Verdict { name, status, detail }
             })
             .collect()
     }
@@ -245,10 +250,10 @@ mod tests {
         ];
         let h = header(2);
         let fleet = run(&mut MutualExclusion::new(&h), &evs);
-        assert!(fleet[0].pass, "{fleet:?}");
+        assert!(fleet[0].passed(), "{fleet:?}");
         let per = run(&mut PerPlatform::new(&h).unwrap(), &evs);
         let me = per.iter().find(|v| v.name == "mutual_exclusion").unwrap();
-        assert!(!me.pass, "{me:?}");
+        assert!(me.failed(), "{me:?}");
         assert!(me.detail.starts_with("platform patreon"), "{}", me.detail);
         // one walk on each key at once is what the record wants: it passes
         let mut ok = evs.to_vec();
@@ -265,7 +270,7 @@ mod tests {
             reason: ReleaseReason::Release,
         };
         let per = run(&mut PerPlatform::new(&h).unwrap(), &ok);
-        assert!(per.iter().all(|v| v.pass), "{per:?}");
+        assert!(per.iter().all(|v| v.passed()), "{per:?}");
     }
 
     /// Each platform's arrivals are judged at its own limit: 3/s on each of two 2/s platforms
@@ -302,9 +307,9 @@ mod tests {
             evs
         };
         let per = run(&mut PerPlatform::new(&h).unwrap(), &arrivals(500 * ms));
-        assert!(per.iter().all(|v| v.pass), "{per:?}");
+        assert!(per.iter().all(|v| v.passed()), "{per:?}");
         let per = run(&mut PerPlatform::new(&h).unwrap(), &arrivals(333 * ms));
         let c = per.iter().find(|v| v.name == "ceiling").unwrap();
-        assert!(!c.pass && c.detail.starts_with("platform patreon"), "{c:?}");
+        assert!(c.failed() && c.detail.starts_with("platform patreon"), "{c:?}");
     }
 }

@@ -52,8 +52,8 @@
 //! The detail reports the largest stall after any kill; a list of kills (a storm) names a
 //! few, how many more, and the last.
 
-use crate::check::Verdict;
 use crate::check::common::{Demand, LoopMap, PidSet, Shared, Stranded, base_interval, is_outage, pid_list, secs};
+use crate::check::{Status, Verdict};
 use crate::trace::{CrashPoint, Event, Header, OpKind};
 use std::collections::VecDeque;
 
@@ -748,12 +748,12 @@ impl SelfHeal {
         let v = match &self.failure {
             None => Verdict {
                 name: "self_heal",
-                pass: true,
+                status: Status::Pass,
                 detail: format!("{} kill(s): {largest}{healed}", self.kills),
             },
             Some((_, f)) => Verdict {
                 name: "self_heal",
-                pass: false,
+                status: Status::Fail,
                 detail: if self.failures > 1 {
                     format!("{f} ({} violations; {largest})", self.failures)
                 } else {

@@ -24,7 +24,7 @@
 //! streak against the limit.
 
 use crate::check::common::secs;
-use crate::check::{Checker, Verdict};
+use crate::check::{Checker, Status, Verdict};
 use crate::trace::{Event, Header, JobState, Sink};
 use std::collections::BTreeMap;
 
@@ -257,7 +257,7 @@ impl Checker for WorkHeal {
         };
         vec![Verdict {
             name: "work_heal",
-            pass: self.failure.is_none(),
+            status: Status::of(self.failure.is_none()),
             detail,
         }]
     }
@@ -318,7 +318,7 @@ mod tests {
             job(2900, 1, JobState::Stranded),
             Event::End { t: 5000 },
         ]);
-        assert!(v.pass, "{}", v.detail);
+        assert!(v.passed(), "{}", v.detail);
         assert!(v.detail.contains("1 stranded"), "{}", v.detail);
     }
 
@@ -333,7 +333,7 @@ mod tests {
         }
         let v = run(&evs);
         assert!(
-            !v.pass && v.detail.contains("stranded 3 times in a row"),
+            v.failed() && v.detail.contains("stranded 3 times in a row"),
             "{}",
             v.detail
         );
@@ -342,17 +342,17 @@ mod tests {
     #[test]
     fn a_lost_pending_event_a_second_event_and_a_live_job_swept_fail() {
         let v = run(&[job(0, 0, JobState::Pending), Event::End { t: 2101 }]);
-        assert!(!v.pass && v.detail.contains("pending"), "{}", v.detail);
+        assert!(v.failed() && v.detail.contains("pending"), "{}", v.detail);
         let v = run(&[job(0, 0, JobState::Pending), Event::End { t: 2100 }]);
-        assert!(v.pass, "within the bound: {}", v.detail);
+        assert!(v.passed(), "within the bound: {}", v.detail);
         let v = run(&[job(0, 0, JobState::Pending), job(5, 1, JobState::Pending)]);
-        assert!(!v.pass && v.detail.contains("still open"), "{}", v.detail);
+        assert!(v.failed() && v.detail.contains("still open"), "{}", v.detail);
         let v = run(&[
             job(0, 0, JobState::Pending),
             job(1, 0, JobState::Running),
             job(1900, 0, JobState::Stranded),
             job(1950, 0, JobState::Complete),
         ]);
-        assert!(!v.pass && v.detail.contains("live job"), "{}", v.detail);
+        assert!(v.failed() && v.detail.contains("live job"), "{}", v.detail);
     }
 }

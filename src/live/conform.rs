@@ -28,6 +28,7 @@
 //! the calibrated simulator, so the two tables stand side by side (the goal: within 20% at
 //! each percentile).
 
+use crate::check::Status;
 use crate::dist::Dist;
 use crate::live::settings::PgSettings;
 use crate::live::{CommandError, LiveError, LiveOptions, pg, run_blocking};
@@ -639,20 +640,20 @@ pub fn table(c: &Conformance) -> String {
     };
     out += &row("fallback s", s.fallback_s, l.fallback_s, 3);
     for (name, sc) in &s.checks {
-        let lc = l.checks.get(name).map_or("-", |c| {
-            if c.detail.starts_with(crate::check::NOT_JUDGED) {
-                "not judged"
-            } else if c.pass {
-                "pass"
-            } else {
-                "FAIL"
-            }
+        let lc = l.checks.get(name).map_or("-", |c| match c.verdict {
+            Status::NotJudged => "not judged",
+            Status::Pass => "pass",
+            Status::Fail => "FAIL",
         });
         let _ = writeln!(
             out,
             "{:<24} {:>12} {:>12}",
             format!("check {name}"),
-            if sc.pass { "pass" } else { "FAIL" },
+            match sc.verdict {
+                Status::NotJudged => "not judged",
+                Status::Pass => "pass",
+                Status::Fail => "FAIL",
+            },
             lc
         );
     }
@@ -679,17 +680,18 @@ impl Conformance {
                 self.live.achieved_rate, self.sim.achieved_rate, self.rate_difference
             ));
         }
-        let verdict = |p: bool| if p { "pass" } else { "FAIL" };
+        let verdict = |c: &crate::summary::CheckOut| if c.passed() { "pass" } else { "FAIL" };
         for (k, v) in &self.sim.checks {
             match self.live.checks.get(k) {
                 // an external worker that does not report what a check needs: nothing to compare
-                Some(l) if l.detail.starts_with(crate::check::NOT_JUDGED) => {}
-                Some(l) if l.pass == v.pass => {}
+                // (or a simulated run that cannot judge it)
+                Some(l) if !l.judged() || !v.judged() => {}
+                Some(l) if l.verdict == v.verdict => {}
                 Some(l) => out.push(format!(
                     "check {k}: simulated {}, live {} ({})",
-                    verdict(v.pass),
-                    verdict(l.pass),
-                    if l.pass { &v.detail } else { &l.detail }
+                    verdict(v),
+                    verdict(l),
+                    if l.passed() { &v.detail } else { &l.detail }
                 )),
                 None if self.worker.is_some() => {}
                 None => out.push(format!("check {k}: ran in simulation only")),
@@ -752,7 +754,7 @@ mod tests {
         c.rate_difference = f64::NAN;
         assert!(!c.agrees(0.02), "a rate that cannot be compared does not agree");
         c.rate_difference = 0.0;
-        live.checks.get_mut("ceiling").unwrap().pass = false;
+        live.checks.get_mut("ceiling").unwrap().verdict = Status::Fail;
         c.live = live;
         let d = c.disagreements(0.02);
         assert_eq!(d.len(), 1);

@@ -105,17 +105,22 @@ pub fn verdict_matrix(all: &[ScenarioRuns]) -> String {
                 b
             );
             for n in &names {
-                let seen: Vec<bool> = runs
+                let seen: Vec<crate::check::Status> = runs
                     .iter()
-                    .filter_map(|r| r.row.summary.checks.get(*n).map(|c| c.pass))
+                    .filter_map(|r| r.row.summary.checks.get(*n).map(|c| c.verdict))
                     .collect();
-                let pass = seen.iter().filter(|p| **p).count();
+                let failed = seen.iter().filter(|v| **v == crate::check::Status::Fail).count();
+                let unjudged = seen.iter().filter(|v| **v == crate::check::Status::NotJudged).count();
                 let cell = if seen.is_empty() {
                     "–".to_string()
-                } else if pass == seen.len() {
+                } else if unjudged == seen.len() {
+                    "not judged".into()
+                } else if failed == 0 && unjudged == 0 {
                     "pass".into()
+                } else if failed == 0 {
+                    format!("pass; not judged {unjudged}/{}", seen.len())
                 } else if seen.len() > 1 {
-                    format!("**FAIL** {}/{}", seen.len() - pass, seen.len())
+                    format!("**FAIL** {failed}/{}", seen.len())
                 } else {
                     "**FAIL**".into()
                 };
@@ -124,7 +129,7 @@ pub fn verdict_matrix(all: &[ScenarioRuns]) -> String {
             md.push('\n');
         }
     }
-    md.push_str("\n`–`: the check does not apply. With several seeds a failing cell counts the seeds that failed.\n");
+    md.push_str("\n`–`: the check does not apply. `not judged`: the run lacks what the check needs (its detail says what). With several seeds a failing cell counts the seeds that failed.\n");
     md
 }
 
@@ -269,7 +274,11 @@ pub fn reading(sr: &ScenarioRuns) -> String {
     if sc.jobs.is_some() {
         for r in &base {
             if let Some(c) = r.row.summary.checks.get("work_heal") {
-                let verdict = if c.pass { "holds" } else { "FAILS" };
+                let verdict = match c.verdict {
+                    crate::check::Status::Pass => "holds",
+                    crate::check::Status::Fail => "FAILS",
+                    crate::check::Status::NotJudged => "is not judged",
+                };
                 let _ = write!(
                     out,
                     " Download events ({}): work_heal {verdict}: {}.",

@@ -35,19 +35,27 @@ pub const COLUMNS: &[(&str, &str)] = &[
     ("verdicts", "verdicts"),
 ];
 
-/// The verdict cell: `all pass`, or the failing checks.
+/// The verdict cell: `all pass`, or the failing checks; then the checks not judged.
 pub fn verdicts(row: &Row) -> String {
     let fails: Vec<&str> = row
         .summary
         .checks
         .iter()
-        .filter(|c| !c.1.pass)
+        .filter(|c| c.1.failed())
         .map(|c| c.0.as_str())
         .collect();
-    if fails.is_empty() {
-        "all pass".to_string()
+    let unjudged = row.summary.not_judged();
+    let tail = if unjudged.is_empty() {
+        String::new()
     } else {
-        format!("FAIL: {}", fails.join(", "))
+        format!("; not judged: {}", unjudged.join(", "))
+    };
+    if fails.is_empty() && unjudged.is_empty() {
+        "all pass".to_string()
+    } else if fails.is_empty() {
+        format!("pass{tail}")
+    } else {
+        format!("FAIL: {}{tail}", fails.join(", "))
     }
 }
 

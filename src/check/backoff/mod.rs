@@ -54,7 +54,7 @@ mod reference;
 mod spacing;
 
 use crate::check::common::{base_interval, mult};
-use crate::check::{Checker, Verdict};
+use crate::check::{Checker, Status, Verdict};
 use crate::trace::{Event, Header, Sink};
 
 /// The violations of all three properties: the first, in trace order, and how many.
@@ -190,7 +190,7 @@ impl Checker for BackoffCoherence {
         let v = match &self.failures.first {
             None => Verdict {
                 name: "backoff_coherence",
-                pass: true,
+                status: Status::Pass,
                 detail: format!(
                     "{} responses, {} multiplier changes match one reference machine ({}){approx}{}; max multiplier {}; {} grants spaced by interval x multiplier",
                     self.reference.responses,
@@ -207,7 +207,7 @@ impl Checker for BackoffCoherence {
             },
             Some(f) => Verdict {
                 name: "backoff_coherence",
-                pass: false,
+                status: Status::Fail,
                 detail: if self.failures.count > 1 {
                     format!("{f} ({} violations in all){approx}", self.failures.count)
                 } else {

@@ -1,0 +1,81 @@
+//! Three verdicts (issue 32, item 3): a check that lacks what it needs is **not judged**, a
+//! third value that no output reports as a pass: `"verdict": "not_judged"` in `--json`,
+//! `<skipped>` in JUnit, `-` in tables, `n/j` in the matrix; `--require-judged` turns it into
+//! exit 1. `sims/eight-reservers.toml` (seed 47, `row`) offers less load than the rate, so
+//! `liveness` cannot be judged there while every other check passes.
+
+mod common;
+use common::pacesim;
+
+const FILE: &str = "sims/eight-reservers.toml";
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("pacesim-verdicts-{name}-{}", std::process::id()))
+}
+
+#[test]
+fn json_says_not_judged_and_never_pass() {
+    let (code, out, err) = pacesim(&["run", FILE, "--json"]);
+    assert_eq!(code, 0, "a check not judged does not fail a run by default: {err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let live = &v["checks"]["liveness"];
+    assert_eq!(live["verdict"], "not_judged", "{live}");
+    assert!(
+        live.get("pass").is_none(),
+        "no boolean that could read as a pass: {live}"
+    );
+    assert!(live["detail"].as_str().unwrap().contains("not judged"), "{live}");
+    assert_eq!(v["checks"]["ceiling"]["verdict"], "pass");
+}
+
+#[test]
+fn require_judged_fails_the_command_and_names_the_check() {
+    let (code, _, err) = pacesim(&["run", FILE, "--require-judged"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not judged (--require-judged): liveness"), "{err}");
+    // a run whose checks are all judged still passes with it
+    let (code, _, err) = pacesim(&["run", "sims/four-limiters.toml", "--require-judged"]);
+    assert_eq!(code, 0, "{err}");
+    // simulate exits 0 whatever the verdicts, but not with a check not judged
+    let (code, _, err) = pacesim(&["simulate", FILE, "--require-judged"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("eight-reservers/row liveness (seed 47)"), "{err}");
+    let (code, _, err) = pacesim(&["matrix", FILE, "--require-judged"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("eight-reservers/row liveness"), "{err}");
+}
+
+#[test]
+fn tables_show_a_dash_and_junit_skips_with_what_it_needs() {
+    let (code, out, _) = pacesim(&["run", FILE]);
+    assert_eq!(code, 0);
+    let line = out.lines().find(|l| l.trim_start().starts_with("liveness")).unwrap();
+    assert!(line.contains(" -  ") && !line.contains("pass"), "{line}");
+
+    let j = tmp("junit.xml");
+    let (code, _, err) = pacesim(&["run", FILE, "--junit", j.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let xml = std::fs::read_to_string(&j).unwrap();
+    let _ = std::fs::remove_file(&j);
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let case = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testcase") && n.attribute("name") == Some("row: liveness"))
+        .unwrap_or_else(|| panic!("{xml}"));
+    let skipped = case
+        .children()
+        .find(|n| n.has_tag_name("skipped"))
+        .unwrap_or_else(|| panic!("a check not judged is skipped, not passed: {xml}"));
+    assert!(skipped.attribute("message").unwrap().contains("not judged"), "{xml}");
+    let suite = doc.descendants().find(|n| n.has_tag_name("testsuite")).unwrap();
+    assert_eq!(suite.attribute("failures"), Some("0"));
+    assert!(
+        suite.attribute("skipped").unwrap().parse::<u32>().unwrap() >= 1,
+        "{xml}"
+    );
+
+    let (code, out, err) = pacesim(&["matrix", FILE]);
+    assert_eq!(code, 0, "{err}");
+    let row = out.lines().find(|l| l.starts_with("eight-reservers/row ")).unwrap();
+    assert!(row.contains("n/j"), "{out}");
+}
