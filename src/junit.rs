@@ -173,11 +173,10 @@ pub fn from_summaries<'a>(runs: impl IntoIterator<Item = (&'a Path, &'a crate::s
             {
                 // a failing seed decides; a seed not judged outranks a pass
                 Some(k) => {
-                    let replace = match (&k.outcome, &outcome) {
-                        (CaseOutcome::Pass, _) => true,
-                        (CaseOutcome::NotJudged { .. }, CaseOutcome::Fail { .. }) => true,
-                        _ => false,
-                    };
+                    let replace = matches!(
+                        (&k.outcome, &outcome),
+                        (CaseOutcome::Pass, _) | (CaseOutcome::NotJudged { .. }, CaseOutcome::Fail { .. })
+                    );
                     if replace {
                         k.outcome = outcome;
                     }
