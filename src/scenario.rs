@@ -1159,7 +1159,9 @@ mod tests {
     /// looks like a key (`waits. SERIALIZED_PLATFORMS={patreon}` is a line of the record's claim).
     #[test]
     fn an_error_inside_a_long_string_names_its_key() {
-        let src = format!("{GOOD}\n[record]\nclaim = \"\"\"\nonly a second walk\nwaits. SERIALIZED_PLATFORMS={{patreon}} \\q\n\"\"\"\n");
+        let src = format!(
+            "{GOOD}\n[record]\nclaim = \"\"\"\nonly a second walk\nwaits. SERIALIZED_PLATFORMS={{patreon}} \\q\n\"\"\"\n"
+        );
         let e = err(&src);
         let line = GOOD.lines().count() + 5;
         assert!(e.starts_with(&format!("t.toml:{line}: record.claim: ")), "{e}");
