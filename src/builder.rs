@@ -14,13 +14,29 @@
 //! let report = SimBuilder::new(sc).seed(7).run(row).unwrap();
 //! assert!(report.summary.checks["ceiling"].passed());
 //! ```
+//!
+//! A run fails ([`SimError`]) when the backend cannot run the scenario, or when it stops
+//! making progress: a backend that keeps answering "retry now" at one virtual instant is
+//! stopped with [`SimError::NoProgress`] instead of looping for ever.
 
 use crate::backend::Backend;
 use crate::backend::options::OptionError;
 use crate::scenario::Scenario;
-use crate::sim::{Outcome, Sim, header_with};
+use crate::sim::{NoProgress, Outcome, Sim, header_with};
 use crate::summary::Summary;
 use crate::trace::{Collect, Event, Header, Sink};
+
+/// Why a [`SimBuilder`] run gave no result.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SimError {
+    /// The backend cannot run the scenario ([`SimBuilder::check`]); nothing ran.
+    #[error(transparent)]
+    Refused(#[from] OptionError),
+    /// The run stopped making progress (a livelock: virtual time stood still while events
+    /// kept coming; see [`crate::sim::progress_bound`]).
+    #[error(transparent)]
+    NoProgress(#[from] NoProgress),
+}
 
 /// Configures a run: the scenario, with overrides.
 #[derive(Clone, Debug)]
@@ -102,8 +118,9 @@ impl SimBuilder {
     ///
     /// # Errors
     ///
-    /// The backend cannot run the scenario ([`SimBuilder::check`]); nothing is written.
-    pub fn run_into<B: Backend>(&self, backend: B, out: &mut dyn Sink) -> Result<Outcome, OptionError> {
+    /// The backend cannot run the scenario ([`SimBuilder::check`]; nothing is written), or
+    /// the run stopped making progress ([`SimError::NoProgress`]; the trace stops there).
+    pub fn run_into<B: Backend>(&self, backend: B, out: &mut dyn Sink) -> Result<Outcome, SimError> {
         self.check(&backend)?;
         let sc = &self.scenario;
         let mut detail = backend.detail();
@@ -117,25 +134,31 @@ impl SimBuilder {
             map.insert("process_side".into(), side.into());
         }
         out.header(&header_with(sc, backend.name(), detail, "sim"));
-        Ok(Sim::new(sc, backend, out).run())
+        Ok(Sim::new(sc, backend, out).run()?)
     }
 
     /// Run with `backend`: the trace and the checkers' verdicts.
     ///
     /// # Errors
     ///
-    /// The backend cannot run the scenario ([`SimBuilder::check`]).
-    pub fn run<B: Backend>(&self, backend: B) -> Result<Report, OptionError> {
+    /// The backend cannot run the scenario ([`SimBuilder::check`]), or the run stopped
+    /// making progress ([`SimError::NoProgress`]: its message says when and what loops).
+    pub fn run<B: Backend>(&self, backend: B) -> Result<Report, SimError> {
         self.check(&backend)?;
         let mut c = Collect::default();
         let summary = crate::summary::simulate_with(
-            |out: &mut dyn Sink| {
-                self.run_into(backend, out).expect("checked above");
+            |out: &mut dyn Sink| match self.run_into(backend, out) {
+                Ok(_) => Ok(()),
+                Err(SimError::NoProgress(e)) => Err(e),
+                Err(SimError::Refused(e)) => unreachable!("checked above: {e}"),
             },
             None,
             Some(&mut c),
         )
-        .expect("no trace file is written");
+        .map_err(|e| match e {
+            crate::summary::SimulateError::NoProgress(e) => SimError::NoProgress(e),
+            crate::summary::SimulateError::Io(e) => unreachable!("no trace file is written: {e}"),
+        })?;
         Ok(Report {
             header: c.header.expect("the header comes first"),
             events: c.events,

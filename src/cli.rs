@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 
 /// Exit status when every check passed.
 pub const EXIT_PASS: i32 = 0;
-/// Exit status when a check failed.
+/// Exit status when a check failed, or a run did not finish (it stopped making progress: a
+/// livelock in the backend under test, [`crate::sim::NoProgress`]).
 pub const EXIT_FAIL: i32 = 1;
 /// Exit status for bad input (a scenario or trace that cannot be used).
 pub const EXIT_BAD_INPUT: i32 = 2;
@@ -263,7 +264,7 @@ pub fn main_with(cli: Cli) -> i32 {
                 print_summary(&s, Some(&file), json);
                 verdict_status(&s, require_judged)
             }
-            Err(e) => bad(e),
+            Err(e) => run_error(e),
         },
         Command::Check { trace, rate, json } => summary_status(run::check(&trace, rate), json, require_judged),
         Command::Simulate {
@@ -401,6 +402,30 @@ fn bad(msg: impl Display) -> i32 {
     EXIT_BAD_INPUT
 }
 
+/// Print why a run did not finish; the failed status, as for a failed check (the input was
+/// fine: the backend under test stopped making progress).
+fn failed(msg: impl Display) -> i32 {
+    eprintln!("error: {}", terminal_safe(&msg.to_string(), true));
+    EXIT_FAIL
+}
+
+/// The exit status `run` and `check` give for `e`: [`EXIT_FAIL`] when the run did not finish
+/// ([`run::RunError::is_failed_run`]), else [`EXIT_BAD_INPUT`].
+pub fn run_error_status(e: &run::RunError) -> i32 {
+    if e.is_failed_run() { EXIT_FAIL } else { EXIT_BAD_INPUT }
+}
+
+/// Print a `run` or `check` error (and, for a run that did not finish, the command that
+/// reproduces it); its status ([`run_error_status`]).
+fn run_error(e: run::RunError) -> i32 {
+    let code = run_error_status(&e);
+    eprintln!("error: {}", terminal_safe(&e.to_string(), true));
+    if let run::RunError::NoProgress { reproduce, .. } = &e {
+        eprintln!("reproduce: {}", terminal_safe(reproduce, false));
+    }
+    code
+}
+
 /// `s` with its control characters (an escape sequence that would recolour, retitle or clear
 /// the terminal, a carriage return that would overwrite the line) written as `\u{1b}`:
 /// text from a trace or a scenario file reaches the terminal inert. Newlines and tabs stay
@@ -445,7 +470,7 @@ fn summary_status(result: Result<Summary, run::RunError>, json: bool, require_ju
             print_summary(&s, None, json);
             verdict_status(&s, require_judged)
         }
-        Err(e) => bad(e),
+        Err(e) => run_error(e),
     }
 }
 
@@ -546,15 +571,17 @@ fn print_matrix(o: &matrix::MatrixOutcome, json: bool) {
         return;
     }
     print!("{}", matrix::table(&o.matrix));
-    if let Some(p) = &o.expected {
-        if o.matches() {
-            println!("\nmatches {}", p.display());
-        } else {
+    match &o.expected {
+        Some(p) if o.matches() => println!("\nmatches {}", p.display()),
+        Some(p) => {
             println!("\n{} difference(s) from {}:", o.mismatches.len(), p.display());
             for d in &o.mismatches {
-                println!("  {d}");
+                println!("  {}", terminal_safe(d, false));
             }
         }
+        // without an expectation only a run that did not finish fails the matrix
+        None if !o.matches() => println!("\n{} run(s) did not finish", o.mismatches.len()),
+        None => {}
     }
 }
 
@@ -601,6 +628,21 @@ fn simulate(
     };
     let all = match compare::run_all(&scenarios, opts) {
         Ok(a) => a,
+        Err(e @ compare::CompareError::NoProgress { .. }) => {
+            let compare::CompareError::NoProgress {
+                index,
+                ref backend,
+                seed,
+                ..
+            } = e
+            else {
+                unreachable!("matched above")
+            };
+            let cmd = run::reproduce(&files[index], seed, backend);
+            let code = failed(&e);
+            eprintln!("reproduce: {}", terminal_safe(&cmd, false));
+            return code;
+        }
         Err(e) => return bad(e),
     };
     // run_all keeps the scenarios' order: the i-th result is the i-th file's

@@ -18,6 +18,11 @@
 //!
 //! [`compare`] lists every difference between a matrix and its expectation; `tests/matrix.rs`
 //! asserts there is none, and `pacesim matrix` exits 1 when there is one.
+//!
+//! A run that stops making progress (a livelock: [`crate::sim::NoProgress`]) does not stop the
+//! matrix: its row records the failure ([`Row::failed`]), its cells keep what the seeds that
+//! finished showed, and the row is a difference whatever the expectation (also without one), so
+//! the matrix still ends with its verdict.
 
 use crate::run::LoadError;
 use crate::scenario::Scenario;
@@ -74,6 +79,21 @@ pub struct Row {
     pub backend: String,
     /// Cells by property.
     pub cells: BTreeMap<String, Cell>,
+    /// The first seed whose run did not finish (it stopped making progress), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<RunFailure>,
+}
+
+/// A run of a row that did not finish.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunFailure {
+    /// Its seed.
+    pub seed: u64,
+    /// Why: `no progress at t = ...: ... events without time advancing; looping: ...`.
+    pub message: String,
+    /// The command that reproduces it, when the scenario's file is known ([`evaluate`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reproduce: Option<String>,
 }
 
 impl Row {
@@ -134,18 +154,31 @@ pub fn run(scenarios: &[Scenario], cases: u64) -> Result<Matrix, MatrixError> {
             }
         }
     }
-    let results: Vec<Result<summary::Summary, MatrixError>> = jobs
-        .par_iter()
-        .map(|v| {
-            summary::simulate(v, None, None).map_err(|source| MatrixError::Io {
-                scenario: v.name.clone(),
-                source,
-            })
-        })
-        .collect();
+    let results: Vec<Result<summary::Summary, summary::SimulateError>> =
+        jobs.par_iter().map(|v| summary::simulate(v, None, None)).collect();
+    from_runs(jobs.iter().zip(results), cases)
+}
+
+/// The matrix of runs already made, in row order: each scenario variant (backend and seed
+/// applied) with its summary, or why its run gave none, `cases` seeds per row. A run that
+/// stopped making progress marks its row ([`Row::failed`]); an I/O error fails the whole
+/// matrix.
+pub fn from_runs<'a>(
+    runs: impl IntoIterator<Item = (&'a Scenario, Result<summary::Summary, summary::SimulateError>)>,
+    cases: u64,
+) -> Result<Matrix, MatrixError> {
     let mut rows: Vec<Row> = Vec::new();
-    for (v, r) in jobs.iter().zip(results) {
-        let s = r?;
+    for (v, r) in runs {
+        let r = match r {
+            Ok(s) => Ok(s),
+            Err(summary::SimulateError::NoProgress(e)) => Err(e),
+            Err(summary::SimulateError::Io(source)) => {
+                return Err(MatrixError::Io {
+                    scenario: v.name.clone(),
+                    source,
+                });
+            }
+        };
         let row = match rows.last_mut() {
             Some(row) if row.scenario == v.name && row.backend == v.pacer.backend => row,
             _ => {
@@ -166,8 +199,22 @@ pub fn run(scenarios: &[Scenario], cases: u64) -> Result<Matrix, MatrixError> {
                             )
                         })
                         .collect(),
+                    failed: None,
                 });
                 rows.last_mut().expect("just pushed")
+            }
+        };
+        let s = match r {
+            Ok(s) => s,
+            Err(e) => {
+                if row.failed.is_none() {
+                    row.failed = Some(RunFailure {
+                        seed: v.seed,
+                        message: e.to_string(),
+                        reproduce: None,
+                    });
+                }
+                continue;
             }
         };
         for (name, c) in &s.checks {
@@ -274,6 +321,10 @@ pub fn compare(m: &Matrix, e: &Expected) -> Vec<String> {
     let mut out = Vec::new();
     let ran: BTreeSet<&str> = m.rows.iter().map(|r| r.scenario.as_str()).collect();
     for row in &m.rows {
+        if let Some(f) = &row.failed {
+            out.push(failed_line(row, f));
+            continue;
+        }
         let Some(x) = e.get(&row.scenario).and_then(|s| s.get(&row.backend)) else {
             let f: Vec<String> = row.failing().into_iter().collect();
             out.push(format!(
@@ -347,6 +398,19 @@ pub fn compare(m: &Matrix, e: &Expected) -> Vec<String> {
     out
 }
 
+/// The difference a run that did not finish makes, one line.
+fn failed_line(row: &Row, f: &RunFailure) -> String {
+    format!("{}: the run did not finish (seed {}): {}", row.key(), f.seed, f.message)
+}
+
+/// The rows whose runs did not finish, one line each: differences from any expectation.
+pub fn failures(m: &Matrix) -> Vec<String> {
+    m.rows
+        .iter()
+        .filter_map(|r| r.failed.as_ref().map(|f| failed_line(r, f)))
+        .collect()
+}
+
 fn short(p: &str) -> &str {
     match p {
         "ceiling" => "ceiling",
@@ -376,6 +440,7 @@ pub fn table(m: &Matrix) -> String {
         let mut line = format!("{:<width$}", r.key());
         for c in &m.columns {
             let s = match r.cells.get(c).map(|c| c.outcome) {
+                _ if r.failed.is_some() => "ERROR",
                 Some(Outcome::Pass) => "pass",
                 Some(Outcome::Fail) => "FAIL",
                 Some(Outcome::NotJudged) => "n/j",
@@ -384,6 +449,20 @@ pub fn table(m: &Matrix) -> String {
             line.push_str(&format!(" {s:>8}"));
         }
         let _ = writeln!(out, "{line}");
+    }
+    let unfinished: Vec<(&Row, &RunFailure)> = m
+        .rows
+        .iter()
+        .filter_map(|r| r.failed.as_ref().map(|f| (r, f)))
+        .collect();
+    if !unfinished.is_empty() {
+        let _ = writeln!(out, "\nruns that did not finish (ERROR: no property was judged):");
+        for (r, f) in unfinished {
+            let _ = writeln!(out, "  {} (seed {}): {}", r.key(), f.seed, f.message);
+            if let Some(cmd) = &f.reproduce {
+                let _ = writeln!(out, "      reproduce: {cmd}");
+            }
+        }
     }
     let fails: Vec<(&Row, &String, &Cell)> = m
         .rows
@@ -414,9 +493,19 @@ pub fn junit_cases(m: &Matrix) -> Vec<crate::junit::Case> {
     let mut out = Vec::new();
     for r in &m.rows {
         for p in &m.columns {
-            let outcome = match r.cells.get(p) {
-                Some(c) if c.outcome == Outcome::Pass => CaseOutcome::Pass,
-                Some(c) if c.outcome == Outcome::Fail => CaseOutcome::Fail {
+            let outcome = match (r.cells.get(p), &r.failed) {
+                // the run did not finish: no property of it was judged
+                (_, Some(f)) => CaseOutcome::Fail {
+                    witness: format!("seed {}: the run did not finish: {}", f.seed, f.message),
+                    reproduce: f.reproduce.clone().unwrap_or_else(|| {
+                        format!(
+                            "pacesim run <{}.toml> --seed {} --backend {}",
+                            r.scenario, f.seed, r.backend
+                        )
+                    }),
+                },
+                (Some(c), None) if c.outcome == Outcome::Pass => CaseOutcome::Pass,
+                (Some(c), None) if c.outcome == Outcome::Fail => CaseOutcome::Fail {
                     witness: format!("seed {}: {}", c.seed, c.detail),
                     reproduce: c.reproduce.clone().unwrap_or_else(|| {
                         format!(
@@ -497,12 +586,13 @@ pub struct MatrixOutcome {
     pub matrix: Matrix,
     /// The expected-matrix file it was compared with, if any.
     pub expected: Option<PathBuf>,
-    /// Every difference from the expectation ([`compare`]); empty without one.
+    /// Every difference from the expectation ([`compare`]); without one, only the runs that
+    /// did not finish ([`failures`]).
     pub mismatches: Vec<String>,
 }
 
 impl MatrixOutcome {
-    /// True when the matrix equals its expectation (or there is none).
+    /// True when the matrix equals its expectation (or there is none) and every run finished.
     pub fn matches(&self) -> bool {
         self.mismatches.is_empty()
     }
@@ -546,8 +636,15 @@ pub fn evaluate(files: Vec<PathBuf>, cases: u64, expected: Option<&Path>) -> Res
         for cell in row.cells.values_mut().filter(|c| c.outcome == Outcome::Fail) {
             cell.reproduce = Some(crate::run::reproduce(file, cell.seed, &row.backend));
         }
+        if let Some(f) = &mut row.failed {
+            f.reproduce = Some(crate::run::reproduce(file, f.seed, &row.backend));
+        }
     }
-    let mismatches = exp.as_ref().map(|e| compare(&matrix, e)).unwrap_or_default();
+    // a run that did not finish is a difference from any expectation, and without one
+    let mismatches = match &exp {
+        Some(e) => compare(&matrix, e),
+        None => failures(&matrix),
+    };
     Ok(MatrixOutcome {
         matrix,
         expected: path.map(Path::to_path_buf),

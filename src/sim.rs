@@ -104,6 +104,35 @@ enum Ev<Op, Reply> {
     },
 }
 
+impl<Op, Reply> Ev<Op, Reply> {
+    /// The event's kind, and the process it belongs to (if any): what a stuck run reports.
+    fn describe(&self) -> (&'static str, Option<u32>) {
+        match *self {
+            Ev::Start { pid } => ("start", Some(pid)),
+            Ev::Wake { pid, .. } => ("wake", Some(pid)),
+            Ev::Job { pid } => ("job", Some(pid)),
+            Ev::StoreRecv { pid, .. } => ("store_recv", Some(pid)),
+            Ev::StoreFree => ("store_free", None),
+            Ev::Reply { pid, .. } => ("reply", Some(pid)),
+            Ev::StoreRefused { pid, .. } => ("store_refused", Some(pid)),
+            Ev::Timeout { pid, .. } => ("timeout", Some(pid)),
+            Ev::DestRecv { pid, .. } => ("dest_recv", Some(pid)),
+            Ev::FetchDone { pid, .. } => ("fetch_done", Some(pid)),
+            Ev::Fault { .. } => ("fault", None),
+            Ev::Kill { .. } => ("kill", None),
+            Ev::Restart { pid } => ("restart", Some(pid)),
+            Ev::Limit { pid, .. } => ("limit", Some(pid)),
+            Ev::StoreTimer { .. } => ("store_timer", None),
+            Ev::Tick => ("tick", None),
+            Ev::Sweep => ("sweep", None),
+            Ev::Countdown { pid, .. } => ("countdown", Some(pid)),
+            Ev::Redeliver { .. } => ("redeliver", None),
+            Ev::Budget { pid, .. } => ("budget", Some(pid)),
+            Ev::Persisted { pid, .. } => ("persisted", Some(pid)),
+        }
+    }
+}
+
 /// The store's queue keeps `(pid, incarnation, seq)` for each operation; the sender's thread
 /// rides in the top 16 bits of `seq` (a thread's operation numbers stay far below 2^48).
 fn tag_seq(seq: u64, th: u16) -> u64 {
@@ -124,7 +153,52 @@ pub struct Outcome {
     pub events: u64,
     /// Store operations served.
     pub store_ops: u64,
+    /// The most events handled in a row at one virtual instant (what [`progress_bound`] is
+    /// held against).
+    pub same_instant_peak: u64,
 }
+
+/// A run stopped making progress: virtual time stood still at `at` while `events` engine
+/// events were handled in a row (a livelock, e.g. a pacer that keeps answering "retry now").
+/// The run is abandoned there; its trace is incomplete and has no `end` event.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no progress at t = {}: {events} events without time advancing; looping: {looping}", Nanos(at.0))]
+pub struct NoProgress {
+    /// The virtual instant time stood still at.
+    pub at: Instant,
+    /// Events handled in a row at that instant when the run was stopped.
+    pub events: u64,
+    /// What loops: the kinds of the last events handled there, each with how many and the
+    /// processes they belong to, e.g. `store_recv x 86 (processes 0, 1, 2, 3), ...`.
+    pub looping: String,
+}
+
+/// The most events a run of `sc` may handle in a row at one virtual instant before it is
+/// stopped as a livelock ([`NoProgress`]): 2^20, plus 64 for each thread loop, fault, and
+/// `[jobs]` source, times the largest burst the scenario allows (one grant per loop at an
+/// instant needs about ten events: its start, operation, reply, fetch, wake). A run that
+/// progresses handles a few events per loop at one instant (the busiest shipped scenario
+/// stays below 1% of its bound: `tests/livelock.rs`); a run that loops at one instant reaches
+/// it within a second or two.
+pub fn progress_bound(sc: &Scenario) -> u64 {
+    let loops = u64::from(sc.processes.count) * u64::from(sc.processes.threads.max(1));
+    let sources = sc
+        .jobs
+        .as_ref()
+        .map_or(0, |j| u64::from(crate::task::Jobs::new(j).sources));
+    let burst = sc
+        .pacer
+        .options
+        .get("burst")
+        .and_then(toml::Value::as_integer)
+        .map_or(1, |b| b.max(1) as u64)
+        .max(sc.checks.burst.max(1));
+    let things = loops.saturating_add(sc.faults.len() as u64).saturating_add(sources);
+    (1u64 << 20).saturating_add(things.saturating_mul(64).saturating_mul(burst))
+}
+
+/// How many events past the bound are handled (and tallied) to say what loops.
+const LOOP_SAMPLE: u64 = 4096;
 
 /// The trace header for scenario `sc` run with a backend whose options in force are `detail`
 /// (`source`: `sim` or `live`).
@@ -189,9 +263,17 @@ fn with_settings(sc: &Scenario, d: serde_json::Value) -> Detail {
 
 /// Run a scenario with the backend it names, streaming its trace (header first) into `out`.
 /// The scenario must be valid ([`Scenario::parse`] checks it).
-pub fn run(sc: &Scenario, out: &mut dyn Sink) -> Outcome {
+///
+/// # Errors
+///
+/// The run stopped making progress ([`NoProgress`]): its trace ends where it stopped.
+pub fn run(sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, NoProgress> {
     let spec = crate::backend::spec(&sc.pacer.backend).expect("a validated backend");
-    spec.simulate(sc, out).expect("validated options")
+    match spec.simulate(sc, out) {
+        Ok(o) => Ok(o),
+        Err(crate::builder::SimError::NoProgress(e)) => Err(e),
+        Err(e @ crate::builder::SimError::Refused(_)) => panic!("validated options: {e}"),
+    }
 }
 
 /// The world and its engine, for backend `B`.
@@ -367,27 +449,34 @@ impl<'a, B: Backend> Sim<'a, B> {
     }
 
     /// Run to completion: until every worker is done, or the duration is reached.
-    pub fn run(&mut self) -> Outcome {
+    ///
+    /// # Errors
+    ///
+    /// More than [`progress_bound`] events in a row at one virtual instant: the run is
+    /// stopped there ([`NoProgress`]), without its `end` event.
+    pub fn run(&mut self) -> Result<Outcome, NoProgress> {
         let limit = Instant(self.sc.duration.0);
+        let bound = progress_bound(self.sc);
         let mut last = Instant::ZERO;
+        // invariant: events handled in a row at `last`; `peak` the most before `last`
+        let (mut same, mut peak) = (0u64, 0u64);
         let mut ev = Ev::Tick; // (overwritten by each pop)
         while self.active > 0 || self.sc.processes.arrival_rate.is_some() || self.tasks.is_some() {
             let Some(t) = self.engine.pop_into(limit, &mut ev) else {
                 break;
             };
-            last = t;
-            self.handle(&ev);
-            // A fetch that reaches the destination at the instant it starts (no latency: the
-            // default) has its place in the firing order, taken when it started. When nothing
-            // pending comes before that place, which is nearly always, it is handled here,
-            // exactly as if it had been queued and popped; otherwise queued in its place.
-            if let Some((seq, pid, th, inc)) = self.hop.take() {
-                if self.engine.next_is(seq) {
-                    self.dest_recv(pid, th, inc);
-                } else {
-                    self.engine.at_reserved(t, seq, Ev::DestRecv { pid, th, inc });
+            // the progress guard: one compare per event, the rest only when time moves
+            if t == last {
+                same += 1;
+                if same > bound {
+                    return Err(self.no_progress(t, same, limit, &mut ev));
                 }
+            } else {
+                peak = peak.max(same);
+                same = 1;
             }
+            last = t;
+            self.turn(t, &ev);
         }
         // A release of the lock never queued (nobody waited for it) counts as it would have:
         // popped if due by the limit, else pending. (Only when the loop ran out of events:
@@ -408,10 +497,77 @@ impl<'a, B: Backend> Sim<'a, B> {
             last
         };
         self.out.event(&Event::End { t: end.0 });
-        Outcome {
+        Ok(Outcome {
             end,
             events: self.engine.processed(),
             store_ops: self.store.served,
+            same_instant_peak: peak.max(same),
+        })
+    }
+
+    /// One turn of the run loop: handle the event popped at `t`.
+    #[inline(always)]
+    fn turn(&mut self, t: Instant, ev: &Ev<B::Op, B::Reply>) {
+        self.handle(ev);
+        // A fetch that reaches the destination at the instant it starts (no latency: the
+        // default) has its place in the firing order, taken when it started. When nothing
+        // pending comes before that place, which is nearly always, it is handled here,
+        // exactly as if it had been queued and popped; otherwise queued in its place.
+        if let Some((seq, pid, th, inc)) = self.hop.take() {
+            if self.engine.next_is(seq) {
+                self.dest_recv(pid, th, inc);
+            } else {
+                self.engine.at_reserved(t, seq, Ev::DestRecv { pid, th, inc });
+            }
+        }
+    }
+
+    /// The run is stuck at `t` after `same` events there, `ev` popped and not yet handled:
+    /// handle it and up to [`LOOP_SAMPLE`] more while time stands still, tallying their kinds
+    /// and processes, and say what loops. (Cold: reached once, by a run that is over.)
+    #[cold]
+    #[inline(never)]
+    fn no_progress(&mut self, t: Instant, mut same: u64, limit: Instant, ev: &mut Ev<B::Op, B::Reply>) -> NoProgress {
+        // kind -> (events, processes), in first-seen order: a few kinds, no hash map
+        let mut tally: Vec<(&'static str, u64, std::collections::BTreeSet<u32>)> = Vec::new();
+        for _ in 0..LOOP_SAMPLE {
+            let (kind, pid) = ev.describe();
+            match tally.iter_mut().find(|k| k.0 == kind) {
+                Some(k) => k.1 += 1,
+                None => tally.push((kind, 1, std::collections::BTreeSet::new())),
+            }
+            if let (Some(p), Some(k)) = (pid, tally.iter_mut().find(|k| k.0 == kind)) {
+                k.2.insert(p);
+            }
+            self.turn(t, ev);
+            match self.engine.pop_into(limit, ev) {
+                Some(next) if next == t => same += 1,
+                _ => break, // (it moved on after all, or ran out: still far past the bound)
+            }
+        }
+        tally.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let looping = tally
+            .iter()
+            .map(|(kind, n, pids)| {
+                let mut s = format!("{kind} x {n}");
+                if !pids.is_empty() {
+                    let shown: Vec<String> = pids.iter().take(8).map(u32::to_string).collect();
+                    let more = pids.len().saturating_sub(8);
+                    let word = if pids.len() == 1 { "process" } else { "processes" };
+                    s.push_str(&format!(" ({word} {}", shown.join(", ")));
+                    if more > 0 {
+                        s.push_str(&format!(" and {more} more"));
+                    }
+                    s.push(')');
+                }
+                s
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        NoProgress {
+            at: t,
+            events: same,
+            looping,
         }
     }
 

@@ -329,36 +329,50 @@ impl Figures {
     }
 }
 
+/// Why a simulated run gave no summary.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    /// Writing the trace file failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The run stopped making progress (a livelock); the trace written so far ends there.
+    #[error(transparent)]
+    NoProgress(#[from] sim::NoProgress),
+}
+
 /// Simulate a scenario and summarise it in one pass; optionally also write the trace, and
 /// feed the events to extra consumers (plots, reports).
+///
+/// # Errors
+///
+/// Writing the trace failed, or the run stopped making progress ([`sim::NoProgress`]).
 pub fn simulate(
     sc: &Scenario,
     trace: Option<Box<dyn Write + Send>>,
     extra: Option<&mut dyn Sink>,
-) -> std::io::Result<Summary> {
-    simulate_with(
-        |out: &mut dyn Sink| {
-            sim::run(sc, out);
-        },
-        trace,
-        extra,
-    )
+) -> Result<Summary, SimulateError> {
+    simulate_with(|out: &mut dyn Sink| sim::run(sc, out).map(drop), trace, extra)
 }
 
 /// [`simulate`] with any producer of `sc`'s trace (header first): the simulator driving a
 /// backend value ([`crate::builder::SimBuilder`]), for example.
+///
+/// # Errors
+///
+/// Writing the trace failed, or the producer reported that the run stopped making progress.
 pub fn simulate_with(
-    produce: impl FnOnce(&mut dyn Sink) + Send,
+    produce: impl FnOnce(&mut dyn Sink) -> Result<(), sim::NoProgress> + Send,
     trace: Option<Box<dyn Write + Send>>,
     extra: Option<&mut dyn Sink>,
-) -> std::io::Result<Summary> {
+) -> Result<Summary, SimulateError> {
     let writer = match trace {
         Some(w) => Writer::to(w),
         None => Writer::hash_only(),
     };
-    let (figures, mut suite, writer) = stream(produce, Some(writer), extra);
+    let (figures, mut suite, writer, produced) = stream(produce, Some(writer), extra);
     let mut writer = writer.expect("the writer comes back");
     writer.finish()?;
+    produced?;
     Ok(figures.summary(&mut suite, writer.hash_hex()))
 }
 
@@ -366,14 +380,15 @@ pub fn simulate_with(
 /// figures and verdicts, minus the canonical encoding of every event, which is the largest
 /// fixed cost per event. For benchmarks and scale runs only; never where determinism is
 /// being checked.
+///
+/// # Panics
+///
+/// If the run stops making progress ([`sim::NoProgress`]).
 pub fn simulate_unhashed(sc: &Scenario) -> Summary {
-    let (figures, mut suite, _) = stream(
-        |out: &mut dyn Sink| {
-            sim::run(sc, out);
-        },
-        None,
-        None,
-    );
+    let (figures, mut suite, _, produced) = stream(|out: &mut dyn Sink| sim::run(sc, out).map(drop), None, None);
+    if let Err(e) = produced {
+        panic!("{}: {e}", sc.name);
+    }
     figures.summary(&mut suite, "-".into())
 }
 
@@ -513,10 +528,10 @@ impl Consumers<'_, '_> {
 /// are light and read with the checkers. (Each side's state lives on its own thread's stack:
 /// state written by both threads within one cache line would stall them both.)
 fn stream(
-    produce: impl FnOnce(&mut dyn Sink) + Send,
+    produce: impl FnOnce(&mut dyn Sink) -> Result<(), sim::NoProgress> + Send,
     writer: Option<Writer>,
     extra: Option<&mut dyn Sink>,
-) -> (Figures, Suite, Option<Writer>) {
+) -> (Figures, Suite, Option<Writer>, Result<(), sim::NoProgress>) {
     let (mut near_writer, mut far_writer) = match writer {
         Some(w) if w.writes() => (Some(w), None),
         w => (None, w),
@@ -530,25 +545,25 @@ fn stream(
         extra,
     };
     let near = move |out: &mut dyn Sink| {
-        match &mut near_writer {
+        let produced = match &mut near_writer {
             Some(w) => {
                 let mut tee = Tee::new();
                 tee.push(w);
                 tee.push(out);
-                produce(&mut tee);
+                produce(&mut tee)
             }
             // nothing to write: the simulator's events go straight to the consumers
             None => produce(out),
-        }
-        near_writer
+        };
+        (near_writer, produced)
     };
     // the two halves on one core each, events in order, so all is as single-threaded
-    let near_writer = if crate::trace::pipe::worth_it() {
+    let (near_writer, produced) = if crate::trace::pipe::worth_it() {
         crate::trace::pipe::pipelined(near, &mut far)
     } else {
         near(&mut far)
     };
-    (figures, suite, near_writer.or(far_writer))
+    (figures, suite, near_writer.or(far_writer), produced)
 }
 
 /// Summarise a trace already in memory with the consumers a run's checkers' thread uses (the
@@ -601,7 +616,7 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/r1-small.toml");
         let sc = Scenario::load(&path).expect("r1-small loads");
         let mut trace = Collect::default();
-        sim::run(&sc, &mut trace);
+        sim::run(&sc, &mut trace).expect("r1-small progresses");
         let h = trace.header.expect("a header");
         assert_eq!(consume(&h, &trace.events), simulate(&sc, None, None).expect("a run"));
     }

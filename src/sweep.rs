@@ -374,7 +374,11 @@ impl Plan {
 
     /// Run the runs `shard` owns (all of them for `None`) in parallel, with a progress bar on
     /// a terminal; returns their rows by run number.
-    pub fn run(&self, shard: Option<Shard>) -> Vec<Row> {
+    ///
+    /// # Errors
+    ///
+    /// A run stopped making progress ([`SweepError::NoProgress`]: the first by run number).
+    pub fn run(&self, shard: Option<Shard>) -> Result<Vec<Row>, SweepError> {
         let runs: Vec<u64> = (0..self.manifest.runs)
             .filter(|r| shard.is_none_or(|s| s.owns(*r)))
             .collect();
@@ -386,13 +390,31 @@ impl Plan {
         } else {
             ProgressBar::hidden()
         };
-        let rows: Vec<Row> = runs
+        let rows: Result<Vec<Row>, SweepError> = runs
             .par_iter()
             .map(|&run| {
                 let (values, sc) = self.scenario(run);
-                let s = summary::simulate(&sc, None, None).expect("no trace file, so no I/O error");
+                let s = match summary::simulate(&sc, None, None) {
+                    Ok(s) => s,
+                    Err(summary::SimulateError::NoProgress(source)) => {
+                        let point: Vec<String> = self
+                            .manifest
+                            .axes
+                            .iter()
+                            .zip(values.iter())
+                            .map(|(a, v)| format!("{}={v}", a.key))
+                            .collect();
+                        return Err(SweepError::NoProgress {
+                            run,
+                            point: point.join(" "),
+                            seed: sc.seed,
+                            source,
+                        });
+                    }
+                    Err(summary::SimulateError::Io(e)) => unreachable!("no trace file, so no I/O error: {e}"),
+                };
                 bar.inc(1);
-                Row::new(run, &self.manifest.axes, values, &s)
+                Ok(Row::new(run, &self.manifest.axes, values, &s))
             })
             .collect();
         bar.finish_and_clear();
@@ -840,7 +862,7 @@ pub fn sweep_file(
     let resolved = Shard::resolve(shard, shards, &|k| std::env::var(k).ok())?;
     let shard = resolved.map(|r| r.0);
     let plan = Plan::new(file, axes, seeds)?;
-    let rows = plan.run(shard);
+    let rows = plan.run(shard)?;
     let manifest = Manifest {
         shard,
         ..plan.manifest.clone()
@@ -903,6 +925,18 @@ fn differences(a: &Manifest, b: &Manifest) -> String {
 /// Why a sweep or a merge did not complete.
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
+    /// A run stopped making progress (a livelock in the backend under test).
+    #[error("sweep run {run} [{point}] seed {seed}: {source}")]
+    NoProgress {
+        /// The run's number.
+        run: u64,
+        /// Its grid point, `key=value ...`.
+        point: String,
+        /// Its seed.
+        seed: u64,
+        /// When, and what loops.
+        source: crate::sim::NoProgress,
+    },
     /// A `--grid` axis is not `KEY=V1,V2,...`.
     #[error("--grid `{spec}`: expected KEY=V1,V2,...")]
     Grid {

@@ -4,7 +4,7 @@
 //! cannot represent are refused with file, line and field.
 
 use pacesim::backend::registry::Configure;
-use pacesim::builder::SimBuilder;
+use pacesim::builder::{SimBuilder, SimError};
 use pacesim::scenario::{FOUR_LIMITERS, Scenario};
 use std::path::{Path, PathBuf};
 mod common;
@@ -152,7 +152,9 @@ fn i06_sim_builder_refuses_what_its_backend_cannot_run() {
     let adv = pacesim::backend::advisory::AdvisoryOptions::default()
         .build(&sc)
         .unwrap();
-    let e = SimBuilder::new(sc.clone()).run(adv).unwrap_err();
+    let Err(SimError::Refused(e)) = SimBuilder::new(sc.clone()).run(adv) else {
+        panic!("refused")
+    };
     assert_eq!(e.field, "processes.threads");
     assert!(
         e.message.contains("backend `advisory` runs one thread per process"),
@@ -161,7 +163,9 @@ fn i06_sim_builder_refuses_what_its_backend_cannot_run() {
     let kill = Scenario::parse("k.toml", &sim("kill-mid-reservation.toml")).unwrap();
     let local = pacesim::backend::local::LocalOptions::default().build(&kill).unwrap();
     let mut out = pacesim::trace::Collect::default();
-    let e = SimBuilder::new(kill.clone()).run_into(local, &mut out).unwrap_err();
+    let Err(SimError::Refused(e)) = SimBuilder::new(kill.clone()).run_into(local, &mut out) else {
+        panic!("refused")
+    };
     assert_eq!(e.field, "faults[0].point");
     assert!(out.header.is_none(), "nothing is written");
     // a backend that can: runs

@@ -14,7 +14,7 @@ fn load(name: &str) -> Scenario {
 
 fn grants(sc: &Scenario) -> Vec<(u32, i64, i64)> {
     let mut c = Collect::default();
-    pacesim::sim::run(sc, &mut c);
+    pacesim::sim::run(sc, &mut c).expect("the run progresses");
     c.events
         .iter()
         .filter_map(|e| match *e {

@@ -103,7 +103,7 @@ fn adding_a_process_does_not_change_the_others_draws() {
     let starts = |n: u32| {
         let sc = Scenario::parse("x", &src(n)).unwrap();
         let mut c = Collect::default();
-        pacesim::sim::run(&sc, &mut c);
+        pacesim::sim::run(&sc, &mut c).expect("the run progresses");
         c.events
             .iter()
             .filter(|e| matches!(e, Event::FetchStart { pid: 0, .. }))
@@ -140,7 +140,7 @@ proptest! {
         let sc = scenario("row", n, rate, requests, &lat);
         let interval = sc.interval().0 as i64;
         let mut c = Collect::default();
-        pacesim::sim::run(&sc, &mut c);
+        pacesim::sim::run(&sc, &mut c).expect("the run progresses");
         let slots: Vec<i64> = c.events.iter().filter_map(|e| match e { Event::Grant { slot, .. } => Some(*slot), _ => None }).collect();
         prop_assert_eq!(slots.len() as u64, n as u64 * requests);
         for w in slots.windows(2) {

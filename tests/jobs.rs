@@ -15,7 +15,7 @@ fn load(name: &str) -> Scenario {
 
 fn trace(sc: &Scenario) -> Vec<Event> {
     let mut c = Collect::default();
-    pacesim::sim::run(sc, &mut c);
+    pacesim::sim::run(sc, &mut c).expect("the run progresses");
     c.events
 }
 

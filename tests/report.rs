@@ -244,7 +244,7 @@ fn figure_runs(sr: &compare::ScenarioRuns) -> Vec<(&str, &Timeline, f64)> {
 fn arrivals_per_platform(sc: &Scenario) -> Vec<u64> {
     use pacesim::trace::{Collect, Event};
     let mut c = Collect::default();
-    pacesim::sim::run(sc, &mut c);
+    pacesim::sim::run(sc, &mut c).expect("the run progresses");
     let mut job: BTreeMap<u32, u32> = BTreeMap::new();
     let mut n = vec![0u64; sc.platforms.len()];
     for e in &c.events {

@@ -214,9 +214,9 @@ fn shards_of_different_sweeps_do_not_merge_and_rows_replay() {
     };
     let a = plan(2);
     let s0 = Shard::parse("0/2").unwrap();
-    let rows0 = a.run(Some(s0));
+    let rows0 = a.run(Some(s0)).unwrap();
     let other = plan(3);
-    let rows1 = other.run(Some(Shard::parse("1/2").unwrap()));
+    let rows1 = other.run(Some(Shard::parse("1/2").unwrap())).unwrap();
     let e = sweep::merge(vec![
         (a.manifest.clone(), rows0.clone()),
         (other.manifest.clone(), rows1),

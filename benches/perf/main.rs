@@ -91,7 +91,7 @@ fn sim_only_case(file: &str) {
     let sc = scenario(file);
     let (n, t) = best_of(reps(), || {
         let mut c = Count(0);
-        pacesim::sim::run(&sc, &mut c);
+        pacesim::sim::run(&sc, &mut c).expect("the run progresses");
         c.0
     });
     done(n, t);

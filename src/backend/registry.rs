@@ -81,8 +81,9 @@ pub trait Ops: Sync {
     fn validate(&self, name: &str, sc: &Scenario, strict: bool) -> Result<(), OptionError>;
     /// The options in force, for the trace header.
     fn detail(&self, name: &str, sc: &Scenario) -> Result<serde_json::Value, OptionError>;
-    /// Simulate `sc` with it, streaming the trace (header first) into `out`.
-    fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, OptionError>;
+    /// Simulate `sc` with it, streaming the trace (header first) into `out`: fails on options
+    /// it cannot run, or when the run stops making progress.
+    fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::builder::SimError>;
     /// The kill points its processes can be found at, with `sc`'s options.
     fn kill_points(&self, name: &str, sc: &Scenario) -> Result<Vec<crate::fault::KillPoint>, OptionError>;
     /// How the threads of a process use its process side, with `sc`'s options.
@@ -120,7 +121,7 @@ impl<O: Configure> Ops for OpsOf<O> {
     fn threads(&self, name: &str, sc: &Scenario) -> Result<crate::backend::Threads, OptionError> {
         Ok(self.build(name, sc, false)?.threads())
     }
-    fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, OptionError> {
+    fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::builder::SimError> {
         let b = self.build(name, sc, false)?;
         crate::builder::SimBuilder::new(sc.clone()).run_into(b, out)
     }
@@ -162,8 +163,8 @@ impl BackendSpec {
     pub fn detail(&self, sc: &Scenario) -> Result<serde_json::Value, OptionError> {
         self.ops.detail(self.name, sc)
     }
-    /// Simulate `sc` with this backend.
-    pub fn simulate(&self, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, OptionError> {
+    /// Simulate `sc` with this backend (see [`crate::builder::SimBuilder::run_into`]).
+    pub fn simulate(&self, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::builder::SimError> {
         self.ops.simulate(self.name, sc, out)
     }
     /// The `[pacer]` options it reads.

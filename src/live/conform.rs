@@ -416,7 +416,7 @@ pub fn simulated_cost_table(cal: &Calibration) -> Result<CostTable, LiveError> {
     let mut sc = cost_scenario()?;
     cal.apply(&mut sc);
     let mut c = crate::trace::Collect::default();
-    crate::sim::run(&sc, &mut c);
+    crate::sim::run(&sc, &mut c).map_err(|e| LiveError::Setup(e.to_string()))?;
     Ok(cost_of(&c.events))
 }
 

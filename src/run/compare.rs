@@ -190,6 +190,29 @@ pub enum CompareError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A run stopped making progress (a livelock in the backend under test): which run, and
+    /// when and what loops.
+    #[error("{scenario} / {backend} (seed {seed}): {source}")]
+    NoProgress {
+        /// Scenario name.
+        scenario: String,
+        /// The scenario's position in the list run (the command line names its file).
+        index: usize,
+        /// Backend.
+        backend: String,
+        /// Seed.
+        seed: u64,
+        /// When, and what loops.
+        source: crate::sim::NoProgress,
+    },
+}
+
+impl CompareError {
+    /// True when a run itself failed (it stopped making progress); false for input that
+    /// cannot be used.
+    pub fn is_failed_run(&self) -> bool {
+        matches!(self, CompareError::NoProgress { .. })
+    }
 }
 
 /// One planned run.
@@ -249,7 +272,7 @@ pub struct Options {
 pub const PROGRESS_FROM_RUNS: usize = 8;
 
 /// Simulate one planned run; `series` keeps the plots' series in its timeline.
-pub fn run_one(p: &Planned, series: bool) -> std::io::Result<Run> {
+pub fn run_one(p: &Planned, series: bool) -> Result<Run, summary::SimulateError> {
     let mut tl = Timeline::with_series(series);
     let summary = summary::simulate(&p.variant, None, Some(&mut tl))?;
     let derived = Derived::of(&summary, &tl);
@@ -275,7 +298,7 @@ pub fn run_all(scenarios: &[Scenario], opts: Options) -> Result<Vec<ScenarioRuns
     } else {
         ProgressBar::hidden()
     };
-    let results: Vec<std::io::Result<Run>> = planned
+    let results: Vec<Result<Run, summary::SimulateError>> = planned
         .par_iter()
         .map(|p| {
             let first_seed = scenarios[p.scenario].seed == p.seed;
@@ -295,10 +318,20 @@ pub fn run_all(scenarios: &[Scenario], opts: Options) -> Result<Vec<ScenarioRuns
         })
         .collect();
     for (p, r) in planned.iter().zip(results) {
-        let run = r.map_err(|source| CompareError::Io {
-            scenario: scenarios[p.scenario].name.clone(),
-            backend: p.backend.clone(),
-            source,
+        let scenario = scenarios[p.scenario].name.clone();
+        let run = r.map_err(|e| match e {
+            summary::SimulateError::Io(source) => CompareError::Io {
+                scenario,
+                backend: p.backend.clone(),
+                source,
+            },
+            summary::SimulateError::NoProgress(source) => CompareError::NoProgress {
+                scenario,
+                index: p.scenario,
+                backend: p.backend.clone(),
+                seed: p.seed,
+                source,
+            },
         })?;
         out[p.scenario].runs.push(run);
     }

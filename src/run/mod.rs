@@ -212,6 +212,25 @@ pub enum RunError {
     /// The trace does not read (names file and line).
     #[error(transparent)]
     ReadTrace(#[from] ReadError),
+    /// The run stopped making progress (a livelock in the backend under test): a failed run,
+    /// not bad input.
+    #[error("{}: {source}", file.display())]
+    NoProgress {
+        /// The scenario file.
+        file: PathBuf,
+        /// The command that reproduces the run ([`reproduce`]).
+        reproduce: String,
+        /// When, and what loops.
+        source: crate::sim::NoProgress,
+    },
+}
+
+impl RunError {
+    /// True when the run itself failed (it stopped making progress), as a failed check does;
+    /// false for input that cannot be used.
+    pub fn is_failed_run(&self) -> bool {
+        matches!(self, RunError::NoProgress { .. })
+    }
 }
 
 /// `pacesim run`: load `file` with the overrides, simulate it, write its trace to `trace`
@@ -233,7 +252,14 @@ pub fn one(file: &Path, seed: Option<u64>, backend: Option<&str>, trace: Option<
     };
     let mut progress = progress::Progress::on_terminal(sc.duration);
     let extra = progress.as_mut().map(|p| p as &mut dyn crate::trace::Sink);
-    summary::simulate(&sc, out, extra).map_err(RunError::WriteTrace)
+    summary::simulate(&sc, out, extra).map_err(|e| match e {
+        summary::SimulateError::Io(e) => RunError::WriteTrace(e),
+        summary::SimulateError::NoProgress(source) => RunError::NoProgress {
+            file: file.to_path_buf(),
+            reproduce: reproduce(file, sc.seed, &sc.pacer.backend),
+            source,
+        },
+    })
 }
 
 /// `pacesim check`: summarise the trace file `trace` (the checkers' verdicts included),
