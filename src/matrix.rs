@@ -514,7 +514,7 @@ pub fn junit_cases(m: &Matrix) -> Vec<crate::junit::Case> {
                         )
                     }),
                 },
-                Some(c) if c.outcome == Outcome::NotJudged => CaseOutcome::NotJudged {
+                (Some(c), None) if c.outcome == Outcome::NotJudged => CaseOutcome::NotJudged {
                     needs: format!("seed {}: {}", c.seed, c.detail),
                 },
                 _ => CaseOutcome::Skipped,
