@@ -22,7 +22,10 @@
 use crate::backend::Backend;
 use crate::backend::options::OptionError;
 use crate::scenario::Scenario;
-use crate::sim::{NoProgress, Outcome, Sim, header_with};
+use crate::sim::{Sim, header_with};
+/// What a run returns besides its trace, and why a run stopped making progress: defined by the
+/// simulator (a hidden module), public here, where [`SimBuilder`] returns them.
+pub use crate::sim::{NoProgress, Outcome};
 use crate::summary::Summary;
 use crate::trace::{Collect, Event, Header, Sink};
 
@@ -36,6 +39,10 @@ pub enum SimError {
     /// kept coming; see [`crate::sim::progress_bound`]).
     #[error(transparent)]
     NoProgress(#[from] NoProgress),
+    /// The run would need more memory or work than allowed ([`crate::budget`]: the same
+    /// estimates and limits as the command line's); nothing ran.
+    #[error(transparent)]
+    Budget(#[from] crate::budget::BudgetError),
 }
 
 /// Configures a run: the scenario, with overrides.
@@ -121,6 +128,13 @@ impl SimBuilder {
     /// The backend cannot run the scenario ([`SimBuilder::check`]; nothing is written), or
     /// the run stopped making progress ([`SimError::NoProgress`]; the trace stops there).
     pub fn run_into<B: Backend>(&self, backend: B, out: &mut dyn Sink) -> Result<Outcome, SimError> {
+        crate::budget::check(&self.scenario, 1)?;
+        self.run_into_unbudgeted(backend, out)
+    }
+
+    /// [`SimBuilder::run_into`] without the budget check: for the command line's runs, which
+    /// check the budget for all their runs at once before any starts.
+    pub(crate) fn run_into_unbudgeted<B: Backend>(&self, backend: B, out: &mut dyn Sink) -> Result<Outcome, SimError> {
         self.check(&backend)?;
         let sc = &self.scenario;
         let mut detail = backend.detail();
@@ -145,12 +159,25 @@ impl SimBuilder {
     /// making progress ([`SimError::NoProgress`]: its message says when and what loops).
     pub fn run<B: Backend>(&self, backend: B) -> Result<Report, SimError> {
         self.check(&backend)?;
+        crate::budget::check(&self.scenario, 1)?;
+        // the report keeps every event: their memory, on top of what a streamed run needs
+        let (events, field) = crate::budget::work(&self.scenario);
+        let kept = events * std::mem::size_of::<Event>() as f64;
+        if kept > crate::budget::limit() as f64 {
+            return Err(SimError::Budget(crate::budget::BudgetError::Memory {
+                scenario: self.scenario.place(&field),
+                field,
+                estimate: kept as u64,
+                limit: crate::budget::limit(),
+            }));
+        }
         let mut c = Collect::default();
         let summary = crate::summary::simulate_with(
-            |out: &mut dyn Sink| match self.run_into(backend, out) {
+            |out: &mut dyn Sink| match self.run_into_unbudgeted(backend, out) {
                 Ok(_) => Ok(()),
                 Err(SimError::NoProgress(e)) => Err(e),
                 Err(SimError::Refused(e)) => unreachable!("checked above: {e}"),
+                Err(SimError::Budget(e)) => unreachable!("checked above: {e}"),
             },
             None,
             Some(&mut c),

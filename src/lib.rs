@@ -63,6 +63,7 @@
 // ---- the public API: scenarios, backends (yours or pacesim's), running them, the trace,
 // ---- the checkers' verdicts, and the in-process pacer core ----
 pub mod backend;
+pub mod budget;
 pub mod builder;
 pub mod check;
 pub mod clock;

@@ -269,10 +269,13 @@ fn with_settings(sc: &Scenario, d: serde_json::Value) -> Detail {
 /// The run stopped making progress ([`NoProgress`]): its trace ends where it stopped.
 pub fn run(sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, NoProgress> {
     let spec = crate::backend::spec(&sc.pacer.backend).expect("a validated backend");
-    match spec.simulate(sc, out) {
+    // the caller checks the budget (the command line does, for all its runs at once)
+    match spec.ops.simulate(spec.name, sc, out) {
         Ok(o) => Ok(o),
         Err(crate::builder::SimError::NoProgress(e)) => Err(e),
-        Err(e @ crate::builder::SimError::Refused(_)) => panic!("validated options: {e}"),
+        Err(e @ (crate::builder::SimError::Refused(_) | crate::builder::SimError::Budget(_))) => {
+            panic!("validated options, no budget check on this path: {e}")
+        }
     }
 }
 

@@ -412,3 +412,29 @@ fn i07_timeouts_of_operations_no_longer_awaited_do_not_pile_up() {
     assert!(code == 0 || code == 1, "exit {code}: {e}");
     assert!(peak < 128 << 20, "peak {} MiB", peak >> 20);
 }
+
+/// Issue 34 (a `just fuzz` find): the library routes kept no budget. A scenario that the
+/// command line refuses (a 1 ns soft limit schedules about 1e9 events a second) ran through
+/// `BackendSpec::simulate` and `SimBuilder`, and collecting its trace took 21 GB before the
+/// kernel killed the test. Both now refuse it with the command line's error, before anything
+/// runs.
+#[test]
+fn i07_the_library_routes_refuse_what_the_budget_refuses() {
+    let src = "name = \"g\"\nseed = 3\nduration = \"1s\"\n[pacer]\nbackend = \"row\"\nrate = 7.0\n\
+               [processes]\ncount = 2\nrequests = 3\nsoft_limit = \"1ns\"\n";
+    let sc = Scenario::parse("g.toml", src).unwrap();
+    let want = pacesim::budget::check(&sc, 1).unwrap_err();
+    assert!(want.to_string().contains("processes.soft_limit"), "{want}");
+    let spec = pacesim::backend::spec("row").unwrap();
+    let mut sink = pacesim::trace::Collect::default();
+    match spec.simulate(&sc, &mut sink) {
+        Err(SimError::Budget(e)) => assert_eq!(e, want),
+        other => panic!("{:?}", other.err()),
+    }
+    assert!(sink.events.is_empty(), "nothing ran");
+    let row = pacesim::backend::row::RowOptions::default().build(&sc).unwrap();
+    match SimBuilder::new(sc.clone()).run(row) {
+        Err(SimError::Budget(e)) => assert_eq!(e, want),
+        other => panic!("{:?}", other.err().map(|e| e.to_string())),
+    }
+}

@@ -123,7 +123,8 @@ impl<O: Configure> Ops for OpsOf<O> {
     }
     fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::builder::SimError> {
         let b = self.build(name, sc, false)?;
-        crate::builder::SimBuilder::new(sc.clone()).run_into(b, out)
+        // the callers ([`BackendSpec::simulate`], the command line) check the budget first
+        crate::builder::SimBuilder::new(sc.clone()).run_into_unbudgeted(b, out)
     }
 }
 
@@ -163,8 +164,11 @@ impl BackendSpec {
     pub fn detail(&self, sc: &Scenario) -> Result<serde_json::Value, OptionError> {
         self.ops.detail(self.name, sc)
     }
-    /// Simulate `sc` with this backend (see [`crate::builder::SimBuilder::run_into`]).
+    /// Simulate `sc` with this backend (see [`crate::builder::SimBuilder::run_into`]): refused
+    /// ([`crate::builder::SimError::Budget`]) above the memory or work limits, as on the
+    /// command line.
     pub fn simulate(&self, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::builder::SimError> {
+        crate::budget::check(sc, 1)?;
         self.ops.simulate(self.name, sc, out)
     }
     /// The `[pacer]` options it reads.

@@ -12,7 +12,7 @@
 //! Everything here returns a typed result and prints nothing; the command line decides what
 //! is printed and the exit status.
 
-pub mod budget;
+pub use crate::budget;
 pub mod compare;
 pub mod input;
 pub mod progress;

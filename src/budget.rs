@@ -99,7 +99,7 @@ pub fn overlap(sc: &Scenario) -> (usize, crate::time::Nanos, usize) {
 }
 
 /// The run would need more memory, or more work, than the limit.
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq)]
 pub enum BudgetError {
     /// More memory than `--max-memory`.
     #[error(
