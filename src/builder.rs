@@ -22,10 +22,10 @@
 use crate::backend::Backend;
 use crate::backend::options::OptionError;
 use crate::scenario::Scenario;
-use crate::sim::{Sim, header_with};
 /// What a run returns besides its trace, and why a run stopped making progress: defined by the
 /// simulator (a hidden module), public here, where [`SimBuilder`] returns them.
 pub use crate::sim::{NoProgress, Outcome};
+use crate::sim::{Sim, header_with};
 use crate::summary::Summary;
 use crate::trace::{Collect, Event, Header, Sink};
 
