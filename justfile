@@ -19,14 +19,16 @@ test:
     cargo test --profile fast-test --all-targets
     cargo test --profile fast-test --doc
 
-# Formatting, lints and docs with warnings denied, then the tests, then the loom models
-# (and their broken twins, which must be caught).
+# Formatting, lints and docs with warnings denied, then the tests, a team's own backend through
+# the command line (examples/fixed_window.rs's defect matrix), then the loom models (and their
+# broken twins, which must be caught).
 # What CI runs (`.ci/run` calls it).
 ci:
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
     just test
+    cargo run --profile fast-test --quiet --example fixed_window -- matrix examples/fixed-window.toml --expected examples/fixed-window-matrix.toml
     just loom
 
 # Deeper property testing (2,000 cases per property).

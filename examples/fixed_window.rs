@@ -8,10 +8,19 @@
 //!
 //! `cargo run --release --example fixed_window` prints both; `cargo test --release --example
 //! fixed_window` asserts it.
+//!
+//! With arguments it is the whole `pacesim` command line with `fixed_window` registered beside
+//! pacesim's backends ([`pacesim::cli::main_with_backends`]): scenario files name it in
+//! `[pacer] backend` and `compare`, with its own option `window`:
+//! `cargo run --release --example fixed_window -- simulate examples/fixed-window.toml`, or
+//! `-- matrix examples/fixed-window.toml --expected examples/fixed-window-matrix.toml`.
 
+use pacesim::backend::options::OptionError;
 use pacesim::backend::redis_gcra::RedisGcraOptions;
+use pacesim::backend::registry::OpsOf;
 use pacesim::backend::{
-    Backend, Configure, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide,
+    Backend, BackendSpec, Configure, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply,
+    StoreSide,
 };
 use pacesim::builder::{Report, SimBuilder};
 use pacesim::clock::Reading;
@@ -125,7 +134,8 @@ impl Backend for FixedWindow {
         "fixed_window"
     }
     fn detail(&self) -> serde_json::Value {
-        serde_json::json!({ "limit": self.limit, "window_ns": self.window.0 })
+        // `burst`: a window admits its whole limit at once (backoff_coherence reads it)
+        serde_json::json!({ "limit": self.limit, "window_ns": self.window.0, "burst": self.limit })
     }
     fn process(&self, _pid: u32) -> Client {
         Client
@@ -135,6 +145,41 @@ impl Backend for FixedWindow {
             cfg: self.clone(),
             key: None,
         }
+    }
+}
+
+/// Its `[pacer]` options: `window` (default 1 s); the limit is the scenario's `rate` x window.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixedWindowOptions {
+    /// The window's length.
+    pub window: Option<Nanos>,
+}
+
+impl Configure for FixedWindowOptions {
+    type Backend = FixedWindow;
+    fn build(self, sc: &Scenario) -> Result<FixedWindow, OptionError> {
+        let window = self.window.unwrap_or(Nanos::from_millis(1000));
+        let limit = (sc.pacer.rate * window.as_secs_f64()).floor() as u64;
+        if window.0 == 0 || limit == 0 {
+            return Err(OptionError::new(
+                "window",
+                format!("must hold at least one request at the rate {}/s", sc.pacer.rate),
+            ));
+        }
+        Ok(FixedWindow { limit, window })
+    }
+}
+
+/// Its registry entry: what `main_with_backends` adds to every command.
+pub fn spec() -> BackendSpec {
+    BackendSpec {
+        name: "fixed_window",
+        summary: "INCR rate:<window> then EXPIRE; allow while the count is within rate x window (a team's own)",
+        defective: true,
+        ops: &OpsOf::<FixedWindowOptions>::NEW,
+        live: None,
+        colour: None,
     }
 }
 
@@ -175,6 +220,9 @@ pub fn compare() -> (Report, Report) {
 }
 
 fn main() {
+    if std::env::args().len() > 1 {
+        std::process::exit(pacesim::cli::main_with_backends(vec![spec()]));
+    }
     let (fixed, gcra) = compare();
     for r in [&fixed, &gcra] {
         let s = &r.summary;
@@ -192,6 +240,52 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
+    fn registered() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| pacesim::backend::register(vec![spec()]).unwrap());
+    }
+
+    fn file(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name)
+    }
+
+    /// Registered, the team's backend is named in a scenario file like pacesim's own: the
+    /// commands' pipeline runs it, its defect fails the matrix's expected cell, and its own
+    /// options are checked with file, line and field.
+    #[test]
+    fn registered_it_runs_through_the_commands_pipeline() {
+        registered();
+        assert!(pacesim::backend::names().contains(&"fixed_window"));
+        let s = pacesim::run::one(&file("fixed-window.toml"), None, None, None).unwrap();
+        assert_eq!(s.backend, "fixed_window");
+        assert!(s.checks["ceiling"].failed(), "{}", s.checks["ceiling"].detail);
+        let g = pacesim::run::one(&file("fixed-window.toml"), None, Some("redis_gcra"), None).unwrap();
+        assert!(g.checks["ceiling"].passed(), "{}", g.checks["ceiling"].detail);
+        let m = pacesim::matrix::evaluate(
+            vec![file("fixed-window.toml")],
+            1,
+            Some(&file("fixed-window-matrix.toml")),
+        )
+        .unwrap();
+        assert!(m.matches(), "{:?}", m.mismatches);
+        // its option, checked as pacesim's are
+        let bad = pacesim::scenario::Scenario::parse(
+            "t.toml",
+            &std::fs::read_to_string(file("fixed-window.toml"))
+                .unwrap()
+                .replace("window = \"1s\"", "window = \"1ns\""),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            bad.contains("t.toml:") && bad.contains("pacer.window: must hold at least one request"),
+            "{bad}"
+        );
+        // a second registration is refused, not a panic
+        assert!(pacesim::backend::register(vec![spec()]).is_err());
+    }
 
     #[test]
     fn the_ceiling_catches_twice_the_limit_across_a_window_boundary_and_gcra_passes() {

@@ -224,6 +224,37 @@ pub enum Command {
     },
 }
 
+/// The whole `pacesim` program with a team's own backends beside pacesim's: a team's crate
+/// writes `fn main() { std::process::exit(pacesim::cli::main_with_backends(vec![MY_SPEC])) }`
+/// and gets every command for its design ([`crate::backend::register`]). Parses the command
+/// line; returns the exit status.
+pub fn main_with_backends(backends: Vec<crate::backend::BackendSpec>) -> i32 {
+    if let Err(e) = crate::backend::register(backends) {
+        return bad(e);
+    }
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_BAD_INPUT } else { EXIT_PASS };
+            let _ = e.print();
+            return code;
+        }
+    };
+    // `pacesim run FILE | head`: stop quietly when the reader goes, as a Unix filter does (Rust
+    // ignores SIGPIPE, so every print would fail and panic instead). Not for the live commands:
+    // they write to their workers' pipes and must clean up whatever happens to a reader.
+    if !matches!(
+        cli.command,
+        Command::Live { .. } | Command::Conform { .. } | Command::Worker { .. }
+    ) {
+        // SAFETY: at start-up, before any other thread exists; restores the default action.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+    main_with(cli)
+}
+
 /// Run the CLI; returns the process exit status.
 pub fn main_with(cli: Cli) -> i32 {
     if let Some(m) = cli.max_memory {
@@ -298,7 +329,7 @@ pub fn main_with(cli: Cli) -> i32 {
             Err(e) => bad(e),
         },
         Command::Backends => {
-            for b in crate::backend::REGISTRY {
+            for b in crate::backend::all() {
                 let tag = if b.defective { " (defective)" } else { "" };
                 println!("{:<16} {}{tag}", b.name, b.summary);
             }

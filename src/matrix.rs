@@ -450,6 +450,12 @@ pub fn table(m: &Matrix) -> String {
         }
         let _ = writeln!(out, "{line}");
     }
+    if !m.not_judged().is_empty() {
+        let _ = writeln!(
+            out,
+            "(n/j: not judged, the run lacks what the check needs; -: does not apply)"
+        );
+    }
     let unfinished: Vec<(&Row, &RunFailure)> = m
         .rows
         .iter()

@@ -58,7 +58,7 @@ use crate::rng::Rng;
 use crate::time::{Instant, Nanos};
 use crate::trace::{OpKind, Sink};
 pub use backoff::Signal;
-pub use registry::{BackendSpec, Configure, REGISTRY, names, spec};
+pub use registry::{BackendSpec, Configure, REGISTRY, all, names, register, spec};
 
 /// One connection of a process incarnation, as the store sees it: a restarted process has new
 /// sessions, and each thread of a process has its own (the records' "one connect per fetch

@@ -247,14 +247,53 @@ pub static REGISTRY: &[BackendSpec] = &[
     },
 ];
 
+/// Backends registered by the program that runs pacesim ([`register`]), after [`REGISTRY`]'s.
+static REGISTERED: std::sync::OnceLock<Vec<&'static BackendSpec>> = std::sync::OnceLock::new();
+
+/// Add a team's own backends to every command: the program's `main` hands them over once,
+/// before anything runs ([`crate::cli::main_with_backends`] does it), and from then on
+/// scenario files name them like pacesim's own (`[pacer] backend`, `compare`, their options in
+/// `[pacer]`), and `run`, `simulate`, `matrix`, `sweep`, `check` and reports run them.
+///
+/// # Errors
+///
+/// A second call, a name that is empty, not of `a-z`, `0-9` and `_`, pacesim's own, or given
+/// twice.
+pub fn register(specs: Vec<BackendSpec>) -> Result<(), String> {
+    let mut seen: Vec<&str> = REGISTRY.iter().map(|b| b.name).collect();
+    for s in &specs {
+        let n = s.name;
+        if n.is_empty()
+            || !n
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
+            return Err(format!("backend name `{n}`: use a-z, 0-9 and _"));
+        }
+        if seen.contains(&n) {
+            return Err(format!("backend `{n}` is registered twice (or is one of pacesim's)"));
+        }
+        seen.push(n);
+    }
+    let leaked: Vec<&'static BackendSpec> = specs.into_iter().map(|s| &*Box::leak(Box::new(s))).collect();
+    REGISTERED
+        .set(leaked)
+        .map_err(|_| "backends are registered once, before anything runs".to_string())
+}
+
+/// Every backend: pacesim's ([`REGISTRY`]), then the registered ones ([`register`]).
+pub fn all() -> impl Iterator<Item = &'static BackendSpec> {
+    REGISTRY.iter().chain(REGISTERED.get().into_iter().flatten().copied())
+}
+
 /// Names of every backend.
 pub fn names() -> Vec<&'static str> {
-    REGISTRY.iter().map(|b| b.name).collect()
+    all().map(|b| b.name).collect()
 }
 
 /// The backend named `name`.
 pub fn spec(name: &str) -> Option<&'static BackendSpec> {
-    REGISTRY.iter().find(|b| b.name == name)
+    all().find(|b| b.name == name)
 }
 
 /// A kill fault of `sc` armed at a point a backend it runs never reaches: `(fault index,

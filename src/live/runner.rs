@@ -207,8 +207,7 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
         Stores::setup_for(&run_id, used, slots).await?
     } else {
         let live = adapter.ok_or_else(|| {
-            let known: Vec<&str> = crate::backend::REGISTRY
-                .iter()
+            let known: Vec<&str> = crate::backend::all()
                 .filter(|s| s.live.is_some())
                 .map(|s| s.name)
                 .collect();
