@@ -58,7 +58,7 @@ bench-scale *ARGS:
 
 # Model-check the in-process concurrent code with loom.
 loom:
-    RUSTFLAGS="--cfg pacesim_loom" CARGO_TARGET_DIR=target/loom cargo test --release --test loom_pacer --test loom_handoff
+    cargo test --profile fast-test --features loom --test loom_pacer --test loom_handoff
 
 # Connection settings: PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, REDIS_URL (loopback
 # defaults). Without the servers they print "LIVE TESTS NOT RUN" and pass.

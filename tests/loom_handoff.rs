@@ -6,14 +6,13 @@
 //! Run with the pacer's models (`just loom`):
 //!
 //! ```text
-//! RUSTFLAGS="--cfg pacesim_loom" CARGO_TARGET_DIR=target/loom \
-//!     cargo test --release --test loom_handoff
+//! cargo test --profile fast-test --features loom --test loom_handoff
 //! ```
 //!
 //! The correct models have a deliberately broken twin under `#[should_panic]`: a side that
 //! sleeps without looking at the other's count once more loses a wake, and loom finds the
 //! interleaving where the consumer sleeps for good.
-#![cfg(pacesim_loom)]
+#![cfg(feature = "loom")]
 
 use loom::model::Builder;
 use loom::sync::Arc;

@@ -4,14 +4,13 @@
 //! Run (a separate target dir, so the cfg does not rebuild the main one):
 //!
 //! ```text
-//! RUSTFLAGS="--cfg pacesim_loom" CARGO_TARGET_DIR=target/loom \
-//!     cargo test --release --test loom_pacer
+//! cargo test --profile fast-test --features loom --test loom_pacer
 //! ```
 //!
 //! Each correct model has a deliberately broken twin under `#[should_panic]`, so the suite
 //! also shows that the model would catch the defect (red) that the real code fixes (green).
 //! To debug a failing model, add `LOOM_LOG=trace LOOM_LOCATION=1` to the command.
-#![cfg(pacesim_loom)]
+#![cfg(feature = "loom")]
 
 use loom::model::Builder;
 use loom::sync::Arc;

@@ -249,7 +249,7 @@ impl FallbackSwitch {
     }
 }
 
-#[cfg(all(test, not(pacesim_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 

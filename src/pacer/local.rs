@@ -182,7 +182,7 @@ pub fn divided_interval(rate_per_sec: f64, cap: u32) -> Nanos {
     (ns.ceil() as Nanos).max(1)
 }
 
-#[cfg(all(test, not(pacesim_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
     use std::sync::Arc;

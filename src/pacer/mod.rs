@@ -34,12 +34,11 @@
 //!
 //! # Model checking
 //!
-//! Built with `RUSTFLAGS="--cfg pacesim_loom"`, the atomics come from `loom` instead of `std`
+//! Built with the `loom` feature (`just loom`), the atomics come from `loom` instead of `std`
 //! (see `sync`), and `tests/loom_pacer.rs` explores every interleaving of a few threads:
 //!
 //! ```text
-//! RUSTFLAGS="--cfg pacesim_loom" CARGO_TARGET_DIR=target/loom \
-//!     cargo test --release --test loom_pacer
+//! cargo test --profile fast-test --features loom --test loom_pacer
 //! ```
 //!
 //! In that build the pacers may only be used inside `loom::model`.

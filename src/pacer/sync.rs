@@ -1,9 +1,9 @@
 //! The synchronisation shim: every atomic, lock and `Arc` in the pacing core is imported from
 //! here, so the same code runs on `std` in the simulator and in live workers, and on `loom` when
-//! built with `RUSTFLAGS="--cfg pacesim_loom"` for model checking. Code switches by this module,
+//! built with the `loom` feature (`just loom`) for model checking. Code switches by this module,
 //! never by `if` (the pattern of loom's docs and nexosim's `loom_exports.rs`).
 //!
-//! `loom` paths mirror `std` paths, so only these `use` lines differ. Under `pacesim_loom` the
+//! `loom` paths mirror `std` paths, so only these `use` lines differ. Under the `loom` feature the
 //! types may only be created and used inside `loom::model`.
 //!
 //! Not every re-export is used by the pacer itself; the rest are here so that other in-crate
@@ -14,7 +14,7 @@
 //! these types, but step one at a time under virtual time; real concurrency inside the pacer
 //! is the loom models' to check, not the simulator's.
 
-#[cfg(pacesim_loom)]
+#[cfg(feature = "loom")]
 #[allow(unused_imports)]
 pub(crate) use loom::{
     sync::{
@@ -24,7 +24,7 @@ pub(crate) use loom::{
     thread::{Thread, current, park},
 };
 
-#[cfg(not(pacesim_loom))]
+#[cfg(not(feature = "loom"))]
 #[allow(unused_imports)]
 pub(crate) use std::{
     sync::{
