@@ -55,6 +55,19 @@ pub enum Outcome {
     NotJudged,
 }
 
+impl Outcome {
+    /// Which outcome a cell keeps across seeds: the higher rank (a failure over not judged
+    /// over a pass over not applicable); at equal rank, the first seed's.
+    fn rank(self) -> u8 {
+        match self {
+            Outcome::NotApplicable => 0,
+            Outcome::Pass => 1,
+            Outcome::NotJudged => 2,
+            Outcome::Fail => 3,
+        }
+    }
+}
+
 /// One cell.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Cell {
@@ -224,38 +237,19 @@ pub fn from_runs<'a>(
                 seed: v.seed,
                 reproduce: None,
             });
-            use crate::check::Status;
             // a failing seed decides the cell; a seed not judged outranks a pass
-            match (cell.outcome, c.verdict) {
-                (Outcome::NotApplicable, verdict) => {
-                    *cell = Cell {
-                        outcome: match verdict {
-                            Status::Pass => Outcome::Pass,
-                            Status::Fail => Outcome::Fail,
-                            Status::NotJudged => Outcome::NotJudged,
-                        },
-                        detail: c.detail.clone(),
-                        seed: v.seed,
-                        reproduce: None,
-                    }
-                }
-                (Outcome::Pass, Status::NotJudged) => {
-                    *cell = Cell {
-                        outcome: Outcome::NotJudged,
-                        detail: c.detail.clone(),
-                        seed: v.seed,
-                        reproduce: None,
-                    }
-                }
-                (Outcome::Pass | Outcome::NotJudged, Status::Fail) => {
-                    *cell = Cell {
-                        outcome: Outcome::Fail,
-                        detail: c.detail.clone(),
-                        seed: v.seed,
-                        reproduce: None,
-                    }
-                }
-                _ => {}
+            let outcome = match c.verdict {
+                crate::check::Status::Pass => Outcome::Pass,
+                crate::check::Status::Fail => Outcome::Fail,
+                crate::check::Status::NotJudged => Outcome::NotJudged,
+            };
+            if outcome.rank() > cell.outcome.rank() {
+                *cell = Cell {
+                    outcome,
+                    detail: c.detail.clone(),
+                    seed: v.seed,
+                    reproduce: None,
+                };
             }
         }
     }

@@ -535,13 +535,12 @@ impl<'a, B: Backend> Sim<'a, B> {
         let mut tally: Vec<(&'static str, u64, std::collections::BTreeSet<u32>)> = Vec::new();
         for _ in 0..LOOP_SAMPLE {
             let (kind, pid) = ev.describe();
-            match tally.iter_mut().find(|k| k.0 == kind) {
-                Some(k) => k.1 += 1,
-                None => tally.push((kind, 1, std::collections::BTreeSet::new())),
-            }
-            if let (Some(p), Some(k)) = (pid, tally.iter_mut().find(|k| k.0 == kind)) {
-                k.2.insert(p);
-            }
+            let i = tally.iter().position(|k| k.0 == kind).unwrap_or_else(|| {
+                tally.push((kind, 0, std::collections::BTreeSet::new()));
+                tally.len() - 1
+            });
+            tally[i].1 += 1;
+            tally[i].2.extend(pid);
             self.turn(t, ev);
             match self.engine.pop_into(limit, ev) {
                 Some(next) if next == t => same += 1,

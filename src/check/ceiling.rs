@@ -100,10 +100,7 @@ impl Ceiling {
                 bound: (h.rate + 1.0).floor() as u64,
                 at_s: 0.0,
             },
-            lock_design: {
-                let d = &h.backend_detail;
-                d.locks.is_some() || d.ttl_ns.is_some() || d.lock_use.is_some()
-            },
+            lock_design: h.backend_detail.is_lock_design(),
         }
     }
 

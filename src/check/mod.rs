@@ -318,7 +318,7 @@ impl Sink for Suite {
         let d = &h.backend_detail;
         self.external = d.other.contains_key("worker").then(|| Seen {
             implied_demand: d.other.get("demand").and_then(|v| v.as_str()) == Some("closed_loop"),
-            lock_design: d.locks.is_some() || d.ttl_ns.is_some() || d.lock_use.is_some(),
+            lock_design: d.is_lock_design(),
             wait_bound: d.wait_bound_ns.is_some(),
             ..Seen::default()
         });

@@ -640,24 +640,25 @@ pub fn table(c: &Conformance) -> String {
     };
     out += &row("fallback s", s.fallback_s, l.fallback_s, 3);
     for (name, sc) in &s.checks {
-        let lc = l.checks.get(name).map_or("-", |c| match c.verdict {
-            Status::NotJudged => "not judged",
-            Status::Pass => "pass",
-            Status::Fail => "FAIL",
-        });
+        let lc = l.checks.get(name).map_or("-", |c| word(c.verdict));
         let _ = writeln!(
             out,
             "{:<24} {:>12} {:>12}",
             format!("check {name}"),
-            match sc.verdict {
-                Status::NotJudged => "not judged",
-                Status::Pass => "pass",
-                Status::Fail => "FAIL",
-            },
+            word(sc.verdict),
             lc
         );
     }
     out
+}
+
+/// A verdict in the side-by-side table.
+fn word(v: Status) -> &'static str {
+    match v {
+        Status::NotJudged => "not judged",
+        Status::Pass => "pass",
+        Status::Fail => "FAIL",
+    }
 }
 
 impl Conformance {

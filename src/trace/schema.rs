@@ -748,6 +748,11 @@ pub struct Detail {
 }
 
 impl Detail {
+    /// The design takes locks: its facts state locks, a TTL or a lock use. It grants no slots.
+    pub fn is_lock_design(&self) -> bool {
+        self.locks.is_some() || self.ttl_ns.is_some() || self.lock_use.is_some()
+    }
+
     /// The backoff factor assumed when [`backoff_factor`](Self::backoff_factor) is absent.
     pub const DEFAULT_BACKOFF_FACTOR: f64 = 2.0;
     /// The streak assumed when [`decay_after`](Self::decay_after) is absent.
