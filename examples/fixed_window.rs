@@ -17,13 +17,12 @@
 
 use pacesim::backend::options::OptionError;
 use pacesim::backend::redis_gcra::RedisGcraOptions;
-use pacesim::backend::registry::OpsOf;
 use pacesim::backend::{
-    Backend, BackendSpec, Configure, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply,
-    StoreSide,
+    Backend, Configure, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide,
 };
 use pacesim::builder::{Report, SimBuilder};
 use pacesim::clock::Reading;
+use pacesim::registry::{BackendSpec, OpsOf};
 use pacesim::scenario::Scenario;
 use pacesim::time::Nanos;
 use pacesim::trace::{Event, OpKind};
@@ -244,7 +243,7 @@ mod tests {
 
     fn registered() {
         static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| pacesim::backend::register(vec![spec()]).unwrap());
+        ONCE.call_once(|| pacesim::registry::register(vec![spec()]).unwrap());
     }
 
     fn file(name: &str) -> std::path::PathBuf {
@@ -257,7 +256,7 @@ mod tests {
     #[test]
     fn registered_it_runs_through_the_commands_pipeline() {
         registered();
-        assert!(pacesim::backend::names().contains(&"fixed_window"));
+        assert!(pacesim::registry::names().contains(&"fixed_window"));
         let s = pacesim::run::one(&file("fixed-window.toml"), None, None, None).unwrap();
         assert_eq!(s.backend, "fixed_window");
         assert!(s.checks["ceiling"].failed(), "{}", s.checks["ceiling"].detail);
@@ -284,7 +283,7 @@ mod tests {
             "{bad}"
         );
         // a second registration is refused, not a panic
-        assert!(pacesim::backend::register(vec![spec()]).is_err());
+        assert!(pacesim::registry::register(vec![spec()]).is_err());
     }
 
     #[test]

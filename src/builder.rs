@@ -4,7 +4,7 @@
 //! is a value of any type implementing [`crate::backend::Backend`], from this crate or another.
 //!
 //! ```
-//! use pacesim::backend::registry::Configure;
+//! use pacesim::registry::Configure;
 //! use pacesim::backend::row::RowOptions;
 //! use pacesim::builder::SimBuilder;
 //! use pacesim::scenario::Scenario;

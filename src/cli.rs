@@ -226,10 +226,10 @@ pub enum Command {
 
 /// The whole `pacesim` program with a team's own backends beside pacesim's: a team's crate
 /// writes `fn main() { std::process::exit(pacesim::cli::main_with_backends(vec![MY_SPEC])) }`
-/// and gets every command for its design ([`crate::backend::register`]). Parses the command
+/// and gets every command for its design ([`crate::registry::register`]). Parses the command
 /// line; returns the exit status.
-pub fn main_with_backends(backends: Vec<crate::backend::BackendSpec>) -> i32 {
-    if let Err(e) = crate::backend::register(backends) {
+pub fn main_with_backends(backends: Vec<crate::registry::BackendSpec>) -> i32 {
+    if let Err(e) = crate::registry::register(backends) {
         return bad(e);
     }
     let cli = match Cli::try_parse() {
@@ -329,7 +329,7 @@ pub fn main_with(cli: Cli) -> i32 {
             Err(e) => bad(e),
         },
         Command::Backends => {
-            for b in crate::backend::all() {
+            for b in crate::registry::all() {
                 let tag = if b.defective { " (defective)" } else { "" };
                 println!("{:<16} {}{tag}", b.name, b.summary);
             }
@@ -342,7 +342,7 @@ pub fn main_with(cli: Cli) -> i32 {
             trace,
             json,
             worker_cmd,
-        } => match live::run_file(
+        } => match crate::run::live::run_file(
             &file,
             seed,
             backend.as_deref(),
@@ -366,7 +366,7 @@ pub fn main_with(cli: Cli) -> i32 {
             tolerance,
             json,
             worker_cmd,
-        } => match conform::conform_file(
+        } => match crate::run::live::conform_file(
             &file,
             backend.as_deref(),
             calibrate,
@@ -423,7 +423,7 @@ pub fn main_with(cli: Cli) -> i32 {
             }
             Err(e) => bad(e),
         },
-        Command::Worker { run, pid } => live::worker::main(&run, pid),
+        Command::Worker { run, pid } => live::worker::main(&run, pid, &crate::registry::Registered),
     }
 }
 
@@ -515,7 +515,7 @@ fn live_options(json: bool) -> LiveOptions {
 
 /// Print a live command's error; its status (128 + the signal after SIGINT, SIGTERM or
 /// SIGHUP: 130, 143, 129; else 2).
-fn live_failed(e: live::CommandError) -> i32 {
+fn live_failed(e: crate::run::live::CommandError) -> i32 {
     if e.interrupted() {
         eprintln!("pacesim: {e}");
         live::runner::interrupted_status()

@@ -6,11 +6,12 @@
 //! ceiling check counts first. During a `destination_throttle` fault window it answers every
 //! arrival with the fault's status instead.
 
+use crate::dist::Dist;
 use crate::pacer::Gcra;
 use crate::rng::Rng;
-use crate::scenario::DestinationCfg;
 use crate::time::{Instant, Nanos};
 use rand::RngExt;
+use serde::{Deserialize, Serialize};
 
 /// HTTP-like status codes the model uses.
 pub mod status {
@@ -77,6 +78,24 @@ impl Destination {
         }
         status::OK
     }
+}
+
+/// `[destination]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DestinationCfg {
+    /// One-way latency from a worker to the destination. Default 0.
+    #[serde(default)]
+    pub latency: Dist,
+    /// The destination's own true limit (GCRA, per second); above it, it answers 429.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    /// Burst the destination's limit tolerates. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_burst: Option<u32>,
+    /// Probability of a 503 on any request. Default 0.
+    #[serde(default)]
+    pub p503: f64,
 }
 
 #[cfg(test)]

@@ -94,7 +94,7 @@ impl Dist {
             Dist::Uniform { low, high } if low > high => Err(format!("uniform: low ({low}) is above high ({high})")),
             Dist::Lognormal { sigma, .. } if !(sigma.is_finite() && (0.0..=MAX_SIGMA).contains(sigma)) => Err(format!(
                 "lognormal: sigma must be a number in [0, {MAX_SIGMA}], got {}",
-                crate::scenario::short(*sigma)
+                crate::time::short(*sigma)
             )),
             Dist::Lognormal { median, .. } if median.0 == 0 => Err("lognormal: median must be above 0".into()),
             _ => Ok(()),

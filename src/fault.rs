@@ -26,7 +26,6 @@
 
 use crate::clock::Clock;
 use crate::dist::Dist;
-use crate::scenario::Scenario;
 use crate::time::Nanos;
 use crate::trace::{CrashPoint, FaultKind};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -242,9 +241,8 @@ impl FaultSpec {
         }
     }
 
-    /// Range checks. `Err((field, message))`.
-    pub fn validate(&self, sc: &Scenario) -> Result<(), (String, String)> {
-        let n = sc.processes.count;
+    /// Range checks, for a run of `n` processes lasting `duration`. `Err((field, message))`.
+    pub fn validate(&self, n: u32, duration: Nanos) -> Result<(), (String, String)> {
         let bad_pid = |p: u32| {
             (p >= n).then(|| {
                 (
@@ -264,16 +262,16 @@ impl FaultSpec {
                     return Err(("rate".into(), format!("must be above 0, got {r}")));
                 }
                 if let Some(r) = rate {
-                    crate::scenario::rate_in_range(*r).map_err(|m| ("rate".to_string(), m))?;
+                    crate::time::rate_in_range(*r).map_err(|m| ("rate".to_string(), m))?;
                 }
                 if let Some(t) = at
-                    && *t >= sc.duration
+                    && *t >= duration
                 {
                     return Err((
                         "at".into(),
                         format!(
                             "the kill can never happen: `at` ({t}) is not before the run's duration ({})",
-                            sc.duration
+                            duration
                         ),
                     ));
                 }
@@ -346,12 +344,12 @@ impl FaultSpec {
 /// stream) and its host's wall clock (`base_wall`, the store's clock frame, unless offset,
 /// drifted or stepped). The simulator and a live worker both call this, so one seed gives one
 /// set of clocks in both modes.
-pub fn clocks(sc: &Scenario, pid: u32, incarnation: u32, base_wall: &Clock) -> (Clock, Clock) {
+pub fn clocks(seed: u64, faults: &[FaultSpec], pid: u32, incarnation: u32, base_wall: &Clock) -> (Clock, Clock) {
     use rand::RngExt;
     let mut mono = Clock::reference();
     let mut wall = base_wall.clone();
-    let mut rng = crate::rng::stream(sc.seed, crate::rng::Entity::Clock { pid, incarnation });
-    for f in &sc.faults {
+    let mut rng = crate::rng::stream(seed, crate::rng::Entity::Clock { pid, incarnation });
+    for f in faults {
         if let FaultSpec::Clock {
             processes,
             epoch_spread,

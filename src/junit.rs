@@ -164,7 +164,7 @@ pub fn from_summaries<'a>(runs: impl IntoIterator<Item = (&'a Path, &'a crate::s
                 },
                 crate::check::Status::Fail => CaseOutcome::Fail {
                     witness: c.detail.clone(),
-                    reproduce: crate::run::reproduce(file, s.seed, &s.backend),
+                    reproduce: crate::summary::reproduce(file, s.seed, &s.backend),
                 },
             };
             match cases

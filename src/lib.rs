@@ -31,11 +31,11 @@
 //! )?;
 //!
 //! // 2. Simulate it with the backend it names: every checker's verdict comes back.
-//! let row = pacesim::summary::simulate(&sc, None, None)?;
+//! let row = pacesim::registry::simulate(&sc, None, None)?;
 //! assert!(row.checks["ceiling"].passed());
 //!
 //! // 3. A pacer in each process: the ceiling checker catches it and says where.
-//! let local = pacesim::summary::simulate(&sc.with_backend("local")?, None, None)?;
+//! let local = pacesim::registry::simulate(&sc.with_backend("local")?, None, None)?;
 //! assert!(local.checks["ceiling"].failed());
 //! println!("{}", local.checks["ceiling"].detail); // "arrivals need burst 4 ..."
 //!
@@ -72,6 +72,7 @@ pub mod fault;
 pub mod live;
 pub mod pacer;
 pub mod platform;
+pub mod registry;
 pub mod report;
 pub mod rng;
 pub mod run;

@@ -167,8 +167,10 @@ pub fn run(scenarios: &[Scenario], cases: u64) -> Result<Matrix, MatrixError> {
             }
         }
     }
-    let results: Vec<Result<summary::Summary, summary::SimulateError>> =
-        jobs.par_iter().map(|v| summary::simulate(v, None, None)).collect();
+    let results: Vec<Result<summary::Summary, summary::SimulateError>> = jobs
+        .par_iter()
+        .map(|v| crate::registry::simulate(v, None, None))
+        .collect();
     from_runs(jobs.iter().zip(results), cases)
 }
 

@@ -109,7 +109,7 @@ pub fn validate(platforms: &[PlatformCfg]) -> Result<(), (String, String)> {
                 if !(r.is_finite() && r > 0.0) {
                     return Err((f(k), format!("must be a number above 0, got {r}")));
                 }
-                crate::scenario::rate_in_range(r).map_err(|m| (f(k), m))?;
+                crate::time::rate_in_range(r).map_err(|m| (f(k), m))?;
             }
         }
     }

@@ -20,8 +20,10 @@
 //! duration = { dist = "lognormal", median = "50ms", sigma = 0.4 }
 //! ```
 
+pub use crate::destination::DestinationCfg;
 use crate::dist::Dist;
 use crate::fault::FaultSpec;
+pub use crate::store::StoreCfg;
 use crate::time::Nanos;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -342,40 +344,6 @@ fn is_one_thread(n: &u16) -> bool {
     *n == 1
 }
 
-/// `[store]`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StoreCfg {
-    /// One-way network latency, drawn independently for each request and each reply.
-    #[serde(default)]
-    pub latency: Dist,
-    /// Time one operation holds the row lock (operations are served one at a time, FIFO).
-    #[serde(default)]
-    pub service: Dist,
-    /// The commit of an operation that writes durable state (a PostgreSQL write: the WAL flush
-    /// `synchronous_commit = on` waits for), a stage of its own after the statement's service
-    /// time: the row lock stays held through it, and an autocommit reply leaves only when it
-    /// ends (an open transaction commits at its end). Which operations commit is the backend's
-    /// to say ([`crate::backend::StoreSide::durable`]: `row`, `shared_cache` and `claim_row`
-    /// writes; not advisory locks or Redis). Default: zero (pacesim's; `conform --calibrate`
-    /// measures it).
-    #[serde(default, skip_serializing_if = "Dist::is_zero")]
-    pub commit: Dist,
-    /// Client-side timeout of one store operation. Default 5s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<Nanos>,
-    /// Store clock offset against the reference timeline (`clock_timestamp()` skew).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clock_offset: Option<Nanos>,
-}
-
-impl StoreCfg {
-    /// The client-side timeout in force: `timeout`, default 5s (pacesim's choice).
-    pub fn timeout(&self) -> Nanos {
-        self.timeout.unwrap_or(Nanos(5_000_000_000))
-    }
-}
-
 /// `[fetch]`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -383,24 +351,6 @@ pub struct FetchCfg {
     /// From the request reaching the destination to the response reaching the worker.
     #[serde(default)]
     pub duration: Dist,
-}
-
-/// `[destination]`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DestinationCfg {
-    /// One-way latency from a worker to the destination. Default 0.
-    #[serde(default)]
-    pub latency: Dist,
-    /// The destination's own true limit (GCRA, per second); above it, it answers 429.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<f64>,
-    /// Burst the destination's limit tolerates. Default 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_burst: Option<u32>,
-    /// Probability of a 503 on any request. Default 0.
-    #[serde(default)]
-    pub p503: f64,
 }
 
 /// `[backoff]`: the records' schedule (429/503 multiply the interval, a clean streak divides
@@ -494,11 +444,33 @@ impl Scenario {
         self.backoff.config().expect("a validated [backoff]")
     }
 
-    /// Load a scenario file.
-    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    /// Load a scenario file, validated with `rules` ([`Scenario::load`] uses the registry's).
+    pub fn load_with(path: &Path, rules: &dyn BackendRules) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
         let src = read_bounded(path)?;
-        Scenario::parse(&file, &src)
+        Scenario::parse_with(&file, &src, rules)
+    }
+}
+
+/// What validating a scenario asks of the backends it names. A scenario file names backends,
+/// but this module knows none: the registry ([`crate::registry`]) answers (its rules are the
+/// ones [`Scenario::parse`], [`Scenario::load`] and [`Scenario::with_backend`] use, defined
+/// there, above the layers that build backends).
+pub trait BackendRules {
+    /// Check what `sc` asks of every backend it runs: that each exists, its `[pacer]`
+    /// options, its threads, its kill points, `[[platforms]]` and `[jobs]`.
+    /// `Err((field, message))`.
+    fn check(&self, sc: &Scenario) -> Result<(), (String, String)>;
+}
+
+/// Rules that check no backend: the scenario's own structure only (a scenario read to be
+/// inspected, or built in by a lower layer).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Structure;
+
+impl BackendRules for Structure {
+    fn check(&self, _sc: &Scenario) -> Result<(), (String, String)> {
+        Ok(())
     }
 }
 
@@ -527,8 +499,10 @@ pub fn read_bounded(path: &Path) -> Result<String, ScenarioError> {
 }
 
 impl Scenario {
-    /// Parse and validate scenario text; `file` names it in errors.
-    pub fn parse(file: &str, src: &str) -> Result<Scenario, ScenarioError> {
+    /// Parse and validate scenario text with `rules` for its backends; `file` names it in
+    /// errors. [`Scenario::parse`] uses the registry's rules (every backend pacesim knows and
+    /// every registered one); [`Structure`] checks no backend.
+    pub fn parse_with(file: &str, src: &str, rules: &dyn BackendRules) -> Result<Scenario, ScenarioError> {
         let mut sc: Scenario = toml::from_str(src).map_err(|e| {
             let mut line = e.span().map(|s| line_of_offset(src, s.start)).unwrap_or(0);
             let mut field = if line > 0 {
@@ -609,12 +583,13 @@ impl Scenario {
                 message,
             }
         })?;
-        sc.validate().map_err(|(field, message)| ScenarioError::Invalid {
-            file: file.to_string(),
-            line: line_of_field(src, &field),
-            field,
-            message,
-        })?;
+        sc.validate_with(rules)
+            .map_err(|(field, message)| ScenarioError::Invalid {
+                file: file.to_string(),
+                line: line_of_field(src, &field),
+                field,
+                message,
+            })?;
         sc.origin = Origin {
             file: file.to_string(),
             src: src.into(),
@@ -622,8 +597,16 @@ impl Scenario {
         Ok(sc)
     }
 
-    /// Range checks that serde cannot express. `Err((field, message))`.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// Range checks that serde cannot express, then what `rules` ask of the backends the
+    /// scenario names. `Err((field, message))`.
+    pub fn validate_with(&self, rules: &dyn BackendRules) -> Result<(), (String, String)> {
+        self.validate_structure()?;
+        rules.check(self)
+    }
+
+    /// The checks that need no backend: ranges and combinations serde cannot express.
+    /// `Err((field, message))`.
+    pub fn validate_structure(&self) -> Result<(), (String, String)> {
         let err = |f: &str, m: String| Err((f.to_string(), m));
         if !(self.pacer.rate.is_finite() && self.pacer.rate > 0.0) {
             return err(
@@ -767,16 +750,6 @@ impl Scenario {
         if self.checks.wait_bound.is_some_and(|b| b.0 == 0) {
             return err("checks.wait_bound", "must be above 0".into());
         }
-        let known = crate::backend::names();
-        for (i, b) in std::iter::once(&self.pacer.backend)
-            .chain(self.pacer.compare.iter())
-            .enumerate()
-        {
-            if !known.contains(&b.as_str()) {
-                let f = if i == 0 { "pacer.backend" } else { "pacer.compare" };
-                return err(f, format!("unknown backend `{b}` (known: {})", known.join(", ")));
-            }
-        }
         for (i, b) in self.pacer.compare.iter().enumerate() {
             if self.pacer.compare[..i].contains(b) {
                 return err("pacer.compare", format!("`{b}` is listed twice"));
@@ -784,21 +757,6 @@ impl Scenario {
         }
         crate::platform::validate(&self.platforms)?;
         if !self.platforms.is_empty() {
-            for (i, b) in std::iter::once(&self.pacer.backend)
-                .chain(self.pacer.compare.iter())
-                .enumerate()
-            {
-                if b != "redis_lock" {
-                    let f = if i == 0 { "pacer.backend" } else { "pacer.compare" };
-                    return err(
-                        f,
-                        format!(
-                            "`{b}` with [[platforms]]: platforms are modelled for `redis_lock` only (one walk \
-                             lock per platform); the pace backends keep one budget for one destination"
-                        ),
-                    );
-                }
-            }
             if self.jobs.is_some() {
                 return err(
                     "platforms",
@@ -816,41 +774,15 @@ impl Scenario {
                 );
             }
         }
-        crate::backend::registry::validate_options(self).map_err(|e| (format!("pacer.{}", e.field), e.message))?;
-        if self.processes.threads > 1
-            && let Some((b, why)) = crate::backend::registry::single_threaded(self)
-        {
-            return err(
-                "processes.threads",
-                format!("backend `{b}` runs one thread per process: {why}"),
-            );
-        }
         for (i, f) in self.faults.iter().enumerate() {
-            f.validate(self)
+            f.validate(self.processes.count, self.duration)
                 .map_err(|(field, m)| (format!("faults[{i}].{field}"), m))?;
-        }
-        if let Some((i, m)) = crate::backend::registry::unreachable_kill(self) {
-            return Err((format!("faults[{i}].point"), m));
         }
         if let Some(l) = &self.live {
             l.validate()?;
         }
         if let Some(j) = &self.jobs {
             j.validate(self.processes.soft_limit, self.processes.hard_limit)?;
-            if let Some(b) = std::iter::once(&self.pacer.backend)
-                .chain(self.pacer.compare.iter())
-                .find(|b| b.as_str() != "redis_lock")
-            {
-                let f = if *b == self.pacer.backend {
-                    "pacer.backend"
-                } else {
-                    "pacer.compare"
-                };
-                return err(
-                    f,
-                    format!("`{b}` cannot run [jobs]: download tasks walk under the walk lock (`redis_lock`)"),
-                );
-            }
             if self.processes.requests.is_some() {
                 return err(
                     "processes.requests",
@@ -876,13 +808,14 @@ impl Scenario {
     /// The same scenario with another backend (for `--backend` and comparisons). A backend
     /// outside the `compare` list runs alone: the list is dropped and its options, threads and
     /// kill points are judged for that backend only.
-    pub fn with_backend(&self, backend: &str) -> Result<Scenario, String> {
+    pub fn with_backend_with(&self, backend: &str, rules: &dyn BackendRules) -> Result<Scenario, String> {
         let mut s = self.clone();
         s.pacer.backend = backend.to_string();
         if !s.pacer.compare.iter().any(|b| b == backend) {
             s.pacer.compare.clear();
         }
-        s.validate().map_err(|(f, m)| format!("{}: {f}: {m}", self.place(&f)))?;
+        s.validate_with(rules)
+            .map_err(|(f, m)| format!("{}: {f}: {m}", self.place(&f)))?;
         Ok(s)
     }
 
@@ -918,35 +851,7 @@ impl Scenario {
 /// most file systems) and a table heading.
 pub const MAX_NAME_CHARS: usize = 100;
 
-/// The lowest rate a scenario may ask for, per second: its interval (`1 s / rate`, about 11.6
-/// days) times any backoff multiplier must stay far inside the nanosecond clock's range.
-pub const MIN_RATE: f64 = 1e-6;
-/// The highest rate, per second: one request per nanosecond, the clock's resolution.
-pub const MAX_RATE: f64 = 1e9;
-
-/// Check that `rate` (per second, finite and above 0) has an interval the nanosecond clock
-/// can express: `MIN_RATE..=MAX_RATE`.
-pub fn rate_in_range(rate: f64) -> Result<(), String> {
-    if (MIN_RATE..=MAX_RATE).contains(&rate) {
-        Ok(())
-    } else {
-        Err(format!(
-            "must be between {MIN_RATE:e} and {MAX_RATE:e} per second (an interval between 1 ns and \
-             about 11.6 days), got {}",
-            short(rate)
-        ))
-    }
-}
-
-/// A number for a message: plain when it reads well, else in scientific notation (`1e-11`,
-/// not `0.00000000001`; `1e300`, not 301 digits).
-pub fn short(x: f64) -> String {
-    if x == 0.0 || !x.is_finite() || (1e-4..1e15).contains(&x.abs()) {
-        x.to_string()
-    } else {
-        format!("{x:e}")
-    }
-}
+pub use crate::time::{MAX_RATE, MIN_RATE, rate_in_range, short};
 
 /// The largest scenario file read, in bytes: anything larger is not a scenario (`/dev/zero`).
 pub const MAX_FILE_BYTES: u64 = 4 << 20;
@@ -1254,7 +1159,7 @@ mod tests {
             &GOOD.replace("rate = 50.0", "rate = 50.0\nfallback = \"fail_open\""),
         )
         .unwrap();
-        let d = crate::backend::spec("row").unwrap().detail(&sc).unwrap();
+        let d = crate::registry::spec("row").unwrap().detail(&sc).unwrap();
         assert_eq!(d["fallback"], "fail_open");
     }
 

@@ -219,13 +219,6 @@ pub fn header_with(sc: &Scenario, backend: &str, detail: serde_json::Value, sour
     }
 }
 
-/// The trace header for a scenario run with the backend it names.
-pub fn header(sc: &Scenario, source: &str) -> Header {
-    let spec = crate::backend::spec(&sc.pacer.backend).expect("a validated backend");
-    let detail = spec.detail(sc).expect("validated options");
-    header_with(sc, &sc.pacer.backend, detail, source)
-}
-
 /// The backend's options in force (a JSON object; anything else is kept under `detail`),
 /// plus the scenario settings checkers need.
 fn with_settings(sc: &Scenario, d: serde_json::Value) -> Detail {
@@ -259,24 +252,6 @@ fn with_settings(sc: &Scenario, d: serde_json::Value) -> Detail {
         d["max_concurrency"] = k.into();
     }
     Detail::new(d, settings)
-}
-
-/// Run a scenario with the backend it names, streaming its trace (header first) into `out`.
-/// The scenario must be valid ([`Scenario::parse`] checks it).
-///
-/// # Errors
-///
-/// The run stopped making progress ([`NoProgress`]): its trace ends where it stopped.
-pub fn run(sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, NoProgress> {
-    let spec = crate::backend::spec(&sc.pacer.backend).expect("a validated backend");
-    // the caller checks the budget (the command line does, for all its runs at once)
-    match spec.ops.simulate(spec.name, sc, out) {
-        Ok(o) => Ok(o),
-        Err(crate::builder::SimError::NoProgress(e)) => Err(e),
-        Err(e @ (crate::builder::SimError::Refused(_) | crate::builder::SimError::Budget(_))) => {
-            panic!("validated options, no budget check on this path: {e}")
-        }
-    }
 }
 
 /// The world and its engine, for backend `B`.
@@ -380,7 +355,7 @@ impl<'a, B: Backend> Sim<'a, B> {
     /// (if they share one). Thread 0 draws from the process's stream.
     fn incarnation(&self, pid: u32, inc: u32) -> (Vec<Worker<B::Process>>, Option<B::Process>) {
         let sc = self.sc;
-        let (mono, wall) = crate::fault::clocks(sc, pid, inc, &self.store.clock);
+        let (mono, wall) = crate::fault::clocks(sc.seed, &sc.faults, pid, inc, &self.store.clock);
         let threads = sc.processes.threads.max(1);
         let shared = self.sharing == Threads::Shared;
         let workers = (0..threads)

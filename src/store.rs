@@ -12,8 +12,8 @@ use crate::clock::Clock;
 use crate::dist::Dist;
 use crate::fault::OutageMode;
 use crate::rng::Rng;
-use crate::scenario::StoreCfg;
 use crate::time::{Instant, Nanos};
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// Something waiting for the store's lock: a process's operation (of the backend's own type
@@ -177,6 +177,40 @@ impl<Op> Store<Op> {
     /// The store clock's reading at `t`.
     pub fn now(&self, t: Instant) -> i64 {
         self.clock.read(t)
+    }
+}
+
+/// `[store]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreCfg {
+    /// One-way network latency, drawn independently for each request and each reply.
+    #[serde(default)]
+    pub latency: Dist,
+    /// Time one operation holds the row lock (operations are served one at a time, FIFO).
+    #[serde(default)]
+    pub service: Dist,
+    /// The commit of an operation that writes durable state (a PostgreSQL write: the WAL flush
+    /// `synchronous_commit = on` waits for), a stage of its own after the statement's service
+    /// time: the row lock stays held through it, and an autocommit reply leaves only when it
+    /// ends (an open transaction commits at its end). Which operations commit is the backend's
+    /// to say ([`crate::backend::StoreSide::durable`]: `row`, `shared_cache` and `claim_row`
+    /// writes; not advisory locks or Redis). Default: zero (pacesim's; `conform --calibrate`
+    /// measures it).
+    #[serde(default, skip_serializing_if = "Dist::is_zero")]
+    pub commit: Dist,
+    /// Client-side timeout of one store operation. Default 5s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Nanos>,
+    /// Store clock offset against the reference timeline (`clock_timestamp()` skew).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset: Option<Nanos>,
+}
+
+impl StoreCfg {
+    /// The client-side timeout in force: `timeout`, default 5s (pacesim's choice).
+    pub fn timeout(&self) -> Nanos {
+        self.timeout.unwrap_or(Nanos(5_000_000_000))
     }
 }
 

@@ -2,13 +2,13 @@
 //! streaming pass over the trace (so a live trace gives the same figures).
 
 use crate::check::{Suite, Verdict, ceiling::MaxWindow};
-use crate::scenario::Scenario;
 use crate::sim;
 use crate::trace::{Detail, Event, Header, OpKind, Sink, Tee, Writer};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::path::Path;
 
 /// Reservation round-trip latency (send to reply), milliseconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -340,22 +340,10 @@ pub enum SimulateError {
     NoProgress(#[from] sim::NoProgress),
 }
 
-/// Simulate a scenario and summarise it in one pass; optionally also write the trace, and
-/// feed the events to extra consumers (plots, reports).
-///
-/// # Errors
-///
-/// Writing the trace failed, or the run stopped making progress ([`sim::NoProgress`]).
-pub fn simulate(
-    sc: &Scenario,
-    trace: Option<Box<dyn Write + Send>>,
-    extra: Option<&mut dyn Sink>,
-) -> Result<Summary, SimulateError> {
-    simulate_with(|out: &mut dyn Sink| sim::run(sc, out).map(drop), trace, extra)
-}
-
-/// [`simulate`] with any producer of `sc`'s trace (header first): the simulator driving a
-/// backend value ([`crate::builder::SimBuilder`]), for example.
+/// Summarise a run in one pass from any producer of its trace (header first): the simulator
+/// driving a backend value ([`crate::builder::SimBuilder`]), or a scenario's own backend
+/// ([`crate::registry::simulate`]); optionally also write the trace, and feed the events to
+/// extra consumers (plots, reports).
 ///
 /// # Errors
 ///
@@ -376,7 +364,7 @@ pub fn simulate_with(
     Ok(figures.summary(&mut suite, writer.hash_hex()))
 }
 
-/// [`simulate`] with no trace file and no trace hash (`trace_hash` is `"-"`): the same
+/// [`simulate_with`] with no trace file and no trace hash (`trace_hash` is `"-"`): the same
 /// figures and verdicts, minus the canonical encoding of every event, which is the largest
 /// fixed cost per event. For benchmarks and scale runs only; never where determinism is
 /// being checked.
@@ -384,10 +372,13 @@ pub fn simulate_with(
 /// # Panics
 ///
 /// If the run stops making progress ([`sim::NoProgress`]).
-pub fn simulate_unhashed(sc: &Scenario) -> Summary {
-    let (figures, mut suite, _, produced) = stream(|out: &mut dyn Sink| sim::run(sc, out).map(drop), None, None);
+pub fn simulate_unhashed_with(
+    name: &str,
+    produce: impl FnOnce(&mut dyn Sink) -> Result<(), sim::NoProgress> + Send,
+) -> Summary {
+    let (figures, mut suite, _, produced) = stream(produce, None, None);
     if let Err(e) = produced {
-        panic!("{}: {e}", sc.name);
+        panic!("{name}: {e}");
     }
     figures.summary(&mut suite, "-".into())
 }
@@ -604,9 +595,25 @@ fn summarise<E>(feed: impl FnOnce(&mut dyn Sink) -> Result<(), E>) -> Result<Sum
     Ok(figures.summary(&mut suite, writer.hash_hex()))
 }
 
+/// The command that reproduces one run exactly: `pacesim run FILE --seed N --backend B` (the
+/// file quoted for a POSIX shell when it needs it).
+pub fn reproduce(file: &Path, seed: u64, backend: &str) -> String {
+    let f = file.display().to_string();
+    let plain = !f.is_empty()
+        && f.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '+' | ':' | '@' | ','));
+    let f = if plain {
+        f
+    } else {
+        format!("'{}'", f.replace('\'', "'\\''"))
+    };
+    format!("pacesim run {f} --seed {seed} --backend {backend}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::Scenario;
     use crate::trace::Collect;
 
     /// The consumers fed a trace held in memory sum it up exactly as a run does: every figure,
@@ -616,8 +623,11 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/r1-small.toml");
         let sc = Scenario::load(&path).expect("r1-small loads");
         let mut trace = Collect::default();
-        sim::run(&sc, &mut trace).expect("r1-small progresses");
+        crate::registry::run(&sc, &mut trace).expect("r1-small progresses");
         let h = trace.header.expect("a header");
-        assert_eq!(consume(&h, &trace.events), simulate(&sc, None, None).expect("a run"));
+        assert_eq!(
+            consume(&h, &trace.events),
+            crate::registry::simulate(&sc, None, None).expect("a run")
+        );
     }
 }

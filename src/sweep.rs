@@ -394,7 +394,7 @@ impl Plan {
             .par_iter()
             .map(|&run| {
                 let (values, sc) = self.scenario(run);
-                let s = match summary::simulate(&sc, None, None) {
+                let s = match crate::registry::simulate(&sc, None, None) {
                     Ok(s) => s,
                     Err(summary::SimulateError::NoProgress(source)) => {
                         let point: Vec<String> = self

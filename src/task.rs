@@ -36,9 +36,26 @@
 //! Everything here is deterministic: sources, events and tasks are numbered in creation
 //! order, kept in vectors, and visited in that order.
 
-use crate::backend::TaskMemo;
 use crate::time::{Instant, Nanos};
 use crate::trace::{BackfillState, Event, JobState, Sink};
+
+/// What a broker task carries from one execution to the next (a re-enqueue with a countdown,
+/// or the broker delivering it again after its process was killed): the task's own memory,
+/// which belongs to the task, not to the process that happens to run it. Only scenarios with a
+/// `[jobs]` table run tasks through a broker (this module); elsewhere the process side
+/// keeps its own state.
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct TaskMemo {
+    /// When the task first asked for permission (its first attempt): the safety valve counts
+    /// from here.
+    pub first_try: Option<Instant>,
+    /// Fetches its walk makes; `None`: the backend's own default.
+    pub walk: Option<u32>,
+    /// The task's identity (its download event's number), for draws that must follow the task
+    /// across executions and workers (`redis_lock`'s `valve_jitter`); `None` outside a broker.
+    pub task: Option<u32>,
+}
+
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 

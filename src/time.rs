@@ -177,6 +177,36 @@ impl<'de> Deserialize<'de> for Nanos {
     }
 }
 
+/// The lowest rate a scenario may ask for, per second: its interval (`1 s / rate`, about 11.6
+/// days) times any backoff multiplier must stay far inside the nanosecond clock's range.
+pub const MIN_RATE: f64 = 1e-6;
+/// The highest rate, per second: one request per nanosecond, the clock's resolution.
+pub const MAX_RATE: f64 = 1e9;
+
+/// Check that `rate` (per second, finite and above 0) has an interval the nanosecond clock
+/// can express: `MIN_RATE..=MAX_RATE`.
+pub fn rate_in_range(rate: f64) -> Result<(), String> {
+    if (MIN_RATE..=MAX_RATE).contains(&rate) {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be between {MIN_RATE:e} and {MAX_RATE:e} per second (an interval between 1 ns and \
+             about 11.6 days), got {}",
+            short(rate)
+        ))
+    }
+}
+
+/// A number for a message: plain when it reads well, else in scientific notation (`1e-11`,
+/// not `0.00000000001`; `1e300`, not 301 digits).
+pub fn short(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-4..1e15).contains(&x.abs()) {
+        x.to_string()
+    } else {
+        format!("{x:e}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

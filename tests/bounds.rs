@@ -3,8 +3,8 @@
 //! cannot finish are refused up front (exit 2, with the figure); durations the virtual clock
 //! cannot represent are refused with file, line and field.
 
-use pacesim::backend::registry::Configure;
 use pacesim::builder::{SimBuilder, SimError};
+use pacesim::registry::Configure;
 use pacesim::scenario::{FOUR_LIMITERS, Scenario};
 use std::path::{Path, PathBuf};
 mod common;
@@ -425,7 +425,7 @@ fn i07_the_library_routes_refuse_what_the_budget_refuses() {
     let sc = Scenario::parse("g.toml", src).unwrap();
     let want = pacesim::budget::check(&sc, 1).unwrap_err();
     assert!(want.to_string().contains("processes.soft_limit"), "{want}");
-    let spec = pacesim::backend::spec("row").unwrap();
+    let spec = pacesim::registry::spec("row").unwrap();
     let mut sink = pacesim::trace::Collect::default();
     match spec.simulate(&sc, &mut sink) {
         Err(SimError::Budget(e)) => assert_eq!(e, want),

@@ -1193,7 +1193,7 @@ fn sim_row(extra_pacer: &str, n: u32, limit: f64, lat: &str, seed: u64) -> BTree
          [backoff]\ndecay_after=5\n"
     );
     let sc = Scenario::parse("sim", &src).unwrap();
-    let s = pacesim::summary::simulate(&sc, None, None).unwrap();
+    let s = pacesim::registry::simulate(&sc, None, None).unwrap();
     s.checks.into_iter().map(|(k, c)| (k, (c.passed(), c.detail))).collect()
 }
 

@@ -2,9 +2,9 @@
 //! behaviour, each asserted against pacesim (issue 9). governor's GCRA as an oracle lives in
 //! tests/gcra_governor.rs; the live cost table in tests/live.rs.
 
+use pacesim::registry::simulate;
 use pacesim::scenario::Scenario;
 use pacesim::stats::mean_ci;
-use pacesim::summary::simulate;
 use pacesim::trace::{Collect, Event};
 use std::path::Path;
 
@@ -14,7 +14,7 @@ fn load(name: &str) -> Scenario {
 
 fn grants(sc: &Scenario) -> Vec<(u32, i64, i64)> {
     let mut c = Collect::default();
-    pacesim::sim::run(sc, &mut c).expect("the run progresses");
+    pacesim::registry::run(sc, &mut c).expect("the run progresses");
     c.events
         .iter()
         .filter_map(|e| match *e {

@@ -1,8 +1,9 @@
 //! Foundation acceptance: the four-limiters story, determinism, the row/local property, bad
 //! input handling.
 
+use pacesim::registry::simulate;
 use pacesim::scenario::Scenario;
-use pacesim::summary::{Summary, simulate};
+use pacesim::summary::Summary;
 use pacesim::trace::{Collect, Event};
 use proptest::prelude::*;
 use std::path::Path;
@@ -103,7 +104,7 @@ fn adding_a_process_does_not_change_the_others_draws() {
     let starts = |n: u32| {
         let sc = Scenario::parse("x", &src(n)).unwrap();
         let mut c = Collect::default();
-        pacesim::sim::run(&sc, &mut c).expect("the run progresses");
+        pacesim::registry::run(&sc, &mut c).expect("the run progresses");
         c.events
             .iter()
             .filter(|e| matches!(e, Event::FetchStart { pid: 0, .. }))
@@ -140,7 +141,7 @@ proptest! {
         let sc = scenario("row", n, rate, requests, &lat);
         let interval = sc.interval().0 as i64;
         let mut c = Collect::default();
-        pacesim::sim::run(&sc, &mut c).expect("the run progresses");
+        pacesim::registry::run(&sc, &mut c).expect("the run progresses");
         let slots: Vec<i64> = c.events.iter().filter_map(|e| match e { Event::Grant { slot, .. } => Some(*slot), _ => None }).collect();
         prop_assert_eq!(slots.len() as u64, n as u64 * requests);
         for w in slots.windows(2) {

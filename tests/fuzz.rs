@@ -198,7 +198,7 @@ fn make_trace() -> Vec<String> {
     let d = tmp("trace");
     let p = d.join("t.jsonl");
     let f = std::fs::File::create(&p).unwrap();
-    pacesim::summary::simulate(&sc, Some(Box::new(std::io::BufWriter::new(f))), None).unwrap();
+    pacesim::registry::simulate(&sc, Some(Box::new(std::io::BufWriter::new(f))), None).unwrap();
     std::fs::read_to_string(&p).unwrap().lines().map(String::from).collect()
 }
 
@@ -427,7 +427,7 @@ proptest! {
             // schedules 1e9 events a second, and collecting them once took 21 GB)
             let budget = pacesim::budget::check(&sc, 1);
             for b in sc.runnable_backends() {
-                let spec = pacesim::backend::spec(&b).unwrap();
+                let spec = pacesim::registry::spec(&b).unwrap();
                 let mut sink = pacesim::trace::Collect::default();
                 match (spec.simulate(&sc, &mut sink), &budget) {
                     (Ok(_), Ok(())) => {}

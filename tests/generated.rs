@@ -11,8 +11,9 @@
 
 use pacesim::dist::Dist;
 use pacesim::fault::{FaultSpec, KillPoint, OutageMode};
+use pacesim::registry::simulate;
 use pacesim::scenario::Scenario;
-use pacesim::summary::{Summary, simulate};
+use pacesim::summary::Summary;
 use pacesim::time::Nanos;
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestCaseError};

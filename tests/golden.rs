@@ -25,7 +25,7 @@ fn actual() -> String {
             for seed in [sc.seed, sc.seed + 1] {
                 let mut v = sc.with_backend(&b).unwrap();
                 v.seed = seed;
-                let s = pacesim::summary::simulate(&v, None, None).unwrap();
+                let s = pacesim::registry::simulate(&v, None, None).unwrap();
                 out.push_str(&serde_json::to_string(&s).unwrap());
                 out.push('\n');
             }

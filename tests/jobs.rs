@@ -3,8 +3,9 @@
 //! worker doing other work between attempts; a killed task delivered again with its first
 //! attempt's time). Each scenario's expected outcome, asserted from its trace.
 
+use pacesim::registry::simulate;
 use pacesim::scenario::{Scenario, ScenarioError};
-use pacesim::summary::{Summary, simulate};
+use pacesim::summary::Summary;
 use pacesim::trace::{BackfillState, Collect, Event, JobState, ReleaseReason, UncappedReason};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,7 +16,7 @@ fn load(name: &str) -> Scenario {
 
 fn trace(sc: &Scenario) -> Vec<Event> {
     let mut c = Collect::default();
-    pacesim::sim::run(sc, &mut c).expect("the run progresses");
+    pacesim::registry::run(sc, &mut c).expect("the run progresses");
     c.events
 }
 

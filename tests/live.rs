@@ -890,7 +890,7 @@ fn state_lost_deletes_the_runs_state_and_matches_the_simulator() {
 
     for backend in ["row", "shared_cache", "redis_gcra"] {
         sc.pacer.backend = backend.into();
-        let sim = pacesim::summary::simulate(&sc, None, None).unwrap();
+        let sim = pacesim::registry::simulate(&sc, None, None).unwrap();
         with_retry(test, || {
             let r = run_blocking(&sc, &opts()).unwrap_or_else(|e| panic!("{backend}: {e}"));
             nothing_left(&r, &pgs, &rt);

@@ -188,7 +188,7 @@ fn the_matrix_reports_the_run_that_did_not_finish_and_ends_with_a_verdict() {
     let (e, _) = stopped(Livelock { local: false });
     let mut v = scenario();
     v.pacer.backend = "retry_now".into();
-    let ok = pacesim::summary::simulate(&scenario(), None, None).expect("row progresses");
+    let ok = pacesim::registry::simulate(&scenario(), None, None).expect("row progresses");
     let mut row = scenario();
     row.pacer.backend = "row".into();
     let m = pacesim::matrix::from_runs([(&row, Ok(ok)), (&v, Err(SimulateError::NoProgress(e.clone())))], 1).unwrap();
@@ -277,7 +277,7 @@ fn no_shipped_scenario_comes_near_the_bound() {
             let v = sc.with_backend(&b).unwrap();
             let bound = pacesim::sim::progress_bound(&v);
             let mut sink = Discard;
-            let o = pacesim::sim::run(&v, &mut sink).unwrap_or_else(|e| panic!("{} / {b}: {e}", v.name));
+            let o = pacesim::registry::run(&v, &mut sink).unwrap_or_else(|e| panic!("{} / {b}: {e}", v.name));
             let share = o.same_instant_peak as f64 / bound as f64;
             if share > busiest.0 {
                 busiest = (share, format!("{} / {b}: {} of {bound}", v.name, o.same_instant_peak));

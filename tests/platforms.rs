@@ -3,8 +3,9 @@
 //! `SERIALIZED_PLATFORMS={patreon}`), platforms left uncapped, and the ceiling judged per
 //! platform (`sims/platforms.toml`, `sims/platforms-unserialized.toml`).
 
+use pacesim::registry::simulate;
 use pacesim::scenario::Scenario;
-use pacesim::summary::{Summary, simulate};
+use pacesim::summary::Summary;
 use pacesim::trace::{Collect, Event};
 use std::path::Path;
 
@@ -14,7 +15,7 @@ fn load(name: &str) -> Scenario {
 
 fn trace(sc: &Scenario) -> Vec<Event> {
     let mut c = Collect::default();
-    pacesim::sim::run(sc, &mut c).expect("the run progresses");
+    pacesim::registry::run(sc, &mut c).expect("the run progresses");
     c.events
 }
 
@@ -158,10 +159,10 @@ fn a_ttl_shorter_than_a_walk_breaks_the_key_per_platform() {
 #[test]
 fn a_scenario_without_platforms_writes_no_platform_events() {
     let sc = load("redis-lock-kill.toml");
-    let h = pacesim::sim::header(&sc, "sim");
+    let h = pacesim::registry::header(&sc, "sim");
     assert!(h.backend_detail.platforms.is_none());
     assert!(!trace(&sc).iter().any(|e| matches!(e, Event::Platform { .. })));
-    let p = pacesim::sim::header(&load("platforms.toml"), "sim");
+    let p = pacesim::registry::header(&load("platforms.toml"), "sim");
     assert_eq!((p.version, p.backend_detail.platforms().len()), (3, 2));
 }
 

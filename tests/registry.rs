@@ -1,7 +1,7 @@
 //! `pacesim backends`, the README's backend tables and the registry agree: the same backends
 //! in the same order, the same defective ones, the same options.
 
-use pacesim::backend::REGISTRY;
+use pacesim::registry::REGISTRY;
 
 /// `(name, defective)` rows, and `(name, options)` rows.
 type Tables = (Vec<(String, bool)>, Vec<(String, Vec<String>)>);

@@ -137,7 +137,7 @@ fn table_numbers_are_the_json_and_the_trace_numbers() {
         let v = sc.with_backend(b).unwrap();
         let path = file.join(format!("{b}.jsonl"));
         let f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-        let streamed = summary::simulate(&v, Some(Box::new(f)), None).unwrap();
+        let streamed = pacesim::registry::simulate(&v, Some(Box::new(f)), None).unwrap();
         let from_file = summary::from_trace(
             &path.display().to_string(),
             std::io::BufReader::new(std::fs::File::open(&path).unwrap()),
@@ -244,7 +244,7 @@ fn figure_runs(sr: &compare::ScenarioRuns) -> Vec<(&str, &Timeline, f64)> {
 fn arrivals_per_platform(sc: &Scenario) -> Vec<u64> {
     use pacesim::trace::{Collect, Event};
     let mut c = Collect::default();
-    pacesim::sim::run(sc, &mut c).expect("the run progresses");
+    pacesim::registry::run(sc, &mut c).expect("the run progresses");
     let mut job: BTreeMap<u32, u32> = BTreeMap::new();
     let mut n = vec![0u64; sc.platforms.len()];
     for e in &c.events {

@@ -595,14 +595,14 @@ fn i09_kills_that_starve_the_demand_fail_self_heal() {
         "[store]\nlatency = { dist = \"constant\", value = \"1ms\" }\n[fetch]\nduration = { dist = \"constant\", value = \"10ms\" }\n[[faults]]\nkind = \"kill\"\nrate = 200.0\nrestart_after = \"0s\"\n",
     );
     let sc = Scenario::parse("t.toml", &src).unwrap();
-    let s = pacesim::summary::simulate(&sc, None, None).unwrap();
+    let s = pacesim::registry::simulate(&sc, None, None).unwrap();
     assert!(s.fetches < 5, "the stream starves the fleet: {} fetches", s.fetches);
     let v = &s.checks["self_heal"];
     assert!(v.failed(), "{}", v.detail);
     assert!(v.detail.starts_with("kills starved the demand"), "{}", v.detail);
     // a single kill with a restart heals: the same scenario passes
     let one = src.replace("rate = 200.0", "at = \"300ms\"");
-    let s = pacesim::summary::simulate(&Scenario::parse("t.toml", &one).unwrap(), None, None).unwrap();
+    let s = pacesim::registry::simulate(&Scenario::parse("t.toml", &one).unwrap(), None, None).unwrap();
     assert!(s.checks["self_heal"].passed(), "{}", s.checks["self_heal"].detail);
 }
 

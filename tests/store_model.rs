@@ -7,7 +7,7 @@ use pacesim::trace::{Collect, Event, OpKind};
 
 fn trace(sc: &Scenario) -> Vec<Event> {
     let mut c = Collect::default();
-    pacesim::sim::run(sc, &mut c).expect("the run progresses");
+    pacesim::registry::run(sc, &mut c).expect("the run progresses");
     c.events
 }
 

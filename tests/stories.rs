@@ -1,8 +1,9 @@
 //! The failure stories of the design records, each a scenario in `sims/` with its outcome
 //! asserted here (issue 4's acceptance list, in order).
 
+use pacesim::registry::simulate;
 use pacesim::scenario::Scenario;
-use pacesim::summary::{Summary, simulate};
+use pacesim::summary::Summary;
 use pacesim::trace::{Collect, Event, FaultKind, MultiplierCause, ReleaseReason};
 use std::path::Path;
 
@@ -12,7 +13,7 @@ fn load(name: &str) -> Scenario {
 
 fn trace(sc: &Scenario) -> Vec<Event> {
     let mut c = Collect::default();
-    pacesim::sim::run(sc, &mut c).expect("the run progresses");
+    pacesim::registry::run(sc, &mut c).expect("the run progresses");
     c.events
 }
 

@@ -240,6 +240,6 @@ fn shards_of_different_sweeps_do_not_merge_and_rows_replay() {
     sc.pacer.rate = 20.0;
     sc.store.service = pacesim::dist::Dist::constant(pacesim::time::Nanos(100_000));
     sc.seed = r.seed;
-    let s = pacesim::summary::simulate(&sc, None, None).unwrap();
+    let s = pacesim::registry::simulate(&sc, None, None).unwrap();
     assert_eq!(s.trace_hash, r.trace_hash);
 }

@@ -21,7 +21,7 @@ fn load(name: &str) -> Scenario {
 fn run(sc: &Scenario, backend: &str) -> (Summary, Vec<Event>) {
     let sc = sc.with_backend(backend).unwrap();
     let mut c = Collect::default();
-    let s = pacesim::summary::simulate(&sc, None, Some(&mut c)).unwrap();
+    let s = pacesim::registry::simulate(&sc, None, Some(&mut c)).unwrap();
     (s, c.events)
 }
 

@@ -71,9 +71,9 @@ fn harness_case(file: &str, hash: bool) {
     let sc = scenario(file);
     let (s, t) = best_of(reps(), || {
         if hash {
-            pacesim::summary::simulate(&sc, None, None).expect("no trace file, no I/O")
+            pacesim::registry::simulate(&sc, None, None).expect("no trace file, no I/O")
         } else {
-            pacesim::summary::simulate_unhashed(&sc)
+            pacesim::registry::simulate_unhashed(&sc)
         }
     });
     assert!(s.all_pass(), "{file}: a check failed: {:?}", s.checks);
@@ -91,7 +91,7 @@ fn sim_only_case(file: &str) {
     let sc = scenario(file);
     let (n, t) = best_of(reps(), || {
         let mut c = Count(0);
-        pacesim::sim::run(&sc, &mut c).expect("the run progresses");
+        pacesim::registry::run(&sc, &mut c).expect("the run progresses");
         c.0
     });
     done(n, t);
@@ -138,7 +138,7 @@ fn props_case(count: u64) {
         let mut passed = 0u64;
         for _ in 0..count {
             let sc = random_scenario(&mut rng);
-            let s = pacesim::summary::simulate(&sc, None, None).expect("no I/O");
+            let s = pacesim::registry::simulate(&sc, None, None).expect("no I/O");
             passed += u64::from(s.checks["ceiling"].passed());
         }
         assert_eq!(passed, count, "the row pacer must pass every generated scenario");

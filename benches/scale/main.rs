@@ -55,7 +55,7 @@ fn main() {
         })
     };
     let cpu_start = cpu_seconds();
-    let s = pacesim::summary::simulate(&sc, None, None).expect("no trace file, so no I/O");
+    let s = pacesim::registry::simulate(&sc, None, None).expect("no trace file, so no I/O");
     let wall = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu_start;
     done.store(true, Ordering::Relaxed);

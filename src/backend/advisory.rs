@@ -197,6 +197,13 @@ impl StoreSide for AdvisoryStore {
     }
 }
 
+impl crate::backend::Configure for AdvisoryOptions {
+    type Backend = Advisory;
+    fn build(self, sc: &Scenario) -> Result<Advisory, OptionError> {
+        Advisory::new(sc, self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

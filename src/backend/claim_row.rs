@@ -130,3 +130,10 @@ impl StoreSide for ClaimRowStore {
     }
     // A crash leaves the claim: no hook. The holder's work ends; its claim does not.
 }
+
+impl crate::backend::Configure for ClaimRowOptions {
+    type Backend = ClaimRow;
+    fn build(self, sc: &Scenario) -> Result<ClaimRow, OptionError> {
+        ClaimRow::new(sc, self)
+    }
+}

@@ -155,3 +155,10 @@ impl ProcessSide for LocalProcess {
         Step::Done
     }
 }
+
+impl crate::backend::Configure for LocalOptions {
+    type Backend = Local;
+    fn build(self, sc: &Scenario) -> Result<Local, OptionError> {
+        Local::new(sc, self)
+    }
+}

@@ -38,3 +38,10 @@ pub fn new(sc: &Scenario, o: LocalDividedOptions) -> Result<Local, OptionError> 
         Nanos(divided_interval(sc.pacer.rate, cap)),
     ))
 }
+
+impl crate::backend::Configure for LocalDividedOptions {
+    type Backend = crate::backend::local::Local;
+    fn build(self, sc: &Scenario) -> Result<crate::backend::local::Local, OptionError> {
+        new(sc, self)
+    }
+}

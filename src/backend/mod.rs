@@ -48,7 +48,6 @@ pub mod lockset;
 pub mod options;
 pub mod redis_gcra;
 pub mod redis_lock;
-pub mod registry;
 pub mod row;
 pub mod shared_cache;
 
@@ -58,7 +57,15 @@ use crate::rng::Rng;
 use crate::time::{Instant, Nanos};
 use crate::trace::{OpKind, Sink};
 pub use backoff::Signal;
-pub use registry::{BackendSpec, Configure, REGISTRY, all, names, register, spec};
+
+/// A backend's options struct: read from `[pacer]` (strictly, with file:line:field errors), it
+/// builds the backend. The registry ([`crate::registry`]) holds one per backend.
+pub trait Configure: serde::de::DeserializeOwned + 'static {
+    /// The backend it builds.
+    type Backend: Backend;
+    /// Validate (each option's range) and build, for scenario `sc`.
+    fn build(self, sc: &crate::scenario::Scenario) -> Result<Self::Backend, options::OptionError>;
+}
 
 /// One connection of a process incarnation, as the store sees it: a restarted process has new
 /// sessions, and each thread of a process has its own (the records' "one connect per fetch
@@ -123,22 +130,7 @@ pub enum Step<Op> {
     Done,
 }
 
-/// What a broker task carries from one execution to the next (a re-enqueue with a countdown,
-/// or the broker delivering it again after its process was killed): the task's own memory,
-/// which belongs to the task, not to the process that happens to run it. Only scenarios with a
-/// `[jobs]` table run tasks through a broker ([`crate::task`]); elsewhere the process side
-/// keeps its own state.
-#[derive(Copy, Clone, Debug, Default, PartialEq)]
-pub struct TaskMemo {
-    /// When the task first asked for permission (its first attempt): the safety valve counts
-    /// from here.
-    pub first_try: Option<Instant>,
-    /// Fetches its walk makes; `None`: the backend's own default.
-    pub walk: Option<u32>,
-    /// The task's identity (its download event's number), for draws that must follow the task
-    /// across executions and workers (`redis_lock`'s `valve_jitter`); `None` outside a broker.
-    pub task: Option<u32>,
-}
+pub use crate::task::TaskMemo;
 
 /// What the process side may touch: the time, its own clocks, and the trace.
 pub struct ProcCx<'a> {
@@ -315,6 +307,17 @@ pub trait Backend: Send + Sync + 'static {
     /// per process is refused until the backend says how its threads share it.
     fn threads(&self) -> Threads {
         Threads::Single("it does not say how its threads share its process side (Backend::threads)")
+    }
+    /// Does the design keep one walk lock per platform, so a scenario may declare
+    /// `[[platforms]]` ([`crate::platform`])? Default: no (a pace keeps one budget for one
+    /// destination; a scenario with platforms is refused).
+    fn platforms(&self) -> bool {
+        false
+    }
+    /// Does its process side run broker tasks (`[jobs]`, [`crate::task`]): download tasks that
+    /// walk under its lock? Default: no (a scenario with `[jobs]` is refused).
+    fn jobs(&self) -> bool {
+        false
     }
 }
 

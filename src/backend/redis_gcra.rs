@@ -285,6 +285,13 @@ impl ProcessSide for GcraProcess {
     }
 }
 
+impl crate::backend::Configure for RedisGcraOptions {
+    type Backend = RedisGcra;
+    fn build(self, sc: &Scenario) -> Result<RedisGcra, OptionError> {
+        RedisGcra::new(sc, self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

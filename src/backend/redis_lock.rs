@@ -225,6 +225,12 @@ impl Backend for RedisLock {
         d
     }
 
+    fn platforms(&self) -> bool {
+        true
+    }
+    fn jobs(&self) -> bool {
+        true
+    }
     fn process(&self, pid: u32) -> Walker {
         Walker {
             cfg: self.clone(),
@@ -542,6 +548,13 @@ impl ProcessSide for Walker {
         self.first_try = memo.first_try;
         self.task_walk = memo.walk;
         self.task = memo.task;
+    }
+}
+
+impl crate::backend::Configure for RedisLockOptions {
+    type Backend = RedisLock;
+    fn build(self, sc: &Scenario) -> Result<RedisLock, OptionError> {
+        RedisLock::new(sc, self)
     }
 }
 

@@ -448,6 +448,13 @@ impl ProcessSide for RowProcess {
     }
 }
 
+impl crate::backend::Configure for RowOptions {
+    type Backend = Row;
+    fn build(self, sc: &Scenario) -> Result<Row, OptionError> {
+        Row::new(sc, self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -51,3 +51,10 @@ pub fn new(sc: &Scenario, o: SharedCacheOptions) -> Result<Row, OptionError> {
     };
     Ok(Row::new(sc, row)?.renamed("shared_cache"))
 }
+
+impl crate::backend::Configure for SharedCacheOptions {
+    type Backend = crate::backend::row::Row;
+    fn build(self, sc: &Scenario) -> Result<crate::backend::row::Row, OptionError> {
+        new(sc, self)
+    }
+}

@@ -355,7 +355,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let mut h = crate::sim::header(&sc, "live");
+        let mut h = crate::registry::header(&sc, "live");
         if worker {
             h.backend_detail.other.insert("worker".into(), "python3 w.py".into());
         }

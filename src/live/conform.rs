@@ -31,7 +31,7 @@
 use crate::check::Status;
 use crate::dist::Dist;
 use crate::live::settings::PgSettings;
-use crate::live::{CommandError, LiveError, LiveOptions, pg, run_blocking};
+use crate::live::{LiveError, LiveOptions, pg, run_blocking};
 use crate::scenario::Scenario;
 use crate::summary::{self, Summary};
 use crate::time::Nanos;
@@ -395,7 +395,8 @@ fn cost_of(events: &[Event]) -> CostTable {
 }
 
 fn cost_scenario() -> Result<Scenario, LiveError> {
-    Scenario::parse("cost-table", COST_SCENARIO).map_err(|e| LiveError::Setup(e.to_string()))
+    Scenario::parse_with("cost-table", COST_SCENARIO, &crate::scenario::Structure)
+        .map_err(|e| LiveError::Setup(e.to_string()))
 }
 
 /// The design record's cost table, live: 4 worker processes sharing one row at 50/s, 80
@@ -412,11 +413,13 @@ pub fn cost_table(opts: &LiveOptions) -> Result<CostTable, LiveError> {
 }
 
 /// The same cost table from the simulator, with the calibrated store.
-pub fn simulated_cost_table(cal: &Calibration) -> Result<CostTable, LiveError> {
+pub fn simulated_cost_table(cal: &Calibration, opts: &LiveOptions) -> Result<CostTable, LiveError> {
     let mut sc = cost_scenario()?;
     cal.apply(&mut sc);
     let mut c = crate::trace::Collect::default();
-    crate::sim::run(&sc, &mut c).map_err(|e| LiveError::Setup(e.to_string()))?;
+    opts.backends
+        .simulate(&sc, &mut c)
+        .map_err(|e| LiveError::Setup(e.to_string()))?;
     Ok(cost_of(&c.events))
 }
 
@@ -454,13 +457,18 @@ pub fn conform(sc: &Scenario, calibrate_first: bool, opts: &LiveOptions) -> Resu
         let c = rt.block_on(calibrate(300))?;
         c.apply(&mut sim_sc);
         let cost = cost_table(opts)?;
-        let sim_cost = simulated_cost_table(&c)?;
+        let sim_cost = simulated_cost_table(&c, opts)?;
         (Some(c), Some(cost), Some(sim_cost))
     } else {
         (None, None, None)
     };
     let mut sim_stall = StallMeter::default();
-    let sim = summary::simulate(&sim_sc, None, Some(&mut sim_stall)).map_err(|e| LiveError::Setup(e.to_string()))?;
+    let sim = summary::simulate_with(
+        |out: &mut dyn crate::trace::Sink| opts.backends.simulate(&sim_sc, out),
+        None,
+        Some(&mut sim_stall),
+    )
+    .map_err(|e| LiveError::Setup(e.to_string()))?;
     let live_run = run_blocking(sc, opts)?;
     let live_stall = StallMeter::of(&live_run.events());
     let ms = |v: Option<u64>| v.map(|x| x as f64 / 1e6);
@@ -711,22 +719,6 @@ pub fn parse_tolerance(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `pacesim conform`: load `file` (with `--backend`) and run it both ways ([`conform`]).
-pub fn conform_file(
-    file: &std::path::Path,
-    backend: Option<&str>,
-    calibrate: bool,
-    worker_cmd: Option<&str>,
-    opts: &LiveOptions,
-) -> Result<Conformance, CommandError> {
-    let sc = crate::run::load(file, None, backend)?;
-    let mut opts = opts.clone();
-    if let Some(w) = crate::live::worker_command(&sc, file, worker_cmd)? {
-        opts.worker = Some(w);
-    }
-    Ok(conform(&sc, calibrate, &opts)?)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -734,7 +726,7 @@ mod tests {
     #[test]
     fn a_disagreement_names_the_comparison_that_failed() {
         let sc = Scenario::parse("t.toml", crate::scenario::FOUR_LIMITERS).unwrap();
-        let sim = crate::summary::simulate(&sc, None, None).unwrap();
+        let sim = crate::registry::simulate(&sc, None, None).unwrap();
         let mut live = sim.clone();
         let mut c = Conformance {
             sim,
@@ -858,10 +850,13 @@ mod tests {
             commit,
             fit_error: 0.0,
         };
-        let none = simulated_cost_table(&stage(Dist::default())).unwrap();
-        let with = simulated_cost_table(&stage(Dist::Constant {
-            value: Nanos(2_000_000),
-        }))
+        let none = simulated_cost_table(&stage(Dist::default()), &LiveOptions::with_exe("pacesim")).unwrap();
+        let with = simulated_cost_table(
+            &stage(Dist::Constant {
+                value: Nanos(2_000_000),
+            }),
+            &LiveOptions::with_exe("pacesim"),
+        )
         .unwrap();
         assert_eq!(none.count, 300);
         assert!(none.p50_ms < 0.1, "{none:?}");

@@ -101,7 +101,7 @@ where
         // The host wall clock, as a clock over the reference timeline: at reference time t it
         // reads the real wall clock (the frame of the store's clock on this host).
         let wall_at_origin = clock.wall_at_origin();
-        let (mono, wall) = crate::fault::clocks(&sc, pid, inc, &Clock::new(wall_at_origin, 0.0));
+        let (mono, wall) = crate::fault::clocks(sc.seed, &sc.faults, pid, inc, &Clock::new(wall_at_origin, 0.0));
         let rng = rng::stream(sc.seed, Entity::Process { pid, incarnation: inc });
         let mut w = Worker::new(pid, inc, mono, wall, rng, backend.process(pid));
         w.fetches = spec.done;

@@ -81,9 +81,8 @@ pub use adapter::StoreUse;
 pub use runner::{LiveOptions, LiveRun, run, run_blocking};
 pub use settings::Missing;
 
-use crate::run::LoadError;
 use crate::trace::Event;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// Events collected in the parent (destination arrivals, fault edges, the workers' events).
@@ -109,35 +108,6 @@ pub enum LiveError {
     Interrupted,
 }
 
-/// Why `pacesim live` or `pacesim conform` gave no result.
-#[derive(Debug, thiserror::Error)]
-pub enum CommandError {
-    /// The scenario did not load.
-    #[error(transparent)]
-    Load(#[from] LoadError),
-    /// The live run failed, or was interrupted.
-    #[error(transparent)]
-    Live(#[from] LiveError),
-    /// The external worker command cannot run (`--worker-cmd`, or `[live] command`).
-    #[error("{0}")]
-    WorkerCommand(String),
-    /// The trace file could not be written.
-    #[error("{path}: {source}")]
-    Trace {
-        /// The trace file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-}
-
-impl CommandError {
-    /// True when SIGINT, SIGTERM or SIGHUP stopped the run (which was cleaned up).
-    pub fn interrupted(&self) -> bool {
-        matches!(self, CommandError::Live(LiveError::Interrupted))
-    }
-}
-
 /// The external worker a live command runs, if any: `--worker-cmd` (split like a shell's
 /// words, run in the current directory) wins over the scenario's `[live] command` (run in the
 /// scenario file's directory). The program must exist and be executable.
@@ -145,12 +115,12 @@ pub fn worker_command(
     sc: &crate::scenario::Scenario,
     file: &Path,
     cli: Option<&str>,
-) -> Result<Option<external::WorkerCommand>, CommandError> {
+) -> Result<Option<external::WorkerCommand>, String> {
     if let Some(c) = cli {
-        let argv = external::split_command(c).map_err(|e| CommandError::WorkerCommand(format!("--worker-cmd: {e}")))?;
+        let argv = external::split_command(c).map_err(|e| format!("--worker-cmd: {e}"))?;
         return external::WorkerCommand::resolve(argv, None)
             .map(Some)
-            .map_err(|e| CommandError::WorkerCommand(format!("--worker-cmd: {e}")));
+            .map_err(|e| format!("--worker-cmd: {e}"));
     }
     let Some(argv) = sc.live.as_ref().and_then(|l| l.command.clone()) else {
         return Ok(None);
@@ -162,31 +132,5 @@ pub fn worker_command(
         .to_path_buf();
     external::WorkerCommand::resolve(argv, Some(dir))
         .map(Some)
-        .map_err(|e| CommandError::WorkerCommand(format!("{}: live.command: {e}", file.display())))
-}
-
-/// `pacesim live`: load `file` with the overrides, run it live (with the external worker of
-/// `worker_cmd` or `[live] command`, if any), and write its trace to `trace` (JSON Lines) if
-/// given.
-pub fn run_file(
-    file: &Path,
-    seed: Option<u64>,
-    backend: Option<&str>,
-    trace: Option<&Path>,
-    worker_cmd: Option<&str>,
-    opts: &LiveOptions,
-) -> Result<LiveRun, CommandError> {
-    let sc = crate::run::load(file, seed, backend)?;
-    let mut opts = opts.clone();
-    if let Some(w) = worker_command(&sc, file, worker_cmd)? {
-        opts.worker = Some(w);
-    }
-    let r = run_blocking(&sc, &opts)?;
-    if let Some(p) = trace {
-        std::fs::write(p, &r.trace).map_err(|source| CommandError::Trace {
-            path: p.to_path_buf(),
-            source,
-        })?;
-    }
-    Ok(r)
+        .map_err(|e| format!("{}: live.command: {e}", file.display()))
 }

@@ -49,29 +49,12 @@ pub struct LiveOptions {
     /// Run this external program as the workers instead of pacesim's own (`--worker-cmd`, or
     /// the scenario's `[live] command`; see [`crate::live::external`]).
     pub worker: Option<WorkerCommand>,
+    /// The live adapters of the backends a scenario may name (the registry's: its
+    /// constructors `LiveOptions::cli` and `LiveOptions::with_exe` fill this in).
+    pub backends: &'static dyn crate::live::adapter::Backends,
 }
 
 impl LiveOptions {
-    /// The CLI's options: this executable, signals handled, verbose.
-    pub fn cli() -> LiveOptions {
-        LiveOptions {
-            exe: std::env::current_exe().unwrap_or_else(|_| "pacesim".into()),
-            handle_signals: true,
-            verbose: true,
-            worker: None,
-        }
-    }
-
-    /// Options for a library caller (tests): the given executable, no signal handling, quiet.
-    pub fn with_exe(exe: impl Into<PathBuf>) -> LiveOptions {
-        LiveOptions {
-            exe: exe.into(),
-            handle_signals: false,
-            verbose: false,
-            worker: None,
-        }
-    }
-
     /// The same options with an external worker command.
     pub fn with_worker(mut self, worker: WorkerCommand) -> LiveOptions {
         self.worker = Some(worker);
@@ -193,7 +176,7 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
             sc.processes.threads
         )));
     }
-    let adapter = crate::backend::spec(&sc.pacer.backend).and_then(|s| s.live);
+    let adapter = opts.backends.adapter(sc);
     let run_id = new_run_id();
     if opts.handle_signals {
         // the CLI: orphans of the workers are re-parented to pacesim, which kills and reaps
@@ -207,10 +190,7 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
         Stores::setup_for(&run_id, used, slots).await?
     } else {
         let live = adapter.ok_or_else(|| {
-            let known: Vec<&str> = crate::backend::all()
-                .filter(|s| s.live.is_some())
-                .map(|s| s.name)
-                .collect();
+            let known = opts.backends.live_names();
             LiveError::Unsupported(format!(
                 "backend `{}` has no live adapter (live mode knows: {})",
                 sc.pacer.backend,
@@ -437,9 +417,7 @@ async fn run_inner(
         let pacer = serde_json::json!({
             "backend": sc.pacer.backend,
             "rate": sc.pacer.rate,
-            "options": crate::backend::spec(&sc.pacer.backend)
-                .and_then(|s| s.detail(&sc).ok())
-                .unwrap_or(serde_json::Value::Null),
+            "options": opts.backends.detail(&sc).unwrap_or(serde_json::Value::Null),
         });
         Arc::new(ExtCtx {
             sc: sc.clone(),
@@ -638,7 +616,8 @@ async fn run_inner(
     };
     events.push(Event::End { t: end });
     let mut out = Vec::new();
-    let mut header = crate::sim::header(&sc, "live");
+    let detail = opts.backends.detail(&sc).unwrap_or(serde_json::Value::Null);
+    let mut header = crate::sim::header_with(&sc, &sc.pacer.backend, detail, "live");
     if let Some(x) = &ext_ctx {
         external::mark_header(&mut header, &sc, &x.cmd);
     }

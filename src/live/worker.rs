@@ -25,7 +25,7 @@ use std::time::Duration;
 
 /// Entry point of `pacesim worker`: read the spec, find the backend's live adapter, run;
 /// the exit status.
-pub fn main(run_id: &str, pid: u32) -> i32 {
+pub fn main(run_id: &str, pid: u32, backends: &dyn crate::live::adapter::Backends) -> i32 {
     let spec: WorkerSpec = match std::env::var(SPEC_ENV)
         .map_err(|e| e.to_string())
         .and_then(|s| serde_json::from_str(&s).map_err(|e| e.to_string()))
@@ -40,7 +40,7 @@ pub fn main(run_id: &str, pid: u32) -> i32 {
         eprintln!("pacesim worker: spec is for run {} pid {}", spec.run_id, spec.pid);
         return 2;
     }
-    match crate::backend::spec(&spec.scenario.pacer.backend).and_then(|s| s.live) {
+    match backends.adapter(&spec.scenario) {
         Some(live) => live.worker_main(spec),
         None => {
             eprintln!(

@@ -9,7 +9,7 @@ use plotters::style::RGBColor;
 
 /// The colour of `backend`: its registry entry's, else one derived from its name.
 pub fn colour(backend: &str) -> RGBColor {
-    if let Some((r, g, b)) = crate::backend::spec(backend).and_then(|s| s.colour) {
+    if let Some((r, g, b)) = crate::registry::spec(backend).and_then(|s| s.colour) {
         return RGBColor(r, g, b);
     }
     // FNV-1a of the name -> a hue; mid saturation and lightness keep it readable on white.
@@ -60,7 +60,7 @@ mod tests {
         let a = colour("some_future_backend");
         assert_eq!(a, colour("some_future_backend"));
         assert!(
-            crate::backend::REGISTRY
+            crate::registry::REGISTRY
                 .iter()
                 .all(|s| s.colour.map(|(r, g, b)| RGBColor(r, g, b)) != Some(a))
         );

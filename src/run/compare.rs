@@ -274,7 +274,7 @@ pub const PROGRESS_FROM_RUNS: usize = 8;
 /// Simulate one planned run; `series` keeps the plots' series in its timeline.
 pub fn run_one(p: &Planned, series: bool) -> Result<Run, summary::SimulateError> {
     let mut tl = Timeline::with_series(series);
-    let summary = summary::simulate(&p.variant, None, Some(&mut tl))?;
+    let summary = crate::registry::simulate(&p.variant, None, Some(&mut tl))?;
     let derived = Derived::of(&summary, &tl);
     Ok(Run {
         backend: p.backend.clone(),

@@ -15,6 +15,7 @@
 pub use crate::budget;
 pub mod compare;
 pub mod input;
+pub mod live;
 pub mod progress;
 
 use crate::scenario::{Scenario, ScenarioError};
@@ -110,6 +111,19 @@ pub fn load_scenario(file: &Path) -> Result<Scenario, LoadError> {
     })
 }
 
+/// The shape of an expected matrix (`pacesim matrix --expected`): scenario -> backend -> a
+/// table with `fail`.
+fn expected_matrix_shape(table: &toml::Table) -> bool {
+    table.values().all(|v| {
+        v.as_table().is_some_and(|bs| {
+            !bs.is_empty()
+                && bs
+                    .values()
+                    .all(|b| b.as_table().is_some_and(|e| e.contains_key("fail")))
+        })
+    })
+}
+
 /// What a file that failed to load as a scenario is, when it is clearly something else.
 fn not_a_scenario(file: &Path) -> Option<String> {
     // bounded like the scenario read itself (`/dev/zero` fails fast)
@@ -124,7 +138,7 @@ fn not_a_scenario(file: &Path) -> Option<String> {
     if table.keys().any(|k| SCENARIO_KEYS.contains(&k.as_str())) {
         return None; // a scenario with a mistake in it: the parser names the field
     }
-    if !table.is_empty() && crate::matrix::load_expected(file).is_ok() {
+    if !table.is_empty() && expected_matrix_shape(&table) {
         return Some(
             "it is an expected matrix (scenario -> backend -> verdicts); \
              `pacesim matrix --expected FILE` reads it"
@@ -160,20 +174,7 @@ pub fn scenarios(files: Vec<PathBuf>) -> Result<Vec<Scenario>, LoadError> {
     files.iter().map(|f| load_scenario(f)).collect()
 }
 
-/// The command that reproduces one run exactly: `pacesim run FILE --seed N --backend B` (the
-/// file quoted for a POSIX shell when it needs it).
-pub fn reproduce(file: &Path, seed: u64, backend: &str) -> String {
-    let f = file.display().to_string();
-    let plain = !f.is_empty()
-        && f.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '+' | ':' | '@' | ','));
-    let f = if plain {
-        f
-    } else {
-        format!("'{}'", f.replace('\'', "'\\''"))
-    };
-    format!("pacesim run {f} --seed {seed} --backend {backend}")
-}
+pub use crate::summary::reproduce;
 
 /// Why one run (`pacesim run`) or one trace check (`pacesim check`) gave no summary.
 #[derive(Debug, thiserror::Error)]
@@ -252,7 +253,7 @@ pub fn one(file: &Path, seed: Option<u64>, backend: Option<&str>, trace: Option<
     };
     let mut progress = progress::Progress::on_terminal(sc.duration);
     let extra = progress.as_mut().map(|p| p as &mut dyn crate::trace::Sink);
-    summary::simulate(&sc, out, extra).map_err(|e| match e {
+    crate::registry::simulate(&sc, out, extra).map_err(|e| match e {
         summary::SimulateError::Io(e) => RunError::WriteTrace(e),
         summary::SimulateError::NoProgress(source) => RunError::NoProgress {
             file: file.to_path_buf(),

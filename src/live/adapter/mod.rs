@@ -16,8 +16,7 @@ pub mod redis_gcra;
 pub mod redis_lock;
 pub mod row;
 
-use crate::backend::registry::Configure;
-use crate::backend::{Backend, StoreOp, StoreReply};
+use crate::backend::{Backend, Configure, StoreOp, StoreReply};
 use crate::live::proto::WorkerSpec;
 use crate::rng::Rng;
 use crate::scenario::Scenario;
@@ -222,10 +221,11 @@ pub trait Open: LiveStore + Sized {
     }
 }
 
-/// The registry's view of a live adapter.
+/// The registry's view of a live adapter: what live mode needs of a backend it runs.
 pub trait LiveSpec: Sync {
     /// The store the backend needs.
     fn store(&self) -> StoreUse;
+
     /// Slot rows the run's schema needs.
     fn slots(&self, sc: &Scenario) -> u32;
     /// Run one worker process (the hidden `pacesim worker` mode); its exit status.
@@ -254,9 +254,7 @@ where
     }
     fn worker_main(&self, spec: WorkerSpec) -> i32 {
         let sc = &spec.scenario;
-        let backend = match crate::backend::options::parse::<O>(&sc.pacer.backend, &sc.pacer.options, false)
-            .and_then(|o| o.build(sc))
-        {
+        let backend = match build::<O>(sc) {
             Ok(b) => b,
             Err(e) => {
                 eprintln!("pacesim worker: {e}");
@@ -265,6 +263,30 @@ where
         };
         crate::live::worker::main_with::<O::Backend, S>(spec, backend)
     }
+}
+
+/// The backend of options type `O` with `sc`'s `[pacer]` options.
+fn build<O: Configure>(sc: &Scenario) -> Result<O::Backend, crate::backend::options::OptionError> {
+    crate::backend::options::parse::<O>(&sc.pacer.backend, &sc.pacer.options, false).and_then(|o| o.build(sc))
+}
+
+/// What live mode needs of the backends a scenario may name, by name: the registry's answers
+/// ([`crate::registry::Registered`]: pacesim's backends and registered ones), handed to live
+/// mode in [`crate::live::LiveOptions`] because the registry sits above it.
+pub trait Backends: Sync + std::fmt::Debug {
+    /// The live adapter of `sc`'s backend; `None`: unknown, or simulator only.
+    fn adapter(&self, sc: &Scenario) -> Option<&'static dyn LiveSpec>;
+    /// The backends that have a live adapter, for messages.
+    fn live_names(&self) -> Vec<&'static str>;
+    /// The options in force of `sc`'s backend (the trace header's `backend_detail`, and the
+    /// `pacer` an external worker is told); `None`: unknown backend.
+    fn detail(&self, sc: &Scenario) -> Option<serde_json::Value>;
+    /// Simulate `sc` with its backend (`conform`'s other side), streaming its trace.
+    ///
+    /// # Errors
+    ///
+    /// The run stopped making progress.
+    fn simulate(&self, sc: &Scenario, out: &mut dyn crate::trace::Sink) -> Result<(), crate::sim::NoProgress>;
 }
 
 /// The store timeout of a scenario (`store.timeout`, default 5 s).

@@ -1,75 +1,24 @@
-//! The registry: every backend pacesim ships, one entry each. Nothing outside this file
-//! matches on a backend's name.
+//! The registry: every backend pacesim ships, one entry each, and the backends a team's
+//! program registers ([`register`]). Nothing outside this file matches on a backend's name.
+//!
+//! It sits above the layers it builds: the simulator ([`crate::builder`]), live mode
+//! ([`crate::live`]) and the scenario model ([`crate::scenario`], whose validation asks the
+//! registry's [`Rules`] about the backends a file names). Nothing below it looks a backend up
+//! by name; the commands above it (`run`, `matrix`, `sweep`, the CLI) do, through it.
 //!
 //! An entry is a [`BackendSpec`]: the name used in scenario files, a one-line summary, whether
 //! the design records call it defective, its options struct (which builds the backend, see
 //! [`Configure`]) and, where it has one, its live adapter ([`crate::live::adapter`]). To add a
-//! backend: write its file (options struct, [`Backend`], process side, store side), implement
-//! [`Configure`] for its options, and add one entry to [`REGISTRY`].
+//! backend: write its file (options struct, [`crate::backend::Backend`], process side, store
+//! side, and [`Configure`] for its options), and add one entry to [`REGISTRY`].
 
+use crate::backend::Backend;
+pub use crate::backend::Configure;
 use crate::backend::options::{self, OptionError};
-use crate::backend::{Backend, advisory, claim_row, local, local_divided, redis_gcra, redis_lock, row, shared_cache};
-use crate::scenario::Scenario;
+use crate::backend::{advisory, claim_row, local, local_divided, redis_gcra, redis_lock, row, shared_cache};
+use crate::scenario::{BackendRules, Scenario, ScenarioError};
 use crate::sim::Outcome;
 use crate::trace::Sink;
-use serde::de::DeserializeOwned;
-
-/// A backend's options struct: read from `[pacer]`, it builds the backend.
-pub trait Configure: DeserializeOwned + 'static {
-    /// The backend it builds.
-    type Backend: Backend;
-    /// Validate (each option's range) and build, for scenario `sc`.
-    fn build(self, sc: &Scenario) -> Result<Self::Backend, OptionError>;
-}
-
-impl Configure for row::RowOptions {
-    type Backend = row::Row;
-    fn build(self, sc: &Scenario) -> Result<row::Row, OptionError> {
-        row::Row::new(sc, self)
-    }
-}
-impl Configure for shared_cache::SharedCacheOptions {
-    type Backend = row::Row;
-    fn build(self, sc: &Scenario) -> Result<row::Row, OptionError> {
-        shared_cache::new(sc, self)
-    }
-}
-impl Configure for redis_gcra::RedisGcraOptions {
-    type Backend = redis_gcra::RedisGcra;
-    fn build(self, sc: &Scenario) -> Result<redis_gcra::RedisGcra, OptionError> {
-        redis_gcra::RedisGcra::new(sc, self)
-    }
-}
-impl Configure for local_divided::LocalDividedOptions {
-    type Backend = local::Local;
-    fn build(self, sc: &Scenario) -> Result<local::Local, OptionError> {
-        local_divided::new(sc, self)
-    }
-}
-impl Configure for advisory::AdvisoryOptions {
-    type Backend = advisory::Advisory;
-    fn build(self, sc: &Scenario) -> Result<advisory::Advisory, OptionError> {
-        advisory::Advisory::new(sc, self)
-    }
-}
-impl Configure for claim_row::ClaimRowOptions {
-    type Backend = claim_row::ClaimRow;
-    fn build(self, sc: &Scenario) -> Result<claim_row::ClaimRow, OptionError> {
-        claim_row::ClaimRow::new(sc, self)
-    }
-}
-impl Configure for redis_lock::RedisLockOptions {
-    type Backend = redis_lock::RedisLock;
-    fn build(self, sc: &Scenario) -> Result<redis_lock::RedisLock, OptionError> {
-        redis_lock::RedisLock::new(sc, self)
-    }
-}
-impl Configure for local::LocalOptions {
-    type Backend = local::Local;
-    fn build(self, sc: &Scenario) -> Result<local::Local, OptionError> {
-        local::Local::new(sc, self)
-    }
-}
 
 /// What the registry can do with a backend whose options type it knows (object-safe, so
 /// entries of different types sit in one list).
@@ -84,10 +33,34 @@ pub trait Ops: Sync {
     /// Simulate `sc` with it, streaming the trace (header first) into `out`: fails on options
     /// it cannot run, or when the run stops making progress.
     fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::builder::SimError>;
-    /// The kill points its processes can be found at, with `sc`'s options.
-    fn kill_points(&self, name: &str, sc: &Scenario) -> Result<Vec<crate::fault::KillPoint>, OptionError>;
-    /// How the threads of a process use its process side, with `sc`'s options.
-    fn threads(&self, name: &str, sc: &Scenario) -> Result<crate::backend::Threads, OptionError>;
+    /// What it can run with `sc`'s options: kill points, threads, platforms, jobs.
+    fn capabilities(&self, name: &str, sc: &Scenario) -> Result<Capabilities, OptionError>;
+}
+
+/// What a backend can run, with a scenario's options: scenarios asking for more are refused
+/// when they are read ([`Rules`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Capabilities {
+    /// The kill points its processes can be found at ([`Backend::kill_points`]).
+    pub kill_points: Vec<crate::fault::KillPoint>,
+    /// How the threads of a process use its process side ([`Backend::threads`]).
+    pub threads: crate::backend::Threads,
+    /// One walk lock per platform: `[[platforms]]` allowed ([`Backend::platforms`]).
+    pub platforms: bool,
+    /// Broker tasks: `[jobs]` allowed ([`Backend::jobs`]).
+    pub jobs: bool,
+}
+
+impl Capabilities {
+    /// The capabilities `b` states.
+    pub fn of(b: &impl Backend) -> Capabilities {
+        Capabilities {
+            kill_points: b.kill_points(),
+            threads: b.threads(),
+            platforms: b.platforms(),
+            jobs: b.jobs(),
+        }
+    }
 }
 
 /// The [`Ops`] of options type `O`.
@@ -115,11 +88,8 @@ impl<O: Configure> Ops for OpsOf<O> {
     fn detail(&self, name: &str, sc: &Scenario) -> Result<serde_json::Value, OptionError> {
         Ok(self.build(name, sc, false)?.detail())
     }
-    fn kill_points(&self, name: &str, sc: &Scenario) -> Result<Vec<crate::fault::KillPoint>, OptionError> {
-        Ok(self.build(name, sc, false)?.kill_points())
-    }
-    fn threads(&self, name: &str, sc: &Scenario) -> Result<crate::backend::Threads, OptionError> {
-        Ok(self.build(name, sc, false)?.threads())
+    fn capabilities(&self, name: &str, sc: &Scenario) -> Result<Capabilities, OptionError> {
+        Ok(Capabilities::of(&self.build(name, sc, false)?))
     }
     fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::builder::SimError> {
         let b = self.build(name, sc, false)?;
@@ -308,8 +278,8 @@ pub fn unreachable_kill(sc: &Scenario) -> Option<(usize, String)> {
         };
         let missed = runs.iter().find(|b| {
             spec(b)
-                .and_then(|s| s.ops.kill_points(s.name, sc).ok())
-                .is_some_and(|pts| !pts.contains(p))
+                .and_then(|s| s.ops.capabilities(s.name, sc).ok())
+                .is_some_and(|c| !c.kill_points.contains(p))
         });
         if let Some(b) = missed {
             return Some((
@@ -336,7 +306,7 @@ pub fn single_threaded(sc: &Scenario) -> Option<(String, &'static str)> {
 /// Why backend `name` runs one thread per process, if it does.
 pub fn runs_one_thread(name: &str, sc: &Scenario) -> Option<&'static str> {
     let s = spec(name)?;
-    match s.ops.threads(s.name, sc).ok()? {
+    match s.ops.capabilities(s.name, sc).ok()?.threads {
         crate::backend::Threads::Single(why) => Some(why),
         _ => None,
     }
@@ -380,6 +350,222 @@ pub fn validate_options(sc: &Scenario) -> Result<(), OptionError> {
         s.validate(sc, strict)?;
     }
     Ok(())
+}
+
+// ---- running a scenario with the backend it names ---------------------------------------
+
+/// The spec of the backend `sc` names in `[pacer] backend`.
+///
+/// # Panics
+///
+/// If it names none the registry knows: scenarios read through [`Rules`] (every
+/// [`Scenario::parse`] and [`Scenario::load`]) never do.
+fn named(sc: &Scenario) -> &'static BackendSpec {
+    spec(&sc.pacer.backend).unwrap_or_else(|| panic!("{}: a scenario read with the registry's rules", sc.name))
+}
+
+/// The trace header for a scenario run with the backend it names.
+pub fn header(sc: &Scenario, source: &str) -> crate::trace::Header {
+    let detail = named(sc)
+        .detail(sc)
+        .expect("options validated when the scenario was read");
+    crate::sim::header_with(sc, &sc.pacer.backend, detail, source)
+}
+
+/// Run a scenario with the backend it names, streaming its trace (header first) into `out`.
+/// The scenario must have been read with the registry's rules ([`Scenario::parse`]); the
+/// caller checks the budget ([`crate::budget::check`]; the command line does, for all its runs
+/// at once).
+///
+/// # Errors
+///
+/// The run stopped making progress ([`crate::sim::NoProgress`]): its trace ends where it
+/// stopped.
+pub fn run(sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::sim::NoProgress> {
+    let spec = named(sc);
+    match spec.ops.simulate(spec.name, sc, out) {
+        Ok(o) => Ok(o),
+        Err(crate::builder::SimError::NoProgress(e)) => Err(e),
+        Err(e @ (crate::builder::SimError::Refused(_) | crate::builder::SimError::Budget(_))) => {
+            panic!("validated options, no budget check on this path: {e}")
+        }
+    }
+}
+
+/// Simulate a scenario with the backend it names and summarise it in one pass; optionally
+/// also write the trace, and feed the events to extra consumers (plots, reports).
+///
+/// # Errors
+///
+/// Writing the trace failed, or the run stopped making progress.
+pub fn simulate(
+    sc: &Scenario,
+    trace: Option<Box<dyn std::io::Write + Send>>,
+    extra: Option<&mut dyn Sink>,
+) -> Result<crate::summary::Summary, crate::summary::SimulateError> {
+    crate::summary::simulate_with(|out: &mut dyn Sink| run(sc, out).map(drop), trace, extra)
+}
+
+/// [`simulate`] without the trace hash (`"-"`): for benchmarks and scale runs only
+/// ([`crate::summary::simulate_unhashed_with`]).
+///
+/// # Panics
+///
+/// If the run stops making progress.
+pub fn simulate_unhashed(sc: &Scenario) -> crate::summary::Summary {
+    crate::summary::simulate_unhashed_with(&sc.name, |out: &mut dyn Sink| run(sc, out).map(drop))
+}
+
+// ---- live mode's view of the registry ------------------------------------------------------
+
+/// What live mode needs of the registry's backends ([`crate::live::adapter::Backends`]):
+/// every backend pacesim ships and every registered one.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Registered;
+
+impl crate::live::adapter::Backends for Registered {
+    fn adapter(&self, sc: &Scenario) -> Option<&'static dyn live::LiveSpec> {
+        spec(&sc.pacer.backend).and_then(|s| s.live)
+    }
+    fn live_names(&self) -> Vec<&'static str> {
+        all().filter(|s| s.live.is_some()).map(|s| s.name).collect()
+    }
+    fn detail(&self, sc: &Scenario) -> Option<serde_json::Value> {
+        spec(&sc.pacer.backend).and_then(|s| s.detail(sc).ok())
+    }
+    fn simulate(&self, sc: &Scenario, out: &mut dyn Sink) -> Result<(), crate::sim::NoProgress> {
+        run(sc, out).map(drop)
+    }
+}
+
+/// Live options that know the registry's backends ([`Registered`]): defined here, above live
+/// mode.
+impl crate::live::LiveOptions {
+    /// The CLI's options: this executable, signals handled, verbose.
+    pub fn cli() -> crate::live::LiveOptions {
+        crate::live::LiveOptions {
+            exe: std::env::current_exe().unwrap_or_else(|_| "pacesim".into()),
+            handle_signals: true,
+            verbose: true,
+            worker: None,
+            backends: &Registered,
+        }
+    }
+
+    /// Options for a library caller (tests): the given executable, no signal handling, quiet.
+    pub fn with_exe(exe: impl Into<std::path::PathBuf>) -> crate::live::LiveOptions {
+        crate::live::LiveOptions {
+            exe: exe.into(),
+            handle_signals: false,
+            verbose: false,
+            worker: None,
+            backends: &Registered,
+        }
+    }
+}
+
+/// The registry's rules for scenario files ([`BackendRules`]): every backend a file names is
+/// pacesim's or registered; its options, threads, kill points, `[[platforms]]` and `[jobs]`
+/// are ones it can run.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Rules;
+
+impl BackendRules for Rules {
+    fn check(&self, sc: &Scenario) -> Result<(), (String, String)> {
+        let field = |i: usize| if i == 0 { "pacer.backend" } else { "pacer.compare" };
+        let known = names();
+        for (i, b) in std::iter::once(&sc.pacer.backend)
+            .chain(sc.pacer.compare.iter())
+            .enumerate()
+        {
+            if !known.contains(&b.as_str()) {
+                return Err((
+                    field(i).into(),
+                    format!("unknown backend `{b}` (known: {})", known.join(", ")),
+                ));
+            }
+        }
+        validate_options(sc).map_err(|e| (format!("pacer.{}", e.field), e.message))?;
+        let able = |what: fn(&Capabilities) -> bool| -> Vec<&'static str> {
+            all()
+                .filter(|s| s.ops.capabilities(s.name, sc).is_ok_and(|c| what(&c)))
+                .map(|s| s.name)
+                .collect()
+        };
+        let unable = |what: fn(&Capabilities) -> bool| {
+            std::iter::once(&sc.pacer.backend)
+                .chain(sc.pacer.compare.iter())
+                .enumerate()
+                .find(|(_, b)| {
+                    spec(b)
+                        .and_then(|s| s.ops.capabilities(s.name, sc).ok())
+                        .is_some_and(|c| !what(&c))
+                })
+                .map(|(i, b)| (field(i), b.clone()))
+        };
+        if !sc.platforms.is_empty()
+            && let Some((f, b)) = unable(|c| c.platforms)
+        {
+            return Err((
+                f.into(),
+                format!(
+                    "`{b}` with [[platforms]]: platforms are modelled for backends with one walk lock per \
+                     platform ({}); the pace backends keep one budget for one destination",
+                    able(|c| c.platforms).join(", ")
+                ),
+            ));
+        }
+        if sc.processes.threads > 1
+            && let Some((b, why)) = single_threaded(sc)
+        {
+            return Err((
+                "processes.threads".into(),
+                format!("backend `{b}` runs one thread per process: {why}"),
+            ));
+        }
+        if let Some((i, m)) = unreachable_kill(sc) {
+            return Err((format!("faults[{i}].point"), m));
+        }
+        if sc.jobs.is_some()
+            && let Some((f, b)) = unable(|c| c.jobs)
+        {
+            return Err((
+                f.into(),
+                format!(
+                    "`{b}` cannot run [jobs]: download tasks walk under a walk lock ({})",
+                    able(|c| c.jobs).join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Reading scenarios with the registry's [`Rules`]: defined here, above the layers that build
+/// backends, so that [`crate::scenario`] names no backend.
+impl Scenario {
+    /// Load a scenario file, validated against every backend the registry knows.
+    pub fn load(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
+        Scenario::load_with(path, &Rules)
+    }
+
+    /// Parse and validate scenario text (`file` names it in errors): its structure, and what
+    /// it asks of the backends it names.
+    pub fn parse(file: &str, src: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::parse_with(file, src, &Rules)
+    }
+
+    /// The same scenario with another backend (for `--backend` and comparisons). A backend
+    /// outside the `compare` list runs alone: the list is dropped and its options, threads and
+    /// kill points are judged for that backend only.
+    pub fn with_backend(&self, backend: &str) -> Result<Scenario, String> {
+        self.with_backend_with(backend, &Rules)
+    }
+
+    /// Check the scenario as [`Scenario::parse`] does. `Err((field, message))`.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        self.validate_with(&Rules)
+    }
 }
 
 #[cfg(test)]
