@@ -149,7 +149,7 @@ pub enum Command {
         /// my_worker.py' (split into words like a shell, but run without one, in the current
         /// directory; overrides the scenario's `[live] command`). Each copy gets its identity
         /// and targets in PACESIM_* environment variables and fetches PACESIM_DESTINATION_URL
-        /// (the README's "Your own worker program").
+        /// (docs/live.md, "Your own worker program").
         #[arg(long, value_name = "COMMAND")]
         worker_cmd: Option<String>,
     },

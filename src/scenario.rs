@@ -168,8 +168,8 @@ pub struct RecordClaim {
     pub claim: String,
 }
 
-/// `[live]`: an external worker program and what it reports (see the README's "Your own
-/// worker program" section for the environment it gets and the lines it may print).
+/// `[live]`: an external worker program and what it reports (see `docs/live.md`, "Your own
+/// worker program", for the environment it gets and the lines it may print).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LiveCfg {

@@ -1,14 +1,14 @@
-//! `pacesim backends`, the README's backend tables and the registry agree: the same backends
-//! in the same order, the same defective ones, the same options.
+//! `pacesim backends`, the backend tables of docs/backends.md and the registry agree: the same
+//! backends in the same order, the same defective ones, the same options.
 
 use pacesim::registry::REGISTRY;
 
 /// `(name, defective)` rows, and `(name, options)` rows.
 type Tables = (Vec<(String, bool)>, Vec<(String, Vec<String>)>);
 
-fn readme_tables() -> Tables {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let section = readme.split("## Backends").nth(1).unwrap();
+fn docs_tables() -> Tables {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/backends.md")).unwrap();
+    let section = doc.split("\n## The backends").nth(1).unwrap();
     let section = section.split("\n## ").next().unwrap();
     let mut semantics = Vec::new();
     let mut options = Vec::new();
@@ -31,10 +31,10 @@ fn readme_tables() -> Tables {
 }
 
 #[test]
-fn readme_tables_match_the_registry() {
-    let (semantics, options) = readme_tables();
+fn docs_tables_match_the_registry() {
+    let (semantics, options) = docs_tables();
     let want: Vec<(String, bool)> = REGISTRY.iter().map(|b| (b.name.to_string(), b.defective)).collect();
-    assert_eq!(semantics, want, "README's semantics table");
+    assert_eq!(semantics, want, "docs/backends.md's semantics table");
     let want: Vec<(String, Vec<String>)> = REGISTRY
         .iter()
         .map(|b| {
@@ -44,7 +44,7 @@ fn readme_tables_match_the_registry() {
             )
         })
         .collect();
-    assert_eq!(options, want, "README's options table");
+    assert_eq!(options, want, "docs/backends.md's options table");
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! 'python3 my_worker.py'`, or `[live] command = [...]` in the scenario).
 //!
 //! The harness starts N copies of the command, each in its own process group, and tells each
-//! who it is and where to go in environment variables (`worker_env`; the README's "Your own
-//! worker program" section lists them). A worker fetches by sending `GET` to its destination
+//! who it is and where to go in environment variables (`worker_env`; `docs/live.md`, "Your own
+//! worker program", lists them). A worker fetches by sending `GET` to its destination
 //! URL; the destination stamps each arrival, and records the fetch's start and end itself.
 //! That is all the harness needs. A worker may also print event lines on stdout (one JSON
 //! object per line, the trace's own events without `t` and `pid`), which unlock the checks
@@ -340,7 +340,7 @@ fn redis_url_via(url: &str, host: &str, port: u16) -> String {
     format!("{scheme}://{auth}{host}:{port}{path}")
 }
 
-/// The environment of worker `pid`'s incarnation `incarnation` (the contract, in the README).
+/// The environment of worker `pid`'s incarnation `incarnation` (the contract, in `docs/live.md`).
 pub(super) fn worker_env(ctx: &ExtCtx, pid: u32, incarnation: u32, remaining: Option<u64>) -> Vec<(String, String)> {
     let sc = &ctx.sc;
     let mut env: Vec<(String, String)> = vec![
@@ -713,7 +713,7 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                                 let shown: String = crate::live::settings::redact_known(&line).chars().take(120).collect();
                                 fatal = Some(format!(
                                     "worker {pid} (`{}`) printed on stdout, line {lines}: {shown:?}, which {why}. \
-                                     stdout is for event lines only (see the README's \"Your own worker program\"); \
+                                     stdout is for event lines only (see docs/live.md, \"Your own worker program\"); \
                                      write logs to stderr",
                                     ctx.cmd.display()
                                 ));

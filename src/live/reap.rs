@@ -11,7 +11,7 @@
 //! pacesim rather than to init, so even a process that also cleared its environment is found
 //! (as pacesim's child) and killed at the run's end, and reaped.
 //!
-//! What is not guaranteed (the README says so too): a process that leaves its session, clears
+//! What is not guaranteed (`docs/live.md` says so too): a process that leaves its session, clears
 //! its environment, and is re-parented away from pacesim (library use, where the caller is not
 //! a subreaper), or one that changes its user id, is beyond reach; so is anything started on
 //! another host.
