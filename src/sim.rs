@@ -7,7 +7,7 @@
 //! wall clock is read anywhere here, no hash map is iterated, and every random draw comes from
 //! the stream of the entity that makes it ([`crate::rng`]).
 //!
-//! Most callers go through [`crate::builder::SimBuilder`] (any backend value) or [`run`] (the
+//! Most callers go through [`crate::builder::SimBuilder`] (any backend value) or [`crate::registry::run`] (the
 //! backend the scenario names).
 
 use crate::backend::{Backend, ProcessSide, Session, StoreCx, StoreSide, Threads};

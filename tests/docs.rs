@@ -9,19 +9,13 @@
 //! - **Links**: every relative link in README.md, CONTRIBUTING.md and docs/*.md points at a
 //!   file that exists, and an anchor (`file.md#section`) at a heading or `<a id>` in it.
 
-use pacesim::backend::REGISTRY;
+use pacesim::registry::REGISTRY;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Places outside the recipe's files whose code names a backend, and why. Each must still
 /// name it (an entry that is no longer needed fails the test, so the list stays true).
 const KNOWN_ELSEWHERE: &[(&str, &str, &str)] = &[
-    (
-        "src/scenario.rs",
-        "redis_lock",
-        "a defect (issue 32 item 5): `Scenario::validate` hard-codes that `[[platforms]]` and \
-         `[jobs]` run only with `redis_lock`, a rule that belongs to the backend",
-    ),
     (
         "src/scenario.rs",
         "row",

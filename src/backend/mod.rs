@@ -35,7 +35,7 @@
 //!
 //! Known-defective variants are first-class backends so the property suite can prove it
 //! catches them. Every backend of pacesim is one file whose header states its semantics, plus
-//! one entry in [`registry`]; [`fallback`] (what a process does when the store is unreachable)
+//! one entry in [`crate::registry`]; [`fallback`] (what a process does when the store is unreachable)
 //! and [`backoff`] (where the backoff multiplier and clean streak live) are shared pieces.
 
 pub mod advisory;

@@ -62,7 +62,7 @@ pub fn run_file(
     Ok(r)
 }
 
-/// `pacesim conform`: load `file` (with `--backend`) and run it both ways ([`conform`]).
+/// `pacesim conform`: load `file` (with `--backend`) and run it both ways ([`crate::live::conform::conform`]).
 pub fn conform_file(
     file: &std::path::Path,
     backend: Option<&str>,

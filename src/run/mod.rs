@@ -4,7 +4,7 @@
 //!   [`scenarios`] loads the files a command names, or else every `sims/*.toml`
 //!   ([`default_scenarios`]).
 //! - **One run.** [`one`] (`pacesim run`) simulates a scenario, optionally writing its trace,
-//!   and summarises it ([`crate::summary::simulate`]); [`check`] (`pacesim check`) summarises
+//!   and summarises it ([`crate::registry::simulate`]); [`check`] (`pacesim check`) summarises
 //!   an existing trace ([`crate::summary::from_trace`]), optionally against another ceiling.
 //! - **Compared runs.** [`compare`] (`pacesim simulate`): every scenario once per backend it
 //!   compares and per seed, with the timelines the plots and the report are made from.
