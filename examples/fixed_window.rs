@@ -18,7 +18,7 @@
 use pacesim::backend::options::OptionError;
 use pacesim::backend::redis_gcra::RedisGcraOptions;
 use pacesim::backend::{
-    Backend, Configure, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide,
+    Backend, Configure, Facts, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide,
 };
 use pacesim::builder::{Report, SimBuilder};
 use pacesim::clock::Reading;
@@ -132,9 +132,15 @@ impl Backend for FixedWindow {
     fn name(&self) -> &str {
         "fixed_window"
     }
+    fn facts(&self) -> Facts {
+        // a window admits its whole limit at once: the burst the checkers allow
+        Facts {
+            burst: Some(self.limit),
+            ..Facts::default()
+        }
+    }
     fn detail(&self) -> serde_json::Value {
-        // `burst`: a window admits its whole limit at once (backoff_coherence reads it)
-        serde_json::json!({ "limit": self.limit, "window_ns": self.window.0, "burst": self.limit })
+        serde_json::json!({ "limit": self.limit, "window_ns": self.window.0 })
     }
     fn process(&self, _pid: u32) -> Client {
         Client
@@ -190,7 +196,7 @@ name = "fixed-window"
 seed = 1
 duration = "3s"
 [pacer]
-backend = "redis_gcra"
+backend = "fixed_window"
 rate = 50.0
 [processes]
 count = 4
@@ -200,7 +206,9 @@ latency = { dist = "constant", value = "0.3ms" }
 [fetch]
 duration = { dist = "constant", value = "1ms" }
 "#;
-    Scenario::parse("fixed-window.toml", src).expect("a valid scenario")
+    // read without the registry's rules: `fixed_window` need not be registered for
+    // SimBuilder, which checks what the backend value can run when the run starts
+    Scenario::parse_with("fixed-window.toml", src, &pacesim::scenario::Structure).expect("a valid scenario")
 }
 
 /// Run the fixed window and GCRA on the same load.
@@ -284,6 +292,32 @@ mod tests {
         );
         // a second registration is refused, not a panic
         assert!(pacesim::registry::register(vec![spec()]).is_err());
+    }
+
+    /// Unregistered, the backend value runs through `SimBuilder`; what it cannot run is
+    /// refused when the run starts, never run quietly: more threads than it serves, platforms,
+    /// broker jobs.
+    #[test]
+    fn the_builder_checks_what_the_value_can_run() {
+        let fixed = || FixedWindow {
+            limit: 50,
+            window: Nanos::from_millis(1000),
+        };
+        let mut sc = load();
+        sc.processes.threads = 2;
+        let e = SimBuilder::new(sc).run(fixed()).unwrap_err().to_string();
+        assert!(
+            e.contains("processes.threads: backend `fixed_window` runs one thread per process"),
+            "{e}"
+        );
+        let mut sc = load();
+        sc.platforms = vec![serde_json::from_value(serde_json::json!({"name": "a", "limit": 5.0})).unwrap()];
+        let e = SimBuilder::new(sc).run(fixed()).unwrap_err().to_string();
+        assert!(
+            e.contains("platforms: backend `fixed_window` keeps no walk lock per platform"),
+            "{e}"
+        );
+        assert!(SimBuilder::new(load()).run(fixed()).is_ok());
     }
 
     #[test]

@@ -64,7 +64,11 @@ pub struct Report {
 
 impl SimBuilder {
     /// Run `scenario` (its `[pacer] backend` is not used: the backend is the value you pass;
-    /// its `rate` is the ceiling the checkers judge).
+    /// its `rate` is the ceiling the checkers judge). A scenario for a backend the registry
+    /// does not know is read with [`crate::scenario::Structure`] rules
+    /// (`Scenario::parse_with(file, text, &Structure)`), which check no backend; what the
+    /// backend value can run (threads, kill points, platforms, jobs) is checked here, when the
+    /// run starts ([`SimBuilder::check`]).
     pub fn new(scenario: Scenario) -> SimBuilder {
         SimBuilder { scenario }
     }
@@ -103,6 +107,24 @@ impl SimBuilder {
                 format!("backend `{}` runs one thread per process: {why}", backend.name()),
             ));
         }
+        if !sc.platforms.is_empty() && !backend.platforms() {
+            return Err(OptionError::new(
+                "platforms",
+                format!(
+                    "backend `{}` keeps no walk lock per platform (Backend::platforms): [[platforms]] is not modelled for it",
+                    backend.name()
+                ),
+            ));
+        }
+        if sc.jobs.is_some() && !backend.jobs() {
+            return Err(OptionError::new(
+                "jobs",
+                format!(
+                    "backend `{}` runs no broker tasks (Backend::jobs): [jobs] is not modelled for it",
+                    backend.name()
+                ),
+            ));
+        }
         let points = backend.kill_points();
         for (i, f) in sc.faults.iter().enumerate() {
             if let crate::fault::FaultSpec::Kill { point: Some(p), .. } = f
@@ -137,7 +159,7 @@ impl SimBuilder {
     pub(crate) fn run_into_unbudgeted<B: Backend>(&self, backend: B, out: &mut dyn Sink) -> Result<Outcome, SimError> {
         self.check(&backend)?;
         let sc = &self.scenario;
-        let mut detail = backend.detail();
+        let mut detail = crate::backend::stated(&backend)?;
         if sc.processes.threads > 1
             && let Some(map) = detail.as_object_mut()
         {

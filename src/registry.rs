@@ -86,7 +86,7 @@ impl<O: Configure> Ops for OpsOf<O> {
         self.build(name, sc, strict).map(drop)
     }
     fn detail(&self, name: &str, sc: &Scenario) -> Result<serde_json::Value, OptionError> {
-        Ok(self.build(name, sc, false)?.detail())
+        crate::backend::stated(&self.build(name, sc, false)?)
     }
     fn capabilities(&self, name: &str, sc: &Scenario) -> Result<Capabilities, OptionError> {
         Ok(Capabilities::of(&self.build(name, sc, false)?))

@@ -175,24 +175,19 @@ pub struct NoProgress {
 
 /// The most events a run of `sc` may handle in a row at one virtual instant before it is
 /// stopped as a livelock ([`NoProgress`]): 2^20, plus 64 for each thread loop, fault, and
-/// `[jobs]` source, times the largest burst the scenario allows (one grant per loop at an
+/// `[jobs]` source, times the largest burst the run allows, the backend's stated burst
+/// (`burst`, its [`crate::backend::Facts`]) or `[checks] burst` (one grant per loop at an
 /// instant needs about ten events: its start, operation, reply, fetch, wake). A run that
 /// progresses handles a few events per loop at one instant (the busiest shipped scenario
 /// stays below 1% of its bound: `tests/livelock.rs`); a run that loops at one instant reaches
 /// it within a second or two.
-pub fn progress_bound(sc: &Scenario) -> u64 {
+pub fn progress_bound(sc: &Scenario, burst: Option<u64>) -> u64 {
     let loops = u64::from(sc.processes.count) * u64::from(sc.processes.threads.max(1));
     let sources = sc
         .jobs
         .as_ref()
         .map_or(0, |j| u64::from(crate::task::Jobs::new(j).sources));
-    let burst = sc
-        .pacer
-        .options
-        .get("burst")
-        .and_then(toml::Value::as_integer)
-        .map_or(1, |b| b.max(1) as u64)
-        .max(sc.checks.burst.max(1));
+    let burst = burst.unwrap_or(1).max(1).max(sc.checks.burst.max(1));
     let things = loops.saturating_add(sc.faults.len() as u64).saturating_add(sources);
     (1u64 << 20).saturating_add(things.saturating_mul(64).saturating_mul(burst))
 }
@@ -434,7 +429,7 @@ impl<'a, B: Backend> Sim<'a, B> {
     /// stopped there ([`NoProgress`]), without its `end` event.
     pub fn run(&mut self) -> Result<Outcome, NoProgress> {
         let limit = Instant(self.sc.duration.0);
-        let bound = progress_bound(self.sc);
+        let bound = progress_bound(self.sc, self.backend.facts().burst);
         let mut last = Instant::ZERO;
         // invariant: events handled in a row at `last`; `peak` the most before `last`
         let (mut same, mut peak) = (0u64, 0u64);

@@ -134,6 +134,9 @@ impl Backend for Scripted {
     fn name(&self) -> &str {
         "scripted"
     }
+    fn facts(&self) -> pacesim::backend::Facts {
+        pacesim::backend::Facts::default()
+    }
     fn detail(&self) -> serde_json::Value {
         serde_json::json!({})
     }

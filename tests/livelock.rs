@@ -89,6 +89,9 @@ impl Backend for Livelock {
     fn name(&self) -> &str {
         if self.local { "retry_now_local" } else { "retry_now" }
     }
+    fn facts(&self) -> pacesim::backend::Facts {
+        pacesim::backend::Facts::default()
+    }
     fn detail(&self) -> serde_json::Value {
         serde_json::json!({})
     }
@@ -140,7 +143,7 @@ fn a_backend_that_always_says_retry_now_is_stopped_with_what_loops() {
     let (e, took) = stopped(Livelock { local: false });
     eprintln!("stopped in {took:?}: {e}");
     assert!(took < WITHIN, "took {took:?}");
-    let bound = pacesim::sim::progress_bound(&scenario());
+    let bound = pacesim::sim::progress_bound(&scenario(), None);
     assert_eq!(e.at, pacesim::time::Instant(250_000_000));
     assert!(e.events > bound, "{} events, bound {bound}", e.events);
     let msg = e.to_string();
@@ -275,7 +278,7 @@ fn no_shipped_scenario_comes_near_the_bound() {
         sc.duration = sc.duration.min(pacesim::time::Nanos(120_000_000_000));
         for b in sc.compared_backends() {
             let v = sc.with_backend(&b).unwrap();
-            let bound = pacesim::sim::progress_bound(&v);
+            let bound = pacesim::sim::progress_bound(&v, pacesim::registry::header(&v, "sim").backend_detail.burst);
             let mut sink = Discard;
             let o = pacesim::registry::run(&v, &mut sink).unwrap_or_else(|e| panic!("{} / {b}: {e}", v.name));
             let share = o.same_instant_peak as f64 / bound as f64;

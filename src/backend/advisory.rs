@@ -105,15 +105,21 @@ impl Backend for Advisory {
     fn detail(&self) -> serde_json::Value {
         let proto = &self.proto;
         let detail = serde_json::json!({
-            "locks": proto.k,
-            "lock_use": proto.lock_use,
             "hold_ns": proto.hold.0,
             "poll_ns": proto.poll.0,
-            "detect_dead_ns": self.detect_dead.0,
             "connections": self.connections,
-            "fallback": self.fallback.mode_name(),
         });
         self.fallback.stated(detail)
+    }
+
+    fn facts(&self) -> crate::backend::Facts {
+        crate::backend::Facts {
+            locks: Some(u64::from(self.proto.k)),
+            lock_use: Some(self.proto.lock_use.into()),
+            detect_dead_ns: Some(self.detect_dead.0),
+            fallback: Some(self.fallback.trace_mode().into()),
+            ..Default::default()
+        }
     }
 
     fn process(&self, pid: u32) -> LockProcess {

@@ -77,8 +77,17 @@ impl Backend for ClaimRow {
     }
 
     fn detail(&self) -> serde_json::Value {
-        let detail = serde_json::json!({ "locks": self.proto.k, "lock_use": "concurrency", "poll_ns": self.proto.poll.0, "fallback": self.fallback.mode_name() });
+        let detail = serde_json::json!({ "poll_ns": self.proto.poll.0 });
         self.fallback.stated(detail)
+    }
+
+    fn facts(&self) -> crate::backend::Facts {
+        crate::backend::Facts {
+            locks: Some(u64::from(self.proto.k)),
+            lock_use: Some(crate::trace::LockUse::Concurrency),
+            fallback: Some(self.fallback.trace_mode().into()),
+            ..Default::default()
+        }
     }
 
     fn process(&self, pid: u32) -> LockProcess {

@@ -89,11 +89,18 @@ impl Backend for Local {
     }
 
     fn detail(&self) -> serde_json::Value {
-        let mut d = serde_json::json!({ "interval_ns": self.interval.0, "backoff": "per_process" });
+        let mut d = serde_json::json!({ "interval_ns": self.interval.0 });
         if self.per == Per::Thread {
             d["per"] = serde_json::json!(self.per);
         }
         d
+    }
+
+    fn facts(&self) -> crate::backend::Facts {
+        crate::backend::Facts {
+            backoff: Some(crate::trace::BackoffPlace::PerProcess),
+            ..Default::default()
+        }
     }
 
     fn threads(&self) -> Threads {

@@ -28,6 +28,15 @@ pub enum LockUse {
     FakeRate,
 }
 
+impl From<LockUse> for crate::trace::LockUse {
+    fn from(u: LockUse) -> Self {
+        match u {
+            LockUse::Concurrency => crate::trace::LockUse::Concurrency,
+            LockUse::FakeRate => crate::trace::LockUse::FakeRate,
+        }
+    }
+}
+
 /// An operation of the lock backends.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum LockOp {

@@ -55,6 +55,7 @@ use crate::clock::{Clock, Reading};
 use crate::fault::KillPoint;
 use crate::rng::Rng;
 use crate::time::{Instant, Nanos};
+pub use crate::trace::Facts;
 use crate::trace::{OpKind, Sink};
 pub use backoff::Signal;
 
@@ -289,7 +290,13 @@ pub trait Backend: Send + Sync + 'static {
     type Store: StoreSide<Op = Self::Op, Reply = Self::Reply>;
     /// Name, as the trace header and reports show it.
     fn name(&self) -> &str;
-    /// The options in force, for the trace header's `backend_detail` and `--json`.
+    /// What it states about its design that the checkers judge it by (burst, fallback,
+    /// locks, backoff, ...): typed, and written into the trace header ([`Facts`]).
+    fn facts(&self) -> Facts;
+    /// Its other options in force, for people: a JSON object (its storage, clock source,
+    /// intervals, ...) written into the trace header's `backend_detail` beside its
+    /// [`facts`](Backend::facts). Nothing judges by it; a key the checkers read (one of
+    /// [`crate::trace::Detail::TYPED_KEYS`]) is refused: state it as a fact.
     fn detail(&self) -> serde_json::Value;
     /// A fresh process side for process `pid` (at start and on every restart).
     fn process(&self, pid: u32) -> Self::Process;
@@ -319,6 +326,18 @@ pub trait Backend: Send + Sync + 'static {
     fn jobs(&self) -> bool {
         false
     }
+}
+
+/// What a backend writes into the trace header's `backend_detail`: its options in force
+/// ([`Backend::detail`]) with its facts ([`Backend::facts`]).
+///
+/// # Errors
+///
+/// Its options are not a JSON object, or name a key that is a fact.
+pub fn stated<B: Backend>(b: &B) -> Result<serde_json::Value, options::OptionError> {
+    b.facts()
+        .with_options(b.detail())
+        .map_err(|m| options::OptionError::new("backend", format!("backend `{}`: {m}", b.name())))
 }
 
 /// An operation no process ever sends: the store side of a backend without a store.

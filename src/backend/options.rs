@@ -132,6 +132,15 @@ pub enum Placement {
     PerProcess,
 }
 
+impl From<Placement> for crate::trace::BackoffPlace {
+    fn from(p: Placement) -> Self {
+        match p {
+            Placement::Global => crate::trace::BackoffPlace::Global,
+            Placement::PerProcess => crate::trace::BackoffPlace::PerProcess,
+        }
+    }
+}
+
 /// A count option that must be at least 1.
 pub fn at_least_one(field: &str, v: Option<u32>) -> Result<(), OptionError> {
     match v {

@@ -127,12 +127,18 @@ impl Backend for RedisGcra {
     fn detail(&self) -> serde_json::Value {
         let detail = serde_json::json!({
             "interval_ns": self.gcra.interval(),
-            "burst": self.gcra.burst(),
-            "fallback": self.fallback.mode_name(),
-            "backoff": self.placed.multiplier,
             "streak": self.placed.streak,
         });
         self.fallback.stated(detail)
+    }
+
+    fn facts(&self) -> crate::backend::Facts {
+        crate::backend::Facts {
+            burst: Some(u64::from(self.gcra.burst())),
+            fallback: Some(self.fallback.trace_mode().into()),
+            backoff: Some(self.placed.multiplier.into()),
+            ..Default::default()
+        }
     }
 
     /// Shared: a process's backoff machine, its cached shared multiplier and its fallback

@@ -204,13 +204,9 @@ impl Backend for RedisLock {
 
     fn detail(&self) -> serde_json::Value {
         let mut d = serde_json::json!({
-            "ttl_ns": self.ttl.0,
             "max_wait_ns": self.max_wait.0,
             "poll_ns": self.poll.0,
-            "walk": self.walk,
             "interval_ns": self.interval.0,
-            "locks": self.platforms.iter().filter(|p| p.serialized).count().max(1),
-            "fallback": "uncapped",
         });
         if self.valve_lock {
             d["valve_lock"] = serde_json::json!(true);
@@ -218,11 +214,19 @@ impl Backend for RedisLock {
         if self.valve_jitter.0 > 0 {
             d["valve_jitter_ns"] = serde_json::json!(self.valve_jitter.0);
         }
-        if !self.platforms.is_empty() {
-            let rate = 1e9 / self.interval.0 as f64;
-            d["platforms"] = serde_json::to_value(self.platform_detail(rate)).expect("platforms serialise");
-        }
         d
+    }
+
+    fn facts(&self) -> crate::backend::Facts {
+        let rate = 1e9 / self.interval.0 as f64;
+        crate::backend::Facts {
+            ttl_ns: Some(self.ttl.0),
+            walk: Some(u64::from(self.walk)),
+            locks: Some(self.platforms.iter().filter(|p| p.serialized).count().max(1) as u64),
+            fallback: Some(crate::trace::StoreFallback::Uncapped),
+            platforms: (!self.platforms.is_empty()).then(|| self.platform_detail(rate)),
+            ..Default::default()
+        }
     }
 
     fn platforms(&self) -> bool {

@@ -233,11 +233,17 @@ impl Backend for Row {
             "clock": self.clock,
             "wait": self.wait,
             "in_transaction": self.in_transaction,
-            "fallback": self.fallback.mode_name(),
-            "backoff": self.placed.multiplier,
             "streak": self.placed.streak,
         });
         self.fallback.stated(detail)
+    }
+
+    fn facts(&self) -> crate::backend::Facts {
+        crate::backend::Facts {
+            fallback: Some(self.fallback.trace_mode().into()),
+            backoff: Some(self.placed.multiplier.into()),
+            ..Default::default()
+        }
     }
 
     /// Shared: the record's limiter is one per process; its backoff machine, the shared

@@ -9,6 +9,11 @@
 //! larger of the two starts' granted multipliers, or the shared multiplier for backends without
 //! grants): 429s that back the pace off after a kill are not a failure to heal.
 //!
+//! A design that states a burst (`backend_detail.burst`, its [`crate::trace::Facts`]) may grant
+//! that many slots at once and then stay quiet for `burst - 1` intervals: every allowance and
+//! the wedge bound below add that quiet, so a correct bursty design is not failed for the
+//! quiet part of its window, and a wedged one still is.
+//!
 //! 1. **Normal spacing** `normal = max(interval, median gap between the last 16 fetch starts
 //!    before the kill) x multiplier`: the pace backends' interval, or the lock backends'
 //!    observed throughput.
@@ -127,6 +132,9 @@ struct Recovery {
 #[derive(Debug)]
 pub struct SelfHeal {
     base: u64,
+    // the design's stated burst ([`crate::trace::Detail::gcra_burst`]): a design that may grant
+    // `burst` slots at once may then leave `burst - 1` intervals quiet
+    burst: u64,
     slack: u64,
     slack_note: String,
     global_m: f64,
@@ -207,6 +215,7 @@ impl SelfHeal {
         };
         SelfHeal {
             base: base_interval(h),
+            burst: h.backend_detail.gcra_burst(),
             slack,
             slack_note,
             global_m: 1.0,
@@ -261,10 +270,11 @@ impl SelfHeal {
     }
 
     /// Normal spacing and the allowed stall for a gap under multiplier `m`, after `holes`
-    /// kills (each may cost one interval).
+    /// kills (each may cost one interval), and the quiet a bursty design may keep after a
+    /// burst (`burst - 1` intervals).
     fn allowance(&self, pre_norm: Option<f64>, m: f64, holes: u32) -> (u64, u64) {
         let m = m.max(1.0);
-        let paced = (self.base as f64 * m) as u64 * holes.max(1) as u64;
+        let paced = (self.base as f64 * m) as u64 * (u64::from(holes.max(1)) + self.burst - 1);
         let normal = (self.base as f64).max(pre_norm.unwrap_or(0.0)) * m;
         let normal = normal as u64;
         // jitter: a quarter of the normal spacing plus a store round trip (a retry after a GCRA
@@ -276,7 +286,12 @@ impl SelfHeal {
 
     /// Is a stall of `len` under multiplier `m` a wedge rather than a slow heal?
     fn is_wedge(&self, len: u64, m: f64) -> bool {
-        len > 10 * (self.base as f64 * m.max(1.0)) as u64 + self.slack
+        len > self.wedge_after(m)
+    }
+
+    /// Ten intervals (and a burst's quiet) under multiplier `m`, plus the slack.
+    fn wedge_after(&self, m: f64) -> u64 {
+        (10 + self.burst - 1) * (self.base as f64 * m.max(1.0)) as u64 + self.slack
     }
 
     /// A fetch start after kill `i`. Returns true once the pace is past the hole.
@@ -377,7 +392,7 @@ impl SelfHeal {
         let (normal, allowed) = self.allowance(k.pre_norm, m, k.holes);
         // each kill merged in may cost an interval, but not without bound: a storm of kills
         // that wastes every slot to the end is a fleet that never heals (a wedge)
-        let wedge = normal + 10 * (self.base as f64 * m.max(1.0)) as u64 + self.slack;
+        let wedge = normal + self.wedge_after(m);
         let allowed = allowed.min(wedge);
         let silence = end.saturating_sub(last.t);
         let demand = d.busy_until(end).saturating_sub(last.busy).min(silence);

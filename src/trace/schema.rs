@@ -658,6 +658,77 @@ pub struct PlatformDetail {
     pub serialized: bool,
 }
 
+/// What a backend states about its design that the checkers judge it by: typed and required
+/// ([`crate::backend::Backend::facts`]), written into the trace header's `backend_detail`
+/// beside its other options ([`Facts::with_options`]) and read back as [`Detail`]'s typed
+/// fields. A fact left `None` is not stated; [`Detail`]'s field of the same name says what a
+/// checker then assumes, or that it does not judge.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Facts {
+    /// The shared authority's GCRA burst (its tolerance is `burst - 1` intervals): `ceiling`,
+    /// `slot_ceiling`, `self_heal` and `backoff_coherence` allow it. `None`: 1.
+    pub burst: Option<u64>,
+    /// What it does when the store fails a process (`degradation`, `liveness`).
+    pub fallback: Option<StoreFallback>,
+    /// A divided fallback's cap: each process paces at `rate / (cap + 1)`. `None`:
+    /// `processes - 1`.
+    pub cap: Option<u64>,
+    /// A lock design's K, the critical sections at once (`mutual_exclusion`). `None`: not a
+    /// lock design, unless [`lock_use`](Self::lock_use) or [`ttl_ns`](Self::ttl_ns) says so.
+    pub locks: Option<u64>,
+    /// Where a pace design keeps its backoff multiplier (`backoff_coherence`). `None`: no
+    /// backoff schedule of its own.
+    pub backoff: Option<BackoffPlace>,
+    /// What a lock design's locks are for.
+    pub lock_use: Option<LockUse>,
+    /// Fetches per walk (a walk lock).
+    pub walk: Option<u64>,
+    /// How long the store takes to notice a dead holder's session and free its lock, ns.
+    pub detect_dead_ns: Option<u64>,
+    /// A lock key's time to live, ns.
+    pub ttl_ns: Option<u64>,
+    /// The platforms, each with its own destination and ceiling (`ceiling` per platform).
+    pub platforms: Option<Vec<PlatformDetail>>,
+}
+
+impl Facts {
+    /// The `backend_detail` a producer writes for a backend (before the scenario settings):
+    /// `options`, its other options in force (a JSON object, opaque: for people), with these
+    /// facts.
+    ///
+    /// # Errors
+    ///
+    /// `options` is not a JSON object, or names a key of the header's typed detail (a fact is
+    /// stated here, typed and once, never as free JSON).
+    pub fn with_options(&self, options: Value) -> Result<Value, String> {
+        let Value::Object(other) = options else {
+            return Err(format!(
+                "its options in force (Backend::detail) must be a JSON object, not {options}"
+            ));
+        };
+        if let Some(k) = other.keys().find(|k| Detail::TYPED_KEYS.contains(&k.as_str())) {
+            return Err(format!(
+                "Backend::detail names `{k}`, a key the checkers read: state it in Backend::facts (typed)"
+            ));
+        }
+        let d = Detail {
+            burst: self.burst,
+            fallback: self.fallback,
+            cap: self.cap,
+            locks: self.locks,
+            backoff: self.backoff,
+            lock_use: self.lock_use,
+            walk: self.walk,
+            detect_dead_ns: self.detect_dead_ns,
+            ttl_ns: self.ttl_ns,
+            platforms: self.platforms.clone(),
+            other,
+            ..Detail::default()
+        };
+        Ok(Value::Object(d.to_map()))
+    }
+}
+
 /// `Header.backend_detail`: the backend's options in force and the scenario settings the
 /// checkers need, as one JSON object with its keys sorted.
 ///
@@ -748,6 +819,31 @@ pub struct Detail {
 }
 
 impl Detail {
+    /// The keys of the typed fields: facts a backend states ([`Facts`]) and the scenario
+    /// settings a producer adds.
+    pub const TYPED_KEYS: &'static [&'static str] = &[
+        "backoff_factor",
+        "decay_after",
+        "epsilon",
+        "think_mean_ns",
+        "fetch_mean_ns",
+        "arrival_rate",
+        "burst",
+        "fallback",
+        "cap",
+        "locks",
+        "backoff",
+        "lock_use",
+        "walk",
+        "detect_dead_ns",
+        "ttl_ns",
+        "wait_bound_ns",
+        "stranded_after_ns",
+        "sweep_every_ns",
+        "strand_limit",
+        "platforms",
+    ];
+
     /// The design takes locks: its facts state locks, a TTL or a lock use. It grants no slots.
     pub fn is_lock_design(&self) -> bool {
         self.locks.is_some() || self.ttl_ns.is_some() || self.lock_use.is_some()
@@ -959,6 +1055,28 @@ impl<'de> Deserialize<'de> for Detail {
 
 #[cfg(test)]
 mod tests {
+
+    /// A backend's facts are typed and stated once: its free-form options may not name a key
+    /// the checkers read, and must be a JSON object; what it states comes back typed.
+    #[test]
+    fn facts_are_stated_typed_and_once() {
+        let f = Facts {
+            burst: Some(5),
+            fallback: Some(StoreFallback::Divided),
+            ..Facts::default()
+        };
+        let v = f.with_options(serde_json::json!({"window_ns": 7})).unwrap();
+        let d: Detail = serde_json::from_value(v).unwrap();
+        assert_eq!((d.burst, d.fallback), (Some(5), Some(StoreFallback::Divided)));
+        assert_eq!(d.other.get("window_ns"), Some(&Value::from(7)));
+        let e = f.with_options(serde_json::json!({"burst": 5})).unwrap_err();
+        assert!(
+            e.contains("names `burst`, a key the checkers read: state it in Backend::facts"),
+            "{e}"
+        );
+        let e = f.with_options(serde_json::json!(["x"])).unwrap_err();
+        assert!(e.contains("must be a JSON object"), "{e}");
+    }
     use super::*;
 
     /// Every value of `T` writes exactly its string (the bytes the trace held when these fields
