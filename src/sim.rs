@@ -32,7 +32,7 @@ const TO_DESTINATION: Lane = Lane(1);
 
 /// What happens next, on the engine's queue. `th` is the thread of process `pid` an event
 /// belongs to (0 in a one-thread process).
-#[derive(Copy, Clone, Debug)]
+#[derive(Clone, Debug)]
 enum Ev<Op, Reply> {
     /// Process `pid` starts (all its threads).
     Start { pid: u32 },
@@ -481,7 +481,7 @@ impl<'a, B: Backend> Sim<'a, B> {
     /// One turn of the run loop: handle the event popped at `t`.
     #[inline(always)]
     fn turn(&mut self, t: Instant, ev: &Ev<B::Op, B::Reply>) {
-        self.handle(ev);
+        self.handle(ev.clone());
         // A fetch that reaches the destination at the instant it starts (no latency: the
         // default) has its place in the firing order, taken when it started. When nothing
         // pending comes before that place, which is nearly always, it is handled here,
@@ -547,8 +547,8 @@ impl<'a, B: Backend> Sim<'a, B> {
         self.engine.now().0
     }
 
-    fn handle(&mut self, ev: &Ev<B::Op, B::Reply>) {
-        match *ev {
+    fn handle(&mut self, ev: Ev<B::Op, B::Reply>) {
+        match ev {
             Ev::Start { pid } => self.start_threads(pid, 0),
             Ev::Wake { pid, th, inc, timer } => {
                 if !self.current(pid, inc) || self.thread(pid, th).timer != timer {
@@ -779,7 +779,16 @@ impl<'a, B: Backend> Sim<'a, B> {
         let w = self.procs[pid as usize].thread_mut(th);
         let inc = w.incarnation;
         let there = self.store.one_way(&mut w.rng);
-        self.engine.after(there, Ev::StoreRecv { pid, th, inc, seq, op });
+        self.engine.after(
+            there,
+            Ev::StoreRecv {
+                pid,
+                th,
+                inc,
+                seq,
+                op: op.clone(),
+            },
+        );
         let timeout = self
             .engine
             .timer_after(self.store.timeout, Ev::Timeout { pid, th, inc, seq });
@@ -925,6 +934,7 @@ impl<'a, B: Backend> Sim<'a, B> {
     fn in_flight(&mut self, pid: u32, th: u16) -> B::Op {
         self.thread(pid, th)
             .op_in_flight
+            .clone()
             .expect("a thread awaiting an operation sent it (Sim::send)")
     }
 

@@ -345,15 +345,14 @@ impl<P: ProcessSide> Worker<P> {
     /// 4b. The reply to `op` arrived: the process side decides; the `reply` event says how long
     ///     it will sleep. A reply that hands it a lock passes the `holding_lock` point.
     pub fn reply(&mut self, t: Instant, op: &P::Op, reply: P::Reply, out: &mut dyn Sink) -> Action<P::Op> {
+        let took_lock = reply.took_lock();
         let step = self.call(t, out, |p, cx| p.on_reply(cx, op, reply));
         let wait = match step {
             Step::FetchAt(w) => w.since(t).0,
             _ => 0,
         };
         out.reply(t.0, self.pid, self.thread, op.kind(), wait);
-        if reply.took_lock()
-            && let Some(k) = self.take_kill(KillPoint::HoldingLock)
-        {
+        if took_lock && let Some(k) = self.take_kill(KillPoint::HoldingLock) {
             return Action::Die(k);
         }
         self.apply(t, step, out)

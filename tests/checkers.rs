@@ -2,7 +2,7 @@
 //! FAILING on a defective one (a checker never seen failing is not trusted), plus the real
 //! simulator's row backend as a false-alarm guard.
 
-use pacesim::check::{Suite, Verdict};
+use pacesim::check::{Status, Suite, Verdict};
 use pacesim::scenario::Scenario;
 use pacesim::trace::{
     CrashPoint, Event, FallbackMode, FaultKind, Header, MultiplierCause, OpKind, ReleaseReason, Sink, StoreErrorKind,
@@ -473,6 +473,38 @@ fn self_heal_row_kill_mid_reservation_passes() {
     let d = passes(&v, "self_heal");
     assert!(d.contains("largest stall 0.286s"), "{d}");
     assert!(d.contains("normal spacing 0.143s"), "{d}");
+}
+
+/// A design that states a backoff multiplier but whose store side writes no grant events (a
+/// team's backend that forgot them): `slot_ceiling` and `backoff_coherence` are not judged,
+/// never passed, and say what they need.
+#[test]
+fn a_design_without_grant_events_is_not_judged_on_slots_or_backoff() {
+    let h = header("sliding_log", 4, 7.0, json!({"backoff": "global", "burst": 5}));
+    let mut ev = Vec::new();
+    for k in 0..50u64 {
+        let pid = (k % 4) as u32;
+        ev.push(Event::OpSent {
+            t: k * I,
+            pid,
+            thread: 0,
+            op: OpKind::Reserve,
+        });
+        ev.extend(fetch(k * I + MS, pid, 200));
+    }
+    ev.push(end(50 * I));
+    let v = check(&h, &ev);
+    for name in ["slot_ceiling", "backoff_coherence"] {
+        let c = &v[name];
+        assert_eq!(c.status, Status::NotJudged, "{name}: {}", c.detail);
+        assert!(c.detail.starts_with("not judged: needs "), "{name}: {}", c.detail);
+    }
+    assert!(
+        v["backoff_coherence"].detail.contains("global backoff multiplier"),
+        "{}",
+        v["backoff_coherence"].detail
+    );
+    passes(&v, "ceiling");
 }
 
 /// A bursty design (a window that admits 5 at once, then stays quiet): 5 slots at the start of

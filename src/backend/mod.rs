@@ -101,13 +101,13 @@ pub enum Threads {
 }
 
 /// An operation a process sends to the store.
-pub trait StoreOp: Copy + std::fmt::Debug + Send + 'static {
+pub trait StoreOp: Clone + std::fmt::Debug + Send + 'static {
     /// Its role in the trace (`op_sent` and `reply` events).
     fn kind(&self) -> OpKind;
 }
 
 /// A store's answer to an operation.
-pub trait StoreReply: Copy + std::fmt::Debug + Send + 'static {
+pub trait StoreReply: Clone + std::fmt::Debug + Send + 'static {
     /// True when the reply hands the process a lock (the `holding_lock` kill point).
     fn took_lock(&self) -> bool {
         false

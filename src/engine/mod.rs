@@ -97,7 +97,7 @@ struct TimerLane<E> {
     live: usize,
 }
 
-impl<E: Copy> TimerLane<E> {
+impl<E: Clone> TimerLane<E> {
     /// Drop the cancelled entries at the front, so that the front is live.
     fn trim(&mut self) {
         while self.q.front().is_some_and(|f| f.0 & CANCELLED != 0) {
@@ -293,13 +293,13 @@ fn order(at: Instant, seq: u64) -> u128 {
     (u128::from(at.0) << 64) | u128::from(seq << SLOT_BITS)
 }
 
-impl<E: Copy> Default for Engine<E> {
+impl<E: Clone> Default for Engine<E> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<E: Copy> Engine<E> {
+impl<E: Clone> Engine<E> {
     /// An empty engine at time zero.
     pub fn new() -> Self {
         Engine {
@@ -529,7 +529,7 @@ impl<E: Copy> Engine<E> {
             return None;
         }
         entry.0 |= CANCELLED;
-        let event = entry.1;
+        let event = entry.1.clone();
         lane.live -= 1;
         if i == 0 {
             lane.trim();
@@ -637,10 +637,10 @@ impl<E: Copy> Engine<E> {
     fn take(&mut self, from: Source) -> E {
         match from {
             // (the slot is free already: nothing is scheduled in between)
-            Source::Slot(slot) => self.slab[slot as usize].event,
+            Source::Slot(slot) => self.slab[slot as usize].event.clone(),
             Source::Lane(i) => {
                 let lane = &mut self.lanes[i];
-                let event = lane.front().expect("the lane head is in its lane").2;
+                let event = lane.front().expect("the lane head is in its lane").2.clone();
                 lane.pop_front();
                 self.find_lane_head();
                 event

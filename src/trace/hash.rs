@@ -81,6 +81,7 @@ impl TraceHash {
             OpKind::TryLock => 3,
             OpKind::Unlock => 4,
             OpKind::Acquire => 5,
+            OpKind::Complete => 6,
         });
     }
 

@@ -383,6 +383,10 @@ names! {
         /// process waits for permission from sending it until its fetch starts, and a `grant`
         /// that answers it comes from the shared authority.
         Acquire = "acquire",
+        /// A later step of a backend's own protocol, sent while its process still waits for
+        /// the permission an earlier step asked for (the append after a check, a confirm after
+        /// a claim). It does not ask anew: the wait runs on from the first step.
+        Complete = "complete",
     }
 }
 
@@ -394,7 +398,7 @@ impl OpKind {
     pub const fn asks_permission(self) -> bool {
         match self {
             OpKind::Reserve | OpKind::Gcra | OpKind::TryLock | OpKind::Acquire => true,
-            OpKind::Report | OpKind::Unlock => false,
+            OpKind::Report | OpKind::Unlock | OpKind::Complete => false,
         }
     }
 }
@@ -1098,7 +1102,7 @@ mod tests {
     fn every_named_value_round_trips_as_its_exact_string() {
         exact(
             OpKind::ALL,
-            &["reserve", "report", "gcra", "try_lock", "unlock", "acquire"],
+            &["reserve", "report", "gcra", "try_lock", "unlock", "acquire", "complete"],
         );
         exact(StoreErrorKind::ALL, &["refused", "timeout"]);
         exact(MultiplierCause::ALL, &["429", "503", "decay", "error", "state_lost"]);

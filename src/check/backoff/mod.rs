@@ -83,6 +83,9 @@ pub struct BackoffCoherence {
     failures: Failures,
     // the trace has grants or multiplier changes (else the property does not apply)
     seen: bool,
+    // the design states a backoff multiplier (its `backoff` fact): then a trace without grants
+    // or multiplier changes cannot be judged, rather than the property not applying
+    stated: Option<crate::trace::BackoffPlace>,
 }
 
 impl BackoffCoherence {
@@ -100,6 +103,7 @@ impl BackoffCoherence {
             ),
             failures: Failures::default(),
             seen: false,
+            stated: h.backend_detail.backoff,
         }
     }
 }
@@ -180,7 +184,19 @@ impl Checker for BackoffCoherence {
         self.reference.finish(&mut self.failures);
         self.cutoff.finish(&mut self.failures, u64::MAX);
         if !self.seen && self.cutoff.responses == 0 {
-            return Vec::new();
+            return match self.stated {
+                Some(place) => vec![Verdict {
+                    name: "backoff_coherence",
+                    status: Status::NotJudged,
+                    detail: format!(
+                        "{}grant or multiplier events: the design states a {} backoff multiplier (`backoff`) \
+                         but its trace shows neither the slots it granted nor the multiplier",
+                        crate::check::NOT_JUDGED,
+                        place.name()
+                    ),
+                }],
+                None => Vec::new(),
+            };
         }
         let approx = if self.reference.approximate {
             " (reordering search truncated)"
