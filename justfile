@@ -39,7 +39,7 @@ deep:
 # Fuzz the inputs deeper: mutated scenarios, edited traces, the command line (issue 17);
 # passwords of every shape through the live mode's redaction (issue 34).
 fuzz:
-    PROPTEST_CASES=5000 cargo test --profile fast-test --test fuzz --test fuzz_secrets
+    PROPTEST_CASES=5000 cargo test --profile fast-test --test suite -- fuzz::  fuzz_secrets::
 
 # Engine events/s; R1-small and R1-large fetches/s against a bare event loop (the ratio);
 # property-suite rate; peak memory. `--quick`: each case once; `--only large`: R1-large only.
@@ -65,4 +65,4 @@ loom:
 # The Python examples (examples/workers/) need psycopg and redis-py (.ci/run installs them).
 # The live tests: pacesim's workers and the Python examples against PostgreSQL and Redis.
 live:
-    cargo test --profile fast-test --test live --test external_workers -- --nocapture
+    cargo test --profile fast-test --test suite -- live:: external_workers:: --nocapture

@@ -27,7 +27,7 @@ pub fn limit() -> u64 {
 
 /// Bytes per worker process (and per thread past a process's first): its process side,
 /// worker loop, random streams and the checkers' per-process state. Measured peak resident
-/// memory (`tests/bounds.rs` holds it to the estimate): about 1,560 B a process for `row` at
+/// memory (`tests/suite/bounds.rs` holds it to the estimate): about 1,560 B a process for `row` at
 /// 400,000 processes, 1,410 for `redis_gcra`, 1,370 for `advisory`, 1,300 for `local`; about
 /// 670 B a thread past the first. (1,024 B, the figure before, let 2.5 million processes pass
 /// a 4 GiB guard and reach 3.5 GB.)
@@ -217,7 +217,13 @@ pub fn estimate(sc: &Scenario, runs: u64) -> (u64, String) {
     if let Some(a) = sc.processes.arrival_rate {
         parts.push(("processes.arrival_rate".into(), a * n * secs * PER_JOB));
     }
-    let per_run: f64 = parts.iter().map(|p| p.1).sum::<f64>() + BASE;
+    // the trace pipeline's batches when the checkers fall behind (a loaded machine)
+    let pipe = if crate::trace::pipe::worth_it() {
+        crate::trace::pipe::most_in_flight() as f64
+    } else {
+        0.0
+    };
+    let per_run: f64 = parts.iter().map(|p| p.1).sum::<f64>() + BASE + pipe;
     let concurrent = (runs as f64).min(cores);
     if runs > 1 {
         parts.push(("--seeds".into(), runs as f64 * PER_RUN));

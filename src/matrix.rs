@@ -16,7 +16,7 @@
 //! local = { fail = ["ceiling", "slot_ceiling"], why = "N pacers at the full rate: N x rate" }
 //! ```
 //!
-//! [`compare`] lists every difference between a matrix and its expectation; `tests/matrix.rs`
+//! [`compare`] lists every difference between a matrix and its expectation; `tests/suite/matrix.rs`
 //! asserts there is none, and `pacesim matrix` exits 1 when there is one.
 //!
 //! A run that stops making progress (a livelock: [`crate::sim::NoProgress`]) does not stop the

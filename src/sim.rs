@@ -179,7 +179,7 @@ pub struct NoProgress {
 /// (`burst`, its [`crate::backend::Facts`]) or `[checks] burst` (one grant per loop at an
 /// instant needs about ten events: its start, operation, reply, fetch, wake). A run that
 /// progresses handles a few events per loop at one instant (the busiest shipped scenario
-/// stays below 1% of its bound: `tests/livelock.rs`); a run that loops at one instant reaches
+/// stays below 1% of its bound: `tests/suite/livelock.rs`); a run that loops at one instant reaches
 /// it within a second or two.
 pub fn progress_bound(sc: &Scenario, burst: Option<u64>) -> u64 {
     let loops = u64::from(sc.processes.count) * u64::from(sc.processes.threads.max(1));

@@ -48,7 +48,7 @@
 //!
 //! Figures are recorded at six decimals, and summaries are computed from the recorded rows in
 //! run order, so `merge` of all shards writes byte for byte what one unsharded sweep writes
-//! (`tests/sweep.rs` checks it).
+//! (`tests/suite/sweep.rs` checks it).
 
 use crate::scenario::{Scenario, ScenarioError};
 use crate::stats::{LEVEL, mean_ci};

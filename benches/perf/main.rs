@@ -9,7 +9,7 @@
 //!   rows skip only the trace hash ([`pacesim::summary::simulate_unhashed`]);
 //! - **bare loop**: the hand-written reference loop of `bare.rs` on the same scenarios; the
 //!   harness's cost is the ratio `harness fetches/s / bare fetches/s`;
-//! - **property suite**: small random `row` scenarios (the shape `tests/foundation.rs`
+//! - **property suite**: small random `row` scenarios (the shape `tests/suite/foundation.rs`
 //!   generates) simulated and checked, scenarios per second.
 //!
 //! Each case runs in its own child process (peak memory is that case's `VmHWM`); timings are

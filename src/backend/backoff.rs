@@ -5,7 +5,7 @@
 //! divide, clamped to `[1, cap]`). The records name a defect for each piece kept per process:
 //! diverging multipliers write conflicting paces into one row (each reservation advances it by
 //! its own process's interval x multiplier), and per-process streaks cross the decay threshold
-//! together (the records say "N times too fast"; `tests/stories.rs` story 3 measures clustered
+//! together (the records say "N times too fast"; `tests/suite/stories.rs` story 3 measures clustered
 //! steps at the same average rate). So the two are placed independently:
 //!
 //! | multiplier | streak      | after a response the process...                                 |

@@ -3,7 +3,7 @@
 //! the backend's live store ([`crate::live::adapter::LiveStore`]) within the store timeout, and
 //! calls the destination ([`Fetcher`]). Its output (events, messages to the parent, its own
 //! death at an armed kill point) goes to a [`LiveOut`]: the worker process's stdout, or a test's
-//! recorder (`tests/drift.rs` drives it beside the simulator on one script).
+//! recorder (`tests/suite/drift.rs` drives it beside the simulator on one script).
 //!
 //! The steps, numbered as in [`crate::worker`]:
 //!

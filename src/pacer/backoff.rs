@@ -9,7 +9,7 @@
 //! For a global rate ceiling the multiplier and the streak are **global** (one per destination,
 //! stored beside `next_allowed_at`): N processes each holding their own multiplier write
 //! conflicting paces, and N processes each counting their own streak cross the decay threshold
-//! together, N steps at once (the records say "N times faster"; `tests/stories.rs` story 3
+//! together, N steps at once (the records say "N times faster"; `tests/suite/stories.rs` story 3
 //! measures clustered steps at the same average rate, and a later recovery). The simulator's
 //! processes and stores run this machine on whatever state they hold, and the
 //! backoff-coherence checker replays the globally ordered responses through it as the oracle,

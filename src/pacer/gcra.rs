@@ -184,7 +184,7 @@ pub struct Exceedance {
 /// ```
 ///
 /// the number of arrivals in the window `[t_i, t_j]` minus the whole intervals it spans
-/// (`tests/gcra_governor.rs` checks this against an O(n^2) brute force).
+/// (`tests/suite/gcra_governor.rs` checks this against an O(n^2) brute force).
 ///
 /// Memory is O(number of times the running maximum increases), for
 /// [`first_exceeding`](Self::first_exceeding).

@@ -70,7 +70,7 @@ pub const NANOS_PER_SEC: Nanos = 1_000_000_000;
 /// 142 857 143 ns). The result is at least 1 ns.
 ///
 /// (governor's `Quota::per_second` rounds the same quotient *down*; see
-/// `tests/gcra_governor.rs`.)
+/// `tests/suite/gcra_governor.rs`.)
 ///
 /// # Panics
 ///

@@ -130,6 +130,12 @@ impl Batcher<'_> {
     }
 }
 
+/// The most memory the pipeline's batches hold at once, bytes: the ring full and every spare
+/// batch out (a consumer that falls behind on a loaded machine), each batch at its capacity.
+pub fn most_in_flight() -> usize {
+    (super::handoff::SLOTS + SPARE) * BATCH * std::mem::size_of::<super::Event>()
+}
+
 /// Whether this machine has a second core to give a pipeline (asked once). Runs inside a rayon
 /// pool (`sweep`, `matrix`, `simulate`) pipeline too: measured, the second thread costs no CPU
 /// to speak of and fills the cores while a batch's last runs finish (`pacesim matrix`: 0.34 s

@@ -1,6 +1,6 @@
 //! Results nobody here produced: the design records' figures and published rate-limiter
 //! behaviour, each asserted against pacesim (issue 9). governor's GCRA as an oracle lives in
-//! tests/gcra_governor.rs; the live cost table in tests/live.rs.
+//! tests/suite/gcra_governor.rs; the live cost table in tests/suite/live.rs.
 
 use pacesim::registry::simulate;
 use pacesim::scenario::Scenario;

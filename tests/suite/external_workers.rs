@@ -2,10 +2,10 @@
 //! `examples/workers/` and their verdicts, `conform --worker-cmd`, cleanup of workers that
 //! ignore SIGTERM, fork or never fetch, and the messages for workers that go wrong.
 //!
-//! Like tests/live.rs, these print a loud `LIVE TESTS NOT RUN: ...` and pass when PostgreSQL,
+//! Like tests/suite/live.rs, these print a loud `LIVE TESTS NOT RUN: ...` and pass when PostgreSQL,
 //! Redis, or Python with psycopg and redis-py is missing; `.ci/run` installs and starts them.
 
-mod common;
+use crate::common;
 
 use pacesim::live::settings::{PgSettings, RedisSettings};
 use pacesim::live::{LiveOptions, LiveRun, pg, run_blocking, worker_command};

@@ -4,7 +4,7 @@
 //! exit 1. `sims/eight-reservers.toml` (seed 47, `row`) offers less load than the rate, so
 //! `liveness` cannot be judged there while every other check passes.
 
-mod common;
+use crate::common;
 use common::pacesim;
 
 const FILE: &str = "sims/eight-reservers.toml";

@@ -5,7 +5,7 @@
 //! x property, a failure's message the checker's witness and its text the reproducer. And every
 //! failing verdict names its reproducer in tables and JSON too.
 
-mod common;
+use crate::common;
 use common::pacesim;
 use pacesim::junit::{self, Case, CaseOutcome};
 use std::path::PathBuf;

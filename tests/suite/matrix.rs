@@ -2,10 +2,10 @@
 //! property, must equal `tests/expected-matrix.toml` (written from the design records'
 //! reasoning). And flipping a backend to its defective behaviour must turn it red.
 
+use crate::common;
 use pacesim::matrix::{self, Outcome};
 use pacesim::scenario::Scenario;
 use std::path::{Path, PathBuf};
-mod common;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

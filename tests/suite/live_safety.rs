@@ -3,10 +3,10 @@
 //! a renewal never brings a lease back after cleanup; SIGHUP cleans up as SIGINT does; no
 //! secret reaches pacesim's output; a worker's `setsid()` grandchild dies with the run.
 //!
-//! Like tests/live.rs, these print a loud `LIVE TESTS NOT RUN: ...` and pass when a server
+//! Like tests/suite/live.rs, these print a loud `LIVE TESTS NOT RUN: ...` and pass when a server
 //! (or, for the worker tests, Python) is missing; `.ci/run` starts the servers.
 
-mod common;
+use crate::common;
 
 use pacesim::live::pg;
 use pacesim::live::redis as lredis;

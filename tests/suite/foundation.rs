@@ -1,14 +1,14 @@
 //! Foundation acceptance: the four-limiters story, determinism, the row/local property, bad
 //! input handling.
 
+use crate::common;
+use common::pacesim;
 use pacesim::registry::simulate;
 use pacesim::scenario::Scenario;
 use pacesim::summary::Summary;
 use pacesim::trace::{Collect, Event};
 use proptest::prelude::*;
 use std::path::Path;
-mod common;
-use common::pacesim;
 
 fn load(name: &str) -> Scenario {
     Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()

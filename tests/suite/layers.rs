@@ -275,7 +275,7 @@ fn every_module_has_a_layer() {
     let missing: Vec<&String> = g.keys().filter(|m| !placed.contains(m.as_str())).collect();
     assert!(
         missing.is_empty(),
-        "modules without a layer (add them to LAYERS in tests/layers.rs): {missing:?}"
+        "modules without a layer (add them to LAYERS in tests/suite/layers.rs): {missing:?}"
     );
     let gone: Vec<&&str> = placed.iter().filter(|m| !g.contains_key(**m)).collect();
     assert!(gone.is_empty(), "LAYERS names modules src/ does not have: {gone:?}");
@@ -318,7 +318,7 @@ fn the_circle_can_shrink_but_not_grow() {
     let left: Vec<&String> = known.difference(&cyc).collect();
     assert!(
         left.is_empty(),
-        "no longer in a circle, take them off KNOWN_CIRCLE in tests/layers.rs: {left:?}"
+        "no longer in a circle, take them off KNOWN_CIRCLE in tests/suite/layers.rs: {left:?}"
     );
 }
 

@@ -3,12 +3,12 @@
 //! cannot finish are refused up front (exit 2, with the figure); durations the virtual clock
 //! cannot represent are refused with file, line and field.
 
+use crate::common;
+use common::pacesim;
 use pacesim::builder::{SimBuilder, SimError};
 use pacesim::registry::Configure;
 use pacesim::scenario::{FOUR_LIMITERS, Scenario};
 use std::path::{Path, PathBuf};
-mod common;
-use common::pacesim;
 
 fn tmp(name: &str) -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bounds-{name}-{}", std::process::id()));
@@ -401,7 +401,7 @@ fn i09_long_fault_lists_are_near_linear() {
 /// queued for the full 10 s: 280 MB here, 4 GiB and an abort at 10 s of run.
 #[test]
 fn i07_timeouts_of_operations_no_longer_awaited_do_not_pile_up() {
-    let d = tmp("i07-rate");
+    let d = tmp("i07-rate-library");
     let f = d.join("s.toml");
     std::fs::write(
         &f,

@@ -2,12 +2,12 @@
 //! refused with an error naming file, line and field (exit 2), never a panic, an abort or a
 //! wrong answer with exit 0.
 
+use crate::common;
+use common::pacesim;
 use pacesim::dist::Dist;
 use pacesim::scenario::{FOUR_LIMITERS, Scenario};
 use pacesim::time::Nanos;
 use std::path::{Path, PathBuf};
-mod common;
-use common::pacesim;
 
 fn tmp(name: &str) -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("robust-{name}-{}", std::process::id()));

@@ -1,10 +1,10 @@
 //! `pacesim sweep` / `pacesim merge`: a sweep split into shards and merged is byte for byte the
 //! unsharded sweep; shards of different sweeps, or an incomplete set, do not merge.
 
+use crate::common;
+use common::{pacesim, pacesim_env};
 use pacesim::sweep::{self, Axis, Plan, Shard};
 use std::path::{Path, PathBuf};
-mod common;
-use common::{pacesim, pacesim_env};
 
 const SCENARIO: &str = r#"
 name = "sweep-test"

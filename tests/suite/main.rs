@@ -1,0 +1,35 @@
+//! The integration tests, one binary (issue 32 item 7): a change to pacesim relinks one test
+//! program, not thirty. Each module is one area; `cargo test --test suite -- <module>::` runs one.
+//! The loom models stay apart (`tests/loom_*.rs`, behind the `loom` feature).
+
+mod bounds;
+mod checkers;
+mod common;
+mod docs;
+mod drift;
+mod external;
+mod external_workers;
+mod foundation;
+mod fuzz;
+mod fuzz_secrets;
+mod gcra_governor;
+mod generated;
+mod golden;
+mod jobs;
+mod junit;
+mod layers;
+mod live;
+mod live_safety;
+mod livelock;
+mod matrix;
+mod memory_estimate;
+mod platforms;
+mod registry;
+mod report;
+mod robust;
+mod store_model;
+mod stories;
+mod sweep;
+mod threads;
+mod trace_hash;
+mod verdicts;
