@@ -390,7 +390,7 @@ pub fn main_with(cli: Cli) -> i32 {
             Ok(r) => {
                 if let Some(j) = &junit {
                     let cases = junit::from_summaries_with([(file.as_path(), &r.summary)], |f, s| {
-                        live_reproduce(f, s, worker_cmd.as_deref())
+                        live_reproduce(f, s.seed, backend.as_deref(), worker_cmd.as_deref())
                     });
                     if let Err(e) = junit::write(j, &cases) {
                         return bad(format!("{}: {e}", j.display()));
@@ -427,7 +427,7 @@ pub fn main_with(cli: Cli) -> i32 {
                 }
                 let differ = c.disagreements(tolerance);
                 if let Some(j) = &junit
-                    && let Err(e) = junit::write(j, &conform_cases(&c, &differ, &conform_reproduce(&file, &c, tolerance, worker_cmd.as_deref())))
+                    && let Err(e) = junit::write(j, &conform_cases(&c, &differ, &conform_reproduce(&file, backend.as_deref(), tolerance, worker_cmd.as_deref())))
                 {
                     return bad(format!("{}: {e}", j.display()));
                 }
@@ -567,21 +567,36 @@ fn live_options(json: bool) -> LiveOptions {
 /// The command that runs a live run again: `pacesim live FILE --seed N --backend B`, with the
 /// worker command it ran (a live run is not deterministic: the same scenario, not the same
 /// trace).
-fn live_reproduce(file: &Path, s: &Summary, worker_cmd: Option<&str>) -> String {
-    let c = crate::summary::reproduce(file, s.seed, &s.backend).replacen("pacesim run ", "pacesim live ", 1);
-    with_worker_cmd(c, worker_cmd)
+fn live_reproduce(file: &Path, seed: u64, backend: Option<&str>, worker_cmd: Option<&str>) -> String {
+    again("live", file, Some(seed), backend, worker_cmd)
 }
 
-/// `pacesim conform FILE --backend B --tolerance T` (and the worker command it ran).
-fn conform_reproduce(file: &Path, c: &conform::Conformance, tolerance: f64, worker_cmd: Option<&str>) -> String {
-    let run = crate::summary::reproduce(file, c.sim.seed, &c.sim.backend);
-    let cmd = run
-        .replacen("pacesim run ", "pacesim conform ", 1)
-        .replacen(&format!(" --seed {}", c.sim.seed), "", 1);
-    with_worker_cmd(format!("{cmd} --tolerance {tolerance}"), worker_cmd)
+/// `pacesim COMMAND FILE [--seed N] [--backend B] [--worker-cmd '...']`: the options as the
+/// command line gave them (an external worker's summary names no backend to give back).
+fn again(command: &str, file: &Path, seed: Option<u64>, backend: Option<&str>, worker_cmd: Option<&str>) -> String {
+    // summary::reproduce quotes the file as a shell needs
+    let run = crate::summary::reproduce(file, 0, "");
+    let f = run
+        .strip_prefix("pacesim run ")
+        .and_then(|r| r.strip_suffix(" --seed 0 --backend "))
+        .unwrap_or(&run);
+    let mut cmd = format!("pacesim {command} {f}");
+    if let Some(s) = seed {
+        cmd.push_str(&format!(" --seed {s}"));
+    }
+    if let Some(b) = backend {
+        cmd.push_str(&format!(" --backend {b}"));
+    }
+    if let Some(w) = worker_cmd {
+        cmd.push_str(&format!(" --worker-cmd '{}'", w.replace('\'', "'\\''")));
+    }
+    cmd
 }
 
-fn with_worker_cmd(mut cmd: String, worker_cmd: Option<&str>) -> String {
+/// `pacesim conform FILE [--backend B] --tolerance T [--worker-cmd '...']`.
+fn conform_reproduce(file: &Path, backend: Option<&str>, tolerance: f64, worker_cmd: Option<&str>) -> String {
+    let cmd = again("conform", file, None, backend, None);
+    let mut cmd = format!("{cmd} --tolerance {tolerance}");
     if let Some(w) = worker_cmd {
         cmd.push_str(&format!(" --worker-cmd '{}'", w.replace('\'', "'\\''")));
     }

@@ -158,7 +158,9 @@ pub(super) async fn run(
             Ok(())
         }
         Err(f) => {
-            let output = if f.output.trim().is_empty() {
+            let output = if matches!(setup, Setup::Sql { .. }) {
+                String::new()
+            } else if f.output.trim().is_empty() {
                 " It printed nothing.".to_string()
             } else {
                 format!(" Its output (last lines):\n{}", f.output.trim_end())
