@@ -427,7 +427,14 @@ pub fn main_with(cli: Cli) -> i32 {
                 }
                 let differ = c.disagreements(tolerance);
                 if let Some(j) = &junit
-                    && let Err(e) = junit::write(j, &conform_cases(&c, &differ, &conform_reproduce(&file, backend.as_deref(), tolerance, worker_cmd.as_deref())))
+                    && let Err(e) = junit::write(
+                        j,
+                        &conform_cases(
+                            &c,
+                            &differ,
+                            &conform_reproduce(&file, backend.as_deref(), tolerance, worker_cmd.as_deref()),
+                        ),
+                    )
                 {
                     return bad(format!("{}: {e}", j.display()));
                 }
@@ -622,7 +629,10 @@ fn conform_cases(c: &conform::Conformance, differ: &[String], reproduce: &str) -
         None if judged => junit::CaseOutcome::Pass,
         None => junit::CaseOutcome::NotJudged { needs },
     };
-    let mut cases = vec![case("achieved rate".into(), outcome("achieved rate:", true, String::new()))];
+    let mut cases = vec![case(
+        "achieved rate".into(),
+        outcome("achieved rate:", true, String::new()),
+    )];
     for (k, v) in &c.sim.checks {
         let live = c.live.checks.get(k);
         let judged = v.judged() && live.is_some_and(|l| l.judged());

@@ -83,7 +83,12 @@ pub fn resolve(sc: &Scenario, file: &Path) -> Result<Option<Setup>, String> {
         LiveSetup::Sql(name) => {
             let path = dir.join(&name);
             std::fs::read_to_string(&path)
-                .map(|text| Some(Setup::Sql { file: path.clone(), text }))
+                .map(|text| {
+                    Some(Setup::Sql {
+                        file: path.clone(),
+                        text,
+                    })
+                })
                 .map_err(|e| format!("{}: live.setup: SQL file {}: {e}", file.display(), path.display()))
         }
     }
@@ -255,8 +260,14 @@ async fn command(cmd: &WorkerCommand, env: &[(String, String)], verbose: bool) -
     let group = Group(child.id().map_or(0, |p| p as libc::pid_t));
     let tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
     let mut readers = Vec::new();
-    let out = child.stdout.take().map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>);
-    let err = child.stderr.take().map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>);
+    let out = child
+        .stdout
+        .take()
+        .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>);
+    let err = child
+        .stderr
+        .take()
+        .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>);
     for pipe in [out, err].into_iter().flatten() {
         let tail = Arc::clone(&tail);
         readers.push(tokio::spawn(async move {
@@ -280,7 +291,13 @@ async fn command(cmd: &WorkerCommand, env: &[(String, String)], verbose: bool) -
     for r in readers {
         let _ = tokio::time::timeout(Duration::from_secs(5), r).await;
     }
-    let output = tail.lock().expect("setup output").iter().cloned().collect::<Vec<_>>().join("\n");
+    let output = tail
+        .lock()
+        .expect("setup output")
+        .iter()
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n");
     let why = match status {
         Ok(s) if s.success() => return Ok(()),
         Ok(s) => match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
