@@ -30,6 +30,26 @@ ci:
     just test
     cargo run --profile fast-test --quiet --example fixed_window -- matrix examples/fixed-window.toml --expected examples/fixed-window-matrix.toml
     just loom
+    just wheel-check
+
+# PROFILE: `release` (the default: what a team installs) or `fast-test` (CI: reuses the test
+# build's compiled dependencies, about a minute instead of fourteen). `pacesim --version` names
+# the commit (PACESIM_GIT_COMMIT, read by src/main.rs; `-dirty` with uncommitted changes).
+# The pip-installable wheel (the binary inside, maturin `bin` bindings) in target/wheels/.
+wheel PROFILE="release":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    commit=$(git rev-parse --short=12 HEAD 2>/dev/null || true)
+    if [ -n "$commit" ] && ! git diff --quiet HEAD 2>/dev/null; then commit="$commit-dirty"; fi
+    rm -f target/wheels/pacesim-*.whl
+    PACESIM_GIT_COMMIT="$commit" maturin build --profile {{PROFILE}} --out target/wheels
+    ls target/wheels/pacesim-*.whl
+
+# Needs maturin (`pip install maturin`; .ci/run installs it) and python3 -m venv.
+# The wheel in a fresh virtualenv, run from outside the tree: --version, simulate, live
+# (.ci/wheel-check).
+wheel-check:
+    .ci/wheel-check
 
 # Deeper property testing (2,000 cases per property).
 deep:

@@ -152,6 +152,10 @@ pub enum Command {
         /// (docs/live.md, "Your own worker program").
         #[arg(long, value_name = "COMMAND")]
         worker_cmd: Option<String>,
+        /// Also write JUnit XML here: one test case per property, a failure's message the
+        /// checker's witness (with the `pacesim live` command that reproduces it).
+        #[arg(long)]
+        junit: Option<PathBuf>,
     },
     /// Run a scenario in simulation and live, and print both side by side (achieved rate,
     /// largest 1 s window, burst, stall after kills, checks), with a tolerance verdict.
@@ -176,6 +180,10 @@ pub enum Command {
         /// of the scenario's backend.
         #[arg(long, value_name = "COMMAND")]
         worker_cmd: Option<String>,
+        /// Also write JUnit XML here: one test case per comparison (the achieved rate, each
+        /// check's verdict), failing where live and simulated disagree.
+        #[arg(long)]
+        junit: Option<PathBuf>,
     },
     /// Run one scenario over a grid of parameter values x seeds, in parallel: one CSV/JSON row
     /// per run and a summary with 95% confidence intervals per grid point (see `sweep.rs`).
@@ -232,7 +240,12 @@ pub fn main_with_backends(backends: Vec<crate::registry::BackendSpec>) -> i32 {
     if let Err(e) = crate::registry::register(backends) {
         return bad(e);
     }
-    let cli = match Cli::try_parse() {
+    use clap::{CommandFactory, FromArgMatches};
+    let parsed = Cli::command()
+        .version(version())
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_BAD_INPUT } else { EXIT_PASS };
@@ -253,6 +266,29 @@ pub fn main_with_backends(backends: Vec<crate::registry::BackendSpec>) -> i32 {
         }
     }
     main_with(cli)
+}
+
+/// The commit the binary was built from, when its build said ([`set_build_commit`]).
+static BUILD_COMMIT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Name the commit this binary was built from, for `pacesim --version`: `src/main.rs` passes
+/// `PACESIM_GIT_COMMIT` as it was at build time (`just wheel` sets it), so a new commit
+/// recompiles the binary's `main.rs` alone, not the library.
+pub fn set_build_commit(commit: &str) {
+    let commit = commit.trim();
+    if !commit.is_empty() {
+        let _ = BUILD_COMMIT.set(commit.to_string());
+    }
+}
+
+/// `pacesim --version`'s text after the name: Cargo.toml's version, and the commit when the
+/// build named it (`0.1.0 (commit 26ff831c0a1b)`).
+pub fn version() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| match BUILD_COMMIT.get() {
+        Some(c) => format!("{} (commit {c})", env!("CARGO_PKG_VERSION")),
+        None => env!("CARGO_PKG_VERSION").to_string(),
+    })
 }
 
 /// Run the CLI; returns the process exit status.
@@ -342,6 +378,7 @@ pub fn main_with(cli: Cli) -> i32 {
             trace,
             json,
             worker_cmd,
+            junit,
         } => match crate::run::live::run_file(
             &file,
             seed,
@@ -351,6 +388,14 @@ pub fn main_with(cli: Cli) -> i32 {
             &live_options(json),
         ) {
             Ok(r) => {
+                if let Some(j) = &junit {
+                    let cases = junit::from_summaries_with([(file.as_path(), &r.summary)], |f, s| {
+                        live_reproduce(f, s.seed, backend.as_deref(), worker_cmd.as_deref())
+                    });
+                    if let Err(e) = junit::write(j, &cases) {
+                        return bad(format!("{}: {e}", j.display()));
+                    }
+                }
                 print_summary(&r.summary, None, json);
                 for n in &r.notes {
                     eprintln!("note: {n}");
@@ -366,6 +411,7 @@ pub fn main_with(cli: Cli) -> i32 {
             tolerance,
             json,
             worker_cmd,
+            junit,
         } => match crate::run::live::conform_file(
             &file,
             backend.as_deref(),
@@ -380,6 +426,18 @@ pub fn main_with(cli: Cli) -> i32 {
                     print!("{}", conform::table(&c));
                 }
                 let differ = c.disagreements(tolerance);
+                if let Some(j) = &junit
+                    && let Err(e) = junit::write(
+                        j,
+                        &conform_cases(
+                            &c,
+                            &differ,
+                            &conform_reproduce(&file, backend.as_deref(), tolerance, worker_cmd.as_deref()),
+                        ),
+                    )
+                {
+                    return bad(format!("{}: {e}", j.display()));
+                }
                 for d in &differ {
                     eprintln!("conform: {d}");
                 }
@@ -511,6 +569,81 @@ fn live_options(json: bool) -> LiveOptions {
         verbose: !json,
         ..LiveOptions::cli()
     }
+}
+
+/// The command that runs a live run again: `pacesim live FILE --seed N --backend B`, with the
+/// worker command it ran (a live run is not deterministic: the same scenario, not the same
+/// trace).
+fn live_reproduce(file: &Path, seed: u64, backend: Option<&str>, worker_cmd: Option<&str>) -> String {
+    again("live", file, Some(seed), backend, worker_cmd)
+}
+
+/// `pacesim COMMAND FILE [--seed N] [--backend B] [--worker-cmd '...']`: the options as the
+/// command line gave them (an external worker's summary names no backend to give back).
+fn again(command: &str, file: &Path, seed: Option<u64>, backend: Option<&str>, worker_cmd: Option<&str>) -> String {
+    // summary::reproduce quotes the file as a shell needs
+    let run = crate::summary::reproduce(file, 0, "");
+    let f = run
+        .strip_prefix("pacesim run ")
+        .and_then(|r| r.strip_suffix(" --seed 0 --backend "))
+        .unwrap_or(&run);
+    let mut cmd = format!("pacesim {command} {f}");
+    if let Some(s) = seed {
+        cmd.push_str(&format!(" --seed {s}"));
+    }
+    if let Some(b) = backend {
+        cmd.push_str(&format!(" --backend {b}"));
+    }
+    if let Some(w) = worker_cmd {
+        cmd.push_str(&format!(" --worker-cmd '{}'", w.replace('\'', "'\\''")));
+    }
+    cmd
+}
+
+/// `pacesim conform FILE [--backend B] --tolerance T [--worker-cmd '...']`.
+fn conform_reproduce(file: &Path, backend: Option<&str>, tolerance: f64, worker_cmd: Option<&str>) -> String {
+    let cmd = again("conform", file, None, backend, None);
+    let mut cmd = format!("{cmd} --tolerance {tolerance}");
+    if let Some(w) = worker_cmd {
+        cmd.push_str(&format!(" --worker-cmd '{}'", w.replace('\'', "'\\''")));
+    }
+    cmd
+}
+
+/// `conform --junit`: one case per comparison `disagreements` makes (the achieved rate, then
+/// each simulated check), failing with its disagreement; a check either side could not judge
+/// is skipped. The suite is the scenario; the backend is `conform`'s.
+fn conform_cases(c: &conform::Conformance, differ: &[String], reproduce: &str) -> Vec<junit::Case> {
+    let case = |property: String, outcome| junit::Case {
+        scenario: c.sim.scenario.clone(),
+        backend: format!("{} (live vs simulated)", c.sim.backend),
+        property,
+        outcome,
+    };
+    let failed = |prefix: &str| differ.iter().find(|d| d.starts_with(prefix)).cloned();
+    let outcome = |prefix: &str, judged: bool, needs: String| match failed(prefix) {
+        Some(d) => junit::CaseOutcome::Fail {
+            witness: d,
+            reproduce: reproduce.to_string(),
+        },
+        None if judged => junit::CaseOutcome::Pass,
+        None => junit::CaseOutcome::NotJudged { needs },
+    };
+    let mut cases = vec![case(
+        "achieved rate".into(),
+        outcome("achieved rate:", true, String::new()),
+    )];
+    for (k, v) in &c.sim.checks {
+        let live = c.live.checks.get(k);
+        let judged = v.judged() && live.is_some_and(|l| l.judged());
+        let needs = match live {
+            Some(l) if !l.judged() => format!("live: {}", l.detail),
+            Some(_) => format!("simulated: {}", v.detail),
+            None => "the live run has no such check".into(),
+        };
+        cases.push(case(k.clone(), outcome(&format!("check {k}:"), judged, needs)));
+    }
+    cases
 }
 
 /// Print a live command's error; its status (128 + the signal after SIGINT, SIGTERM or

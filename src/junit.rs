@@ -1,6 +1,7 @@
-//! JUnit XML for CI systems (`--junit FILE` on `run`, `simulate` and `matrix`): one test case
-//! per scenario x backend x property, in the structure Jenkins, GitLab, GitHub Actions
-//! reporters and Azure Pipelines read:
+//! JUnit XML for CI systems (`--junit FILE` on `run`, `simulate`, `matrix`, `live` and
+//! `conform`): one test case per scenario x backend x property (for `conform`, one per
+//! comparison of live with simulated), in the structure Jenkins, GitLab, GitHub Actions
+//! reporters and Azure Pipelines read (written by the quick-junit crate):
 //!
 //! ```xml
 //! <testsuites name="pacesim" tests="3" failures="1" errors="0" skipped="1">
@@ -17,9 +18,9 @@
 //!
 //! A suite is a scenario; a case's `classname` is `pacesim.<scenario>.<backend>` and its name
 //! `<backend>: <property>`. A failure's `message` is the checker's witness and its text adds
-//! the command that reproduces it (`pacesim run FILE --seed N --backend B`).
+//! the command that reproduces it (`pacesim run FILE --seed N --backend B`; for a live run,
+//! the `pacesim live` command).
 
-use std::fmt::Write as _;
 use std::path::Path;
 
 /// One test case: a property of one scenario run with one backend.
@@ -57,92 +58,76 @@ pub enum CaseOutcome {
     },
 }
 
-/// Escape text for an XML attribute value or element text: the five predefined entities, and
-/// control characters XML 1.0 does not allow dropped (tab, newline and carriage return are kept
-/// in text, written as character references in attributes).
-pub fn escape(s: &str, attribute: bool) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
+/// The JUnit XML document for `cases`, suites in the order their scenarios first appear.
+///
+/// The model and the serialiser are quick-junit's (nextest's). One thing is added after it:
+/// quick-xml escapes the five entities in an attribute but leaves a newline, tab or carriage
+/// return as is, which every XML reader then turns into a space (attribute-value
+/// normalisation); a witness of several lines keeps them as character references here.
+pub fn render(cases: &[Case]) -> String {
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    let mut suites: Vec<TestSuite> = Vec::new();
+    for c in cases {
+        let status = match &c.outcome {
+            CaseOutcome::Pass => TestCaseStatus::success(),
+            CaseOutcome::Skipped => {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message("the property does not apply to this run");
+                s
+            }
+            CaseOutcome::NotJudged { needs } => {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message(needs.as_str());
+                s
+            }
+            CaseOutcome::Fail { witness, reproduce } => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_message(witness.as_str())
+                    .set_type(c.property.as_str())
+                    .set_description(format!("{witness}\nreproduce: {reproduce}"));
+                s
+            }
+        };
+        let mut case = TestCase::new(format!("{}: {}", c.backend, c.property), status);
+        case.set_classname(format!("pacesim.{}.{}", c.scenario, c.backend))
+            .set_time(std::time::Duration::ZERO);
+        match suites.iter_mut().find(|s| s.name.as_str() == c.scenario) {
+            Some(s) => {
+                s.add_test_case(case);
+            }
+            None => {
+                let mut s = TestSuite::new(c.scenario.as_str());
+                s.add_test_case(case);
+                suites.push(s);
+            }
+        }
+    }
+    let mut report = Report::new("pacesim");
+    report.add_test_suites(suites);
+    let xml = report.to_string().expect("JUnit XML serialises to a string");
+    references_in_attributes(&xml)
+}
+
+/// `xml` with each newline, carriage return and tab inside a tag (so inside an attribute value:
+/// quick-xml escapes `<` and `>` everywhere else, so a `<` always opens a tag and a `>` closes
+/// it) written as a character reference; element text is left as it is.
+fn references_in_attributes(xml: &str) -> String {
+    let mut out = String::with_capacity(xml.len());
+    let mut in_tag = false;
+    for c in xml.chars() {
         match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\n' if attribute => out.push_str("&#10;"),
-            '\r' if attribute => out.push_str("&#13;"),
-            '\t' if attribute => out.push_str("&#9;"),
-            '\n' | '\r' | '\t' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {}
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            _ => {}
+        }
+        match c {
+            '\n' if in_tag => out.push_str("&#10;"),
+            '\r' if in_tag => out.push_str("&#13;"),
+            '\t' if in_tag => out.push_str("&#9;"),
             c => out.push(c),
         }
     }
     out
-}
-
-/// The JUnit XML document for `cases`, suites in the order their scenarios first appear.
-pub fn render(cases: &[Case]) -> String {
-    let mut suites: Vec<(&str, Vec<&Case>)> = Vec::new();
-    for c in cases {
-        match suites.iter_mut().find(|s| s.0 == c.scenario) {
-            Some(s) => s.1.push(c),
-            None => suites.push((&c.scenario, vec![c])),
-        }
-    }
-    let count = |cs: &[&Case]| {
-        let failures = cs
-            .iter()
-            .filter(|c| matches!(c.outcome, CaseOutcome::Fail { .. }))
-            .count();
-        let skipped = cs
-            .iter()
-            .filter(|c| matches!(c.outcome, CaseOutcome::Skipped | CaseOutcome::NotJudged { .. }))
-            .count();
-        format!(
-            r#"tests="{}" failures="{failures}" errors="0" skipped="{skipped}""#,
-            cs.len()
-        )
-    };
-    let all: Vec<&Case> = cases.iter().collect();
-    let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(x, r#"<testsuites name="pacesim" {}>"#, count(&all));
-    for (name, cs) in &suites {
-        let _ = writeln!(x, r#"  <testsuite name="{}" {}>"#, escape(name, true), count(cs));
-        for c in cs {
-            let _ = write!(
-                x,
-                r#"    <testcase name="{}" classname="{}" time="0""#,
-                escape(&format!("{}: {}", c.backend, c.property), true),
-                escape(&format!("pacesim.{}.{}", c.scenario, c.backend), true),
-            );
-            match &c.outcome {
-                CaseOutcome::Pass => x.push_str("/>\n"),
-                CaseOutcome::Skipped => x.push_str(
-                    ">\n      <skipped message=\"the property does not apply to this run\"/>\n    </testcase>\n",
-                ),
-                CaseOutcome::NotJudged { needs } => {
-                    let _ = writeln!(
-                        x,
-                        ">\n      <skipped message=\"{}\"/>\n    </testcase>",
-                        escape(needs, true)
-                    );
-                }
-                CaseOutcome::Fail { witness, reproduce } => {
-                    let _ = writeln!(
-                        x,
-                        ">\n      <failure message=\"{}\" type=\"{}\">{}\nreproduce: {}</failure>\n    </testcase>",
-                        escape(witness, true),
-                        escape(&c.property, true),
-                        escape(witness, false),
-                        escape(reproduce, false)
-                    );
-                }
-            }
-        }
-        x.push_str("  </testsuite>\n");
-    }
-    x.push_str("</testsuites>\n");
-    x
 }
 
 /// Write [`render`]`(cases)` to `path`.
@@ -154,6 +139,15 @@ pub fn write(path: &Path, cases: &[Case]) -> std::io::Result<()> {
 /// several seeds of one scenario and backend, a case fails when any seed fails (the first
 /// failing seed's witness and reproducer). `file` is each summary's scenario file.
 pub fn from_summaries<'a>(runs: impl IntoIterator<Item = (&'a Path, &'a crate::summary::Summary)>) -> Vec<Case> {
+    from_summaries_with(runs, |file, s| crate::summary::reproduce(file, s.seed, &s.backend))
+}
+
+/// [`from_summaries`] with the reproducer of a failure given by `reproduce(file, summary)`
+/// (`live`: the live command, not the simulation's).
+pub fn from_summaries_with<'a>(
+    runs: impl IntoIterator<Item = (&'a Path, &'a crate::summary::Summary)>,
+    reproduce: impl Fn(&Path, &crate::summary::Summary) -> String,
+) -> Vec<Case> {
     let mut cases: Vec<Case> = Vec::new();
     for (file, s) in runs {
         for (name, c) in &s.checks {
@@ -164,7 +158,7 @@ pub fn from_summaries<'a>(runs: impl IntoIterator<Item = (&'a Path, &'a crate::s
                 },
                 crate::check::Status::Fail => CaseOutcome::Fail {
                     witness: c.detail.clone(),
-                    reproduce: crate::summary::reproduce(file, s.seed, &s.backend),
+                    reproduce: reproduce(file, s),
                 },
             };
             match cases

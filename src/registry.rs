@@ -448,6 +448,7 @@ impl crate::live::LiveOptions {
             handle_signals: true,
             verbose: true,
             worker: None,
+            setup: None,
             backends: &Registered,
         }
     }
@@ -459,6 +460,7 @@ impl crate::live::LiveOptions {
             handle_signals: false,
             verbose: false,
             worker: None,
+            setup: None,
             backends: &Registered,
         }
     }

@@ -196,6 +196,23 @@ pub struct LiveCfg {
     /// process group is SIGKILLed. Default 2 s, at most 5 s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_grace: Option<Nanos>,
+    /// Run once per run, after its schema and key prefix exist and before the workers start,
+    /// with the run's environment (`docs/live.md`, "Your tables"): a program and its arguments
+    /// (`["python", "manage.py", "migrate"]`, run as is in the scenario file's directory), or
+    /// an SQL file (`"tables.sql"`, relative to the scenario file) run in the run's schema.
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<LiveSetup>,
+}
+
+/// `[live] setup`: a command (a list of words) or an SQL file (a string).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum LiveSetup {
+    /// A program and its arguments, run without a shell.
+    Command(Vec<String>),
+    /// An SQL file, run in the run's schema.
+    Sql(String),
 }
 
 /// The signals `[live] soft_signal` may name, with their numbers.
@@ -239,6 +256,19 @@ impl LiveCfg {
         // the runner gives stopping supervisors 10 s before it drops them (a SIGKILL then)
         if self.stop_grace.is_some_and(|g| g.0 > 5_000_000_000) {
             return Err(("live.stop_grace".into(), "must be at most 5s".into()));
+        }
+        match &self.setup {
+            Some(LiveSetup::Command(c)) if c.first().is_none_or(|p| p.trim().is_empty()) => {
+                return Err((
+                    "live.setup".into(),
+                    "must name a program: [\"python\", \"manage.py\", \"migrate\"], or an SQL file: \"tables.sql\""
+                        .into(),
+                ));
+            }
+            Some(LiveSetup::Sql(f)) if f.trim().is_empty() => {
+                return Err(("live.setup".into(), "names no SQL file".into()));
+            }
+            _ => {}
         }
         Ok(())
     }

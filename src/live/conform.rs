@@ -406,6 +406,7 @@ pub fn cost_table(opts: &LiveOptions) -> Result<CostTable, LiveError> {
     // pacesim's own workers on the `row` backend, whatever the run being conformed uses
     let own = LiveOptions {
         worker: None,
+        setup: None,
         ..opts.clone()
     };
     let r = run_blocking(&cost_scenario()?, &own)?;

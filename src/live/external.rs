@@ -361,7 +361,15 @@ pub(super) fn worker_env(ctx: &ExtCtx, pid: u32, incarnation: u32, remaining: Op
     if let Some(r) = remaining {
         env.push(("PACESIM_REQUESTS".into(), r.to_string()));
     }
-    let t = &ctx.targets[pid as usize];
+    env.extend(store_env(&ctx.targets[pid as usize]));
+    env
+}
+
+/// The stores' part of a worker's environment (and of `[live] setup`'s, `setup.rs`):
+/// `PACESIM_PG_URL`, `PACESIM_PG_SCHEMA` and libpq's `PG*` with the run's schema on the
+/// `search_path`; `PACESIM_REDIS_URL` and `PACESIM_REDIS_PREFIX`.
+pub(super) fn store_env(t: &Targets) -> Vec<(String, String)> {
+    let mut env = Vec::new();
     if let Some(pg) = &t.pg {
         let s = &pg.settings;
         let options = match &s.options {

@@ -73,6 +73,7 @@ pub mod reap;
 pub mod redis;
 pub mod runner;
 pub mod settings;
+pub mod setup;
 mod stores;
 mod supervisor;
 pub mod worker;

@@ -49,6 +49,9 @@ pub struct LiveOptions {
     /// Run this external program as the workers instead of pacesim's own (`--worker-cmd`, or
     /// the scenario's `[live] command`; see [`crate::live::external`]).
     pub worker: Option<WorkerCommand>,
+    /// Run this once before the workers start (the scenario's `[live] setup`, resolved against
+    /// its file: [`crate::live::setup`]).
+    pub setup: Option<crate::live::setup::Setup>,
     /// The live adapters of the backends a scenario may name (the registry's: its
     /// constructors `LiveOptions::cli` and `LiveOptions::with_exe` fill this in).
     pub backends: &'static dyn crate::live::adapter::Backends,
@@ -210,6 +213,13 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
             stores.pg.as_ref().map_or("-", |p| p.1.as_str()),
             stores.redis.as_ref().map_or("-", |r| r.1.as_str()),
         );
+    }
+    // `[live] setup`: the team's own tables, before any worker starts (setup.rs)
+    if let Err(e) = crate::live::setup::run(sc, opts, &run_id, &stores, cancel.clone()).await {
+        for w in stores.cleanup().await {
+            eprintln!("warning: live cleanup: {w}");
+        }
+        return Err(e);
     }
     let os_pids: Arc<Mutex<Vec<u32>>> = Arc::default();
     let notes: Arc<Mutex<Vec<String>>> = Arc::default();

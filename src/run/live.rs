@@ -16,7 +16,8 @@ pub enum CommandError {
     /// The live run failed, or was interrupted.
     #[error(transparent)]
     Live(#[from] LiveError),
-    /// The external worker command cannot run (`--worker-cmd`, or `[live] command`).
+    /// The external worker command cannot run (`--worker-cmd`, or `[live] command`), or the
+    /// setup cannot (`[live] setup`).
     #[error("{0}")]
     WorkerCommand(String),
     /// The trace file could not be written.
@@ -52,6 +53,7 @@ pub fn run_file(
     if let Some(w) = crate::live::worker_command(&sc, file, worker_cmd).map_err(CommandError::WorkerCommand)? {
         opts.worker = Some(w);
     }
+    opts.setup = crate::live::setup::resolve(&sc, file).map_err(CommandError::WorkerCommand)?;
     let r = crate::live::run_blocking(&sc, &opts)?;
     if let Some(p) = trace {
         std::fs::write(p, &r.trace).map_err(|source| CommandError::Trace {
@@ -75,5 +77,6 @@ pub fn conform_file(
     if let Some(w) = crate::live::worker_command(&sc, file, worker_cmd).map_err(CommandError::WorkerCommand)? {
         opts.worker = Some(w);
     }
+    opts.setup = crate::live::setup::resolve(&sc, file).map_err(CommandError::WorkerCommand)?;
     Ok(crate::live::conform::conform(&sc, calibrate, &opts)?)
 }

@@ -14,6 +14,7 @@ pub const SHARD_VARS: [&str; 6] = [
 ];
 
 /// Run `pacesim ARGS` from the crate root: exit code, stdout, stderr.
+#[allow(dead_code)] // not every test binary that shares this module uses it
 pub fn pacesim(args: &[&str]) -> (i32, String, String) {
     pacesim_env(args, &[])
 }
