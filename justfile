@@ -20,8 +20,8 @@ test:
     cargo test --profile fast-test --doc
 
 # Formatting, lints and docs with warnings denied, then the tests, a team's own backend through
-# the command line (examples/fixed_window.rs's defect matrix), then the loom models (and their
-# broken twins, which must be caught).
+# the command line (examples/fixed_window.rs's defect matrix), the out-of-tree example crate
+# (`just own-backend`), then the loom models (and their broken twins, which must be caught).
 # What CI runs (`.ci/run` calls it).
 ci:
     cargo fmt --all -- --check
@@ -29,6 +29,7 @@ ci:
     RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
     just test
     cargo run --profile fast-test --quiet --example fixed_window -- matrix examples/fixed-window.toml --expected examples/fixed-window-matrix.toml
+    just own-backend
     just loom
     just wheel-check
 
@@ -50,6 +51,13 @@ wheel PROFILE="release":
 # (.ci/wheel-check).
 wheel-check:
     .ci/wheel-check
+
+# Its own crate (own Cargo.toml and Cargo.lock, pacesim by path), built into pacesim's target
+# directory with the same profiles, so the dependencies are shared. Its live tests run against
+# Redis when it is reachable, else print "LIVE TESTS NOT RUN".
+# A team's own backend out of tree (examples/own-backend/): format, lints, tests, its matrix.
+own-backend:
+    cd examples/own-backend && CARGO_TARGET_DIR="{{justfile_directory()}}/target" just ci
 
 # Deeper property testing (2,000 cases per property).
 deep:

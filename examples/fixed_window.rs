@@ -320,6 +320,23 @@ mod tests {
         assert!(SimBuilder::new(load()).run(fixed()).is_ok());
     }
 
+    /// Without a live store side (`live: None`), live mode refuses it before touching a
+    /// server, saying why (the command line's exit 2).
+    #[test]
+    fn live_says_it_has_no_live_store_side() {
+        registered();
+        let opts = pacesim::live::LiveOptions::with_exe("/nonexistent/never-run");
+        let e = pacesim::run::live::run_file(&file("fixed-window.toml"), None, None, None, None, &opts).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                pacesim::run::live::CommandError::Live(pacesim::live::LiveError::Unsupported(m))
+                    if m.contains("backend `fixed_window` has no live store side")
+            ),
+            "{e}"
+        );
+    }
+
     #[test]
     fn the_ceiling_catches_twice_the_limit_across_a_window_boundary_and_gcra_passes() {
         let (fixed, gcra) = compare();

@@ -88,13 +88,23 @@ pub fn parse<T: DeserializeOwned>(backend: &str, table: &Table, strict: bool) ->
             ));
         }
     }
-    T::deserialize(toml::Value::Table(mine)).map_err(|e| {
+    T::deserialize(toml::Value::Table(mine.clone())).map_err(|e| {
         let message = e.message().trim().replace('\n', " ");
-        // serde names the field in its message for a bad value: `invalid value ... for key `x``
+        // serde names the field in its message for a bad value (`invalid value ... for key
+        // `x``), but not for a value of the wrong type (`invalid type: integer `3`, expected
+        // a string`): then the option that fails alone with the same message is the one
+        let alone = |k: &String, v: &toml::Value| {
+            let one = Table::from_iter([(k.clone(), v.clone())]);
+            T::deserialize(toml::Value::Table(one))
+                .err()
+                .is_some_and(|e1| e1.message().trim().replace('\n', " ") == message)
+        };
         let field = known
             .iter()
             .find(|f| message.contains(&format!("`{f}`")) || table.len() == 1 && table.contains_key(**f))
-            .map_or_else(|| "(options)".to_string(), |f| f.to_string());
+            .map(|f| f.to_string())
+            .or_else(|| mine.iter().find(|(k, v)| alone(k, v)).map(|(k, _)| k.clone()))
+            .unwrap_or_else(|| "(options)".to_string());
         OptionError::new(field, message)
     })
 }
@@ -187,6 +197,9 @@ mod tests {
         );
         assert_eq!(parse::<Opts>("x", &t, false).unwrap(), Opts { a: Some(3), b: false });
         let e = parse::<Opts>("x", &table("a = \"no\""), true).unwrap_err();
+        assert_eq!(e.field, "a", "{e}");
+        // a wrong type among other options names its own option, not "(options)"
+        let e = parse::<Opts>("x", &table("b = true\na = \"no\""), true).unwrap_err();
         assert_eq!(e.field, "a", "{e}");
     }
 }

@@ -84,6 +84,32 @@ pub async fn create_schema(c: &Client, schema: &str, locks: u32) -> Result<(), S
     Ok(())
 }
 
+/// Run a backend's own statements ([`crate::live::adapter::Open::tables`]) in the run's
+/// schema: one transaction, the schema first on the `search_path`. On an error nothing of them
+/// stays (the transaction is rolled back).
+pub async fn create_own_tables(c: &Client, schema: &str, statements: &[String]) -> Result<(), SchemaError> {
+    assert_own(schema)?;
+    if statements.is_empty() {
+        return Ok(());
+    }
+    c.batch_execute(&format!("BEGIN; SET LOCAL search_path TO {}", quote_ident(schema)))
+        .await?;
+    let mut r = Ok(());
+    for s in statements {
+        r = c.batch_execute(s).await;
+        if r.is_err() {
+            break;
+        }
+    }
+    match r {
+        Ok(()) => Ok(c.batch_execute("COMMIT").await?),
+        Err(e) => {
+            let _ = c.batch_execute("ROLLBACK").await;
+            Err(e.into())
+        }
+    }
+}
+
 /// Drop the run's schema and everything in it. Only one of pacesim's own names
 /// ([`is_own_schema`]), quoted: a stored name like `x; DROP SCHEMA victim CASCADE; --` is
 /// refused, never run.

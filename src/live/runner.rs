@@ -189,13 +189,16 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
     let mut stores = if opts.worker.is_some() {
         external::unsupported(sc).map_err(LiveError::Unsupported)?;
         // the stores the named design uses (none for an in-process pacer)
-        let (used, slots) = adapter.map_or((crate::live::StoreUse::None, 1), |l| (l.store(), l.slots(sc)));
-        Stores::setup_for(&run_id, used, slots).await?
+        let (used, slots, tables) = adapter.map_or((crate::live::StoreUse::None, 1, Vec::new()), |l| {
+            (l.store(), l.slots(sc), l.tables(sc))
+        });
+        Stores::setup_for(&run_id, used, slots, &tables).await?
     } else {
         let live = adapter.ok_or_else(|| {
             let known = opts.backends.live_names();
             LiveError::Unsupported(format!(
-                "backend `{}` has no live adapter (live mode knows: {})",
+                "backend `{}` has no live store side (its registry entry's `live` is None; \
+                 live mode knows: {})",
                 sc.pacer.backend,
                 known.join(", ")
             ))

@@ -33,11 +33,17 @@ pub fn owner() -> String {
 
 impl Stores {
     pub(super) async fn setup(sc: &Scenario, run_id: &str, live: &dyn LiveSpec) -> Result<Stores, LiveError> {
-        Stores::setup_for(run_id, live.store(), live.slots(sc)).await
+        Stores::setup_for(run_id, live.store(), live.slots(sc), &live.tables(sc)).await
     }
 
-    /// Set up the store `used` (a schema with `slots` slot rows, or a key prefix).
-    pub(super) async fn setup_for(run_id: &str, used: StoreUse, slots: u32) -> Result<Stores, LiveError> {
+    /// Set up the store `used` (a schema with `slots` slot rows and the backend's own
+    /// `tables`, or a key prefix).
+    pub(super) async fn setup_for(
+        run_id: &str,
+        used: StoreUse,
+        slots: u32,
+        tables: &[String],
+    ) -> Result<Stores, LiveError> {
         let t = Duration::from_secs(3);
         let mut s = Stores {
             pg: None,
@@ -71,6 +77,15 @@ impl Stores {
                     crate::live::settings::error_chain(&e)
                 ))
             })?;
+            if let Err(e) = pg::create_own_tables(&admin, &schema, tables).await {
+                // nothing of this run may stay: its schema and lease go now
+                let _ = pg::drop_schema(&admin, &schema).await;
+                let _ = pg::drop_lease(&admin, &schema).await;
+                return Err(LiveError::Setup(format!(
+                    "the backend's own tables (Open::tables) in schema {schema}: {}",
+                    crate::live::settings::error_chain(&e)
+                )));
+            }
             s.pg = Some((settings, schema));
         }
         if used == StoreUse::Redis {
@@ -175,5 +190,72 @@ impl Stores {
             }
         }
         warnings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend's own tables ([`crate::live::adapter::Open::tables`]) are created in the
+    /// run's schema, unqualified names landing there, and go with it; a failing statement
+    /// stops the setup and leaves no schema behind. Needs PostgreSQL (else the loud line).
+    #[test]
+    fn own_tables_live_in_the_run_schema_and_go_with_it() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let t = Duration::from_secs(2);
+            let admin = match PgSettings::from_env().connect_resolving_user(t).await {
+                Ok((s, _)) => s.connect(t).await.unwrap(),
+                Err(e) => {
+                    use std::io::Write;
+                    let _ = writeln!(std::io::stderr(), "LIVE TESTS NOT RUN (own tables): {e}");
+                    return;
+                }
+            };
+            let exists = |schema: String| {
+                let admin = &admin;
+                async move {
+                    admin
+                        .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&schema])
+                        .await
+                        .unwrap()
+                        .is_some()
+                }
+            };
+            let tables = vec![
+                "CREATE TABLE log (at timestamptz NOT NULL, who int4 NOT NULL)".to_string(),
+                "INSERT INTO log VALUES (clock_timestamp(), 7)".to_string(),
+            ];
+            let run = crate::live::runner::new_run_id();
+            let mut s = Stores::setup_for(&run, StoreUse::Postgres, 1, &tables).await.unwrap();
+            let schema = s.pg.as_ref().unwrap().1.clone();
+            let who: i32 = admin
+                .query_one(&format!("SELECT who FROM {}.log", pg::quote_ident(&schema)), &[])
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(who, 7);
+            assert!(s.cleanup().await.is_empty());
+            assert!(
+                !exists(schema).await,
+                "the schema, with the backend's table, is dropped"
+            );
+
+            let bad = vec![tables[0].clone(), "INSERT INTO nowhere VALUES (1)".to_string()];
+            let run = crate::live::runner::new_run_id();
+            let e = Stores::setup_for(&run, StoreUse::Postgres, 1, &bad)
+                .await
+                .err()
+                .unwrap();
+            assert!(
+                e.to_string().contains("Open::tables") && e.to_string().contains("nowhere"),
+                "{e}"
+            );
+            assert!(!exists(pg::schema_name(&run)).await, "a failed setup leaves no schema");
+        });
     }
 }

@@ -44,7 +44,7 @@ pub fn main(run_id: &str, pid: u32, backends: &dyn crate::live::adapter::Backend
         Some(live) => live.worker_main(spec),
         None => {
             eprintln!(
-                "pacesim worker: backend `{}` has no live adapter",
+                "pacesim worker: backend `{}` has no live store side",
                 spec.scenario.pacer.backend
             );
             2

@@ -11,6 +11,14 @@
 
 pub mod advisory;
 pub mod claim_row;
+
+/// The Redis client [`RedisLink::con`] hands out (the `redis` crate pacesim is built with),
+/// re-exported so an adapter in another crate runs its scripts on that very type without
+/// pinning the same version itself: `pacesim::live::adapter::redis::Script`.
+pub use ::redis;
+/// The PostgreSQL client behind [`PgLink`] (the `tokio-postgres` crate pacesim is built
+/// with), re-exported for the same reason.
+pub use ::tokio_postgres;
 pub mod local;
 pub mod redis_gcra;
 pub mod redis_lock;
@@ -212,6 +220,18 @@ pub trait Open: LiveStore + Sized {
     fn slots(_sc: &Scenario) -> u32 {
         1
     }
+    /// The backend's own tables (PostgreSQL): SQL statements the runner runs once per run, in
+    /// order and in one transaction, right after it creates the run's schema and before any
+    /// worker starts, with that schema first on the `search_path` (so `CREATE TABLE log (...)`
+    /// lands in it, and a worker's unqualified `log` finds it: [`PgLink::schema`] names it
+    /// too). They are dropped with the schema after the run, whatever its end. A statement
+    /// that fails stops the run before it starts (exit 2, the server's error quoted). A
+    /// `state_lost` fault does not touch them (it clears pacesim's own `pace`, `cache` and
+    /// `slots`). Redis needs no such hook: every key under the run's prefix
+    /// ([`RedisLink::key`]) is deleted after the run and by `state_lost`. Default: none.
+    fn tables(_sc: &Scenario) -> Vec<String> {
+        Vec::new()
+    }
     /// The worker's link to its store, not yet connected.
     async fn open(spec: &WorkerSpec, backend: &Self::Backend, timeout: Duration) -> Result<Self, String>;
     /// Connect and warm up: the worker's first connection (whether it must succeed is the
@@ -228,6 +248,11 @@ pub trait LiveSpec: Sync {
 
     /// Slot rows the run's schema needs.
     fn slots(&self, sc: &Scenario) -> u32;
+    /// The backend's own tables, created in the run's schema before any worker starts
+    /// ([`Open::tables`]). Default: none.
+    fn tables(&self, _sc: &Scenario) -> Vec<String> {
+        Vec::new()
+    }
     /// Run one worker process (the hidden `pacesim worker` mode); its exit status.
     fn worker_main(&self, spec: WorkerSpec) -> i32;
 }
@@ -251,6 +276,9 @@ where
     }
     fn slots(&self, sc: &Scenario) -> u32 {
         S::slots(sc)
+    }
+    fn tables(&self, sc: &Scenario) -> Vec<String> {
+        S::tables(sc)
     }
     fn worker_main(&self, spec: WorkerSpec) -> i32 {
         let sc = &spec.scenario;
