@@ -237,6 +237,16 @@ pub enum Command {
 /// and gets every command for its design ([`crate::registry::register`]). Parses the command
 /// line; returns the exit status.
 pub fn main_with_backends(backends: Vec<crate::registry::BackendSpec>) -> i32 {
+    // a team's own program (backends of its own): its reproducers name it, not `pacesim`
+    if !backends.is_empty()
+        && let Some(name) = std::env::args_os().next().and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+    {
+        crate::summary::set_program(&name);
+    }
     if let Err(e) = crate::registry::register(backends) {
         return bad(e);
     }

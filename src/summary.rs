@@ -607,7 +607,20 @@ pub fn reproduce(file: &Path, seed: u64, backend: &str) -> String {
     } else {
         format!("'{}'", f.replace('\'', "'\\''"))
     };
-    format!("pacesim run {f} --seed {seed} --backend {backend}")
+    format!("{} run {f} --seed {seed} --backend {backend}", program())
+}
+
+static PROGRAM: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The command that runs pacesim, as reproducers name it: `pacesim`, or a team's own program
+/// that registers its backends (set once by [`crate::cli::main_with_backends`]).
+pub fn program() -> &'static str {
+    PROGRAM.get().map_or("pacesim", String::as_str)
+}
+
+/// Name the program reproducers give (once; later calls are ignored).
+pub fn set_program(name: &str) {
+    let _ = PROGRAM.set(name.to_string());
 }
 
 #[cfg(test)]
