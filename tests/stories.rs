@@ -3,7 +3,7 @@
 
 use pacesim::scenario::Scenario;
 use pacesim::summary::{Summary, simulate};
-use pacesim::trace::{Collect, Event, FaultKind, MultiplierCause, ReleaseReason};
+use pacesim::trace::{Collect, Event, FaultKind, MultiplierCause, ReleaseReason, UncappedReason};
 use std::path::Path;
 
 fn load(name: &str) -> Scenario {
@@ -1019,4 +1019,82 @@ fn lock_ttl_past_the_valve_fixes() {
         s.burst_needed,
         asw.burst_needed
     );
+}
+
+fn uncapped(evs: &[Event]) -> Vec<(u64, u32, UncappedReason)> {
+    evs.iter()
+        .filter_map(|e| match *e {
+            Event::Uncapped { t, pid, reason } => Some((t, pid, reason)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 35 item 2, the acquire half: tries that fail during a broker hiccup run their walks
+/// uncapped, as the record says ("degrades to uncapped rather than stalling"): nothing stalls,
+/// and four walks run at once for the walks' 200 s, far past the 10 s hiccup.
+#[test]
+fn a_broker_hiccup_at_the_acquire_runs_the_waiting_walks_uncapped() {
+    let sc = load("lock-broker-hiccup-acquire.toml");
+    let evs = trace(&sc);
+    let t100 = 100_000_000_000;
+    assert_eq!(
+        uncapped(&evs),
+        [
+            (t100, 1, UncappedReason::BrokerError),
+            (t100, 2, UncappedReason::BrokerError),
+            (t100, 3, UncappedReason::BrokerError)
+        ]
+    );
+    // no stall: the hiccup's window has arrivals, four walks' worth
+    assert_eq!(arrivals_between(&evs, 100.0, 101.0), 4);
+    assert_eq!(arrivals_between(&evs, 100.0, 110.0), 20);
+    // and the overlap outlives the hiccup: four walks at once until the holder's walk ends
+    assert_eq!(arrivals_between(&evs, 150.0, 151.0), 4);
+    let s = summary(&sc);
+    assert!(
+        s.checks["ceiling"].failed() && s.checks["degradation"].failed() && s.checks["mutual_exclusion"].passed(),
+        "{:?}",
+        s.checks
+    );
+    assert_eq!(s.max_window.count, 4);
+}
+
+/// Issue 35 item 2, the release half: the holder's release fails during a 2 s hiccup, the key
+/// lives out its TTL (1560 s), and nobody walks until the valve (900 s): the hiccup stalls
+/// downloads for 700 s, then the three waiting tasks walk uncapped together.
+#[test]
+fn a_broker_hiccup_at_the_release_stalls_every_walk_until_the_valve() {
+    let sc = load("lock-broker-hiccup-release.toml");
+    let evs = trace(&sc);
+    let release_failed = evs.iter().any(|e| {
+        matches!(e, Event::StoreError { t, pid: 0, .. } if *t == 198_200_000_000)
+    });
+    assert!(release_failed, "the release falls in the hiccup");
+    assert_eq!(
+        arrivals_between(&evs, 199.5, 900.0),
+        0,
+        "the failed release's key stalls every walk until the valve"
+    );
+    let valves = uncapped(&evs);
+    assert_eq!(valves.len(), 3, "{valves:?}");
+    assert!(
+        valves
+            .iter()
+            .all(|&(t, _, r)| t == 900_000_000_000 && r == UncappedReason::SafetyValve),
+        "{valves:?}"
+    );
+    // the dead key expires at its TTL: the next walk under the lock starts then
+    let next = evs.iter().find_map(|e| match *e {
+        Event::LockAcquired { t, .. } if t > 198_200_000_000 => Some(t),
+        _ => None,
+    });
+    assert_eq!(next, Some(1_560_000_000_000));
+    let s = summary(&sc);
+    assert!(
+        s.checks["ceiling"].failed() && s.checks["degradation"].passed() && s.checks["mutual_exclusion"].passed(),
+        "{:?}",
+        s.checks
+    );
+    assert_eq!(s.max_window.count, 3);
 }
