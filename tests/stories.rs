@@ -1067,9 +1067,9 @@ fn a_broker_hiccup_at_the_acquire_runs_the_waiting_walks_uncapped() {
 fn a_broker_hiccup_at_the_release_stalls_every_walk_until_the_valve() {
     let sc = load("lock-broker-hiccup-release.toml");
     let evs = trace(&sc);
-    let release_failed = evs.iter().any(|e| {
-        matches!(e, Event::StoreError { t, pid: 0, .. } if *t == 198_200_000_000)
-    });
+    let release_failed = evs
+        .iter()
+        .any(|e| matches!(e, Event::StoreError { t, pid: 0, .. } if *t == 198_200_000_000));
     assert!(release_failed, "the release falls in the hiccup");
     assert_eq!(
         arrivals_between(&evs, 199.5, 900.0),
