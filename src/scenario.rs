@@ -383,6 +383,10 @@ pub struct FetchCfg {
     /// From the request reaching the destination to the response reaching the worker.
     #[serde(default)]
     pub duration: Dist,
+    /// Stuck files: a share of fetches whose every attempt hangs until the downloader's
+    /// timeout ([`crate::destination::StuckCfg`]). Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck: Option<crate::destination::StuckCfg>,
 }
 
 /// `[destination]`.
@@ -728,6 +732,9 @@ impl Scenario {
                 "destination.p503",
                 format!("must be a probability in [0, 1], got {}", self.destination.p503),
             );
+        }
+        if let Some(s) = &self.fetch.stuck {
+            s.validate()?;
         }
         if let Some(l) = self.destination.limit
             && !(l.is_finite() && l > 0.0)

@@ -1009,7 +1009,17 @@ impl<'a, B: Backend> Sim<'a, B> {
         let status = self.dest.arrive(now, platform);
         self.out.arrival(now.0, pid, th, status);
         if self.current(pid, inc) {
-            let d = self.sc.fetch.duration.sample(&mut self.thread(pid, th).rng);
+            let sc = self.sc;
+            let rng = &mut self.thread(pid, th).rng;
+            let mut d = sc.fetch.duration.sample(rng);
+            let mut status = status;
+            // a stuck file (drawn only when the scenario has them: others keep their streams)
+            if let Some(stuck) = &sc.fetch.stuck
+                && rng.random_bool(stuck.share)
+            {
+                d = stuck.cost();
+                status = crate::destination::status::TIMED_OUT;
+            }
             self.engine.after(d, Ev::FetchDone { pid, th, inc, status });
         }
     }

@@ -1098,3 +1098,76 @@ fn a_broker_hiccup_at_the_release_stalls_every_walk_until_the_valve() {
     );
     assert_eq!(s.max_window.count, 3);
 }
+
+/// Every stuck file's fetch (`fetch_end` 504) holds its walk `retries x timeout` from its start;
+/// the lock's hold times; the valves fired.
+fn stuck_files(evs: &[Event]) -> (Vec<u64>, Vec<u64>, usize) {
+    let mut started = std::collections::BTreeMap::new();
+    let mut stuck = Vec::new();
+    let mut acquired = std::collections::BTreeMap::new();
+    let mut holds = Vec::new();
+    for e in evs {
+        match *e {
+            Event::FetchStart { t, pid, .. } => {
+                started.insert(pid, t);
+            }
+            Event::FetchEnd {
+                t, pid, status: 504, ..
+            } => stuck.push(t - started[&pid]),
+            Event::LockAcquired { t, pid, .. } => {
+                acquired.insert(pid, t);
+            }
+            Event::LockReleased { t, pid, .. } => {
+                if let Some(a) = acquired.remove(&pid) {
+                    holds.push(t - a);
+                }
+            }
+            _ => {}
+        }
+    }
+    (stuck, holds, uncapped(evs).len())
+}
+
+/// Issue 35 item 5: the retry storm before and after #693 (3 retries x 120 s, then 2 x 60 s).
+/// Before, a stuck file holds its walk 360 s, walks run to the 870 s tick budget, the queued
+/// tasks reach the valve and the ceiling breaks; after, 120 s, no valve, one walk at a time,
+/// and more of the platform's throughput.
+#[test]
+fn stuck_files_hold_the_walk_lock_retries_x_timeout_before_and_after_the_change() {
+    let before = load("lock-stuck-files-before.toml");
+    let evs = trace(&before);
+    let (stuck, holds, valves) = stuck_files(&evs);
+    assert!(!stuck.is_empty());
+    assert!(stuck.iter().all(|&d| d == 360_000_000_000), "{stuck:?}");
+    assert_eq!(holds.iter().max(), Some(&870_000_000_000), "a walk runs to its budget");
+    assert!(valves >= 1);
+    let sb = summary(&before);
+    assert!(sb.checks["ceiling"].failed(), "{:?}", sb.checks["ceiling"]);
+
+    let after = load("lock-stuck-files-after.toml");
+    let evs = trace(&after);
+    let (stuck, holds, valves) = stuck_files(&evs);
+    assert!(!stuck.is_empty());
+    assert!(stuck.iter().all(|&d| d == 120_000_000_000), "{stuck:?}");
+    assert!(holds.iter().all(|&h| h < 600_000_000_000), "{holds:?}");
+    assert_eq!(valves, 0);
+    let sa = summary(&after);
+    assert!(sa.all_pass(), "{:?}", sa.checks);
+    assert_eq!((sb.fetches, sa.fetches), (848, 1074));
+}
+
+/// `[fetch] stuck` is checked field by field, with the file and line.
+#[test]
+fn bad_stuck_files_are_refused_naming_the_field() {
+    let base = "name = \"s\"\nduration = \"10s\"\n[pacer]\nbackend = \"redis_lock\"\nrate = 2.0\n[processes]\ncount = 2\n[fetch]\n";
+    for (stuck, field) in [
+        ("{ share = 1.5 }", "fetch.stuck.share"),
+        ("{ share = 0.1, retries = 0 }", "fetch.stuck.retries"),
+        ("{ share = 0.1, timeout = \"0s\" }", "fetch.stuck.timeout"),
+    ] {
+        let e = Scenario::parse("s.toml", &format!("{base}stuck = {stuck}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(&format!("s.toml:9: {field}: ")), "{e}");
+    }
+}
