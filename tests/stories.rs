@@ -1171,3 +1171,62 @@ fn bad_stuck_files_are_refused_naming_the_field() {
         assert!(e.starts_with(&format!("s.toml:9: {field}: ")), "{e}");
     }
 }
+
+/// Issue 35 item 7: the record says per-process multipliers leave the pace at "whatever the
+/// least-backed-off process believes". Through the row each reservation advances it by its own
+/// process's interval, so while the multipliers differ the fleet's grants run at
+/// `rate / mean(m)`, not `rate / min(m)`: in `backoff-per-process` 101 grants over 61.6 s, 1.64/s,
+/// where the least backed-off process (at 1) would allow 7/s.
+#[test]
+fn per_process_multipliers_pace_the_row_at_the_mean_not_the_least() {
+    let sc = load("backoff-per-process.toml");
+    let evs = trace(&sc);
+    let n = sc.processes.count as usize;
+    let base = sc.interval().0 as f64;
+    let mut m = vec![1.0f64; n];
+    let (mut prev, mut observed, mut by_mean, mut by_min, mut grants) = (None, 0.0, 0.0, 0.0, 0u32);
+    for e in &evs {
+        match *e {
+            Event::Multiplier { pid: Some(p), to, .. } => m[p as usize] = to,
+            Event::Grant { t, slot, now, .. } => {
+                let at = t as f64 + (slot - now) as f64;
+                if let Some(p) = prev
+                    && m.iter().any(|&x| x != m[0])
+                {
+                    observed += at - p;
+                    by_mean += base * m.iter().sum::<f64>() / n as f64;
+                    by_min += base * m.iter().copied().fold(f64::INFINITY, f64::min);
+                    grants += 1;
+                }
+                prev = Some(at);
+            }
+            _ => {}
+        }
+    }
+    let rate = |span: f64| f64::from(grants) / span * 1e9;
+    assert_eq!(grants, 101);
+    assert!(
+        (rate(observed) - rate(by_mean)).abs() < 0.02 * rate(by_mean),
+        "observed {:.2}/s, rate / mean(m) {:.2}/s",
+        rate(observed),
+        rate(by_mean)
+    );
+    assert!(
+        rate(by_min) > 4.0 * rate(observed),
+        "least backed off {:.2}/s",
+        rate(by_min)
+    );
+}
+
+/// Issue 35 item 8: the divided fallback with the record's own dispatch cap (2) and its two
+/// processes paces at 2 x 7 / 3 = 4.67/s in an outage; pacesim's default cap (count - 1) keeps
+/// the whole 7/s (`outage-divided`, four processes).
+#[test]
+fn the_records_dispatch_cap_divides_an_outage_to_two_thirds_of_the_rate() {
+    let rec = summary(&load("outage-divided-record-cap.toml"));
+    let d = &rec.checks["degradation"];
+    assert!(d.passed() && d.detail.contains("47 arrivals = 4.70/s"), "{}", d.detail);
+    let dflt = summary(&load("outage-divided.toml"));
+    let d = &dflt.checks["degradation"];
+    assert!(d.passed() && d.detail.contains("70 arrivals = 7.00/s"), "{}", d.detail);
+}
