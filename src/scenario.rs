@@ -406,9 +406,9 @@ pub struct FetchCfg {
     #[serde(default)]
     pub duration: Dist,
     /// Stuck files: a share of fetches whose every attempt hangs until the downloader's
-    /// timeout ([`crate::destination::StuckCfg`]). Default: none.
+    /// timeout ([`crate::fault::StuckCfg`]). Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stuck: Option<crate::destination::StuckCfg>,
+    pub stuck: Option<crate::fault::StuckCfg>,
 }
 
 /// `[destination]`.
