@@ -30,6 +30,61 @@ use crate::time::Nanos;
 use crate::trace::{CrashPoint, FaultKind};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// `[fetch] stuck` (issue 35 item 5): stuck CDN files inside a walk. A share of fetches hit a
+/// file that never answers: the downloader waits `timeout` for each of `retries` attempts and
+/// then gives the file up (its `fetch_end` reads 504, pacesim's code for it), so one stuck file
+/// holds its walk `retries x timeout`. The attempts go to the file's host (the CDN), not the
+/// platform's API: the destination sees the file's request once.
+///
+/// ```toml
+/// [fetch]
+/// stuck = { share = 0.01, timeout = "120s", retries = 3 }
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StuckCfg {
+    /// The share of fetches whose file is stuck, in [0, 1] (pacesim's: the record gives one
+    /// stuck file, not a rate).
+    pub share: f64,
+    /// The downloader's timeout per attempt. Default 120s (the record before #693: "downloader
+    /// timeout 120 -> 60s").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Nanos>,
+    /// Attempts at a stuck file. Default 3 (the record before #693: "gallery-dl retries 3 ->
+    /// 2"). pacesim counts `retries` attempts (the issue's "retries x timeout"); gallery-dl's
+    /// own `retries` counts tries after the first, which would add one `timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+}
+
+impl StuckCfg {
+    /// How long a stuck file holds its walk: `retries x timeout`.
+    pub fn cost(&self) -> Nanos {
+        let timeout = self.timeout.unwrap_or(Nanos(120_000_000_000));
+        Nanos(timeout.0.saturating_mul(u64::from(self.retries.unwrap_or(3))))
+    }
+
+    /// Range checks: `Err((field, message))`, the field dotted from the scenario's root.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if !(0.0..=1.0).contains(&self.share) {
+            return Err((
+                "fetch.stuck.share".into(),
+                format!("must be a share in [0, 1], got {}", self.share),
+            ));
+        }
+        if self.timeout.is_some_and(|t| t.0 == 0) {
+            return Err(("fetch.stuck.timeout".into(), "must be above 0".into()));
+        }
+        if self.retries == Some(0) {
+            return Err(("fetch.stuck.retries".into(), "must be at least 1".into()));
+        }
+        if self.cost().0 > 86_400_000_000_000 {
+            return Err(("fetch.stuck".into(), "retries x timeout must be at most a day".into()));
+        }
+        Ok(())
+    }
+}
+
 /// Where in its protocol a process is killed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

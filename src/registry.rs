@@ -585,7 +585,8 @@ mod tests {
                 "walk",
                 "serialized_platforms",
                 "valve_lock",
-                "valve_jitter"
+                "valve_jitter",
+                "cooldown"
             ]
         );
         assert_eq!(spec("local").unwrap().option_names(), &["per"]);

@@ -123,6 +123,11 @@ pub struct Origin {
 }
 
 impl Origin {
+    /// The file the scenario was read from, as it was named (empty for one built in code).
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
     /// `file:line` of `field` (a dotted scenario path), or the file alone for a field that is
     /// not in it (a command-line option); `None` for a scenario built in code.
     pub fn place(&self, field: &str) -> Option<String> {
@@ -166,6 +171,23 @@ pub struct RecordClaim {
     pub source: String,
     /// The claim, in the record's words where it has them.
     pub claim: String,
+    /// What pacesim finds of the claim here, for the report's reviewer section: `confirms` or
+    /// `refutes`. Absent: the scenario is not listed there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finding: Option<Finding>,
+    /// The finding in one sentence, as a reviewer must be told it (shown beside the figure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Whether a scenario confirms or refutes its record's claim (`[record] finding`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Finding {
+    /// The claim holds in pacesim's model of the scenario.
+    Confirms,
+    /// It does not: the figure shows how.
+    Refutes,
 }
 
 /// `[live]`: an external worker program and what it reports (see `docs/live.md`, "Your own
@@ -381,6 +403,10 @@ pub struct FetchCfg {
     /// From the request reaching the destination to the response reaching the worker.
     #[serde(default)]
     pub duration: Dist,
+    /// Stuck files: a share of fetches whose every attempt hangs until the downloader's
+    /// timeout ([`crate::fault::StuckCfg`]). Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck: Option<crate::fault::StuckCfg>,
 }
 
 /// `[backoff]`: the records' schedule (429/503 multiply the interval, a clean streak divides
@@ -741,6 +767,9 @@ impl Scenario {
                 "destination.p503",
                 format!("must be a probability in [0, 1], got {}", self.destination.p503),
             );
+        }
+        if let Some(s) = &self.fetch.stuck {
+            s.validate()?;
         }
         if let Some(l) = self.destination.limit
             && !(l.is_finite() && l > 0.0)

@@ -65,8 +65,9 @@ enum Ev<Op, Reply> {
     StoreRefused { pid: u32, th: u16, inc: u32, seq: u64 },
     /// The client gave up waiting for operation `seq`.
     Timeout { pid: u32, th: u16, inc: u32, seq: u64 },
-    /// A fetch reaches the destination (delivered even if the sender has since died).
-    DestRecv { pid: u32, th: u16, inc: u32 },
+    /// A fetch reaches the destination (delivered even if the sender has since died); for
+    /// platform `platform`, its job's when it started (0 without platforms).
+    DestRecv { pid: u32, th: u16, inc: u32, platform: u32 },
     /// A fetch's response reaches the thread.
     FetchDone { pid: u32, th: u16, inc: u32, status: u16 },
     /// A fault window opens or closes.
@@ -272,7 +273,7 @@ pub struct Sim<'a, B: Backend> {
     timers: Vec<(Instant, u64)>,
     // invariant: `Some` only inside one turn of `Sim::run`'s loop: a `DestRecv` due now, in
     // the place `(now, seq)` it was given, not yet queued nor handled.
-    hop: Option<(u64, u32, u16, u32)>,
+    hop: Option<(u64, u32, u16, u32, u32)>,
     // invariant: `Some((at, seq))` only while the store's lock is held and nothing waits for
     // it: the lock's `StoreFree`, given its place `(at, seq)` in the firing order but not
     // queued (see `Sim::hold_lock`).
@@ -317,7 +318,12 @@ impl<'a, B: Backend> Sim<'a, B> {
         let fault_rng = rng::stream(sc.seed, Entity::Faults);
         let store = Store::new(&sc.store, rng::stream(sc.seed, Entity::Store));
         let dest = Destination::new(&sc.destination, rng::stream(sc.seed, Entity::Destination))
-            .with_throttles(crate::fault::throttles(&sc.faults));
+            .with_throttles(crate::fault::throttles(&sc.faults))
+            .with_platforms(
+                sc.platforms
+                    .iter()
+                    .map(|p| (p.limit(sc.pacer.rate), p.burst.unwrap_or(sc.checks.burst))),
+            );
         let mut sim = Sim {
             sc,
             out,
@@ -486,11 +492,11 @@ impl<'a, B: Backend> Sim<'a, B> {
         // default) has its place in the firing order, taken when it started. When nothing
         // pending comes before that place, which is nearly always, it is handled here,
         // exactly as if it had been queued and popped; otherwise queued in its place.
-        if let Some((seq, pid, th, inc)) = self.hop.take() {
+        if let Some((seq, pid, th, inc, platform)) = self.hop.take() {
             if self.engine.next_is(seq) {
-                self.dest_recv(pid, th, inc);
+                self.dest_recv(pid, th, inc, platform);
             } else {
-                self.engine.at_reserved(t, seq, Ev::DestRecv { pid, th, inc });
+                self.engine.at_reserved(t, seq, Ev::DestRecv { pid, th, inc, platform });
             }
         }
     }
@@ -580,7 +586,7 @@ impl<'a, B: Backend> Sim<'a, B> {
             } => self.reply(pid, th, inc, seq, reply),
             Ev::StoreRefused { pid, th, inc, seq } => self.store_error(pid, th, inc, seq, StoreErrorKind::Refused),
             Ev::Timeout { pid, th, inc, seq } => self.store_error(pid, th, inc, seq, StoreErrorKind::Timeout),
-            Ev::DestRecv { pid, th, inc } => self.dest_recv(pid, th, inc),
+            Ev::DestRecv { pid, th, inc, platform } => self.dest_recv(pid, th, inc, platform),
             Ev::FetchDone { pid, th, inc, status } => self.fetch_done(pid, th, inc, status),
             Ev::Fault { id, start } => self.fault_edge(id, start),
             Ev::Kill { id } => self.kill_fires(id),
@@ -964,12 +970,13 @@ impl<'a, B: Backend> Sim<'a, B> {
         w.fetch_start(now, self.out);
         let inc = w.incarnation;
         let there = self.sc.destination.latency.sample(&mut w.rng);
+        let platform = self.sections.platform(pid);
         if there == Nanos::ZERO && self.hop.is_none() {
             // due now: it may never need queueing (see `Sim::run`)
-            self.hop = Some((self.engine.reserve(), pid, th, inc));
+            self.hop = Some((self.engine.reserve(), pid, th, inc, platform));
         } else {
             self.engine
-                .after_in(TO_DESTINATION, there, Ev::DestRecv { pid, th, inc });
+                .after_in(TO_DESTINATION, there, Ev::DestRecv { pid, th, inc, platform });
         }
         if let Some(k) = self.step(pid, th, |w, _, _| w.fetch_sent()) {
             self.kill(pid, k.point.into(), k.restart_after);
@@ -977,12 +984,22 @@ impl<'a, B: Backend> Sim<'a, B> {
     }
 
     /// The request reaches the destination: the witness records it, whoever sent it.
-    fn dest_recv(&mut self, pid: u32, th: u16, inc: u32) {
+    fn dest_recv(&mut self, pid: u32, th: u16, inc: u32, platform: u32) {
         let now = self.engine.now();
-        let status = self.dest.arrive(now);
+        let status = self.dest.arrive(now, platform);
         self.out.arrival(now.0, pid, th, status);
         if self.current(pid, inc) {
-            let d = self.sc.fetch.duration.sample(&mut self.thread(pid, th).rng);
+            let sc = self.sc;
+            let rng = &mut self.thread(pid, th).rng;
+            let mut d = sc.fetch.duration.sample(rng);
+            let mut status = status;
+            // a stuck file (drawn only when the scenario has them: others keep their streams)
+            if let Some(stuck) = &sc.fetch.stuck
+                && rng.random_bool(stuck.share)
+            {
+                d = stuck.cost();
+                status = crate::destination::status::TIMED_OUT;
+            }
             self.engine.after(d, Ev::FetchDone { pid, th, inc, status });
         }
     }

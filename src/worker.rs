@@ -637,6 +637,8 @@ impl<P: ProcessSide> Process<P> {
 pub struct Sections {
     // invariant: held[pid] lists the locks pid's events show it holding, in acquisition order.
     held: Vec<Vec<u32>>,
+    // invariant: platform[pid] is the platform of pid's latest `platform` event (0 before one).
+    platform: Vec<u32>,
 }
 
 impl Sections {
@@ -644,7 +646,14 @@ impl Sections {
     pub fn new(processes: u32) -> Sections {
         Sections {
             held: vec![Vec::new(); processes as usize],
+            platform: vec![0; processes as usize],
         }
+    }
+
+    /// The platform of `pid`'s current job, as its latest `platform` event says (0 without
+    /// platforms): where its fetches go.
+    pub fn platform(&self, pid: u32) -> u32 {
+        self.platform.get(pid as usize).copied().unwrap_or(0)
     }
 
     /// Follow one event.
@@ -658,6 +667,11 @@ impl Sections {
             Event::LockReleased { pid, lock, .. } => {
                 if let Some(h) = self.held.get_mut(pid as usize) {
                     h.retain(|&l| l != lock);
+                }
+            }
+            Event::Platform { pid, platform, .. } => {
+                if let Some(p) = self.platform.get_mut(pid as usize) {
+                    *p = platform;
                 }
             }
             _ => {}

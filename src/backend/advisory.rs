@@ -168,6 +168,8 @@ impl StoreSide for AdvisoryStore {
                 self.locks.end_section(cx, lock, s);
                 Served::now(LockReply::Unlocked)
             }
+            // `redis_lock`'s platform cooldown: this design keeps none
+            LockOp::CoolDown { .. } | LockOp::Cooling { .. } => Served::now(LockReply::NotCooling),
         }
     }
 

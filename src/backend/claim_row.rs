@@ -135,6 +135,8 @@ impl StoreSide for ClaimRowStore {
                 self.rows.end_section(cx, lock, s);
                 Served::now(LockReply::Unlocked)
             }
+            // `redis_lock`'s platform cooldown: this design keeps none
+            LockOp::CoolDown { .. } | LockOp::Cooling { .. } => Served::now(LockReply::NotCooling),
         }
     }
     // A crash leaves the claim: no hook. The holder's work ends; its claim does not.

@@ -50,6 +50,18 @@ pub enum LockOp {
         /// Lock number.
         lock: u32,
     },
+    /// `redis_lock`'s platform cooldown: put platform `lock` on cooldown (a 429's aftermath,
+    /// `SET fc:platform_cooldown:<platform> 1 PX cooldown`). Sent by no other backend.
+    CoolDown {
+        /// The platform's lock number.
+        lock: u32,
+    },
+    /// `redis_lock`'s platform cooldown: is platform `lock` cooling down, and until when
+    /// (`PTTL`)? Sent by no other backend.
+    Cooling {
+        /// The platform's lock number.
+        lock: u32,
+    },
 }
 
 impl StoreOp for LockOp {
@@ -57,6 +69,10 @@ impl StoreOp for LockOp {
         match self {
             LockOp::TryLock { .. } => OpKind::TryLock,
             LockOp::Unlock { .. } => OpKind::Unlock,
+            // reports a 429 to the fleet's shared state
+            LockOp::CoolDown { .. } => OpKind::Report,
+            // asks whether the platform may be walked: a request for permission
+            LockOp::Cooling { .. } => OpKind::Acquire,
         }
     }
 }
@@ -73,6 +89,14 @@ pub enum LockReply {
     Busy,
     /// The lock was released (or was no longer ours).
     Unlocked,
+    /// `redis_lock`'s platform cooldown: the platform cools down until this time (the answer
+    /// to [`LockOp::CoolDown`], and to [`LockOp::Cooling`] while it does).
+    CoolingUntil {
+        /// When the cooldown key expires.
+        until: Instant,
+    },
+    /// `redis_lock`'s platform cooldown: the platform is not cooling down.
+    NotCooling,
 }
 
 impl StoreReply for LockReply {
@@ -254,7 +278,8 @@ impl LockProcess {
     fn replied(&mut self, cx: &mut ProcCx, op: &LockOp, reply: LockReply) -> Step<LockOp> {
         self.fallback.on_success(cx);
         match *op {
-            LockOp::Unlock { .. } => self.released(),
+            // (the cooldown operations are `redis_lock`'s: never sent by this protocol)
+            LockOp::Unlock { .. } | LockOp::CoolDown { .. } | LockOp::Cooling { .. } => self.released(),
             LockOp::TryLock { lock: k } => match reply {
                 LockReply::Locked { lock } => {
                     self.held = Some(lock);
@@ -288,7 +313,7 @@ impl LockProcess {
     /// lock is its own side's business); a failed try falls back.
     fn failed(&mut self, cx: &mut ProcCx, op: &LockOp) -> Step<LockOp> {
         match op {
-            LockOp::Unlock { .. } => self.released(),
+            LockOp::Unlock { .. } | LockOp::CoolDown { .. } | LockOp::Cooling { .. } => self.released(),
             LockOp::TryLock { .. } => self.fallback.on_error(cx, Pace::Own(1.0)),
         }
     }

@@ -27,6 +27,16 @@
 //!   (`fc:download_lock:<platform>`: lock index = the platform's index), a walk on any other
 //!   runs uncapped, paced only by itself at its platform's rate, with no lock. Without
 //!   platforms there is one key, lock 0, and every walk takes it.
+//! - **Platform cooldown** (`cooldown`, issue 35 item 4; the record says only that "the
+//!   platform-cooldown handled the aftermath of a 429", so what it does is pacesim's reading):
+//!   a walk whose fetch is answered 429 stops (its download fails: the remaining fetches are
+//!   not made, the lock is released) and puts its platform on cooldown for `cooldown`
+//!   (`SET fc:platform_cooldown:<platform> 1 PX cooldown`, [`LockOp::CoolDown`]); every task,
+//!   before it walks a platform (before the walk lock, serialised or not), reads its cooldown
+//!   ([`LockOp::Cooling`], `PTTL`) and, while it lives, re-enqueues itself with a countdown to
+//!   its end. Walks already running are not stopped by another walk's 429 (each is its own
+//!   subprocess), only by their own. A broker error on the read degrades as the lock does: the
+//!   task goes on. Without `cooldown`, a walk ignores its 429s (gallery-dl's own retries).
 
 use crate::backend::lockset::{LockOp, LockReply};
 use crate::backend::options::{self, OptionError};
@@ -70,6 +80,11 @@ pub struct RedisLockOptions {
     /// process and first attempt), so a redelivered task keeps its draw. Default 0: the
     /// record's one `max_wait` for every task. pacesim's choice (issue 35 item 1).
     pub valve_jitter: Option<Nanos>,
+    /// The platform cooldown after a 429: how long the platform's cooldown key lives. Needs
+    /// `[[platforms]]`. Default absent: no cooldown, a walk ignores its 429s. pacesim's choice
+    /// (issue 35 item 4): the record names the platform-cooldown but not its length or rules
+    /// (see the module's header for what pacesim makes it do).
+    pub cooldown: Option<Nanos>,
 }
 
 /// The Redis walk-lock backend.
@@ -84,6 +99,7 @@ pub struct RedisLock {
     seed: u64,
     valve_lock: bool,
     valve_jitter: Nanos,
+    cooldown: Option<Nanos>,
 }
 
 /// SplitMix64's output function: a well-mixed 64-bit value from any input (the valve's jitter
@@ -109,6 +125,13 @@ impl RedisLock {
         options::positive("ttl", o.ttl)?;
         options::positive("poll", o.poll)?;
         options::at_least_one("walk", o.walk)?;
+        options::positive("cooldown", o.cooldown)?;
+        if sc.platforms.is_empty() && o.cooldown.is_some() {
+            return Err(OptionError::new(
+                "cooldown",
+                "is a platform's cooldown, but the scenario declares no platforms ([[platforms]])",
+            ));
+        }
         if sc.platforms.is_empty() && o.serialized_platforms.is_some() {
             return Err(OptionError::new(
                 "serialized_platforms",
@@ -153,6 +176,7 @@ impl RedisLock {
             interval: sc.interval(),
             valve_lock: o.valve_lock.unwrap_or(false),
             valve_jitter: o.valve_jitter.unwrap_or(Nanos(0)),
+            cooldown: o.cooldown,
         })
     }
 
@@ -214,6 +238,9 @@ impl Backend for RedisLock {
         if self.valve_jitter.0 > 0 {
             d["valve_jitter_ns"] = serde_json::json!(self.valve_jitter.0);
         }
+        if let Some(c) = self.cooldown {
+            d["cooldown_ns"] = serde_json::json!(c.0);
+        }
         d
     }
 
@@ -262,6 +289,8 @@ impl Backend for RedisLock {
             others: vec![None; self.platforms.len().saturating_sub(1)],
             ttl: self.ttl,
             valve_from: self.locks(),
+            cooldown: self.cooldown.unwrap_or(Nanos::ZERO),
+            cooling: Vec::new(),
         }
     }
 }
@@ -278,9 +307,34 @@ pub struct LockKey {
     // section, so their taking and release write no lock events (the walk they admit is
     // `uncapped`, as the record's valve is)
     valve_from: u32,
+    // the platform cooldown keys' TTL (`cooldown`)
+    cooldown: Nanos,
+    // invariant: cooling[k] is Some(expiry) while platform k's cooldown key exists (or expired
+    // and not yet read: every read compares with the time).
+    cooling: Vec<Option<Instant>>,
 }
 
 impl LockKey {
+    /// A platform cooldown operation on platform `lock` at `t`: `CoolDown` sets (or renews)
+    /// the key for `cooldown`; `Cooling` reads it.
+    fn cool(&mut self, t: Instant, op: &LockOp, lock: u32) -> LockReply {
+        let i = lock as usize;
+        if i >= self.cooling.len() {
+            self.cooling.resize(i + 1, None);
+        }
+        let key = &mut self.cooling[i];
+        if matches!(op, LockOp::CoolDown { .. }) {
+            *key = Some(t + self.cooldown);
+        }
+        match *key {
+            Some(until) if until > t => LockReply::CoolingUntil { until },
+            _ => {
+                *key = None;
+                LockReply::NotCooling
+            }
+        }
+    }
+
     fn slot(&mut self, lock: u32) -> &mut Option<(Session, Instant)> {
         match lock {
             0 => &mut self.key,
@@ -324,7 +378,10 @@ impl StoreSide for LockKey {
     }
 
     fn serve(&mut self, cx: &mut StoreCx, s: Session, op: &LockOp, _now: Reading) -> Served<LockReply> {
-        let (LockOp::TryLock { lock } | LockOp::Unlock { lock }) = *op;
+        let lock = match *op {
+            LockOp::TryLock { lock } | LockOp::Unlock { lock } => lock,
+            LockOp::CoolDown { lock } | LockOp::Cooling { lock } => return Served::now(self.cool(cx.t, op, lock)),
+        };
         let (t, ttl, walk_lock) = (cx.t, self.ttl, lock < self.valve_from);
         let key = self.slot(lock);
         if let Some((_, exp)) = *key
@@ -349,6 +406,7 @@ impl StoreSide for LockKey {
                 }
                 Some(_) => Served::now(LockReply::Busy),
             },
+            LockOp::CoolDown { .. } | LockOp::Cooling { .. } => unreachable!("answered above"),
             LockOp::Unlock { .. } => {
                 if matches!(*key, Some((h, _)) if h == s) {
                     *key = None;
@@ -419,6 +477,35 @@ impl Walker {
         self.next_fetch(cx)
     }
 
+    /// The platform is not cooling down (or its cooldown could not be read): take its walk
+    /// lock, or walk at once if it is not serialised.
+    fn past_cooldown(&mut self, cx: &mut ProcCx) -> Step<LockOp> {
+        let serialized = self
+            .cfg
+            .platforms
+            .get(self.platform as usize)
+            .is_none_or(|p| p.serialized);
+        if serialized {
+            Step::Send(LockOp::TryLock { lock: self.platform })
+        } else {
+            self.start_walk(cx, false)
+        }
+    }
+
+    /// The walk is over: release what it holds.
+    fn end_walk(&mut self) -> Step<LockOp> {
+        self.left = 0;
+        if self.holding {
+            Step::Send(LockOp::Unlock { lock: self.platform })
+        } else if self.valve {
+            Step::Send(LockOp::Unlock {
+                lock: self.cfg.locks() + self.platform,
+            })
+        } else {
+            Step::Done
+        }
+    }
+
     fn uncapped(cx: &mut ProcCx, reason: UncappedReason) {
         cx.out.event(&Event::Uncapped {
             t: cx.t.0,
@@ -446,18 +533,27 @@ impl ProcessSide for Walker {
                 pid: cx.pid,
                 platform: self.platform,
             });
-            if !p.serialized {
+            if !p.serialized && self.cfg.cooldown.is_none() {
                 // left uncapped: a self-pacing walk, no lock
                 return self.start_walk(cx, false);
             }
         }
         self.first_try.get_or_insert(cx.t);
+        if self.cfg.cooldown.is_some() {
+            // is the platform cooling down after a 429? (every execution asks first)
+            return Step::Send(LockOp::Cooling { lock: self.platform });
+        }
         Step::Send(LockOp::TryLock { lock: self.platform })
     }
 
     fn on_reply(&mut self, cx: &mut ProcCx, op: &LockOp, reply: LockReply) -> Step<LockOp> {
         let valve_key = self.cfg.locks() + self.platform;
         match (*op, reply) {
+            // the platform cooldown: wait it out with a countdown to its end, or go on
+            (LockOp::Cooling { .. }, LockReply::CoolingUntil { until }) => Step::Requeue(until.max(cx.t)),
+            (LockOp::Cooling { .. }, _) => self.past_cooldown(cx),
+            // the cooldown is set after a 429: the walk is over
+            (LockOp::CoolDown { .. }, _) => self.end_walk(),
             // the valve key (`valve_lock`): the one valve walk of the platform
             (LockOp::TryLock { lock }, LockReply::Locked { .. }) if lock == valve_key => {
                 Walker::uncapped(cx, UncappedReason::SafetyValve);
@@ -514,21 +610,24 @@ impl ProcessSide for Walker {
                 Walker::uncapped(cx, UncappedReason::BrokerError);
                 self.start_walk(cx, false)
             }
+            // the cooldown cannot be read: degrade as the lock does, go on
+            LockOp::Cooling { .. } => self.past_cooldown(cx),
+            // the cooldown could not be set: the walk is over all the same
+            LockOp::CoolDown { .. } => self.end_walk(),
         }
     }
 
-    fn after_fetch(&mut self, cx: &mut ProcCx, _status: u16) -> Step<LockOp> {
+    fn after_fetch(&mut self, cx: &mut ProcCx, status: u16) -> Step<LockOp> {
         self.left = self.left.saturating_sub(1);
+        if status == crate::destination::status::TOO_MANY && self.cfg.cooldown.is_some() {
+            // the aftermath of a 429: the platform cools down, this walk stops
+            self.left = 0;
+            return Step::Send(LockOp::CoolDown { lock: self.platform });
+        }
         if self.left > 0 {
             self.next_fetch(cx)
-        } else if self.holding {
-            Step::Send(LockOp::Unlock { lock: self.platform })
-        } else if self.valve {
-            Step::Send(LockOp::Unlock {
-                lock: self.cfg.locks() + self.platform,
-            })
         } else {
-            Step::Done
+            self.end_walk()
         }
     }
 

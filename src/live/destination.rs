@@ -182,7 +182,7 @@ async fn serve(sock: TcpStream, shared: Arc<Shared>) {
             }
         }
         // 3. Decide: the simulator's destination (true limit, 503s).
-        let status = shared.dest.lock().expect("destination lock").arrive(Instant(t));
+        let status = shared.dest.lock().expect("destination lock").arrive(Instant(t), 0);
         {
             let mut log = shared.log.lock().expect("event log");
             if shared.external.is_some() {

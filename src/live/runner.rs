@@ -172,6 +172,11 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
                 .into(),
         ));
     }
+    if sc.fetch.stuck.is_some() {
+        return Err(LiveError::Unsupported(
+            "`[fetch] stuck` (stuck files) is simulated only: the live destination answers every request".into(),
+        ));
+    }
     if sc.processes.threads > 1 {
         return Err(LiveError::Unsupported(format!(
             "`[processes] threads = {}` is simulated only: pacesim's live workers run one loop per OS \

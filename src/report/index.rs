@@ -1,5 +1,7 @@
-//! `index.md`: the report's front page, plain Markdown so it renders on any git host. It holds
-//! the verdict matrix (rows: scenario and backend; columns: check names), then per scenario its
+//! `index.md`: the report's front page, plain Markdown so it renders on any git host. It opens
+//! with what a design review reads first (per design record, the claims pacesim confirms and
+//! refutes: each scenario whose `[record]` states a `finding`, with its figure, its plot and
+//! the command that reproduces it), then the verdict matrix (rows: scenario and backend; columns: check names), then per scenario its
 //! description, a reading generated from the numbers, the comparison table, statistics across
 //! seeds, and every plot (the SVG inline; a PNG of the same name sits beside it).
 
@@ -27,6 +29,7 @@ pub fn markdown(all: &[ScenarioRuns], written: &[Written], command: &str) -> Str
         if seeds == 1 { "" } else { "s" },
         command,
     );
+    md.push_str(&review(all, written));
     md.push_str("## Verdict matrix\n\n");
     md.push_str(&verdict_matrix(all));
     md.push_str("\n## Scenarios\n\n");
@@ -43,6 +46,92 @@ pub fn markdown(all: &[ScenarioRuns], written: &[Written], command: &str) -> Str
         md.push('\n');
         md.push_str(&scenario_section(sr, w));
     }
+    md
+}
+
+/// The reviewer's section: per design record (the `[record] source` up to its first comma), the
+/// claims pacesim refutes, then those it confirms, each with the scenario's note, the figure of
+/// its own backend's first-seed run, its plot and the command that reproduces the run. Empty
+/// when no scenario states a finding.
+pub fn review(all: &[ScenarioRuns], written: &[Written]) -> String {
+    use crate::scenario::Finding;
+    use std::collections::BTreeMap;
+    // record -> (finding, scenario index), in scenario order within each finding
+    let mut by_record: BTreeMap<String, Vec<(Finding, usize)>> = BTreeMap::new();
+    for (i, sr) in all.iter().enumerate() {
+        if let Some(r) = &sr.scenario.record
+            && let Some(f) = r.finding
+        {
+            let record = r.source.split(',').next().unwrap_or("").trim().to_string();
+            by_record.entry(record).or_default().push((f, i));
+        }
+    }
+    if by_record.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from("## For a design review: what pacesim confirms and refutes\n\n");
+    md.push_str(
+        "Each claim below is a design record's, quoted in its scenario's section; the figure is \
+         the scenario's own backend at its own seed, the plot the scenario's first, and the \
+         command reproduces the run exactly.\n",
+    );
+    for (record, mut items) in by_record {
+        items.sort_by_key(|&(f, i)| (std::cmp::Reverse(f), i));
+        let _ = writeln!(md, "\n### {}\n", md_text(&record));
+        for (f, i) in items {
+            let (sr, w) = (&all[i], &written[i]);
+            let sc = &sr.scenario;
+            let r = sc.record.as_ref().expect("listed for its record");
+            let verb = match f {
+                Finding::Refutes => "**refutes**",
+                Finding::Confirms => "confirms",
+            };
+            let _ = write!(
+                md,
+                "- {verb} ({}): [{}](#{})",
+                md_text(&r.source),
+                md_text(&sc.name),
+                anchor(&sc.name)
+            );
+            if let Some(n) = &r.note {
+                let _ = write!(md, ". {}", md_text(n));
+            }
+            let own = sr
+                .base()
+                .into_iter()
+                .find(|run| run.backend == sc.pacer.backend)
+                .or_else(|| sr.base().into_iter().next());
+            if let Some(run) = own {
+                let _ = write!(
+                    md,
+                    " Figure: {} {}.",
+                    run.backend,
+                    run_phrase(run, &num(sc.pacer.rate, 3))
+                );
+                let plot = w.plots.iter().find(|p| p.0 == "rate").or_else(|| w.plots.first());
+                if let Some((stem, _)) = plot {
+                    let _ = write!(
+                        md,
+                        " Plot: [`{dir}/{stem}.svg`]({dir}/{stem}.svg) ([PNG]({dir}/{stem}.png)).",
+                        dir = w.dir
+                    );
+                }
+                let file = sc.origin.file();
+                let file = if file.is_empty() {
+                    format!("sims/{}.toml", sc.name)
+                } else {
+                    file.to_string()
+                };
+                let _ = write!(
+                    md,
+                    " Reproduce: `{}`.",
+                    crate::run::reproduce(std::path::Path::new(&file), run.seed, &run.backend)
+                );
+            }
+            md.push('\n');
+        }
+    }
+    md.push('\n');
     md
 }
 

@@ -1,6 +1,7 @@
 //! The integration tests, one binary (issue 32 item 7): a change to pacesim relinks one test
 //! program, not thirty. Each module is one area; `cargo test --test suite -- <module>::` runs one.
-//! The loom models stay apart (`tests/loom_*.rs`, behind the `loom` feature).
+//! The loom models stay apart (`tests/loom_*.rs`, behind the `loom` feature), and so does
+//! `tests/memory_estimate.rs`: a child's peak memory counts its parent's at the spawn.
 
 mod bounds;
 mod checkers;
@@ -23,7 +24,6 @@ mod live_safety;
 mod live_setup;
 mod livelock;
 mod matrix;
-mod memory_estimate;
 mod platforms;
 mod python_team;
 mod registry;

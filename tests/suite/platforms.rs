@@ -231,3 +231,103 @@ fn live_mode_refuses_platforms_up_front() {
     let e = pacesim::live::run_blocking(&sc, &pacesim::live::LiveOptions::with_exe("/nonexistent")).unwrap_err();
     assert!(e.to_string().contains("[[platforms]] is simulated only"), "{e}");
 }
+
+/// Each arrival with its platform and status: `(t, platform, status)`.
+fn statuses(evs: &[Event]) -> Vec<(u64, u32, u16)> {
+    let mut job = std::collections::BTreeMap::new();
+    let mut out = Vec::new();
+    for e in evs {
+        match *e {
+            Event::Platform { pid, platform, .. } => {
+                job.insert(pid, platform);
+            }
+            Event::Arrival { t, pid, status, .. } => out.push((t, job[&pid], status)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Issue 35 item 4: each platform's destination throttles over its own limit. The unserialised
+/// fleet's patreon (2.9/s against 2.5/s) gets 429s; deviantart, under its 10/s, none.
+#[test]
+fn each_platform_answers_429_over_its_own_limit() {
+    let evs = trace(&load("platforms-unserialized.toml"));
+    let st = statuses(&evs);
+    let t429 = |p: u32| st.iter().filter(|a| a.1 == p && a.2 == 429).count();
+    assert_eq!((t429(0), t429(1)), (289, 0));
+    // serialised, with a margin under its limit, patreon draws none
+    let st = statuses(&trace(&load("platforms.toml")));
+    assert_eq!(st.iter().filter(|a| a.2 == 429).count(), 0);
+}
+
+/// Issue 35 item 4, the reactive cooldown alone: it cuts the 429s (13 against 289) but only
+/// reacts: after each cooldown the held tasks start together and trip the limit again, so the
+/// ceiling still fails, and patreon's throughput collapses. Between a cooldown's first walks'
+/// end and its expiry no patreon request is made.
+#[test]
+fn the_cooldown_alone_reacts_but_does_not_prevent() {
+    let sc = load("platforms-cooldown.toml");
+    let evs = trace(&sc);
+    let st = statuses(&evs);
+    let n429 = st.iter().filter(|a| a.2 == 429).count();
+    assert_eq!(n429, 13);
+    let first = st.iter().find(|a| a.2 == 429).unwrap().0;
+    let quiet = st
+        .iter()
+        .filter(|a| a.1 == 0 && a.0 > first + 15_000_000_000 && a.0 < first + 60_000_000_000)
+        .count();
+    assert_eq!(quiet, 0, "no patreon walk starts while the cooldown lives");
+    let patreon = st.iter().filter(|a| a.1 == 0).count();
+    assert!(patreon < 100, "{patreon}");
+    let s = summary(&sc);
+    assert!(s.checks["ceiling"].failed(), "{:?}", s.checks["ceiling"]);
+}
+
+/// Issue 35 item 4, both: the lock keeps one walk at a time, its back-to-back debt trips the
+/// limit once, and the cooldown then holds every patreon task for its 60 s.
+#[test]
+fn the_lock_with_the_cooldown_stops_the_platform_for_the_cooldown_after_a_429() {
+    let sc = load("platforms-lock-cooldown.toml");
+    let st = statuses(&trace(&sc));
+    let t429: Vec<u64> = st.iter().filter(|a| a.2 == 429).map(|a| a.0).collect();
+    assert_eq!(t429.len(), 1, "{t429:?}");
+    let held = st
+        .iter()
+        .filter(|a| a.1 == 0 && a.0 > t429[0] && a.0 < t429[0] + 60_000_000_000)
+        .count();
+    assert_eq!(held, 0, "patreon cools down for 60 s after its 429");
+    assert!(st.iter().any(|a| a.1 == 0 && a.0 >= t429[0] + 60_000_000_000));
+    let s = summary(&sc);
+    assert!(
+        s.checks["ceiling"].failed() && s.checks["mutual_exclusion"].passed(),
+        "{:?}",
+        s.checks
+    );
+    // the same fleet without the cooldown: the same debt, no pause
+    let mut lock_alone = sc.clone();
+    lock_alone.pacer.options.remove("cooldown");
+    let alone = statuses(&trace(&lock_alone));
+    let p = |v: &[(u64, u32, u16)]| v.iter().filter(|a| a.1 == 0).count();
+    assert_eq!((p(&st), p(&alone)), (427, 535));
+    // with a margin under the limit (platforms.toml's 2.5/s) the lock draws no 429 and the
+    // cooldown never fires
+    let mut margin = load("platforms.toml");
+    margin.pacer.set("cooldown", "'60s'");
+    let m = statuses(&trace(&margin));
+    assert_eq!((m.iter().filter(|a| a.2 == 429).count(), p(&m)), (0, 540));
+}
+
+/// The cooldown is a platform's: without `[[platforms]]`, or not a positive duration, it is
+/// refused naming the file, line and field.
+#[test]
+fn a_cooldown_without_platforms_is_refused() {
+    let src = BASE.replace("rate = 2.0\n", "rate = 2.0\ncooldown = \"60s\"\n");
+    assert_eq!(
+        parse_err(&src),
+        "p.toml:6: pacer.cooldown: is a platform's cooldown, but the scenario declares no platforms ([[platforms]])"
+    );
+    let src = BASE.replace("rate = 2.0\n", "rate = 2.0\ncooldown = \"0s\"\n") + "[[platforms]]\nname = \"patreon\"\n";
+    let e = parse_err(&src);
+    assert!(e.starts_with("p.toml:6: pacer.cooldown: "), "{e}");
+}

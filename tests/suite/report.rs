@@ -452,3 +452,57 @@ fn the_jobs_figure_shows_the_strands_and_the_fix() {
         );
     }
 }
+
+/// Issue 35 item 10: `index.md` opens with the reviewer's section: per record, the claims
+/// pacesim refutes (first) and confirms, each with its note, figure, plot and the command that
+/// reproduces it; before the verdict matrix. A scenario without a `finding` is not listed.
+#[test]
+fn the_index_opens_with_what_a_review_must_be_told() {
+    let dir = scratch("review");
+    let scenarios = vec![
+        load("lock-broker-hiccup-acquire.toml"),
+        load("lock-ttl-past-valve.toml"),
+        load("backoff-per-process.toml"),
+        load("lock-requeue-lost.toml"),
+    ];
+    let all = compare::run_all(
+        &scenarios,
+        Options {
+            seeds: 1,
+            series: true,
+            progress: false,
+        },
+    )
+    .unwrap();
+    report::write(&dir, &all, "pacesim simulate (test)").unwrap();
+    let index = std::fs::read_to_string(dir.join("index.md")).unwrap();
+    let review = index
+        .find("## For a design review: what pacesim confirms and refutes")
+        .expect("the review section");
+    let matrix = index.find("## Verdict matrix").unwrap();
+    assert!(review < matrix, "the review comes first");
+    let section = &index[review..matrix];
+    let pace = section.find("### global-pace-row").unwrap();
+    let lock = section.find("### platform-lock-and-backfill").unwrap();
+    assert!(pace < lock, "records in order");
+    // within a record, what it refutes before what it confirms
+    let refuted = section
+        .find("**refutes** (platform-lock-and-backfill, the lock): [lock-ttl-past-valve]")
+        .unwrap();
+    let confirmed = section
+        .find("confirms (platform-lock-and-backfill, the lock): [lock-broker-hiccup-acquire]")
+        .unwrap();
+    assert!(lock < refuted && refuted < confirmed, "{section}");
+    for want in [
+        "Issue 35 finding 1",
+        "burst needed 301",
+        "Plot: [`lock-ttl-past-valve/rate.svg`](lock-ttl-past-valve/rate.svg)",
+        "Reproduce: `pacesim run ",
+        "lock-ttl-past-valve.toml --seed 1 --backend redis_lock`",
+        "**refutes** (global-pace-row, three properties): [backoff-per-process]",
+    ] {
+        assert!(section.contains(want), "lacks `{want}`:\n{section}");
+    }
+    assert!(!section.contains("lock-requeue-lost"), "no finding, not listed");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -4,7 +4,7 @@
 use pacesim::registry::simulate;
 use pacesim::scenario::Scenario;
 use pacesim::summary::Summary;
-use pacesim::trace::{Collect, Event, FaultKind, MultiplierCause, ReleaseReason};
+use pacesim::trace::{Collect, Event, FaultKind, MultiplierCause, ReleaseReason, UncappedReason};
 use std::path::Path;
 
 fn load(name: &str) -> Scenario {
@@ -1020,4 +1020,214 @@ fn lock_ttl_past_the_valve_fixes() {
         s.burst_needed,
         asw.burst_needed
     );
+}
+
+fn uncapped(evs: &[Event]) -> Vec<(u64, u32, UncappedReason)> {
+    evs.iter()
+        .filter_map(|e| match *e {
+            Event::Uncapped { t, pid, reason } => Some((t, pid, reason)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 35 item 2, the acquire half: tries that fail during a broker hiccup run their walks
+/// uncapped, as the record says ("degrades to uncapped rather than stalling"): nothing stalls,
+/// and four walks run at once for the walks' 200 s, far past the 10 s hiccup.
+#[test]
+fn a_broker_hiccup_at_the_acquire_runs_the_waiting_walks_uncapped() {
+    let sc = load("lock-broker-hiccup-acquire.toml");
+    let evs = trace(&sc);
+    let t100 = 100_000_000_000;
+    assert_eq!(
+        uncapped(&evs),
+        [
+            (t100, 1, UncappedReason::BrokerError),
+            (t100, 2, UncappedReason::BrokerError),
+            (t100, 3, UncappedReason::BrokerError)
+        ]
+    );
+    // no stall: the hiccup's window has arrivals, four walks' worth
+    assert_eq!(arrivals_between(&evs, 100.0, 101.0), 4);
+    assert_eq!(arrivals_between(&evs, 100.0, 110.0), 20);
+    // and the overlap outlives the hiccup: four walks at once until the holder's walk ends
+    assert_eq!(arrivals_between(&evs, 150.0, 151.0), 4);
+    let s = summary(&sc);
+    assert!(
+        s.checks["ceiling"].failed() && s.checks["degradation"].failed() && s.checks["mutual_exclusion"].passed(),
+        "{:?}",
+        s.checks
+    );
+    assert_eq!(s.max_window.count, 4);
+}
+
+/// Issue 35 item 2, the release half: the holder's release fails during a 2 s hiccup, the key
+/// lives out its TTL (1560 s), and nobody walks until the valve (900 s): the hiccup stalls
+/// downloads for 700 s, then the three waiting tasks walk uncapped together.
+#[test]
+fn a_broker_hiccup_at_the_release_stalls_every_walk_until_the_valve() {
+    let sc = load("lock-broker-hiccup-release.toml");
+    let evs = trace(&sc);
+    let release_failed = evs
+        .iter()
+        .any(|e| matches!(e, Event::StoreError { t, pid: 0, .. } if *t == 198_200_000_000));
+    assert!(release_failed, "the release falls in the hiccup");
+    assert_eq!(
+        arrivals_between(&evs, 199.5, 900.0),
+        0,
+        "the failed release's key stalls every walk until the valve"
+    );
+    let valves = uncapped(&evs);
+    assert_eq!(valves.len(), 3, "{valves:?}");
+    assert!(
+        valves
+            .iter()
+            .all(|&(t, _, r)| t == 900_000_000_000 && r == UncappedReason::SafetyValve),
+        "{valves:?}"
+    );
+    // the dead key expires at its TTL: the next walk under the lock starts then
+    let next = evs.iter().find_map(|e| match *e {
+        Event::LockAcquired { t, .. } if t > 198_200_000_000 => Some(t),
+        _ => None,
+    });
+    assert_eq!(next, Some(1_560_000_000_000));
+    let s = summary(&sc);
+    assert!(
+        s.checks["ceiling"].failed() && s.checks["degradation"].passed() && s.checks["mutual_exclusion"].passed(),
+        "{:?}",
+        s.checks
+    );
+    assert_eq!(s.max_window.count, 3);
+}
+
+/// Every stuck file's fetch (`fetch_end` 504) holds its walk `retries x timeout` from its start;
+/// the lock's hold times; the valves fired.
+fn stuck_files(evs: &[Event]) -> (Vec<u64>, Vec<u64>, usize) {
+    let mut started = std::collections::BTreeMap::new();
+    let mut stuck = Vec::new();
+    let mut acquired = std::collections::BTreeMap::new();
+    let mut holds = Vec::new();
+    for e in evs {
+        match *e {
+            Event::FetchStart { t, pid, .. } => {
+                started.insert(pid, t);
+            }
+            Event::FetchEnd {
+                t, pid, status: 504, ..
+            } => stuck.push(t - started[&pid]),
+            Event::LockAcquired { t, pid, .. } => {
+                acquired.insert(pid, t);
+            }
+            Event::LockReleased { t, pid, .. } => {
+                if let Some(a) = acquired.remove(&pid) {
+                    holds.push(t - a);
+                }
+            }
+            _ => {}
+        }
+    }
+    (stuck, holds, uncapped(evs).len())
+}
+
+/// Issue 35 item 5: the retry storm before and after #693 (3 retries x 120 s, then 2 x 60 s).
+/// Before, a stuck file holds its walk 360 s, walks run to the 870 s tick budget, the queued
+/// tasks reach the valve and the ceiling breaks; after, 120 s, no valve, one walk at a time,
+/// and more of the platform's throughput.
+#[test]
+fn stuck_files_hold_the_walk_lock_retries_x_timeout_before_and_after_the_change() {
+    let before = load("lock-stuck-files-before.toml");
+    let evs = trace(&before);
+    let (stuck, holds, valves) = stuck_files(&evs);
+    assert!(!stuck.is_empty());
+    assert!(stuck.iter().all(|&d| d == 360_000_000_000), "{stuck:?}");
+    assert_eq!(holds.iter().max(), Some(&870_000_000_000), "a walk runs to its budget");
+    assert!(valves >= 1);
+    let sb = summary(&before);
+    assert!(sb.checks["ceiling"].failed(), "{:?}", sb.checks["ceiling"]);
+
+    let after = load("lock-stuck-files-after.toml");
+    let evs = trace(&after);
+    let (stuck, holds, valves) = stuck_files(&evs);
+    assert!(!stuck.is_empty());
+    assert!(stuck.iter().all(|&d| d == 120_000_000_000), "{stuck:?}");
+    assert!(holds.iter().all(|&h| h < 600_000_000_000), "{holds:?}");
+    assert_eq!(valves, 0);
+    let sa = summary(&after);
+    assert!(sa.all_pass(), "{:?}", sa.checks);
+    assert_eq!((sb.fetches, sa.fetches), (848, 1074));
+}
+
+/// `[fetch] stuck` is checked field by field, with the file and line.
+#[test]
+fn bad_stuck_files_are_refused_naming_the_field() {
+    let base = "name = \"s\"\nduration = \"10s\"\n[pacer]\nbackend = \"redis_lock\"\nrate = 2.0\n[processes]\ncount = 2\n[fetch]\n";
+    for (stuck, field) in [
+        ("{ share = 1.5 }", "fetch.stuck.share"),
+        ("{ share = 0.1, retries = 0 }", "fetch.stuck.retries"),
+        ("{ share = 0.1, timeout = \"0s\" }", "fetch.stuck.timeout"),
+    ] {
+        let e = Scenario::parse("s.toml", &format!("{base}stuck = {stuck}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(&format!("s.toml:9: {field}: ")), "{e}");
+    }
+}
+
+/// Issue 35 item 7: the record says per-process multipliers leave the pace at "whatever the
+/// least-backed-off process believes". Through the row each reservation advances it by its own
+/// process's interval, so while the multipliers differ the fleet's grants run at
+/// `rate / mean(m)`, not `rate / min(m)`: in `backoff-per-process` 101 grants over 61.6 s, 1.64/s,
+/// where the least backed-off process (at 1) would allow 7/s.
+#[test]
+fn per_process_multipliers_pace_the_row_at_the_mean_not_the_least() {
+    let sc = load("backoff-per-process.toml");
+    let evs = trace(&sc);
+    let n = sc.processes.count as usize;
+    let base = sc.interval().0 as f64;
+    let mut m = vec![1.0f64; n];
+    let (mut prev, mut observed, mut by_mean, mut by_min, mut grants) = (None, 0.0, 0.0, 0.0, 0u32);
+    for e in &evs {
+        match *e {
+            Event::Multiplier { pid: Some(p), to, .. } => m[p as usize] = to,
+            Event::Grant { t, slot, now, .. } => {
+                let at = t as f64 + (slot - now) as f64;
+                if let Some(p) = prev
+                    && m.iter().any(|&x| x != m[0])
+                {
+                    observed += at - p;
+                    by_mean += base * m.iter().sum::<f64>() / n as f64;
+                    by_min += base * m.iter().copied().fold(f64::INFINITY, f64::min);
+                    grants += 1;
+                }
+                prev = Some(at);
+            }
+            _ => {}
+        }
+    }
+    let rate = |span: f64| f64::from(grants) / span * 1e9;
+    assert_eq!(grants, 101);
+    assert!(
+        (rate(observed) - rate(by_mean)).abs() < 0.02 * rate(by_mean),
+        "observed {:.2}/s, rate / mean(m) {:.2}/s",
+        rate(observed),
+        rate(by_mean)
+    );
+    assert!(
+        rate(by_min) > 4.0 * rate(observed),
+        "least backed off {:.2}/s",
+        rate(by_min)
+    );
+}
+
+/// Issue 35 item 8: the divided fallback with the record's own dispatch cap (2) and its two
+/// processes paces at 2 x 7 / 3 = 4.67/s in an outage; pacesim's default cap (count - 1) keeps
+/// the whole 7/s (`outage-divided`, four processes).
+#[test]
+fn the_records_dispatch_cap_divides_an_outage_to_two_thirds_of_the_rate() {
+    let rec = summary(&load("outage-divided-record-cap.toml"));
+    let d = &rec.checks["degradation"];
+    assert!(d.passed() && d.detail.contains("47 arrivals = 4.70/s"), "{}", d.detail);
+    let dflt = summary(&load("outage-divided.toml"));
+    let d = &dflt.checks["degradation"];
+    assert!(d.passed() && d.detail.contains("70 arrivals = 7.00/s"), "{}", d.detail);
 }

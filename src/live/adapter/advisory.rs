@@ -33,6 +33,8 @@ impl LiveStore for AdvisorySql {
                     .map_err(pg_failure)?;
                 Ok(Executed::unlocked(mine, lock, at))
             }
+            // `redis_lock`'s platform cooldown: this design keeps none
+            LockOp::CoolDown { .. } | LockOp::Cooling { .. } => Ok(Executed::reply(LockReply::NotCooling)),
         }
     }
 

@@ -35,6 +35,9 @@ impl LiveStore for LockScript {
                 // The walk (the critical section) is over, whether or not the key was ours.
                 Ok(Executed::unlocked(true, lock, at))
             }
+            // The platform cooldown needs [[platforms]], which live mode refuses up front (one
+            // destination, one lock key per run): a live run never sends these. Not cooling.
+            LockOp::CoolDown { .. } | LockOp::Cooling { .. } => Ok(Executed::reply(LockReply::NotCooling)),
         }
     }
 
