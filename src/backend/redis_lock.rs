@@ -635,16 +635,7 @@ impl ProcessSide for Walker {
         // The chunk finalises: release the lock like a finished walk. (Only a walk's own
         // execution can pass its soft limit: a try that finds the lock taken ends its execution
         // at once; the task's first attempt stays as it was.)
-        self.left = 0;
-        if self.holding {
-            Step::Send(LockOp::Unlock { lock: self.platform })
-        } else if self.valve {
-            Step::Send(LockOp::Unlock {
-                lock: self.cfg.locks() + self.platform,
-            })
-        } else {
-            Step::Done
-        }
+        self.end_walk()
     }
 
     fn begin_task(&mut self, memo: TaskMemo) {

@@ -109,6 +109,15 @@ pub enum LiveError {
     Interrupted,
 }
 
+/// The directory a scenario file's relative paths start from (`[live] command`, `setup`): its
+/// own, or `.` for a bare file name.
+pub fn scenario_dir(file: &Path) -> std::path::PathBuf {
+    file.parent()
+        .map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d })
+        .unwrap_or(Path::new("."))
+        .to_path_buf()
+}
+
 /// The external worker a live command runs, if any: `--worker-cmd` (split like a shell's
 /// words, run in the current directory) wins over the scenario's `[live] command` (run in the
 /// scenario file's directory). The program must exist and be executable.
@@ -126,12 +135,7 @@ pub fn worker_command(
     let Some(argv) = sc.live.as_ref().and_then(|l| l.command.clone()) else {
         return Ok(None);
     };
-    let dir = file
-        .parent()
-        .map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d })
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
-    external::WorkerCommand::resolve(argv, Some(dir))
+    external::WorkerCommand::resolve(argv, Some(scenario_dir(file)))
         .map(Some)
         .map_err(|e| format!("{}: live.command: {e}", file.display()))
 }

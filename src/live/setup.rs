@@ -71,11 +71,7 @@ pub fn resolve(sc: &Scenario, file: &Path) -> Result<Option<Setup>, String> {
     let Some(setup) = sc.live.as_ref().and_then(|l| l.setup.clone()) else {
         return Ok(None);
     };
-    let dir = file
-        .parent()
-        .map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d })
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
+    let dir = crate::live::scenario_dir(file);
     match setup {
         LiveSetup::Command(argv) => WorkerCommand::resolve(argv, Some(dir))
             .map(|c| Some(Setup::Command(c)))
