@@ -21,7 +21,8 @@ test:
 
 # Formatting, lints and docs with warnings denied, then the tests, a team's own backend through
 # the command line (examples/fixed_window.rs's defect matrix), the out-of-tree example crate
-# (`just own-backend`), then the loom models (and their broken twins, which must be caught).
+# (`just own-backend`), the loom models (and their broken twins, which must be caught), then
+# the pip wheel in a fresh virtualenv (`just wheel-check`).
 # What CI runs (`.ci/run` calls it).
 ci:
     cargo fmt --all -- --check
