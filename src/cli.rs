@@ -6,6 +6,15 @@
 //! result (tables or JSON on stdout, errors on stderr) and chooses the exit status. No other
 //! module prints a command's result or knows an exit status (the hidden `worker` command's
 //! process aside: [`live::worker::main`] is that process's whole life).
+//!
+//! A team's own program is one call: hand your backends to [`main_with_backends`] and every
+//! command runs them beside pacesim's (`examples/own-backend/`):
+//!
+//! ```no_run
+//! // in your `main`: your BackendSpec entries (pacesim::registry), then every command
+//! let mine: Vec<pacesim::registry::BackendSpec> = Vec::new();
+//! std::process::exit(pacesim::cli::main_with_backends(mine));
+//! ```
 
 use crate::live::{self, LiveOptions, conform};
 use crate::run::{self, compare};
@@ -29,7 +38,7 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 /// Simulate and verify pacing (rate-limiting) algorithms shared by many worker processes.
 #[derive(Debug, Parser)]
 #[command(name = "pacesim", version, about, long_about = None)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -49,7 +58,7 @@ pub struct Cli {
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Simulate one scenario and check its trace.
     Run {
         /// Scenario file (sims/*.toml).
@@ -302,7 +311,7 @@ pub fn version() -> &'static str {
 }
 
 /// Run the CLI; returns the process exit status.
-pub fn main_with(cli: Cli) -> i32 {
+pub(crate) fn main_with(cli: Cli) -> i32 {
     if let Some(m) = cli.max_memory {
         run::budget::set_limit(m);
     }

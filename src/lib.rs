@@ -66,6 +66,7 @@ pub mod backend;
 pub mod budget;
 pub mod builder;
 pub mod check;
+pub mod cli;
 pub mod clock;
 pub mod dist;
 pub mod fault;
@@ -86,8 +87,6 @@ pub mod worker;
 
 // ---- pacesim's own machinery: public only for its binary, its tests and its benches (no
 // ---- stability promise; not part of the documented API) ----
-#[doc(hidden)]
-pub mod cli;
 #[doc(hidden)]
 pub mod engine;
 #[doc(hidden)]
