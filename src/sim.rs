@@ -487,7 +487,7 @@ impl<'a, B: Backend> Sim<'a, B> {
     /// One turn of the run loop: handle the event popped at `t`.
     #[inline(always)]
     fn turn(&mut self, t: Instant, ev: &Ev<B::Op, B::Reply>) {
-        self.handle(ev.clone());
+        self.handle(ev);
         // A fetch that reaches the destination at the instant it starts (no latency: the
         // default) has its place in the firing order, taken when it started. When nothing
         // pending comes before that place, which is nearly always, it is handled here,
@@ -553,8 +553,9 @@ impl<'a, B: Backend> Sim<'a, B> {
         self.engine.now().0
     }
 
-    fn handle(&mut self, ev: Ev<B::Op, B::Reply>) {
-        match ev {
+    fn handle(&mut self, ev: &Ev<B::Op, B::Reply>) {
+        // by reference: only an operation or a reply (which may own data) is cloned out
+        match *ev {
             Ev::Start { pid } => self.start_threads(pid, 0),
             Ev::Wake { pid, th, inc, timer } => {
                 if !self.current(pid, inc) || self.thread(pid, th).timer != timer {
@@ -571,7 +572,13 @@ impl<'a, B: Backend> Sim<'a, B> {
                 }
             }
             Ev::Job { pid } => self.job_arrives(pid),
-            Ev::StoreRecv { pid, th, inc, seq, op } => self.store_recv(pid, th, inc, seq, op),
+            Ev::StoreRecv {
+                pid,
+                th,
+                inc,
+                seq,
+                ref op,
+            } => self.store_recv(pid, th, inc, seq, op.clone()),
             Ev::StoreFree => {
                 if let Some(w) = self.store.release() {
                     self.serve(w);
@@ -582,8 +589,8 @@ impl<'a, B: Backend> Sim<'a, B> {
                 th,
                 inc,
                 seq,
-                reply,
-            } => self.reply(pid, th, inc, seq, reply),
+                ref reply,
+            } => self.reply(pid, th, inc, seq, reply.clone()),
             Ev::StoreRefused { pid, th, inc, seq } => self.store_error(pid, th, inc, seq, StoreErrorKind::Refused),
             Ev::Timeout { pid, th, inc, seq } => self.store_error(pid, th, inc, seq, StoreErrorKind::Timeout),
             Ev::DestRecv { pid, th, inc, platform } => self.dest_recv(pid, th, inc, platform),
