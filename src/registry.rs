@@ -266,52 +266,6 @@ pub fn spec(name: &str) -> Option<&'static BackendSpec> {
     all().find(|b| b.name == name)
 }
 
-/// A kill fault of `sc` armed at a point a backend it runs never reaches: `(fault index,
-/// message)`. Under that backend the kill would never fire and the run would pass quietly.
-/// Every backend the scenario runs counts ([`Scenario::runnable_backends`]): `run` and sweeps
-/// run `[pacer] backend`, `simulate` and `matrix` each one of `compare`.
-pub fn unreachable_kill(sc: &Scenario) -> Option<(usize, String)> {
-    let runs = sc.runnable_backends();
-    for (i, f) in sc.faults.iter().enumerate() {
-        let crate::fault::FaultSpec::Kill { point: Some(p), .. } = f else {
-            continue;
-        };
-        let missed = runs.iter().find(|b| {
-            spec(b)
-                .and_then(|s| s.ops.capabilities(s.name, sc).ok())
-                .is_some_and(|c| !c.kill_points.contains(p))
-        });
-        if let Some(b) = missed {
-            return Some((
-                i,
-                format!(
-                    "the kill can never happen: backend `{b}` never reaches `{}` (this scenario runs {})",
-                    p.name(),
-                    runs.join(", ")
-                ),
-            ));
-        }
-    }
-    None
-}
-
-/// A backend `sc` runs that runs one thread per process, and why ([`crate::backend::Threads`]).
-/// Every backend the scenario runs counts ([`Scenario::runnable_backends`]).
-pub fn single_threaded(sc: &Scenario) -> Option<(String, &'static str)> {
-    sc.runnable_backends()
-        .into_iter()
-        .find_map(|b| runs_one_thread(&b, sc).map(|why| (b, why)))
-}
-
-/// Why backend `name` runs one thread per process, if it does.
-pub fn runs_one_thread(name: &str, sc: &Scenario) -> Option<&'static str> {
-    let s = spec(name)?;
-    match s.ops.capabilities(s.name, sc).ok()?.threads {
-        crate::backend::Threads::Single(why) => Some(why),
-        _ => None,
-    }
-}
-
 /// Check the backend options of `sc` for every backend it runs: alone, each option must be
 /// one of the backend's own; with a `compare` list, each backend checks the options it uses,
 /// and an option none of them uses is an error.
@@ -488,23 +442,28 @@ impl BackendRules for Rules {
             }
         }
         validate_options(sc).map_err(|e| (format!("pacer.{}", e.field), e.message))?;
+        // what each backend the scenario runs can run, built once: `[pacer] backend` (`run`,
+        // sweeps), then the `compare` list (`simulate`, `matrix`)
+        let mut caps: Vec<(&'static str, String, Capabilities)> = Vec::new();
+        for (i, b) in std::iter::once(&sc.pacer.backend)
+            .chain(sc.pacer.compare.iter())
+            .enumerate()
+        {
+            let s = spec(b).expect("known: checked above");
+            let c = s
+                .ops
+                .capabilities(s.name, sc)
+                .map_err(|e| (format!("pacer.{}", e.field), e.message))?;
+            caps.push((field(i), b.clone(), c));
+        }
         let able = |what: fn(&Capabilities) -> bool| -> Vec<&'static str> {
             all()
                 .filter(|s| s.ops.capabilities(s.name, sc).is_ok_and(|c| what(&c)))
                 .map(|s| s.name)
                 .collect()
         };
-        let unable = |what: fn(&Capabilities) -> bool| {
-            std::iter::once(&sc.pacer.backend)
-                .chain(sc.pacer.compare.iter())
-                .enumerate()
-                .find(|(_, b)| {
-                    spec(b)
-                        .and_then(|s| s.ops.capabilities(s.name, sc).ok())
-                        .is_some_and(|c| !what(&c))
-                })
-                .map(|(i, b)| (field(i), b.clone()))
-        };
+        let unable =
+            |what: fn(&Capabilities) -> bool| caps.iter().find(|(_, _, c)| !what(c)).map(|(f, b, _)| (*f, b.clone()));
         if !sc.platforms.is_empty()
             && let Some((f, b)) = unable(|c| c.platforms)
         {
@@ -518,15 +477,32 @@ impl BackendRules for Rules {
             ));
         }
         if sc.processes.threads > 1
-            && let Some((b, why)) = single_threaded(sc)
+            && let Some((b, why)) = caps.iter().find_map(|(_, b, c)| match c.threads {
+                crate::backend::Threads::Single(why) => Some((b, why)),
+                _ => None,
+            })
         {
             return Err((
                 "processes.threads".into(),
                 format!("backend `{b}` runs one thread per process: {why}"),
             ));
         }
-        if let Some((i, m)) = unreachable_kill(sc) {
-            return Err((format!("faults[{i}].point"), m));
+        // a kill armed at a point a backend it runs never reaches would never fire, and the run
+        // would pass quietly
+        for (i, f) in sc.faults.iter().enumerate() {
+            let crate::fault::FaultSpec::Kill { point: Some(p), .. } = f else {
+                continue;
+            };
+            if let Some((_, b, _)) = caps.iter().find(|(_, _, c)| !c.kill_points.contains(p)) {
+                return Err((
+                    format!("faults[{i}].point"),
+                    format!(
+                        "the kill can never happen: backend `{b}` never reaches `{}` (this scenario runs {})",
+                        p.name(),
+                        sc.runnable_backends().join(", ")
+                    ),
+                ));
+            }
         }
         if sc.jobs.is_some()
             && let Some((f, b)) = unable(|c| c.jobs)

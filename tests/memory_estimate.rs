@@ -3,6 +3,10 @@
 //! counts the memory of the process that spawned it at the spawn, which in a busy test binary
 //! would be other tests' (these spawn from a process of a few MiB).
 
+#[path = "suite/common/mod.rs"]
+mod common;
+
+use common::run_measured;
 use pacesim::scenario::Scenario;
 use std::path::{Path, PathBuf};
 
@@ -15,34 +19,6 @@ fn tmp(name: &str) -> PathBuf {
 
 fn sim(name: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
-}
-
-/// Run `pacesim ARGS` under a wall-clock watchdog far above what a near-linear run takes
-/// (`--max-wall`: exit 2, "still running"), and report its exit code and peak resident
-/// memory, measured by the kernel for this child alone (`wait4`).
-fn run_measured(args: &[&str]) -> (i32, String, u64) {
-    use std::os::unix::process::ExitStatusExt;
-    #[allow(clippy::zombie_processes)] // reaped by `wait4` below, which also reads its usage
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut stderr = child.stderr.unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value to overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our child, not yet waited for (std's handle was consumed above
-    // without waiting); `status` and `usage` are valid for writes.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4");
-    let code = std::process::ExitStatus::from_raw(status).code().unwrap_or(-1);
-    (code, err, usage.ru_maxrss as u64 * 1024)
 }
 
 /// Peak resident memory, measured by the kernel for each run, never exceeds the guard's

@@ -295,8 +295,8 @@ pub trait Backend: Send + Sync + 'static {
     fn facts(&self) -> Facts;
     /// Its other options in force, for people: a JSON object (its storage, clock source,
     /// intervals, ...) written into the trace header's `backend_detail` beside its
-    /// [`facts`](Backend::facts). Nothing judges by it; a key the checkers read (one of
-    /// [`crate::trace::Detail::TYPED_KEYS`]) is refused: state it as a fact.
+    /// [`facts`](Backend::facts). Nothing judges by it; a key the checkers read (a
+    /// typed field of [`crate::trace::Detail`]) is refused: state it as a fact.
     fn detail(&self) -> serde_json::Value;
     /// A fresh process side for process `pid` (at start and on every restart).
     fn process(&self, pid: u32) -> Self::Process;

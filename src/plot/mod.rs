@@ -388,15 +388,24 @@ pub fn draw_faults<DB: DrawingBackend>(
     // overlapping windows' names do not overprint
     let xr = chart.x_range();
     let near = (xr.end - xr.start).abs() * 0.12;
+    // a window shorter than three pixels (a 2 s hiccup in an hour) is drawn three pixels wide
+    // from its start, and darker, so that it shows where it is and not only its label
+    let px = chart.plotting_area().dim_in_pixel().0.max(1) as f64;
+    let narrow = 3.0 * (xr.end - xr.start).abs() / px;
     let mut starts: Vec<f64> = Vec::new();
     for (kind, s, e) in bands {
         let row = starts.iter().filter(|p| (*s - **p).abs() < near).count();
         starts.push(*s);
         let label_y = y1 - (y1 - y0) * 0.05 * row as f64;
         if e > s {
+            let (e, alpha) = if e - s < narrow {
+                (s + narrow, FAULT_ALPHA * 3.0)
+            } else {
+                (*e, FAULT_ALPHA)
+            };
             chart.draw_series(std::iter::once(Rectangle::new(
-                [(*s, y0), (*e, y1)],
-                FAULT_GREY.mix(FAULT_ALPHA).filled(),
+                [(*s, y0), (e, y1)],
+                FAULT_GREY.mix(alpha).filled(),
             )))?;
         } else {
             chart.draw_series(std::iter::once(PathElement::new(

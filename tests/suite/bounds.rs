@@ -4,7 +4,7 @@
 //! cannot represent are refused with file, line and field.
 
 use crate::common;
-use common::pacesim;
+use common::{pacesim, run_measured};
 use pacesim::builder::{SimBuilder, SimError};
 use pacesim::registry::Configure;
 use pacesim::scenario::{FOUR_LIMITERS, Scenario};
@@ -283,34 +283,6 @@ fn i07_a_huge_rate_is_refused_before_it_runs() {
     assert!(e.contains("pacer.rate: the run would schedule about"), "{e}");
     let sc = Scenario::parse("s.toml", &src.replace("count = 4", "count = 4\nrequests = 1000")).unwrap();
     pacesim::run::budget::check(&sc, 1).unwrap();
-}
-
-/// Run `pacesim ARGS` under a wall-clock watchdog far above what a near-linear run takes
-/// (`--max-wall`: exit 2, "still running"), and report its exit code and peak resident
-/// memory, measured by the kernel for this child alone (`wait4`).
-fn run_measured(args: &[&str]) -> (i32, String, u64) {
-    use std::os::unix::process::ExitStatusExt;
-    #[allow(clippy::zombie_processes)] // reaped by `wait4` below, which also reads its usage
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut stderr = child.stderr.unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value to overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our child, not yet waited for (std's handle was consumed above
-    // without waiting); `status` and `usage` are valid for writes.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4");
-    let code = std::process::ExitStatus::from_raw(status).code().unwrap_or(-1);
-    (code, err, usage.ru_maxrss as u64 * 1024)
 }
 
 #[test]

@@ -36,3 +36,32 @@ pub fn pacesim_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String)
         String::from_utf8_lossy(&out.stderr).into(),
     )
 }
+
+/// Run `pacesim ARGS` under a wall-clock watchdog far above what a near-linear run takes
+/// (`--max-wall`: exit 2, "still running"), and report its exit code and peak resident
+/// memory, measured by the kernel for this child alone (`wait4`).
+#[allow(dead_code)] // not every test binary that shares this module uses it
+pub fn run_measured(args: &[&str]) -> (i32, String, u64) {
+    use std::os::unix::process::ExitStatusExt;
+    #[allow(clippy::zombie_processes)] // reaped by `wait4` below, which also reads its usage
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut stderr = child.stderr.unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut err).unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child, not yet waited for (std's handle was consumed above
+    // without waiting); `status` and `usage` are valid for writes.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4");
+    let code = std::process::ExitStatus::from_raw(status).code().unwrap_or(-1);
+    (code, err, usage.ru_maxrss as u64 * 1024)
+}
