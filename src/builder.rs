@@ -49,6 +49,8 @@ pub enum SimError {
 #[derive(Clone, Debug)]
 pub struct SimBuilder {
     scenario: Scenario,
+    // the run's choice source ([`crate::choice`]), if it has one
+    source: Option<crate::choice::Source>,
 }
 
 /// What a run produced: the trace and the checkers' verdicts over it.
@@ -70,7 +72,14 @@ impl SimBuilder {
     /// backend value can run (threads, kill points, platforms, jobs) is checked here, when the
     /// run starts ([`SimBuilder::check`]).
     pub fn new(scenario: Scenario) -> SimBuilder {
-        SimBuilder { scenario }
+        SimBuilder { scenario, source: None }
+    }
+
+    /// Tie every random stream of the run to `source` ([`crate::choice`]): its decisions are
+    /// recorded, replayed, or an explorer's.
+    pub fn source(mut self, source: crate::choice::Source) -> SimBuilder {
+        self.source = Some(source);
+        self
     }
 
     /// Use this seed instead of the scenario's.
@@ -170,7 +179,7 @@ impl SimBuilder {
             map.insert("process_side".into(), side.into());
         }
         out.header(&header_with(sc, backend.name(), detail, "sim"));
-        Ok(Sim::new(sc, backend, out).run()?)
+        Ok(Sim::with_source(sc, backend, out, self.source.clone()).run()?)
     }
 
     /// Run with `backend`: the trace and the checkers' verdicts.

@@ -79,6 +79,116 @@ pub(crate) enum Command {
         /// failure's message the checker's witness (with the command that reproduces it).
         #[arg(long)]
         junit: Option<PathBuf>,
+        /// Replay the decisions in this choice file (an `explore` counterexample's
+        /// `.choices.json`, or a `--record-choices` file) instead of drawing them.
+        #[arg(long, value_name = "CHOICES", conflicts_with = "record_choices")]
+        choices: Option<PathBuf>,
+        /// Write the run's decisions (every random word, in order) to this choice file.
+        #[arg(long, value_name = "CHOICES")]
+        record_choices: Option<PathBuf>,
+    },
+    /// Search a scenario's schedules instead of sampling them: every latency draw, the order
+    /// of operations reaching the store at one instant, and kills at the backend's kill points
+    /// become choices, walked exhaustively (depth first, states already seen pruned) or by
+    /// PCT, random or coverage-guided runs. Every checker judges every schedule; the first
+    /// violation is shrunk and, with --out, written as a runnable case. Exit 0: no violation;
+    /// 1: a violation; 2: bad input.
+    Explore {
+        /// Scenario file (sims/*.toml).
+        file: PathBuf,
+        /// Override the scenario's backend.
+        #[arg(long)]
+        backend: Option<String>,
+        /// Override the scenario's seed (the draws that are not choices).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// exhaustive, pct, random or coverage.
+        #[arg(long, default_value = "exhaustive")]
+        strategy: String,
+        /// pct: the bug depth its bound is stated for.
+        #[arg(long, default_value_t = 3)]
+        depth: u32,
+        /// Run this many processes instead of the scenario's.
+        #[arg(long)]
+        processes: Option<u32>,
+        /// Each process makes this many requests instead of the scenario's.
+        #[arg(long)]
+        requests: Option<u64>,
+        /// The quantiles a varied distribution's draw chooses among.
+        #[arg(long, default_value = "0.01,0.5,0.99")]
+        values: String,
+        /// The distributions whose draws are choices (the others are held at their medians):
+        /// store.latency, store.service, store.commit, processes.think, processes.start,
+        /// fetch.duration, destination.latency; `none` for none.
+        #[arg(long, default_value = "store.latency,store.service")]
+        vary: String,
+        /// At most this many kills, each at any of the backend's kill points.
+        #[arg(long, default_value_t = 0)]
+        kills: u32,
+        /// The kill points a kill may fire at (default: every point the backend reaches).
+        #[arg(long)]
+        kill_points: Option<String>,
+        /// A killed process restarts after this long (`never`: it stays dead).
+        #[arg(long, default_value = "1s")]
+        restart_after: String,
+        /// Which network hops are choices: `permission` (the hops to the store of operations
+        /// that ask for permission or complete such a request: where processes race), `sent`
+        /// (every hop to the store) or `all` (both ways); the others take their medians.
+        #[arg(long, default_value = "permission")]
+        hops: String,
+        /// The most operations reaching the store at one instant whose order is a choice.
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=8))]
+        order_width: u32,
+        /// Stop after this many schedules (default: 1000000 exhaustive, 10000 otherwise).
+        #[arg(long)]
+        schedules: Option<u64>,
+        /// Stop after this long (e.g. 60s).
+        #[arg(long, value_parser = crate::time::parse_duration)]
+        time: Option<crate::time::Nanos>,
+        /// The explorer's own seed (pct, random, coverage).
+        #[arg(long, default_value_t = 0)]
+        search_seed: u64,
+        /// Explore only slice i of n of the tree (exhaustive), or with seeds of its own
+        /// (others); merge the shards' reports with `explore-merge`. Without it, the shard
+        /// comes from the scheduler as for `sweep` (JOB_COMPLETION_INDEX with --shards,
+        /// SLURM_ARRAY_TASK_ID).
+        #[arg(long)]
+        shard: Option<String>,
+        /// The shard count when the index comes from the scheduler.
+        #[arg(long)]
+        shards: Option<u64>,
+        /// Judge every schedule in full, even at states already seen.
+        #[arg(long)]
+        no_prune: bool,
+        /// Report the violation as found, unshrunk.
+        #[arg(long)]
+        no_shrink: bool,
+        /// Only these checks count as violations (comma-separated; default: all).
+        #[arg(long)]
+        checks: Option<String>,
+        /// Write the report (JSON, Markdown) and any counterexample (scenario, choices, trace,
+        /// rate plot) here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Also write JUnit XML here: one test case, failing with the violation.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+    },
+    /// Combine the reports (`<stem>.json`) of `explore --shard` runs into one verdict with
+    /// summed counts.
+    ExploreMerge {
+        /// The shards' report files.
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// Print the merged report as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Write the merged report here (a directory, as `explore --out`).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Run the checkers on a trace file (from `run --trace` or a live run).
     Check {
@@ -340,7 +450,19 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
             trace,
             json,
             junit,
-        } => match run::one(&file, seed, backend.as_deref(), trace.as_deref()) {
+            choices,
+            record_choices,
+        } => match run::one_with(
+            &file,
+            seed,
+            backend.as_deref(),
+            trace.as_deref(),
+            match (&choices, &record_choices) {
+                (Some(c), _) => run::Choices::Replay(c),
+                (None, Some(r)) => run::Choices::Record(r),
+                (None, None) => run::Choices::Seeded,
+            },
+        ) {
             Ok(s) => {
                 if let Some(j) = &junit
                     && let Err(e) = junit::write(j, &junit::from_summaries([(file.as_path(), &s)]))
@@ -352,6 +474,65 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
             }
             Err(e) => run_error(e),
         },
+        Command::Explore {
+            file,
+            backend,
+            seed,
+            strategy,
+            depth,
+            processes,
+            requests,
+            values,
+            vary,
+            kills,
+            kill_points,
+            restart_after,
+            hops,
+            order_width,
+            schedules,
+            time,
+            search_seed,
+            shard,
+            shards,
+            no_prune,
+            no_shrink,
+            checks,
+            out,
+            json,
+            junit,
+        } => {
+            let args = ExploreArgs {
+                strategy,
+                depth,
+                processes,
+                requests,
+                values,
+                vary,
+                kills,
+                kill_points,
+                restart_after,
+                hops,
+                order_width,
+                schedules,
+                time,
+                search_seed,
+                shard,
+                shards,
+                no_prune,
+                no_shrink,
+                checks,
+            };
+            explore(
+                &file,
+                backend.as_deref(),
+                seed,
+                args,
+                out.as_deref(),
+                json,
+                junit.as_deref(),
+            )
+        }
+        Command::ExploreMerge { reports, json, out } => explore_merge(&reports, json, out.as_deref()),
         Command::Check { trace, rate, json } => summary_status(run::check(&trace, rate), json, require_judged),
         Command::Simulate {
             files,
@@ -521,6 +702,227 @@ fn failed(msg: impl Display) -> i32 {
 /// ([`run::RunError::is_failed_run`]), else [`EXIT_BAD_INPUT`].
 pub fn run_error_status(e: &run::RunError) -> i32 {
     if e.is_failed_run() { EXIT_FAIL } else { EXIT_BAD_INPUT }
+}
+
+/// `explore`'s options as given on the command line.
+struct ExploreArgs {
+    strategy: String,
+    depth: u32,
+    processes: Option<u32>,
+    requests: Option<u64>,
+    values: String,
+    vary: String,
+    kills: u32,
+    kill_points: Option<String>,
+    restart_after: String,
+    hops: String,
+    order_width: u32,
+    schedules: Option<u64>,
+    time: Option<crate::time::Nanos>,
+    search_seed: u64,
+    shard: Option<String>,
+    shards: Option<u64>,
+    no_prune: bool,
+    no_shrink: bool,
+    checks: Option<String>,
+}
+
+impl ExploreArgs {
+    /// The explorer's options, or what is wrong with them.
+    fn options(self) -> Result<crate::explore::Options, String> {
+        use crate::explore::{Method, Options, Site};
+        let method = match self.strategy.as_str() {
+            "exhaustive" => Method::Exhaustive,
+            "pct" => Method::Pct { depth: self.depth },
+            "random" => Method::Random,
+            "coverage" => Method::Coverage,
+            other => {
+                return Err(format!(
+                    "--strategy: `{other}` is not one of exhaustive, pct, random, coverage"
+                ));
+            }
+        };
+        let list = |s: &str| -> Vec<String> {
+            s.split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(String::from)
+                .collect()
+        };
+        let quantiles = list(&self.values)
+            .iter()
+            .map(|v| match v.parse::<f64>() {
+                Ok(q) if q > 0.0 && q < 1.0 => Ok(q),
+                _ => Err(format!("--values: `{v}` is not a quantile strictly between 0 and 1")),
+            })
+            .collect::<Result<Vec<f64>, String>>()?;
+        if quantiles.is_empty() {
+            return Err("--values: give at least one quantile".into());
+        }
+        let vary = if self.vary.trim() == "none" {
+            Vec::new()
+        } else {
+            list(&self.vary)
+                .iter()
+                .map(|v| {
+                    Site::parse(v).ok_or_else(|| {
+                        let all: Vec<&str> = Site::ALL.iter().map(|s| s.name()).collect();
+                        format!("--vary: `{v}` is not one of {}", all.join(", "))
+                    })
+                })
+                .collect::<Result<Vec<Site>, String>>()?
+        };
+        let restart_after = match self.restart_after.trim() {
+            "never" => None,
+            d => Some(
+                crate::time::parse_duration(d)
+                    .map_err(|e| format!("--restart-after: {e}"))?
+                    .0,
+            ),
+        };
+        let shard = crate::sweep::Shard::resolve(self.shard.as_deref(), self.shards, &|k| std::env::var(k).ok())
+            .map_err(|e| e.to_string())?
+            .map(|(s, _)| (s.index, s.count));
+        let sampled = method != Method::Exhaustive;
+        Ok(Options {
+            method,
+            processes: self.processes,
+            requests: self.requests,
+            vary,
+            bounds: crate::choice::Bounds {
+                quantiles,
+                kills: self.kills,
+                kill_points: self.kill_points.as_deref().map(list).unwrap_or_default(),
+                restart_after,
+                order_width: self.order_width,
+                hops: match self.hops.as_str() {
+                    "permission" => crate::choice::Hops::Permission,
+                    "sent" => crate::choice::Hops::Sent,
+                    "all" => crate::choice::Hops::All,
+                    other => return Err(format!("--hops: `{other}` is not one of permission, sent, all")),
+                },
+            },
+            schedules: Some(self.schedules.unwrap_or(if sampled { 10_000 } else { 1_000_000 })),
+            time: self.time.map(|t| std::time::Duration::from_nanos(t.0)),
+            // (each shard of a sampled search its own seeds)
+            seed: self.search_seed ^ shard.map_or(0, |s| crate::rng::mix64(s.0 + 1)),
+            shard,
+            prune: !self.no_prune,
+            checks: self.checks.as_deref().map(list).unwrap_or_default(),
+            shrink: !self.no_shrink,
+        })
+    }
+}
+
+/// `pacesim explore`.
+fn explore(
+    file: &Path,
+    backend: Option<&str>,
+    seed: Option<u64>,
+    args: ExploreArgs,
+    out: Option<&Path>,
+    json: bool,
+    junit: Option<&Path>,
+) -> i32 {
+    let opts = match args.options() {
+        Ok(o) => o,
+        Err(e) => return bad(e),
+    };
+    let show = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut progress = |p: &crate::explore::Progress| {
+        if show {
+            eprint!(
+                "\rexplore: {} schedules, {} states, {} pruned, depth {}, {:.0}/s   ",
+                p.schedules,
+                p.states,
+                p.pruned,
+                p.depth,
+                p.schedules as f64 / p.seconds.max(1e-9)
+            );
+        }
+    };
+    let (report, _) = match crate::explore::from_file(file, backend, seed, &opts, &mut progress) {
+        Ok(r) => r,
+        Err(e) => return bad(e),
+    };
+    if show {
+        eprint!("\r\x1b[K");
+    }
+    explore_outputs(&report, json, out, junit)
+}
+
+/// Print an exploration's report (and write its files); its exit status.
+fn explore_outputs(report: &crate::explore::Report, json: bool, out: Option<&Path>, junit: Option<&Path>) -> i32 {
+    if let Some(dir) = out {
+        match crate::explore::write(dir, report) {
+            Ok(files) => {
+                for f in files {
+                    eprintln!("wrote {}", f.display());
+                }
+            }
+            Err(e) => return bad(e),
+        }
+    }
+    if let Some(j) = junit {
+        let stem = crate::explore::stem(report);
+        let case = junit::Case {
+            scenario: format!("explore {}", report.scenario),
+            backend: report.backend.clone(),
+            property: format!("explore ({})", report.method.name()),
+            outcome: match &report.counterexample {
+                Some(c) => junit::CaseOutcome::Fail {
+                    witness: format!("{}: {}", c.violation.check, c.violation.detail),
+                    reproduce: format!(
+                        "{} run {stem}.case.toml --choices {stem}.choices.json (files written by explore --out)",
+                        crate::summary::program()
+                    ),
+                },
+                None => junit::CaseOutcome::Pass,
+            },
+        };
+        if let Err(e) = junit::write(j, &[case]) {
+            return bad(format!("{}: {e}", j.display()));
+        }
+    }
+    if json {
+        match serde_json::to_string(report) {
+            Ok(s) => println!("{s}"),
+            Err(e) => return bad(e),
+        }
+    } else {
+        print!("{}", crate::explore::markdown(report));
+    }
+    if report.counterexample.is_some() {
+        EXIT_FAIL
+    } else {
+        EXIT_PASS
+    }
+}
+
+/// `pacesim explore-merge`.
+fn explore_merge(files: &[PathBuf], json: bool, out: Option<&Path>) -> i32 {
+    let mut reports = Vec::new();
+    for f in files {
+        let text = match std::fs::read_to_string(f) {
+            Ok(t) => t,
+            Err(e) => return bad(format!("{}: {e}", f.display())),
+        };
+        match serde_json::from_str::<crate::explore::Report>(&text) {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                return bad(format!(
+                    "{}:{}:{}: not an explore report: {e}",
+                    f.display(),
+                    e.line(),
+                    e.column()
+                ));
+            }
+        }
+    }
+    match crate::explore::merge(&reports) {
+        Ok(m) => explore_outputs(&m, json, out, None),
+        Err(e) => bad(e),
+    }
 }
 
 /// Print a `run` or `check` error (and, for a run that did not finish, the command that

@@ -123,9 +123,46 @@ impl Dist {
     pub fn sample(&self, rng: &mut Rng) -> Nanos {
         match *self {
             Dist::Constant { value } => value,
+            _ if rng.source().is_some() => self.sample_tied(rng),
             Dist::Lognormal { median, sigma } => lognormal(median, sigma, rng),
             _ => self.sample_other(rng),
         }
+    }
+
+    /// A draw from a stream tied to a choice source: steered, the quantile the explorer
+    /// chooses; else (recorded or replayed) the ordinary draw.
+    #[cold]
+    fn sample_tied(&self, rng: &mut Rng) -> Nanos {
+        match rng.source().and_then(|s| s.value(rng.pid())) {
+            Some((q, z)) => self.quantile(q, z),
+            None => match *self {
+                Dist::Lognormal { median, sigma } => lognormal(median, sigma, rng),
+                _ => self.sample_other(rng),
+            },
+        }
+    }
+
+    /// The value at quantile `q` (`z`: the standard normal's quantile at `q`, which a
+    /// log-normal reads).
+    pub fn quantile(&self, q: f64, z: f64) -> Nanos {
+        let ns = |v: f64| {
+            Nanos(if v >= MAX_DRAW as f64 {
+                MAX_DRAW
+            } else {
+                round_non_negative(v.max(0.0))
+            })
+        };
+        match *self {
+            Dist::Constant { value } => value,
+            Dist::Uniform { low, high } => ns(low.0 as f64 + q * (high.0 - low.0) as f64),
+            Dist::Exponential { mean } => ns(-(mean.0 as f64) * (1.0 - q).ln()),
+            Dist::Lognormal { median, sigma } => ns(median.0 as f64 * exp(sigma * z)),
+        }
+    }
+
+    /// The median: what a distribution an explorer does not vary is held at.
+    pub fn median(&self) -> Nanos {
+        self.quantile(0.5, 0.0)
     }
 
     /// [`Dist::sample`] for the kinds drawn rarely in hot paths.

@@ -32,7 +32,17 @@ pub trait Ops: Sync {
     fn detail(&self, name: &str, sc: &Scenario) -> Result<serde_json::Value, OptionError>;
     /// Simulate `sc` with it, streaming the trace (header first) into `out`: fails on options
     /// it cannot run, or when the run stops making progress.
-    fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::builder::SimError>;
+    fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::builder::SimError> {
+        self.simulate_from(name, sc, None, out)
+    }
+    /// [`Ops::simulate`], every random stream tied to `source` ([`crate::choice`]) if given.
+    fn simulate_from(
+        &self,
+        name: &str,
+        sc: &Scenario,
+        source: Option<&crate::choice::Source>,
+        out: &mut dyn Sink,
+    ) -> Result<Outcome, crate::builder::SimError>;
     /// What it can run with `sc`'s options: kill points, threads, platforms, jobs.
     fn capabilities(&self, name: &str, sc: &Scenario) -> Result<Capabilities, OptionError>;
 }
@@ -91,10 +101,20 @@ impl<O: Configure> Ops for OpsOf<O> {
     fn capabilities(&self, name: &str, sc: &Scenario) -> Result<Capabilities, OptionError> {
         Ok(Capabilities::of(&self.build(name, sc, false)?))
     }
-    fn simulate(&self, name: &str, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::builder::SimError> {
+    fn simulate_from(
+        &self,
+        name: &str,
+        sc: &Scenario,
+        source: Option<&crate::choice::Source>,
+        out: &mut dyn Sink,
+    ) -> Result<Outcome, crate::builder::SimError> {
         let b = self.build(name, sc, false)?;
         // the callers ([`BackendSpec::simulate`], the command line) check the budget first
-        crate::builder::SimBuilder::new(sc.clone()).run_into_unbudgeted(b, out)
+        let mut builder = crate::builder::SimBuilder::new(sc.clone());
+        if let Some(s) = source {
+            builder = builder.source(s.clone());
+        }
+        builder.run_into_unbudgeted(b, out)
     }
 }
 
@@ -140,6 +160,17 @@ impl BackendSpec {
     pub fn simulate(&self, sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::builder::SimError> {
         crate::budget::check(sc, 1)?;
         self.ops.simulate(self.name, sc, out)
+    }
+    /// [`BackendSpec::simulate`], every random stream of the run tied to `source`
+    /// ([`crate::choice`]): recorded, replayed, or an explorer's.
+    pub fn simulate_from(
+        &self,
+        sc: &Scenario,
+        source: &crate::choice::Source,
+        out: &mut dyn Sink,
+    ) -> Result<Outcome, crate::builder::SimError> {
+        crate::budget::check(sc, 1)?;
+        self.ops.simulate_from(self.name, sc, Some(source), out)
     }
     /// The `[pacer]` options it reads.
     pub fn option_names(&self) -> &'static [&'static str] {
@@ -336,8 +367,22 @@ pub fn header(sc: &Scenario, source: &str) -> crate::trace::Header {
 /// The run stopped making progress ([`crate::sim::NoProgress`]): its trace ends where it
 /// stopped.
 pub fn run(sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::sim::NoProgress> {
+    run_from(sc, None, out)
+}
+
+/// [`run`], every random stream tied to `source` if given ([`crate::choice`]: recorded,
+/// replayed, or an explorer's).
+///
+/// # Panics
+///
+/// As [`run`].
+pub fn run_from(
+    sc: &Scenario,
+    source: Option<&crate::choice::Source>,
+    out: &mut dyn Sink,
+) -> Result<Outcome, crate::sim::NoProgress> {
     let spec = named(sc);
-    match spec.ops.simulate(spec.name, sc, out) {
+    match spec.ops.simulate_from(spec.name, sc, source, out) {
         Ok(o) => Ok(o),
         Err(crate::builder::SimError::NoProgress(e)) => Err(e),
         Err(e @ (crate::builder::SimError::Refused(_) | crate::builder::SimError::Budget(_))) => {
@@ -357,7 +402,21 @@ pub fn simulate(
     trace: Option<Box<dyn std::io::Write + Send>>,
     extra: Option<&mut dyn Sink>,
 ) -> Result<crate::summary::Summary, crate::summary::SimulateError> {
-    crate::summary::simulate_with(|out: &mut dyn Sink| run(sc, out).map(drop), trace, extra)
+    simulate_from(sc, None, trace, extra)
+}
+
+/// [`simulate`], every random stream tied to `source` if given ([`crate::choice`]).
+///
+/// # Errors
+///
+/// As [`simulate`].
+pub fn simulate_from(
+    sc: &Scenario,
+    source: Option<&crate::choice::Source>,
+    trace: Option<Box<dyn std::io::Write + Send>>,
+    extra: Option<&mut dyn Sink>,
+) -> Result<crate::summary::Summary, crate::summary::SimulateError> {
+    crate::summary::simulate_with(|out: &mut dyn Sink| run_from(sc, source, out).map(drop), trace, extra)
 }
 
 /// [`simulate`] without the trace hash (`"-"`): for benchmarks and scale runs only

@@ -5,9 +5,87 @@
 //! is derived from the scenario seed and the entity's identity alone, so adding a process does
 //! not change any other entity's draws, and a rerun with the same seed replays exactly.
 //! The generator is PCG-64 (MCG variant) from `rand_pcg`, which is portable and value-stable.
+//!
+//! A stream may be tied to a run's choice source ([`crate::choice`]): its words are then
+//! recorded or replayed, and its draws from distributions become an explorer's choices.
 
+use crate::choice::Source;
 use rand::SeedableRng;
-pub use rand_pcg::Pcg64Mcg as Rng;
+use rand_pcg::Pcg64Mcg;
+
+/// A seeded random stream (PCG-64, MCG variant), optionally tied to a choice source.
+#[derive(Clone)]
+pub struct Rng {
+    pcg: Pcg64Mcg,
+    // invariant: `None` in every ordinary run (the draws are the generator's, nothing else)
+    source: Option<Source>,
+    // the process whose stream this is, if a process's (what an explorer's strategy sees)
+    pid: Option<u32>,
+}
+
+/// The generator's state only: where the stream is (what tells two worlds apart), not the
+/// source it is tied to.
+impl std::fmt::Debug for Rng {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.pcg.fmt(f)
+    }
+}
+
+impl Rng {
+    /// A stream from a 16-byte seed, tied to no source.
+    pub fn from_seed(seed: [u8; 16]) -> Rng {
+        Rng {
+            pcg: Pcg64Mcg::from_seed(seed),
+            source: None,
+            pid: None,
+        }
+    }
+
+    /// The same stream, its decisions made or kept by `source`, drawn for process `pid` (if
+    /// a process's).
+    pub fn tied(mut self, source: Option<&Source>, pid: Option<u32>) -> Rng {
+        self.source = source.cloned();
+        self.pid = pid;
+        self
+    }
+
+    /// The source this stream is tied to, if any.
+    #[inline(always)]
+    pub fn source(&self) -> Option<&Source> {
+        self.source.as_ref()
+    }
+
+    /// The process whose stream this is, if a process's.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+}
+
+impl rand::TryRng for Rng {
+    type Error = std::convert::Infallible;
+
+    #[inline(always)]
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        // (the low half, as PCG's own `next_u32`: every draw is what it was)
+        Ok(rand::TryRng::try_next_u64(self)? as u32)
+    }
+
+    #[inline(always)]
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        use rand::Rng as _;
+        Ok(match &self.source {
+            None => self.pcg.next_u64(),
+            Some(s) => {
+                let pcg = &mut self.pcg;
+                s.word(|| pcg.next_u64())
+            }
+        })
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        rand::rand_core::utils::fill_bytes_via_next_word(dst, || rand::TryRng::try_next_u64(self))
+    }
+}
 
 /// Who owns a random stream.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -85,6 +163,21 @@ pub fn stream(seed: u64, entity: Entity) -> Rng {
     bytes[..8].copy_from_slice(&a.to_le_bytes());
     bytes[8..].copy_from_slice(&b.to_le_bytes());
     Rng::from_seed(bytes)
+}
+
+/// [`stream`], tied to a run's choice source (if it has one).
+pub fn stream_in(seed: u64, entity: Entity, source: Option<&Source>) -> Rng {
+    let r = stream(seed, entity);
+    match source {
+        None => r,
+        Some(s) => {
+            let pid = match entity {
+                Entity::Process { pid, .. } | Entity::Thread { pid, .. } | Entity::Arrivals(pid) => Some(pid),
+                _ => None,
+            };
+            r.tied(Some(s), pid)
+        }
+    }
 }
 
 #[cfg(test)]

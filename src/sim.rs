@@ -10,7 +10,8 @@
 //! Most callers go through [`crate::builder::SimBuilder`] (any backend value) or [`crate::registry::run`] (the
 //! backend the scenario names).
 
-use crate::backend::{Backend, ProcessSide, Session, StoreCx, StoreSide, Threads};
+use crate::backend::{Backend, ProcessSide, Session, StoreCx, StoreOp, StoreSide, Threads};
+use crate::choice::{Hops, Source};
 use crate::destination::Destination;
 use crate::engine::{Engine, Lane};
 use crate::fault::{FaultSpec, OutageMode};
@@ -157,6 +158,9 @@ pub struct Outcome {
     /// The most events handled in a row at one virtual instant (what [`progress_bound`] is
     /// held against).
     pub same_instant_peak: u64,
+    /// An explorer's run stopped at a state an earlier run reached ([`crate::choice`]): the
+    /// trace stops there, without its `end` event.
+    pub pruned: bool,
 }
 
 /// A run stopped making progress: virtual time stood still at `at` while `events` engine
@@ -280,6 +284,8 @@ pub struct Sim<'a, B: Backend> {
     lock_free: Option<(Instant, u64)>,
     // `[jobs]`: the broker, the sources and their events (None: processes loop on their own).
     tasks: Option<Tasks>,
+    // the run's choice source, if it has one (`crate::choice`): every stream is tied to it
+    source: Option<Source>,
 }
 
 impl<B: Backend> std::fmt::Debug for Sim<'_, B> {
@@ -301,7 +307,18 @@ impl<'a, B: Backend> Sim<'a, B> {
     /// ([`Threads::Single`]; every route refuses that first: a scenario when it is read,
     /// `--backend` and sweep points when they are validated, `SimBuilder` in its `check`).
     pub fn new(sc: &'a Scenario, backend: B, out: &'a mut dyn Sink) -> Sim<'a, B> {
+        Sim::with_source(sc, backend, out, None)
+    }
+
+    /// [`Sim::new`], every random stream of the run tied to `source` ([`crate::choice`]):
+    /// recorded, replayed or steered.
+    ///
+    /// # Panics
+    ///
+    /// As [`Sim::new`].
+    pub fn with_source(sc: &'a Scenario, backend: B, out: &'a mut dyn Sink, source: Option<Source>) -> Sim<'a, B> {
         let n = sc.processes.count;
+        let src = source.as_ref();
         let threads = sc.processes.threads.max(1);
         let sharing = if threads == 1 {
             Threads::PerThread
@@ -315,9 +332,9 @@ impl<'a, B: Backend> Sim<'a, B> {
                 t => t,
             }
         };
-        let fault_rng = rng::stream(sc.seed, Entity::Faults);
-        let store = Store::new(&sc.store, rng::stream(sc.seed, Entity::Store));
-        let dest = Destination::new(&sc.destination, rng::stream(sc.seed, Entity::Destination))
+        let fault_rng = rng::stream_in(sc.seed, Entity::Faults, src);
+        let store = Store::new(&sc.store, rng::stream_in(sc.seed, Entity::Store, src));
+        let dest = Destination::new(&sc.destination, rng::stream_in(sc.seed, Entity::Destination, src))
             .with_throttles(crate::fault::throttles(&sc.faults))
             .with_platforms(
                 sc.platforms
@@ -337,11 +354,14 @@ impl<'a, B: Backend> Sim<'a, B> {
             fault_rng,
             sections: Sections::new(n),
             active: n * u32::from(threads),
-            arrivals: (0..n).map(|pid| rng::stream(sc.seed, Entity::Arrivals(pid))).collect(),
+            arrivals: (0..n)
+                .map(|pid| rng::stream_in(sc.seed, Entity::Arrivals(pid), src))
+                .collect(),
             timers: Vec::new(),
             hop: None,
             lock_free: None,
             tasks: sc.jobs.as_ref().map(|j| Tasks::new(Jobs::new(j), n)),
+            source,
         };
         for pid in 0..n {
             let (threads, side) = sim.incarnation(pid, 0);
@@ -361,16 +381,18 @@ impl<'a, B: Backend> Sim<'a, B> {
         let shared = self.sharing == Threads::Shared;
         let workers = (0..threads)
             .map(|th| {
+                let src = self.source.as_ref();
                 let r = if th == 0 {
-                    rng::stream(sc.seed, Entity::Process { pid, incarnation: inc })
+                    rng::stream_in(sc.seed, Entity::Process { pid, incarnation: inc }, src)
                 } else {
-                    rng::stream(
+                    rng::stream_in(
                         sc.seed,
                         Entity::Thread {
                             pid,
                             incarnation: inc,
                             thread: th,
                         },
+                        src,
                     )
                 };
                 if shared {
@@ -455,7 +477,23 @@ impl<'a, B: Backend> Sim<'a, B> {
                 same = 1;
             }
             last = t;
+            if self.source.is_some() && matches!(ev, Ev::StoreRecv { .. }) {
+                self.choose_order(t, &mut ev);
+            }
             self.turn(t, &ev);
+            if let Some(src) = &self.source
+                && src.take_fresh()
+                && !src.visit(self.fingerprint(src.trace()))
+            {
+                // an explorer's run at a state an earlier run reached: it stops here, unjudged
+                return Ok(Outcome {
+                    end: t,
+                    events: self.engine.processed(),
+                    store_ops: self.store.served,
+                    same_instant_peak: peak.max(same),
+                    pruned: true,
+                });
+            }
         }
         // A release of the lock never queued (nobody waited for it) counts as it would have:
         // popped if due by the limit, else pending. (Only when the loop ran out of events:
@@ -481,7 +519,38 @@ impl<'a, B: Backend> Sim<'a, B> {
             events: self.engine.processed(),
             store_ops: self.store.served,
             same_instant_peak: peak.max(same),
+            pruned: false,
         })
+    }
+
+    /// An explorer's fingerprint of the world now (`crate::choice`): the trace so far (`trace`,
+    /// what every checker's verdict depends on), each process (its threads, clocks, streams,
+    /// and its backend side), the store and its queue, the backend's store side, the
+    /// destination, and every pending event with how far ahead it is due. Two runs with the
+    /// same fingerprint go on alike.
+    #[cold]
+    #[inline(never)]
+    fn fingerprint(&self, trace: u64) -> u64 {
+        use crate::choice::fingerprint;
+        let now = self.engine.now().0;
+        let mut pending = 0u64;
+        // (a sum: the same events pending in another order of scheduling are the same)
+        self.engine.for_each_pending(|at, e| {
+            pending = pending.wrapping_add(rng::mix64(fingerprint(&(at.0 - now, e))));
+        });
+        let lock = self.lock_free.map(|(at, _)| at.0 - now);
+        let world = fingerprint(&(
+            &self.procs,
+            &self.store_side,
+            &self.store,
+            &self.dest,
+            lock,
+            self.active,
+            &self.tasks,
+            &self.fault_rng,
+            &self.arrivals,
+        ));
+        rng::mix64(trace ^ rng::mix64(pending ^ rng::mix64(world)))
     }
 
     /// One turn of the run loop: handle the event popped at `t`.
@@ -499,6 +568,39 @@ impl<'a, B: Backend> Sim<'a, B> {
                 self.engine.at_reserved(t, seq, Ev::DestRecv { pid, th, inc, platform });
             }
         }
+    }
+
+    /// An explorer's run: `ev`, an operation reaching the store at `t`, and those reaching it
+    /// at the same instant right after it (up to the source's width) are candidates; the
+    /// source chooses which is served first, and the others go back to their places in the
+    /// firing order (each of them is a choice again when popped). Other events due at `t`
+    /// touch one process's own state only, and are not reordered (they commute).
+    #[cold]
+    #[inline(never)]
+    fn choose_order(&mut self, t: Instant, ev: &mut Ev<B::Op, B::Reply>) {
+        let Some(src) = self.source.clone() else {
+            return;
+        };
+        let width = src.order_width();
+        let mut cands = vec![(self.engine.current_seq(), ev.clone())];
+        while cands.len() < width && matches!(self.engine.peek_now(), Some(Ev::StoreRecv { .. })) {
+            let mut next = Ev::Tick;
+            if self.engine.pop_into(t, &mut next).is_none() {
+                break;
+            }
+            cands.push((self.engine.current_seq(), next));
+        }
+        if cands.len() < 2 {
+            return;
+        }
+        let pids: Vec<u32> = cands.iter().map(|(_, e)| e.describe().1.unwrap_or(0)).collect();
+        let i = src.order(&pids).unwrap_or(0) as usize;
+        let (seq, chosen) = cands.remove(i.min(cands.len() - 1));
+        for (s, e) in cands {
+            self.engine.at_reserved(t, s, e);
+        }
+        self.engine.set_current(seq);
+        *ev = chosen;
     }
 
     /// The run is stuck at `t` after `same` events there, `ev` popped and not yet handled:
@@ -791,7 +893,9 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
         let w = self.procs[pid as usize].thread_mut(th);
         let inc = w.incarnation;
-        let there = self.store.one_way(&mut w.rng);
+        let there = self.store.one_way_if(&mut w.rng, |h| {
+            h != Hops::Permission || op.kind().asks_permission() || op.kind() == crate::trace::OpKind::Complete
+        });
         self.engine.after(
             there,
             Ev::StoreRecv {
@@ -827,7 +931,9 @@ impl<'a, B: Backend> Sim<'a, B> {
     fn store_recv(&mut self, pid: u32, th: u16, inc: u32, seq: u64, op: B::Op) {
         match self.store.reachable(pid) {
             Err(OutageMode::Refuse) => {
-                let back = self.store.one_way(&mut self.procs[pid as usize].thread_mut(th).rng);
+                let back = self
+                    .store
+                    .one_way_if(&mut self.procs[pid as usize].thread_mut(th).rng, |h| h == Hops::All);
                 self.engine.after(back, Ev::StoreRefused { pid, th, inc, seq });
             }
             Err(OutageMode::Timeout) => {} // nothing answers; the client's timeout fires
@@ -910,7 +1016,9 @@ impl<'a, B: Backend> Sim<'a, B> {
             Nanos::ZERO
         };
         let reply_after = if served.hold.0 > 0 { service } else { service + commit };
-        let back = self.store.one_way(&mut self.procs[pid as usize].thread_mut(th).rng);
+        let back = self
+            .store
+            .one_way_if(&mut self.procs[pid as usize].thread_mut(th).rng, |h| h == Hops::All);
         self.engine.after(
             reply_after + back,
             Ev::Reply {
@@ -1092,7 +1200,11 @@ impl<'a, B: Backend> Sim<'a, B> {
             return;
         };
         let n = self.sc.processes.count;
-        let pid = process.unwrap_or_else(|| self.fault_rng.random_range(0..n));
+        let pid = match (process, self.source.as_ref().and_then(|s| s.target(n))) {
+            (Some(p), _) => p,
+            (None, Some(chosen)) => chosen,
+            (None, None) => self.fault_rng.random_range(0..n),
+        };
         if let Some(r) = rate {
             let gap = exp_gap(&mut self.fault_rng, r);
             self.engine.after(gap, Ev::Kill { id });
@@ -1331,6 +1443,10 @@ impl<B: Backend> Sim<'_, B> {
 }
 
 fn exp_gap(r: &mut Rng, rate: f64) -> Nanos {
+    // (steered: the explorer's quantile of the gap)
+    if let Some((q, _)) = r.source().and_then(|s| s.value(r.pid())) {
+        return Nanos::from_secs_f64(-(1.0 - q).ln() / rate);
+    }
     let e = Exp::new(rate).expect("validated rate");
     Nanos::from_secs_f64(e.sample(r))
 }

@@ -94,6 +94,21 @@ impl<Op> Store<Op> {
         d
     }
 
+    /// [`Store::one_way`] for a hop that is no choice of an explorer's run
+    /// ([`crate::choice::Hops`]): `varied` false in a steered run gives the median.
+    pub fn one_way_if(&self, rng: &mut Rng, varied: impl FnOnce(crate::choice::Hops) -> bool) -> Nanos {
+        if let Some(h) = rng.source().and_then(|s| s.hops())
+            && !varied(h)
+        {
+            let mut d = self.latency.median();
+            for a in &self.added_latency {
+                d = d + a.median();
+            }
+            return d;
+        }
+        self.one_way(rng)
+    }
+
     /// Draw one service time.
     pub fn service_time(&mut self) -> Nanos {
         self.service.sample(&mut self.rng)

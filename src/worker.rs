@@ -244,9 +244,16 @@ impl<P: ProcessSide> Worker<P> {
     }
 
     /// If a kill is armed at `point`, take it: the process dies there.
+    /// In an explorer's run ([`crate::choice`]) a kill may also fire here by its choice.
     pub fn take_kill(&mut self, point: KillPoint) -> Option<Armed> {
-        let i = self.armed.iter().position(|k| k.point == point)?;
-        Some(self.armed.remove(i))
+        if let Some(i) = self.armed.iter().position(|k| k.point == point) {
+            return Some(self.armed.remove(i));
+        }
+        let restart = self.rng.source()?.kill(self.pid, point as u32)?;
+        Some(Armed {
+            point,
+            restart_after: restart.map(Nanos),
+        })
     }
 
     // ---- the loop ------------------------------------------------------------------------

@@ -218,7 +218,7 @@ impl<R> Served<R> {
 /// The process side of a backend: one process incarnation's memory and decisions. With
 /// several threads per process it is shared by them or built once per thread, as
 /// [`Backend::threads`] says; [`ProcCx::thread`] names the calling thread.
-pub trait ProcessSide: Send {
+pub trait ProcessSide: Send + std::fmt::Debug {
     /// The operations it sends.
     type Op: StoreOp;
     /// The replies it understands.
@@ -241,7 +241,7 @@ pub trait ProcessSide: Send {
 }
 
 /// The store side of a backend: the shared state and its atomic operation.
-pub trait StoreSide: Send {
+pub trait StoreSide: Send + std::fmt::Debug {
     /// The operations it serves.
     type Op: StoreOp;
     /// The replies it sends.

@@ -151,6 +151,24 @@ impl Calendar {
         true
     }
 
+    /// Every key waiting, with its slot, in no particular order (an explorer's fingerprint of
+    /// the pending events reads them all).
+    pub fn for_each<E>(&self, slab: &[Parked<E>], mut f: impl FnMut(u128, u32)) {
+        for (w, &bits) in self.bits.iter().enumerate() {
+            let mut m = bits;
+            while m != 0 {
+                let i = w * 64 + m.trailing_zeros() as usize;
+                m &= m - 1;
+                let mut cur = self.head[i];
+                while cur != NIL {
+                    let link = slab[cur as usize].link;
+                    f(link & !SLOT_MASK, cur);
+                    cur = next_of(link);
+                }
+            }
+        }
+    }
+
     /// The least key and its bucket (for [`Calendar::pop_from`]), `now` being the engine's.
     #[inline(always)]
     pub fn peek<E>(&self, slab: &[Parked<E>], now: Instant) -> Option<(u128, usize)> {

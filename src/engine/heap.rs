@@ -12,6 +12,13 @@ pub struct QuadHeap<K> {
     keys: Vec<K>,
 }
 
+impl<K> QuadHeap<K> {
+    /// Every key, in heap order (not sorted).
+    pub fn keys(&self) -> &[K] {
+        &self.keys
+    }
+}
+
 impl<K: Ord + Copy> Default for QuadHeap<K> {
     fn default() -> Self {
         QuadHeap { keys: Vec::new() }

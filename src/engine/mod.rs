@@ -663,6 +663,62 @@ impl<E: Clone> Engine<E> {
         }
     }
 
+    /// The next event, if it is due now and waits in the calendar or the heap (not in a lane,
+    /// nor a timer): an explorer looks at it before choosing the order of events due at one
+    /// instant.
+    pub fn peek_now(&self) -> Option<&E> {
+        let heap = self.heap.peek().copied().unwrap_or(u128::MAX);
+        let k = match self.calendar.peek(&self.slab, self.now) {
+            Some((k, _)) if k < heap => k,
+            _ => heap,
+        };
+        if k == u128::MAX || self.lane_head.0 < k || (k >> 64) as u64 != self.now.0 {
+            return None;
+        }
+        Some(&self.slab[slot_of(k) as usize].event)
+    }
+
+    /// Call `f` with every pending event and when it is due, in no particular order (an
+    /// explorer's fingerprint of the world reads them all; cancelled timers are not pending).
+    pub fn for_each_pending(&self, mut f: impl FnMut(Instant, &E)) {
+        let at = |k: u128| Instant((k >> 64) as u64);
+        for &k in self.heap.keys() {
+            f(at(k), &self.slab[slot_of(k) as usize].event);
+        }
+        self.calendar
+            .for_each(&self.slab, |k, slot| f(at(k), &self.slab[slot as usize].event));
+        for lane in &self.lanes {
+            for (t, _, e) in lane {
+                f(*t, e);
+            }
+        }
+        let mut n = self.timers.head;
+        while n != NIL {
+            let node = &self.timers.nodes[n as usize];
+            if let Some(e) = &node.event {
+                f(at(node.order), e);
+            }
+            n = node.next;
+        }
+        for (o, e) in &self.timer_lane.q {
+            if o & CANCELLED == 0 {
+                f(at(*o), e);
+            }
+        }
+    }
+
+    /// The sequence number of the event popped last (its place in the firing order).
+    pub fn current_seq(&self) -> u64 {
+        ((self.current >> SLOT_BITS) as u64) & MAX_SEQ
+    }
+
+    /// Handle the event in place `seq` at the current instant as the one popped last: an
+    /// explorer that popped several events due now, took one and queued the others back in
+    /// their places ([`Engine::at_reserved`]).
+    pub fn set_current(&mut self, seq: u64) {
+        self.current = order(self.now, seq);
+    }
+
     /// Number of events still pending.
     pub fn pending(&self) -> usize {
         self.calendar.len()

@@ -154,6 +154,8 @@ pub struct RateFigure {
     pub platform_count: usize,
     /// Arrivals of processes on no platform yet (none in a well-formed trace), per backend.
     pub unplaced: Vec<(String, u64)>,
+    /// A violation to mark (an explorer's counterexample): from, to (seconds), and what broke.
+    pub violation: Option<(f64, f64, String)>,
 }
 
 /// One platform's panel: its arrivals against its own limit.
@@ -219,6 +221,9 @@ pub struct EffectiveCeiling {
     pub points: Vec<(f64, f64)>,
 }
 
+/// The colour a violation is marked in.
+const VIOLATION: RGBColor = RGBColor(214, 39, 40);
+
 impl RateFigure {
     /// Build from each backend's timeline (with series) and achieved rate, in table order.
     pub fn new(scenario: &str, seed: u64, ceiling: f64, runs: &[(&str, &Timeline, f64)]) -> RateFigure {
@@ -279,6 +284,7 @@ impl RateFigure {
             platforms: Vec::new(),
             platform_count: 0,
             unplaced: Vec::new(),
+            violation: None,
         };
         fig.add_platforms(runs, end);
         fig
@@ -591,6 +597,15 @@ impl Figure for RateFigure {
             .flat_map(|l| l.kills.iter().map(move |&t| (t, colour(&l.backend))))
             .collect();
         draw_faults(&mut chart, &self.bands, &kills, 0.0, ymax)?;
+        if let Some((a, b, _)) = &self.violation {
+            // at least 3 px wide, as a fault window is (a violation can be one instant)
+            let px = xmax / f64::from(top.dim_in_pixel().0.max(1));
+            let (a, b) = (a.min(b - 3.0 * px).max(0.0), *b);
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(a, 0.0), (b, ymax)],
+                VIOLATION.mix(0.35).filled(),
+            )))?;
+        }
         for l in self.lines.iter().filter(|l| !l.band.is_empty() && l.same_as.is_none()) {
             let mut poly: Vec<(f64, f64)> = l.band.iter().map(|b| (b.0, b.2)).collect();
             poly.extend(l.band.iter().rev().map(|b| (b.0, b.1)));
@@ -655,6 +670,12 @@ impl Figure for RateFigure {
         let banded = backends_with(&self.lines, |l| !l.band.is_empty());
         if !banded.is_empty() {
             items.push(band_item(&banded));
+        }
+        if let Some((a, b, what)) = &self.violation {
+            items.push(LegendItem::new(
+                Swatch::Band(VIOLATION, 0.35),
+                format!("violation: {what} ({} s to {} s)", num(*a, 3), num(*b, 3)),
+            ));
         }
         if !self.bands.is_empty() {
             items.push(LegendItem::new(

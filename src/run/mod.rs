@@ -13,6 +13,7 @@
 //! is printed and the exit status.
 
 pub use crate::budget;
+pub mod choices;
 pub mod compare;
 pub mod input;
 pub mod live;
@@ -201,6 +202,10 @@ pub enum RunError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A choice file cannot be read, written, or does not fit the scenario (names the file
+    /// and field).
+    #[error("{0}")]
+    Choices(String),
     /// `--rate` is not a usable ceiling.
     #[error("--rate must be between {min:e} and {max:e} per second, got {0}", min = crate::scenario::MIN_RATE, max = crate::scenario::MAX_RATE)]
     BadRate(f64),
@@ -237,7 +242,43 @@ impl RunError {
 /// `pacesim run`: load `file` with the overrides, simulate it, write its trace to `trace`
 /// (JSON Lines) if given, and summarise it.
 pub fn one(file: &Path, seed: Option<u64>, backend: Option<&str>, trace: Option<&Path>) -> Result<Summary, RunError> {
-    let sc = load(file, seed, backend)?;
+    one_with(file, seed, backend, trace, Choices::Seeded)
+}
+
+/// Where a run's decisions come from ([`crate::choice`]).
+#[derive(Copy, Clone, Debug)]
+pub enum Choices<'a> {
+    /// The seeded streams, as always.
+    Seeded,
+    /// The seeded streams, every word written to this choice file after the run.
+    Record(&'a Path),
+    /// The decisions in this choice file (an explorer's counterexample, or a recorded run).
+    Replay(&'a Path),
+}
+
+/// [`one`], its decisions recorded or replayed (`run --record-choices`, `run --choices`).
+pub fn one_with(
+    file: &Path,
+    seed: Option<u64>,
+    backend: Option<&str>,
+    trace: Option<&Path>,
+    choices: Choices<'_>,
+) -> Result<Summary, RunError> {
+    let replay = match choices {
+        Choices::Replay(p) => Some(choices::ChoiceFile::read(p).map_err(RunError::Choices)?),
+        _ => None,
+    };
+    // the choices' seed and backend unless the command line names others (then refused)
+    let seed = seed.or(replay.as_ref().map(|f| f.seed));
+    let sc = load(file, seed, backend.or(replay.as_ref().map(|f| f.backend.as_str())))?;
+    let source = match (choices, &replay) {
+        (Choices::Replay(p), Some(f)) => {
+            f.fits(p, &sc).map_err(RunError::Choices)?;
+            Some(f.source())
+        }
+        (Choices::Record(_), _) => Some(crate::choice::Source::new(crate::choice::Tape::record())),
+        _ => None,
+    };
     budget::check(&sc, 1)?;
     let out: Option<Box<dyn Write + Send>> = match trace {
         Some(p) => match std::fs::File::create(p) {
@@ -253,14 +294,25 @@ pub fn one(file: &Path, seed: Option<u64>, backend: Option<&str>, trace: Option<
     };
     let mut progress = progress::Progress::on_terminal(sc.duration);
     let extra = progress.as_mut().map(|p| p as &mut dyn crate::trace::Sink);
-    crate::registry::simulate(&sc, out, extra).map_err(|e| match e {
+    let summary = crate::registry::simulate_from(&sc, source.as_ref(), out, extra).map_err(|e| match e {
         summary::SimulateError::Io(e) => RunError::WriteTrace(e),
         summary::SimulateError::NoProgress(source) => RunError::NoProgress {
             file: file.to_path_buf(),
             reproduce: reproduce(file, sc.seed, &sc.pacer.backend),
             source,
         },
-    })
+    })?;
+    if let (Choices::Record(p), Some(src)) = (choices, &source) {
+        let f = choices::ChoiceFile {
+            version: choices::VERSION,
+            scenario: sc.name.clone(),
+            backend: sc.pacer.backend.clone(),
+            seed: sc.seed,
+            body: choices::Body::Words { words: src.words() },
+        };
+        f.write(p).map_err(RunError::Choices)?;
+    }
+    Ok(summary)
 }
 
 /// `pacesim check`: summarise the trace file `trace` (the checkers' verdicts included),

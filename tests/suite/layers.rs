@@ -17,7 +17,7 @@ use std::path::Path;
 /// Every top-level module of `src/` is in one.
 const LAYERS: &[&[&str]] = &[
     // foundations: virtual time, seeded streams, statistics, the in-process pacers
-    &["time", "rng", "stats"],
+    &["time", "choice", "rng", "stats"],
     &["clock", "pacer", "engine"],
     // the trace and what reads it
     &["trace"],
@@ -38,7 +38,7 @@ const LAYERS: &[&[&str]] = &[
     &["registry"],
     // the commands
     &["run", "plot"],
-    &["report", "matrix"],
+    &["report", "matrix", "explore"],
     &["sweep"],
     &["cli"],
 ];

@@ -1,0 +1,521 @@
+//! The choice source: every nondeterministic decision a run makes, as one sequence.
+//!
+//! A run decides things a seed settles today: each latency and service draw, the order in
+//! which operations that reach the store at the same instant are served, whether a kill
+//! fires at a protocol point, which process a kill hits. Every random stream of a run
+//! ([`crate::rng::Rng`]) can be tied to one [`Source`], which then makes or records those
+//! decisions in the order the run makes them:
+//!
+//! - **no source** (every ordinary run): each stream draws from its own seeded PCG stream, as
+//!   always; nothing is recorded, and every trace hash is what it was;
+//! - **[`Tape::record`]**: the same draws, each 64-bit word written down in order (what
+//!   `pacesim run --record-choices` saves);
+//! - **[`Tape::replay`]**: the words given back in order, so the run repeats exactly
+//!   (`pacesim run --choices`); past the last word every draw is zero;
+//! - **[`Tape::steer`]**: an explorer's run. A draw from a distribution that is not constant
+//!   becomes a choice among a few of its quantiles (say p1, p50, p99); operations reaching the
+//!   store at one instant are served in a chosen order; at each of the backend's kill points a
+//!   kill may fire (within a budget); other draws (jitter, a 503's coin) stay on the seeded
+//!   streams. Each choice is `(index, of)`: a prefix given by the explorer, then whatever its
+//!   [`Strategy`] picks. The choices made are the run's choice sequence: replayed as a prefix
+//!   with no strategy past it (index 0), they give the same run.
+//!
+//! Nothing here reads a clock or iterates a hash map; a source is shared by the streams of one
+//! run (one thread) behind a mutex only because streams must be `Send`.
+
+use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The fingerprints of the states an explorer has seen (membership only, never iterated; a
+/// fixed hasher, so nothing depends on a random seed).
+pub type Seen = HashSet<u64, BuildHasherDefault<std::collections::hash_map::DefaultHasher>>;
+
+/// What a choice decides.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A value of a distribution: the index into the source's quantiles.
+    Value,
+    /// Which of the operations reaching the store at one instant is served first.
+    Order,
+    /// Whether a kill fires at a protocol point (1: it does).
+    Kill,
+    /// Which process a kill hits.
+    Target,
+}
+
+/// One decision of a run: its kind, how many ways it could go, and the way it went.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Choice {
+    /// What it decides.
+    pub kind: Kind,
+    /// The way taken, below `of`.
+    pub index: u32,
+    /// How many ways there were (2 or more: a decision with one way is not one).
+    pub of: u32,
+    /// The process that made it, if one did (a store-side draw has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
+/// A decision about to be made, as a [`Strategy`] sees it.
+#[derive(Copy, Clone, Debug)]
+pub struct Decision {
+    /// What it decides.
+    pub kind: Kind,
+    /// How many ways it can go.
+    pub of: u32,
+    /// The process making it, if one is.
+    pub pid: Option<u32>,
+    /// Its place in the run's sequence (0 first).
+    pub depth: usize,
+    /// For [`Kind::Order`]: the processes of the candidates, in arrival order (up to 8).
+    pub pids: [u32; 8],
+}
+
+/// Picks the way a decision goes, past the explorer's prefix.
+pub trait Strategy: Send {
+    /// The index taken, below `d.of` (a larger one is taken modulo `d.of`).
+    fn choose(&mut self, d: &Decision) -> u32;
+}
+
+/// The strategy that always takes the first way: a prefix replayed as it was made.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct First;
+
+impl Strategy for First {
+    fn choose(&mut self, _: &Decision) -> u32 {
+        0
+    }
+}
+
+/// The bounds a steered run explores within (the explorer's, written into a choice file).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Bounds {
+    /// The quantiles a non-constant distribution's draw chooses among (each in `(0, 1)`).
+    pub quantiles: Vec<f64>,
+    /// At most this many kills fire at protocol points.
+    pub kills: u32,
+    /// The protocol points a kill may fire at (as the backend names them, `mid_reservation`).
+    pub kill_points: Vec<String>,
+    /// A killed process restarts after this long (nanoseconds); `None`: it stays dead.
+    pub restart_after: Option<u64>,
+    /// The most operations ordered at one instant (more are served in arrival order).
+    pub order_width: u32,
+    /// Which network hops are choices (the others take their medians).
+    #[serde(default)]
+    pub hops: Hops,
+}
+
+/// Which network hops of a steered run are choices (each other hop takes its median).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hops {
+    /// The hops to the store of operations that ask for permission or complete such a request
+    /// (reserve, gcra, try_lock, acquire, complete): where two processes race for a slot or a
+    /// lock. A report's or an unlock's hop, and every reply's, only shift when its process goes
+    /// on.
+    #[default]
+    Permission,
+    /// Every hop to the store.
+    Sent,
+    /// Every hop, both ways.
+    All,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            quantiles: vec![0.01, 0.5, 0.99],
+            kills: 0,
+            kill_points: Vec::new(),
+            restart_after: Some(1_000_000_000),
+            order_width: 8,
+            hops: Hops::Permission,
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Mode {
+    Record,
+    Replay,
+    Steer,
+}
+
+/// The decisions of one run (see the module docs), behind a [`Source`].
+pub struct Tape {
+    mode: Mode,
+    // Record / Replay: the 64-bit words drawn, in order; `at`: the next to give back.
+    words: Vec<u64>,
+    at: usize,
+    // Steer: the prefix to take first, then the strategy's picks; every decision made.
+    prefix: Vec<u32>,
+    made: Vec<Choice>,
+    strategy: Box<dyn Strategy>,
+    bounds: Bounds,
+    // the standard normal's quantiles at `bounds.quantiles` (a log-normal draw's exponent)
+    z: Vec<f64>,
+    kills_left: u32,
+    // invariant: bit `i` set when kill point `i` (its index in `KillPoint::ALL`) may fire
+    kill_mask: u32,
+    // the states seen so far, when the explorer prunes them (`Source::visit`)
+    seen: Option<Seen>,
+}
+
+impl std::fmt::Debug for Tape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tape")
+            .field("mode", &self.mode)
+            .field("words", &self.words.len())
+            .field("made", &self.made.len())
+            .finish()
+    }
+}
+
+impl Tape {
+    fn new(mode: Mode) -> Tape {
+        Tape {
+            mode,
+            words: Vec::new(),
+            at: 0,
+            prefix: Vec::new(),
+            made: Vec::new(),
+            strategy: Box::new(First),
+            bounds: Bounds::default(),
+            z: Vec::new(),
+            kills_left: 0,
+            kill_mask: 0,
+            seen: None,
+        }
+    }
+
+    /// Record every word an ordinary run draws.
+    pub fn record() -> Tape {
+        Tape::new(Mode::Record)
+    }
+
+    /// Give `words` back in order (zeros past the end).
+    pub fn replay(words: Vec<u64>) -> Tape {
+        Tape {
+            words,
+            ..Tape::new(Mode::Replay)
+        }
+    }
+
+    /// Steer a run within `bounds`: `prefix` first, then `strategy`. `kill_mask` has bit `i`
+    /// set for each kill point (by its index in the simulator's list) a kill may fire at.
+    pub fn steer(bounds: Bounds, kill_mask: u32, prefix: Vec<u32>, strategy: Box<dyn Strategy>) -> Tape {
+        let z = bounds.quantiles.iter().map(|&q| probit(q)).collect();
+        Tape {
+            prefix,
+            strategy,
+            kills_left: bounds.kills,
+            kill_mask,
+            z,
+            bounds,
+            ..Tape::new(Mode::Steer)
+        }
+    }
+
+    /// Prune: a run stops at a state in `seen` (or adds the state to it): see [`Source::visit`].
+    pub fn pruning(mut self, seen: Seen) -> Tape {
+        self.seen = Some(seen);
+        self
+    }
+
+    fn decide(&mut self, kind: Kind, of: u32, pid: Option<u32>, pids: [u32; 8]) -> (u32, bool) {
+        let depth = self.made.len();
+        let (index, fresh) = match self.prefix.get(depth) {
+            Some(&i) => (i.min(of - 1), false),
+            None => {
+                let d = Decision {
+                    kind,
+                    of,
+                    pid,
+                    depth,
+                    pids,
+                };
+                (self.strategy.choose(&d) % of, true)
+            }
+        };
+        self.made.push(Choice { kind, index, of, pid });
+        (index, fresh)
+    }
+}
+
+/// A fingerprint of a value's `Debug` form (what an explorer knows of a backend's state: the
+/// contract asks every side to be `Debug`), without building the string.
+pub fn fingerprint(v: &dyn std::fmt::Debug) -> u64 {
+    struct Fold(u64);
+    impl std::fmt::Write for Fold {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            for chunk in s.as_bytes().chunks(8) {
+                let mut w = [0u8; 8];
+                w[..chunk.len()].copy_from_slice(chunk);
+                self.0 = (self.0 ^ u64::from_le_bytes(w))
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    .rotate_left(31);
+            }
+            Ok(())
+        }
+    }
+    let mut f = Fold(0x243F_6A88_85A3_08D3);
+    let _ = std::fmt::write(&mut f, format_args!("{v:?}"));
+    f.0
+}
+
+/// The standard normal quantile at `q` (clamped into `[1e-12, 1 - 1e-12]`).
+fn probit(q: f64) -> f64 {
+    use statrs::distribution::{ContinuousCDF, Normal};
+    Normal::standard().inverse_cdf(q.clamp(1e-12, 1.0 - 1e-12))
+}
+
+/// A run's choice source: shared by every stream of the run.
+#[derive(Clone, Debug)]
+pub struct Source(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    tape: Mutex<Tape>,
+    // the explorer's fingerprint of the trace so far (its sink folds each event in)
+    trace: AtomicU64,
+    // invariant: true when a decision past the prefix was made since the last `take_fresh`
+    fresh: AtomicBool,
+}
+
+impl Source {
+    /// A source over `tape`.
+    pub fn new(tape: Tape) -> Source {
+        Source(Arc::new(Shared {
+            tape: Mutex::new(tape),
+            trace: AtomicU64::new(0),
+            fresh: AtomicBool::new(false),
+        }))
+    }
+
+    fn tape(&self) -> MutexGuard<'_, Tape> {
+        // (a panic while the tape was held leaves it as it was: nothing half-written)
+        self.0.tape.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn decide(&self, t: &mut Tape, kind: Kind, of: u32, pid: Option<u32>, pids: [u32; 8]) -> u32 {
+        let (i, fresh) = t.decide(kind, of, pid, pids);
+        if fresh {
+            self.0.fresh.store(true, Ordering::Relaxed);
+        }
+        i
+    }
+
+    /// Is this an explorer's run (decisions are choices, not words)?
+    pub fn steered(&self) -> bool {
+        matches!(self.tape().mode, Mode::Steer)
+    }
+
+    /// The next word of a stream whose own generator would give `own`: recorded, replayed,
+    /// or (steered) `own` itself.
+    pub fn word(&self, own: impl FnOnce() -> u64) -> u64 {
+        let mut t = self.tape();
+        match t.mode {
+            Mode::Record => {
+                let w = own();
+                t.words.push(w);
+                w
+            }
+            Mode::Replay => {
+                let w = t.words.get(t.at).copied().unwrap_or(0);
+                t.at += 1;
+                w
+            }
+            Mode::Steer => own(),
+        }
+    }
+
+    /// Steered: the index of the quantile a non-constant distribution's draw takes, and that
+    /// quantile and its standard normal quantile; `None` when not steered.
+    pub fn value(&self, pid: Option<u32>) -> Option<(f64, f64)> {
+        let mut t = self.tape();
+        if !matches!(t.mode, Mode::Steer) {
+            return None;
+        }
+        let n = t.bounds.quantiles.len() as u32;
+        let i = if n > 1 {
+            self.decide(&mut t, Kind::Value, n, pid, [0; 8])
+        } else {
+            0
+        } as usize;
+        Some((*t.bounds.quantiles.get(i).unwrap_or(&0.5), *t.z.get(i).unwrap_or(&0.0)))
+    }
+
+    /// Steered: which of `of` candidates (their processes `pids`) goes first; `None` when not
+    /// steered or there is nothing to choose.
+    pub fn order(&self, pids: &[u32]) -> Option<u32> {
+        let mut t = self.tape();
+        let of = (pids.len() as u32).min(t.bounds.order_width);
+        if !matches!(t.mode, Mode::Steer) || of < 2 {
+            return None;
+        }
+        let mut p = [0; 8];
+        for (slot, &pid) in p.iter_mut().zip(pids) {
+            *slot = pid;
+        }
+        Some(self.decide(&mut t, Kind::Order, of, None, p))
+    }
+
+    /// Which hops are choices ([`Bounds::hops`]); `None` when not steered.
+    pub fn hops(&self) -> Option<Hops> {
+        let t = self.tape();
+        matches!(t.mode, Mode::Steer).then_some(t.bounds.hops)
+    }
+
+    /// The most candidates an order choice considers.
+    pub fn order_width(&self) -> usize {
+        self.tape().bounds.order_width as usize
+    }
+
+    /// Steered: does a kill fire as process `pid` reaches kill point `point` (its index in the
+    /// simulator's list)? Within the budget only; never when not steered.
+    pub fn kill(&self, pid: u32, point: u32) -> Option<Option<u64>> {
+        let mut t = self.tape();
+        if !matches!(t.mode, Mode::Steer) || t.kills_left == 0 || t.kill_mask & (1 << point) == 0 {
+            return None;
+        }
+        if self.decide(&mut t, Kind::Kill, 2, Some(pid), [0; 8]) == 1 {
+            t.kills_left -= 1;
+            return Some(t.bounds.restart_after);
+        }
+        None
+    }
+
+    /// Steered: which of `n` processes a kill hits; `None` when not steered.
+    pub fn target(&self, n: u32) -> Option<u32> {
+        let mut t = self.tape();
+        if !matches!(t.mode, Mode::Steer) {
+            return None;
+        }
+        Some(if n > 1 {
+            self.decide(&mut t, Kind::Target, n, None, [0; 8])
+        } else {
+            0
+        })
+    }
+
+    /// The words recorded (or given) so far.
+    pub fn words(&self) -> Vec<u64> {
+        self.tape().words.clone()
+    }
+
+    /// The decisions made so far.
+    pub fn made(&self) -> Vec<Choice> {
+        self.tape().made.clone()
+    }
+
+    /// How many decisions were made so far.
+    pub fn depth(&self) -> usize {
+        self.tape().made.len()
+    }
+
+    /// The bounds of a steered run.
+    pub fn bounds(&self) -> Bounds {
+        self.tape().bounds.clone()
+    }
+
+    /// Set the fingerprint of the trace so far (the explorer's sink keeps it).
+    pub fn set_trace(&self, h: u64) {
+        self.0.trace.store(h, Ordering::Relaxed);
+    }
+
+    /// The fingerprint of the trace so far.
+    pub fn trace(&self) -> u64 {
+        self.0.trace.load(Ordering::Relaxed)
+    }
+
+    /// Was a decision past the prefix made since the last call, in a run that prunes? (Clears
+    /// it.) The world then asks [`Source::visit`] about its state.
+    #[inline]
+    pub fn take_fresh(&self) -> bool {
+        self.0.fresh.swap(false, Ordering::Relaxed) && self.tape().seen.is_some()
+    }
+
+    /// A state the run reached past its prefix, by fingerprint: `true` when new (it is now
+    /// seen); `false` when an earlier run reached it, and its continuations were or will be
+    /// explored there: this run stops.
+    pub fn visit(&self, state: u64) -> bool {
+        self.tape().seen.as_mut().is_none_or(|s| s.insert(state))
+    }
+
+    /// The states seen, back from a run that pruned.
+    pub fn take_seen(&self) -> Option<Seen> {
+        self.tape().seen.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probit_is_the_normal_quantile() {
+        assert!((probit(0.5)).abs() < 1e-12);
+        assert!((probit(0.99) - 2.326_347_874).abs() < 1e-6);
+        assert!((probit(0.01) + 2.326_347_874).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_prefix_is_taken_first_then_the_strategy() {
+        struct Last;
+        impl Strategy for Last {
+            fn choose(&mut self, d: &Decision) -> u32 {
+                d.of - 1
+            }
+        }
+        let s = Source::new(Tape::steer(Bounds::default(), 0, vec![1], Box::new(Last)));
+        assert_eq!(s.value(Some(0)).map(|v| v.0), Some(0.5));
+        assert_eq!(s.value(Some(0)).map(|v| v.0), Some(0.99));
+        assert_eq!(s.order(&[3, 1, 2]), Some(2));
+        assert_eq!(s.order(&[3]), None, "one candidate is no choice");
+        assert_eq!(s.kill(0, 0), None, "no budget");
+        let made = s.made();
+        assert_eq!(made.len(), 3);
+        assert_eq!((made[0].index, made[1].index, made[2].index), (1, 2, 2));
+    }
+
+    #[test]
+    fn words_are_recorded_and_replayed() {
+        let r = Source::new(Tape::record());
+        let mut n = 7u64;
+        let drawn: Vec<u64> = (0..3)
+            .map(|_| {
+                r.word(|| {
+                    n += 1;
+                    n
+                })
+            })
+            .collect();
+        assert_eq!(r.words(), drawn);
+        let p = Source::new(Tape::replay(drawn.clone()));
+        let again: Vec<u64> = (0..4).map(|_| p.word(|| unreachable!())).collect();
+        assert_eq!(again, [8, 9, 10, 0]);
+    }
+
+    #[test]
+    fn a_kill_spends_the_budget() {
+        let b = Bounds {
+            kills: 1,
+            ..Bounds::default()
+        };
+        struct Yes;
+        impl Strategy for Yes {
+            fn choose(&mut self, _: &Decision) -> u32 {
+                1
+            }
+        }
+        let s = Source::new(Tape::steer(b, 0b10, vec![], Box::new(Yes)));
+        assert_eq!(s.kill(0, 0), None, "point 0 is not the backend's");
+        assert_eq!(s.kill(0, 1), Some(Some(1_000_000_000)));
+        assert_eq!(s.kill(1, 1), None, "the budget is spent");
+        assert_eq!(s.made().len(), 1);
+    }
+}

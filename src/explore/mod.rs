@@ -1,0 +1,940 @@
+//! `pacesim explore`: search the schedules of a scenario instead of sampling them.
+//!
+//! A seed decides every latency, every tie and every fault moment of a run, and a race shows
+//! only when the dice land on it. The explorer makes those decisions choices
+//! ([`crate::choice`]) and walks them:
+//!
+//! - **exhaustive**: depth first over the choice tree, within bounds the user sets (processes,
+//!   requests per process, the quantiles a varied distribution's draw chooses among, at most
+//!   K kills at any of the backend's kill points, how many operations reaching the store at
+//!   one instant are ordered), each run re-executed from the start with a prefix of choices
+//!   (stateless model checking, as CHESS does). A state already seen stops a run (its
+//!   continuations are explored where it was first reached): the fingerprint covers the
+//!   trace so far, every process, the store, the backend's sides and the pending events
+//!   ([`crate::sim::Sim`]). The tree ends with "no violation in all S schedules (D distinct
+//!   states) within these bounds", or a counterexample;
+//! - **pct**: probabilistic concurrency testing (Burckhardt et al., ASPLOS 2010) carried over
+//!   to messages: each run gives the processes random priorities, serves the store's
+//!   simultaneous operations highest priority first, gives a high-priority process its fast
+//!   latencies and a low one its slow ones, and lowers the running process's priority at
+//!   `depth - 1` random decisions; a bug of depth `d` is found by one run with probability at
+//!   least `1 / (n k^(d-1))` (`n` processes, `k` decisions);
+//! - **random**: every choice uniform;
+//! - **coverage**: random runs that keep, as seeds for mutation, the choice sequences whose
+//!   traces showed something new (a pair of consecutive event kinds with a gap of a new
+//!   magnitude), as coverage-guided fuzzers do.
+//!
+//! Every checker judges every complete schedule; the first violation is shrunk by shrinking
+//! its choice sequence (fewer processes, fewer kills, fewer requests, an earlier end, smaller
+//! choices: [`shrink`]) and written as a runnable scenario and choice file
+//! ([`crate::run::choices`]): `pacesim run CASE.toml --choices CASE.choices.json` replays it.
+//!
+//! Random choices are the explorer's own streams, seeded by `--seed`: the same options give
+//! the same schedules and the same counterexample. The clock read here is the explorer's
+//! budget and progress only, never a simulated one.
+
+pub mod shrink;
+pub mod strategy;
+
+use crate::choice::{Bounds, Choice, Kind, Seen, Source, Tape};
+use crate::fault::KillPoint;
+use crate::registry::BackendSpec;
+use crate::scenario::Scenario;
+use crate::trace::{Event, Header, Sink, TraceHash};
+use std::time::{Duration, Instant as WallInstant};
+
+/// How the explorer walks the choice tree.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "name")]
+pub enum Method {
+    /// Depth first over every choice, within the bounds.
+    Exhaustive,
+    /// Probabilistic concurrency testing for bugs of depth `depth`.
+    Pct {
+        /// The bug depth the bound is stated for (1 or more).
+        depth: u32,
+    },
+    /// Every choice uniform.
+    Random,
+    /// Random runs guided by what their traces newly show.
+    Coverage,
+}
+
+impl Method {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Exhaustive => "exhaustive",
+            Method::Pct { .. } => "pct",
+            Method::Random => "random",
+            Method::Coverage => "coverage",
+        }
+    }
+}
+
+/// A distribution of the scenario an explorer may vary (the others are held at their
+/// medians).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Site {
+    /// `[store] latency`: each one-way hop to and from the store.
+    StoreLatency,
+    /// `[store] service`: the store's time per operation.
+    StoreService,
+    /// `[store] commit`.
+    StoreCommit,
+    /// `[processes] think`.
+    Think,
+    /// `[processes] start`.
+    Start,
+    /// `[fetch] duration`.
+    Fetch,
+    /// `[destination] latency`.
+    Destination,
+}
+
+impl Site {
+    /// Every site.
+    pub const ALL: &'static [Site] = &[
+        Site::StoreLatency,
+        Site::StoreService,
+        Site::StoreCommit,
+        Site::Think,
+        Site::Start,
+        Site::Fetch,
+        Site::Destination,
+    ];
+
+    /// Its name on the command line: the scenario's table and key.
+    pub fn name(self) -> &'static str {
+        match self {
+            Site::StoreLatency => "store.latency",
+            Site::StoreService => "store.service",
+            Site::StoreCommit => "store.commit",
+            Site::Think => "processes.think",
+            Site::Start => "processes.start",
+            Site::Fetch => "fetch.duration",
+            Site::Destination => "destination.latency",
+        }
+    }
+
+    /// The site named `s` (as [`Site::name`] gives, or its key alone when unambiguous).
+    pub fn parse(s: &str) -> Option<Site> {
+        let s = s.trim();
+        Site::ALL.iter().copied().find(|x| x.name() == s).or(match s {
+            "store" | "latency" => Some(Site::StoreLatency),
+            "service" => Some(Site::StoreService),
+            "commit" => Some(Site::StoreCommit),
+            "think" => Some(Site::Think),
+            "start" => Some(Site::Start),
+            "fetch" => Some(Site::Fetch),
+            "destination" => Some(Site::Destination),
+            _ => None,
+        })
+    }
+
+    fn dist(self, sc: &Scenario) -> &crate::dist::Dist {
+        match self {
+            Site::StoreLatency => &sc.store.latency,
+            Site::StoreService => &sc.store.service,
+            Site::StoreCommit => &sc.store.commit,
+            Site::Think => &sc.processes.think,
+            Site::Start => &sc.processes.start,
+            Site::Fetch => &sc.fetch.duration,
+            Site::Destination => &sc.destination.latency,
+        }
+    }
+}
+
+/// What to explore and how far.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How to walk the tree.
+    pub method: Method,
+    /// Run this many processes instead of the scenario's.
+    pub processes: Option<u32>,
+    /// Each process makes this many requests instead of the scenario's.
+    pub requests: Option<u64>,
+    /// The distributions whose draws are choices (the others are held at their medians).
+    pub vary: Vec<Site>,
+    /// Quantiles, kills, kill points (empty: every point the backend has), restart delay,
+    /// order width.
+    pub bounds: Bounds,
+    /// Stop after this many schedules.
+    pub schedules: Option<u64>,
+    /// Stop after this long (the explorer's own clock).
+    pub time: Option<Duration>,
+    /// The explorer's seed (random, pct, coverage).
+    pub seed: u64,
+    /// This process's slice of the tree, `(index, count)`.
+    pub shard: Option<(u64, u64)>,
+    /// Stop runs at states already seen.
+    pub prune: bool,
+    /// Only these checks count as violations (empty: every check).
+    pub checks: Vec<String>,
+    /// Shrink a counterexample.
+    pub shrink: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            method: Method::Exhaustive,
+            processes: None,
+            requests: None,
+            vary: vec![Site::StoreLatency, Site::StoreService],
+            bounds: Bounds::default(),
+            schedules: None,
+            time: None,
+            seed: 0,
+            shard: None,
+            prune: true,
+            checks: Vec::new(),
+            shrink: true,
+        }
+    }
+}
+
+/// A property that broke on a schedule.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Violation {
+    /// The check (`ceiling`, ...; `no_progress` for a run that stopped making progress).
+    pub check: String,
+    /// Its witness.
+    pub detail: String,
+}
+
+/// A violation, shrunk, as a runnable case.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Counterexample {
+    /// What broke, on the shrunk case.
+    pub violation: Violation,
+    /// The schedule that first showed it (1 first).
+    pub found_at: u64,
+    /// Its choices as found.
+    pub found_choices: usize,
+    /// Processes, requests and kills as found.
+    pub found: Size,
+    /// Processes, requests and kills after shrinking.
+    pub shrunk: Size,
+    /// Runs the shrinking made.
+    pub shrink_runs: u64,
+    /// The shrunk case's choices.
+    pub choices: Vec<Choice>,
+    /// The shrunk case's scenario, as TOML (what `--out` writes).
+    pub scenario: String,
+}
+
+/// The size of a case.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Size {
+    /// Processes.
+    pub processes: u32,
+    /// Requests per process (`None`: open loop or unbounded).
+    pub requests: Option<u64>,
+    /// Kills the choices fire.
+    pub kills: u32,
+    /// Choices.
+    pub choices: usize,
+}
+
+/// What an exploration did.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Report {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The backend explored.
+    pub backend: String,
+    /// How.
+    pub method: Method,
+    /// Processes and requests explored.
+    pub processes: u32,
+    /// Requests per process.
+    pub requests: Option<u64>,
+    /// The distributions varied.
+    pub vary: Vec<Site>,
+    /// The bounds.
+    pub bounds: Bounds,
+    /// Complete schedules judged.
+    pub schedules: u64,
+    /// Runs stopped at a state already seen.
+    pub pruned: u64,
+    /// Distinct states seen (0 without pruning).
+    pub states: u64,
+    /// The most choices one run made.
+    pub depth: usize,
+    /// Seconds spent.
+    pub seconds: f64,
+    /// Exhaustive: the whole tree (this shard's part of it) was explored.
+    pub complete: bool,
+    /// Which shard, `(index, count)`.
+    pub shard: Option<(u64, u64)>,
+    /// The first violation, shrunk.
+    pub counterexample: Option<Counterexample>,
+    /// For pct: the probability a bug of the stated depth escapes every run, at most (the
+    /// bound `(1 - 1/(n k^(d-1)))^runs`).
+    pub escape_bound: Option<f64>,
+}
+
+impl Report {
+    /// Schedules judged per second.
+    pub fn rate(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.schedules as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// The one-line verdict.
+    pub fn verdict(&self) -> String {
+        let shard = self.shard.map_or(String::new(), |(i, n)| format!(" (shard {i}/{n})"));
+        match &self.counterexample {
+            Some(c) => format!(
+                "violation of {} after {} schedules{shard}: {}",
+                c.violation.check, c.found_at, c.violation.detail
+            ),
+            None if self.complete => format!(
+                "no violation in all {} schedules ({} distinct states, {} pruned) within these bounds{shard}",
+                self.schedules, self.states, self.pruned
+            ),
+            None => format!(
+                "no violation in {} schedules ({} distinct states, {} pruned){shard}; the budget ran out before the tree did",
+                self.schedules, self.states, self.pruned
+            ),
+        }
+    }
+}
+
+/// The explorer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ExploreError {
+    /// An option is out of range.
+    #[error("{0}")]
+    Options(String),
+    /// The scenario, prepared for exploring, is not valid.
+    #[error("{0}")]
+    Scenario(String),
+    /// A run could not start (a backend option, the budget).
+    #[error("{0}")]
+    Run(String),
+}
+
+/// The scenario an explorer runs: `sc` with the processes and requests of `opts`, every
+/// distribution not varied held at its median. `doc` is the scenario file's TOML (what the
+/// runnable counterexample is written from); returns both.
+pub fn prepare(file: &str, text: &str, sc: &Scenario, opts: &Options) -> Result<(Scenario, String), ExploreError> {
+    let mut doc: toml::Table = text
+        .parse()
+        .map_err(|e| ExploreError::Scenario(format!("{file}: {e}")))?;
+    let set = |doc: &mut toml::Table, path: &str, v: toml::Value| {
+        let (table, key) = path.split_once('.').expect("a dotted path");
+        let t = doc
+            .entry(table)
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let toml::Value::Table(t) = t {
+            t.insert(key.to_string(), v);
+        }
+    };
+    set(&mut doc, "pacer.backend", toml::Value::String(sc.pacer.backend.clone()));
+    doc.insert("seed".into(), toml::Value::Integer(sc.seed as i64));
+    if let Some(p) = opts.processes {
+        set(&mut doc, "processes.count", toml::Value::Integer(i64::from(p)));
+    }
+    if let Some(r) = opts.requests {
+        set(&mut doc, "processes.requests", toml::Value::Integer(r as i64));
+    }
+    for site in Site::ALL {
+        let d = site.dist(sc);
+        if !opts.vary.contains(site) && !matches!(d, crate::dist::Dist::Constant { .. }) {
+            let mut t = toml::Table::new();
+            t.insert("dist".into(), "constant".into());
+            t.insert("value".into(), format!("{}ns", d.median().0).into());
+            set(&mut doc, site.name(), toml::Value::Table(t));
+        }
+    }
+    let text = toml::to_string(&doc).map_err(|e| ExploreError::Scenario(format!("{file}: {e}")))?;
+    let prepared = Scenario::parse(file, &text).map_err(|e| ExploreError::Scenario(e.to_string()))?;
+    Ok((prepared, text))
+}
+
+/// The sink a schedule's trace goes to: every checker, and (when pruning) the running trace
+/// fingerprint the world's state includes.
+struct Judge<'a> {
+    suite: crate::check::Suite,
+    hash: Option<(TraceHash, &'a Source)>,
+    coverage: Option<&'a mut strategy::Coverage>,
+}
+
+impl Sink for Judge<'_> {
+    fn header(&mut self, h: &Header) {
+        self.suite.header(h);
+        if let Some((hash, _)) = &mut self.hash {
+            hash.header(h);
+        }
+    }
+
+    fn event(&mut self, ev: &Event) {
+        self.suite.event(ev);
+        if let Some((hash, src)) = &mut self.hash {
+            hash.event(ev);
+            src.set_trace(hash.value());
+        }
+        if let Some(c) = &mut self.coverage {
+            c.event(ev);
+        }
+    }
+}
+
+/// One schedule's outcome.
+#[derive(Debug)]
+pub struct Schedule {
+    /// The choices it made.
+    pub made: Vec<Choice>,
+    /// Stopped at a state already seen.
+    pub pruned: bool,
+    /// What broke (a complete run only).
+    pub violation: Option<Violation>,
+}
+
+/// The explorer of one scenario and backend.
+pub struct Explorer {
+    spec: &'static BackendSpec,
+    bounds: Bounds,
+    kill_mask: u32,
+    seen: Option<Seen>,
+    checks: Vec<String>,
+    /// Runs made (schedules, pruned runs, shrinking's runs).
+    pub runs: u64,
+}
+
+impl std::fmt::Debug for Explorer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Explorer")
+            .field("backend", &self.spec.name)
+            .field("runs", &self.runs)
+            .finish()
+    }
+}
+
+/// The kill points a backend reaches among `names` (empty: all it reaches), as the bit mask
+/// the choice source reads, and their names.
+pub fn kill_mask(spec: &BackendSpec, sc: &Scenario, names: &[String]) -> Result<(u32, Vec<String>), ExploreError> {
+    let caps = spec
+        .ops
+        .capabilities(spec.name, sc)
+        .map_err(|e| ExploreError::Run(e.to_string()))?;
+    let mut mask = 0u32;
+    let mut kept = Vec::new();
+    for (i, p) in KillPoint::ALL.iter().enumerate() {
+        let wanted = names.is_empty() || names.iter().any(|n| n == p.name());
+        if wanted && caps.kill_points.contains(p) {
+            mask |= 1 << i;
+            kept.push(p.name().to_string());
+        }
+    }
+    for n in names {
+        if !KillPoint::ALL.iter().any(|p| p.name() == n) {
+            let all: Vec<&str> = KillPoint::ALL.iter().map(|p| p.name()).collect();
+            return Err(ExploreError::Options(format!(
+                "--kill-points: no kill point `{n}` (one of {})",
+                all.join(", ")
+            )));
+        }
+        if !kept.contains(n) {
+            return Err(ExploreError::Options(format!(
+                "--kill-points: backend `{}` never reaches `{n}` (it reaches: {})",
+                spec.name,
+                caps.kill_points.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
+    Ok((mask, kept))
+}
+
+impl Explorer {
+    /// An explorer of backend `spec` within `bounds` (its `kill_points` resolved: see
+    /// [`kill_mask`]); `prune`: stop runs at states seen.
+    pub fn new(
+        spec: &'static BackendSpec,
+        bounds: Bounds,
+        kill_mask: u32,
+        prune: bool,
+        checks: Vec<String>,
+    ) -> Explorer {
+        Explorer {
+            spec,
+            bounds,
+            kill_mask,
+            seen: prune.then(Seen::default),
+            checks,
+            runs: 0,
+        }
+    }
+
+    /// Distinct states seen so far.
+    pub fn states(&self) -> u64 {
+        self.seen.as_ref().map_or(0, |s| s.len() as u64)
+    }
+
+    /// Run `sc` once: `prefix` first, then `strategy`; `prune`: may stop at a state seen.
+    pub fn run(
+        &mut self,
+        sc: &Scenario,
+        prefix: Vec<u32>,
+        strategy: Box<dyn crate::choice::Strategy>,
+        prune: bool,
+        coverage: Option<&mut strategy::Coverage>,
+    ) -> Result<Schedule, ExploreError> {
+        self.runs += 1;
+        let mut tape = Tape::steer(self.bounds.clone(), self.kill_mask, prefix, strategy);
+        let pruning = prune && self.seen.is_some();
+        if pruning && let Some(seen) = self.seen.take() {
+            tape = tape.pruning(seen);
+        }
+        let src = Source::new(tape);
+        let mut judge = Judge {
+            suite: crate::check::Suite::new(),
+            hash: pruning.then(|| (TraceHash::new(), &src)),
+            coverage,
+        };
+        let res = self.spec.ops.simulate_from(self.spec.name, sc, Some(&src), &mut judge);
+        if pruning {
+            self.seen = src.take_seen();
+        }
+        let made = src.made();
+        match res {
+            Ok(o) if o.pruned => Ok(Schedule {
+                made,
+                pruned: true,
+                violation: None,
+            }),
+            Ok(_) => {
+                let violation = judge
+                    .suite
+                    .verdicts()
+                    .into_iter()
+                    .find(|v| v.failed() && (self.checks.is_empty() || self.checks.iter().any(|c| c == v.name)))
+                    .map(|v| Violation {
+                        check: v.name.to_string(),
+                        detail: v.detail,
+                    });
+                Ok(Schedule {
+                    made,
+                    pruned: false,
+                    violation,
+                })
+            }
+            Err(crate::builder::SimError::NoProgress(e)) => Ok(Schedule {
+                made,
+                pruned: false,
+                violation: (self.checks.is_empty() || self.checks.iter().any(|c| c == "liveness")).then(|| Violation {
+                    check: "liveness".into(),
+                    detail: format!("the run stopped making progress: {e}"),
+                }),
+            }),
+            Err(e) => Err(ExploreError::Run(e.to_string())),
+        }
+    }
+}
+
+/// The next prefix depth first after a run that made `made`: the deepest choice (below
+/// `floor` not considered: another shard's) that has a way not yet taken, taken; `None` when
+/// every way of every choice was.
+pub fn next_prefix(made: &[Choice], floor: usize) -> Option<Vec<u32>> {
+    let j = (floor..made.len()).rev().find(|&j| made[j].index + 1 < made[j].of)?;
+    let mut p: Vec<u32> = made[..j].iter().map(|c| c.index).collect();
+    p.push(made[j].index + 1);
+    Some(p)
+}
+
+/// The choice depth a shard of `count` splits the tree at.
+fn shard_depth(count: u64) -> usize {
+    // (at least 8 subtrees per shard when every choice is binary)
+    (64 - (count.max(1) * 8 - 1).leading_zeros()) as usize
+}
+
+/// Progress, as the explorer reports it.
+#[derive(Copy, Clone, Debug)]
+pub struct Progress {
+    /// Complete schedules so far.
+    pub schedules: u64,
+    /// Distinct states so far.
+    pub states: u64,
+    /// Pruned runs so far.
+    pub pruned: u64,
+    /// Deepest run so far.
+    pub depth: usize,
+    /// Seconds so far.
+    pub seconds: f64,
+}
+
+/// Explore `sc` (already prepared: [`prepare`]; `text` its TOML) with backend `spec`.
+/// `progress` is called now and then.
+pub fn explore(
+    spec: &'static BackendSpec,
+    sc: &Scenario,
+    text: &str,
+    opts: &Options,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Report, ExploreError> {
+    if opts.bounds.quantiles.is_empty() || opts.bounds.quantiles.iter().any(|q| !(*q > 0.0 && *q < 1.0)) {
+        return Err(ExploreError::Options(
+            "--values: each quantile must lie strictly between 0 and 1".into(),
+        ));
+    }
+    if let Method::Pct { depth: 0 } = opts.method {
+        return Err(ExploreError::Options("--depth: a bug depth is 1 or more".into()));
+    }
+    crate::budget::check(sc, 1).map_err(|e| ExploreError::Run(e.to_string()))?;
+    let (mask, points) = kill_mask(spec, sc, &opts.bounds.kill_points)?;
+    let bounds = Bounds {
+        kill_points: points,
+        ..opts.bounds.clone()
+    };
+    let prune = opts.prune && opts.method == Method::Exhaustive;
+    let mut ex = Explorer::new(spec, bounds.clone(), mask, prune, opts.checks.clone());
+    let start = WallInstant::now();
+    let mut last_progress = start;
+    let (mut schedules, mut pruned, mut depth) = (0u64, 0u64, 0usize);
+    let mut complete = false;
+    let mut found: Option<(u64, Schedule)> = None;
+    let out_of_budget = |schedules: u64| {
+        opts.schedules.is_some_and(|n| schedules >= n) || opts.time.is_some_and(|t| start.elapsed() >= t)
+    };
+    let n = sc.processes.count;
+    let mut k_estimate = 64usize;
+    let mut coverage = strategy::Coverage::default();
+    let mut rng = crate::rng::stream(opts.seed, crate::rng::Entity::Faults);
+    let (shard_i, shard_n) = opts.shard.unwrap_or((0, 1));
+    let split = if shard_n > 1 { shard_depth(shard_n) } else { 0 };
+    // exhaustive: the next prefix; the subtree (at the shard depth) the last run was in
+    let mut prefix: Vec<u32> = Vec::new();
+    let mut subtree: (Option<Vec<u32>>, u64) = (None, 0);
+    loop {
+        if out_of_budget(schedules) {
+            break;
+        }
+        let s = match opts.method {
+            Method::Exhaustive => ex.run(sc, prefix.clone(), Box::new(crate::choice::First), prune, None)?,
+            Method::Random => ex.run(sc, Vec::new(), Box::new(strategy::Uniform::new(&mut rng)), false, None)?,
+            Method::Pct { depth: d } => {
+                let st = strategy::Pct::new(&mut rng, n, d, k_estimate);
+                ex.run(sc, Vec::new(), Box::new(st), false, None)?
+            }
+            Method::Coverage => {
+                let (p, st) = coverage.next(&mut rng);
+                let mut c = std::mem::take(&mut coverage);
+                let s = ex.run(sc, p, Box::new(st), false, Some(&mut c))?;
+                coverage = c;
+                coverage.finish(&s.made);
+                s
+            }
+        };
+        depth = depth.max(s.made.len());
+        k_estimate = k_estimate.max(s.made.len());
+        // exhaustive with shards: a subtree that is another shard's is skipped whole
+        let mut mine = true;
+        if opts.method == Method::Exhaustive && shard_n > 1 {
+            let head: Vec<u32> = s.made.iter().take(split).map(|c| c.index).collect();
+            if subtree.0.as_ref() != Some(&head) {
+                subtree = (Some(head), subtree.1 + u64::from(subtree.0.is_some()));
+            }
+            mine = subtree.1 % shard_n == shard_i;
+        } else if shard_n > 1 {
+            // sampled methods: each shard its own seeds
+            mine = true;
+        }
+        if mine {
+            if s.pruned {
+                pruned += 1;
+            } else {
+                schedules += 1;
+                if s.violation.is_some() {
+                    found = Some((schedules, s));
+                    break;
+                }
+            }
+        }
+        if last_progress.elapsed() >= Duration::from_millis(500) {
+            last_progress = WallInstant::now();
+            progress(&Progress {
+                schedules,
+                states: ex.states(),
+                pruned,
+                depth,
+                seconds: start.elapsed().as_secs_f64(),
+            });
+        }
+        if opts.method == Method::Exhaustive {
+            let floor = if mine { 0 } else { 0 };
+            let made = if mine {
+                &s.made[..]
+            } else {
+                &s.made[..s.made.len().min(split)]
+            };
+            match next_prefix(made, floor) {
+                Some(p) => prefix = p,
+                None => {
+                    complete = true;
+                    break;
+                }
+            }
+        }
+    }
+    let states = ex.states();
+    let counterexample = match found {
+        Some((at, s)) => Some(shrink::shrink(&mut ex, sc, text, at, s, opts)?),
+        None => None,
+    };
+    let escape_bound = match opts.method {
+        Method::Pct { depth: d } if counterexample.is_none() && schedules > 0 => {
+            let p = 1.0 / (f64::from(n.max(1)) * (k_estimate as f64).powi(d as i32 - 1));
+            Some((1.0 - p).powf(schedules as f64))
+        }
+        _ => None,
+    };
+    Ok(Report {
+        scenario: sc.name.clone(),
+        backend: spec.name.to_string(),
+        method: opts.method,
+        processes: sc.processes.count,
+        requests: sc.processes.requests,
+        vary: opts.vary.clone(),
+        bounds,
+        schedules,
+        pruned,
+        states,
+        depth,
+        seconds: start.elapsed().as_secs_f64(),
+        complete,
+        shard: opts.shard,
+        counterexample,
+        escape_bound,
+    })
+}
+
+/// Kills a choice sequence fires.
+pub fn kills(made: &[Choice]) -> u32 {
+    made.iter().filter(|c| c.kind == Kind::Kill && c.index == 1).count() as u32
+}
+
+/// Merge the reports of a sharded exploration into one: counts summed; a violation if any
+/// shard found one (the first shard's that did); complete when every shard was.
+pub fn merge(reports: &[Report]) -> Result<Report, String> {
+    let first = reports.first().ok_or("no reports to merge")?;
+    let shards: std::collections::BTreeSet<u64> = reports.iter().filter_map(|r| r.shard.map(|s| s.0)).collect();
+    let count = first.shard.map_or(1, |s| s.1);
+    for r in reports {
+        if r.scenario != first.scenario || r.backend != first.backend || r.method != first.method {
+            return Err(format!(
+                "reports of different explorations: {}/{} and {}/{}",
+                first.scenario, first.backend, r.scenario, r.backend
+            ));
+        }
+        if r.shard.map_or(1, |s| s.1) != count {
+            return Err("reports of different shard counts".into());
+        }
+    }
+    if shards.len() as u64 != count || reports.len() as u64 != count {
+        return Err(format!(
+            "{} of {count} shards given (each exactly once): {:?}",
+            shards.len(),
+            shards
+        ));
+    }
+    let mut m = first.clone();
+    m.schedules = reports.iter().map(|r| r.schedules).sum();
+    m.pruned = reports.iter().map(|r| r.pruned).sum();
+    m.states = reports.iter().map(|r| r.states).sum();
+    m.depth = reports.iter().map(|r| r.depth).max().unwrap_or(0);
+    m.seconds = reports.iter().map(|r| r.seconds).sum();
+    m.complete = reports.iter().all(|r| r.complete);
+    m.counterexample = reports.iter().find_map(|r| r.counterexample.clone());
+    m.shard = None;
+    Ok(m)
+}
+
+/// `pacesim explore FILE`: load the scenario (with `backend`, `seed` if given), prepare it,
+/// explore it, and with `out` write the report and any counterexample there ([`write`]).
+pub fn from_file(
+    file: &std::path::Path,
+    backend: Option<&str>,
+    seed: Option<u64>,
+    opts: &Options,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<(Report, Scenario), ExploreError> {
+    let sc = crate::run::load(file, seed, backend).map_err(|e| ExploreError::Scenario(e.to_string()))?;
+    let text = std::fs::read_to_string(file).map_err(|e| ExploreError::Scenario(format!("{}: {e}", file.display())))?;
+    let spec = crate::registry::spec(&sc.pacer.backend)
+        .ok_or_else(|| ExploreError::Scenario(format!("unknown backend `{}`", sc.pacer.backend)))?;
+    let (prepared, text) = prepare(&file.display().to_string(), &text, &sc, opts)?;
+    let report = explore(spec, &prepared, &text, opts, progress)?;
+    Ok((report, prepared))
+}
+
+/// The file stem a report's outputs share: `<scenario>-<backend>`.
+pub fn stem(r: &Report) -> String {
+    let clean = |s: &str| {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect::<String>()
+    };
+    format!("{}-{}", clean(&r.scenario), clean(&r.backend))
+}
+
+/// Write `r` into `dir`: `<stem>.json` (the report), `<stem>.md` (its figures), and for a
+/// counterexample `<stem>.case.toml` (the shrunk scenario), `<stem>.choices.json` (its
+/// choices: `pacesim run <stem>.case.toml --choices <stem>.choices.json` replays it),
+/// `<stem>.trace.jsonl` and `<stem>-rate.svg`/`.png` (the failing run's rate, the violation
+/// marked). Returns the files written.
+pub fn write(dir: &std::path::Path, r: &Report) -> Result<Vec<std::path::PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let stem = stem(r);
+    let mut files = Vec::new();
+    let put = |name: String, text: String, files: &mut Vec<std::path::PathBuf>| -> Result<(), String> {
+        let p = dir.join(name);
+        std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?;
+        files.push(p);
+        Ok(())
+    };
+    let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())? + "\n";
+    put(format!("{stem}.json"), json, &mut files)?;
+    let mut md = markdown(r);
+    if let Some(c) = &r.counterexample {
+        put(format!("{stem}.case.toml"), c.scenario.clone(), &mut files)?;
+        let sc = Scenario::parse(&format!("{stem}.case.toml"), &c.scenario).map_err(|e| e.to_string())?;
+        let cf = crate::run::choices::ChoiceFile {
+            version: crate::run::choices::VERSION,
+            scenario: sc.name.clone(),
+            backend: sc.pacer.backend.clone(),
+            seed: sc.seed,
+            body: crate::run::choices::Body::Steered {
+                bounds: r.bounds.clone(),
+                choices: c.choices.clone(),
+            },
+        };
+        let choices = dir.join(format!("{stem}.choices.json"));
+        cf.write(&choices)?;
+        files.push(choices);
+        // the failing run again: its trace and its rate plot, the violation marked
+        let trace_path = dir.join(format!("{stem}.trace.jsonl"));
+        let trace = std::fs::File::create(&trace_path).map_err(|e| format!("{}: {e}", trace_path.display()))?;
+        let mut tl = crate::timeline::Timeline::new();
+        let summary = crate::registry::simulate_from(
+            &sc,
+            Some(&cf.source()),
+            Some(Box::new(std::io::BufWriter::new(trace))),
+            Some(&mut tl),
+        )
+        .map_err(|e| e.to_string())?;
+        files.push(trace_path);
+        let mut fig = crate::plot::rate::RateFigure::new(
+            &sc.name,
+            sc.seed,
+            sc.pacer.rate,
+            &[(&r.backend, &tl, summary.achieved_rate)],
+        );
+        let (a, b) = violation_window(&c.violation, &sc, tl.end());
+        fig.violation = Some((a, b, c.violation.check.clone()));
+        let plot = format!("{stem}-rate");
+        crate::plot::write(&fig, dir, &plot).map_err(|e| e.to_string())?;
+        files.push(dir.join(format!("{plot}.png")));
+        md.push_str(&format!(
+            "\n![the failing run's arrival rate, the violation marked]({plot}.png)\n\n\
+             Replay: `{} run {stem}.case.toml --choices {stem}.choices.json`\n",
+            crate::summary::program()
+        ));
+    }
+    put(format!("{stem}.md"), md, &mut files)?;
+    Ok(files)
+}
+
+/// Where a violation shows on the time axis, in seconds: the instant its witness names (`at
+/// 1.234567s`), as the window of `burst + 1` intervals that ends there; the whole run when the
+/// witness names none.
+fn violation_window(v: &Violation, sc: &Scenario, end_ns: u64) -> (f64, f64) {
+    let at = v.detail.split(" at ").skip(1).find_map(|rest| {
+        let num: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+        rest[num.len()..]
+            .starts_with('s')
+            .then(|| num.parse::<f64>().ok())
+            .flatten()
+    });
+    match at {
+        Some(t) => {
+            let w = (sc.checks.burst.max(1) + 1) as f64 / sc.pacer.rate;
+            ((t - w).max(0.0), t)
+        }
+        None => (0.0, end_ns as f64 / 1e9),
+    }
+}
+
+/// The report's figures, as Markdown.
+pub fn markdown(r: &Report) -> String {
+    let mut s = format!(
+        "# explore: {} with `{}`\n\n{}\n\n| | |\n|---|---|\n",
+        r.scenario,
+        r.backend,
+        r.verdict()
+    );
+    let mut row = |k: &str, v: String| s.push_str(&format!("| {k} | {v} |\n"));
+    row("strategy", r.method.name().to_string());
+    row(
+        "bounds",
+        format!(
+            "{} processes x {} requests; values at quantiles {:?} of {}; at most {} kills at {}; order width {}",
+            r.processes,
+            r.requests.map_or("open".to_string(), |q| q.to_string()),
+            r.bounds.quantiles,
+            r.vary.iter().map(|v| v.name()).collect::<Vec<_>>().join(", "),
+            r.bounds.kills,
+            if r.bounds.kill_points.is_empty() {
+                "no point".to_string()
+            } else {
+                r.bounds.kill_points.join(", ")
+            },
+            r.bounds.order_width
+        ),
+    );
+    row("schedules judged", r.schedules.to_string());
+    row("runs pruned at a state seen", r.pruned.to_string());
+    row("distinct states", r.states.to_string());
+    row("deepest run (choices)", r.depth.to_string());
+    row("time", format!("{:.2} s", r.seconds));
+    row("schedules per second", format!("{:.0}", r.rate()));
+    if let Some(b) = r.escape_bound {
+        row(
+            "pct: a depth bug escapes every run with probability at most",
+            format!("{b:.3e}"),
+        );
+    }
+    if let Some(c) = &r.counterexample {
+        row("violation", format!("{}: {}", c.violation.check, c.violation.detail));
+        row(
+            "found",
+            format!(
+                "schedule {}: {} processes, {} kills, {} choices",
+                c.found_at, c.found.processes, c.found.kills, c.found.choices
+            ),
+        );
+        row(
+            "shrunk",
+            format!(
+                "{} processes x {} requests, {} kills, {} choices ({} runs)",
+                c.shrunk.processes,
+                c.shrunk.requests.map_or("open".to_string(), |q| q.to_string()),
+                c.shrunk.kills,
+                c.shrunk.choices,
+                c.shrink_runs
+            ),
+        );
+    }
+    s
+}

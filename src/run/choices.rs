@@ -1,0 +1,140 @@
+//! Choice files: a run's decisions, written out and read back (`pacesim run FILE --choices
+//! CHOICES`, `--record-choices CHOICES`).
+//!
+//! ```json
+//! {"version": 1, "scenario": "racy", "backend": "row", "seed": 1, "mode": "steered",
+//!  "bounds": {"quantiles": [0.01, 0.5, 0.99], "kills": 1, "kill_points": ["mid_reservation"],
+//!             "restart_after": 1000000000, "order_width": 8},
+//!  "choices": [{"kind": "value", "index": 2, "of": 3, "pid": 0}, ...]}
+//! ```
+//!
+//! `mode = "steered"`: an explorer's run (each choice an index, then the first way past the
+//! end); `mode = "words"`: an ordinary run's random words, in the order drawn (zeros past the
+//! end).
+
+use crate::choice::{Bounds, Choice, Source, Tape};
+use crate::fault::KillPoint;
+use crate::scenario::Scenario;
+use std::path::Path;
+
+/// The version this build writes and reads.
+pub const VERSION: u32 = 1;
+
+/// A choice file.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChoiceFile {
+    /// [`VERSION`].
+    pub version: u32,
+    /// The scenario's name (a replay of another scenario is refused).
+    pub scenario: String,
+    /// The backend.
+    pub backend: String,
+    /// The seed (the streams that are not choices draw from it).
+    pub seed: u64,
+    /// The decisions.
+    #[serde(flatten)]
+    pub body: Body,
+}
+
+/// What a choice file holds.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum Body {
+    /// An explorer's run.
+    Steered {
+        /// The bounds it ran within.
+        bounds: Bounds,
+        /// Its choices, in order.
+        choices: Vec<Choice>,
+    },
+    /// An ordinary run's words.
+    Words {
+        /// The words, in the order drawn.
+        words: Vec<u64>,
+    },
+}
+
+impl ChoiceFile {
+    /// Read `path`; an error names the file, and the line and column JSON gives.
+    pub fn read(path: &Path) -> Result<ChoiceFile, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let f: ChoiceFile = serde_json::from_str(&text)
+            .map_err(|e| format!("{}:{}:{}: not a choice file: {e}", path.display(), e.line(), e.column()))?;
+        if f.version != VERSION {
+            return Err(format!(
+                "{}: field `version`: {} (this pacesim reads version {VERSION})",
+                path.display(),
+                f.version
+            ));
+        }
+        if let Body::Steered { bounds, .. } = &f.body {
+            for p in &bounds.kill_points {
+                if !KillPoint::ALL.iter().any(|k| k.name() == p) {
+                    return Err(format!(
+                        "{}: field `bounds.kill_points`: no kill point `{p}`",
+                        path.display()
+                    ));
+                }
+            }
+            if bounds.quantiles.iter().any(|q| !(*q > 0.0 && *q < 1.0)) {
+                return Err(format!(
+                    "{}: field `bounds.quantiles`: each must lie strictly between 0 and 1",
+                    path.display()
+                ));
+            }
+        }
+        Ok(f)
+    }
+
+    /// Write it to `path` (pretty JSON).
+    pub fn write(&self, path: &Path) -> Result<(), String> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Check it belongs to `sc` (name, backend, seed); the error names the field.
+    pub fn fits(&self, path: &Path, sc: &Scenario) -> Result<(), String> {
+        let p = path.display();
+        if self.scenario != sc.name {
+            return Err(format!(
+                "{p}: field `scenario`: the choices are of scenario `{}`, not `{}`",
+                self.scenario, sc.name
+            ));
+        }
+        if self.backend != sc.pacer.backend {
+            return Err(format!(
+                "{p}: field `backend`: the choices are of backend `{}`, not `{}` (pass --backend {})",
+                self.backend, sc.pacer.backend, self.backend
+            ));
+        }
+        if self.seed != sc.seed {
+            return Err(format!(
+                "{p}: field `seed`: the choices were made with seed {}, not {} (pass --seed {})",
+                self.seed, sc.seed, self.seed
+            ));
+        }
+        Ok(())
+    }
+
+    /// The source that replays it.
+    pub fn source(&self) -> Source {
+        match &self.body {
+            Body::Words { words } => Source::new(Tape::replay(words.clone())),
+            Body::Steered { bounds, choices } => {
+                let mask = KillPoint::ALL
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, k)| bounds.kill_points.iter().any(|p| p == k.name()))
+                    .fold(0u32, |m, (i, _)| m | (1 << i));
+                let prefix = choices.iter().map(|c| c.index).collect();
+                Source::new(Tape::steer(
+                    bounds.clone(),
+                    mask,
+                    prefix,
+                    Box::new(crate::choice::First),
+                ))
+            }
+        }
+    }
+}
