@@ -102,70 +102,9 @@ pub(crate) enum Command {
         /// Override the scenario's seed (the draws that are not choices).
         #[arg(long)]
         seed: Option<u64>,
-        /// exhaustive, pct, random or coverage.
-        #[arg(long, default_value = "exhaustive")]
-        strategy: String,
-        /// pct: the bug depth its bound is stated for.
-        #[arg(long, default_value_t = 3)]
-        depth: u32,
-        /// Run this many processes instead of the scenario's.
-        #[arg(long)]
-        processes: Option<u32>,
-        /// Each process makes this many requests instead of the scenario's.
-        #[arg(long)]
-        requests: Option<u64>,
-        /// The quantiles a varied distribution's draw chooses among.
-        #[arg(long, default_value = "0.01,0.5,0.99")]
-        values: String,
-        /// The distributions whose draws are choices (the others are held at their medians):
-        /// store.latency, store.service, store.commit, processes.think, processes.start,
-        /// fetch.duration, destination.latency; `none` for none.
-        #[arg(long, default_value = "store.latency,store.service")]
-        vary: String,
-        /// At most this many kills, each at any of the backend's kill points.
-        #[arg(long, default_value_t = 0)]
-        kills: u32,
-        /// The kill points a kill may fire at (default: every point the backend reaches).
-        #[arg(long)]
-        kill_points: Option<String>,
-        /// A killed process restarts after this long (`never`: it stays dead).
-        #[arg(long, default_value = "1s")]
-        restart_after: String,
-        /// Which network hops are choices: `permission` (the hops to the store of operations
-        /// that ask for permission or complete such a request: where processes race), `sent`
-        /// (every hop to the store) or `all` (both ways); the others take their medians.
-        #[arg(long, default_value = "permission")]
-        hops: String,
-        /// The most operations reaching the store at one instant whose order is a choice.
-        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=8))]
-        order_width: u32,
-        /// Stop after this many schedules (default: 1000000 exhaustive, 10000 otherwise).
-        #[arg(long)]
-        schedules: Option<u64>,
-        /// Stop after this long (e.g. 60s).
-        #[arg(long, value_parser = crate::time::parse_duration)]
-        time: Option<crate::time::Nanos>,
-        /// The explorer's own seed (pct, random, coverage).
-        #[arg(long, default_value_t = 0)]
-        search_seed: u64,
-        /// Explore only slice i of n of the tree (exhaustive), or with seeds of its own
-        /// (others); merge the shards' reports with `explore-merge`. Without it, the shard
-        /// comes from the scheduler as for `sweep` (JOB_COMPLETION_INDEX with --shards,
-        /// SLURM_ARRAY_TASK_ID).
-        #[arg(long)]
-        shard: Option<String>,
-        /// The shard count when the index comes from the scheduler.
-        #[arg(long)]
-        shards: Option<u64>,
-        /// Judge every schedule in full, even at states already seen.
-        #[arg(long)]
-        no_prune: bool,
-        /// Report the violation as found, unshrunk.
-        #[arg(long)]
-        no_shrink: bool,
-        /// Only these checks count as violations (comma-separated; default: all).
-        #[arg(long)]
-        checks: Option<String>,
+        /// The search: strategy, bounds, budget.
+        #[command(flatten)]
+        args: Box<ExploreArgs>,
         /// Write the report (JSON, Markdown) and any counterexample (scenario, choices, trace,
         /// rate plot) here.
         #[arg(long)]
@@ -176,6 +115,29 @@ pub(crate) enum Command {
         /// Also write JUnit XML here: one test case, failing with the violation.
         #[arg(long)]
         junit: Option<PathBuf>,
+    },
+    /// Explore every defective cell of the expected matrix (each scenario x backend whose
+    /// properties must fail): random schedules within small bounds (at most 3 processes x 5
+    /// requests), then the scenario's own; only the expected properties count. Prints what
+    /// was found after how many schedules and the shrunk case. Exit 1 if a cell is not caught.
+    ExploreDefects {
+        /// Scenario files; default: every sims/*.toml.
+        files: Vec<PathBuf>,
+        /// The expected matrix; default tests/expected-matrix.toml.
+        #[arg(long)]
+        expected: Option<PathBuf>,
+        /// Schedules per cell and bound.
+        #[arg(long, default_value_t = 200)]
+        schedules: u64,
+        /// The explorer's seed.
+        #[arg(long, default_value_t = 0)]
+        search_seed: u64,
+        /// Print the cells as one JSON array.
+        #[arg(long)]
+        json: bool,
+        /// Write each cell's report and counterexample here.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Combine the reports (`<stem>.json`) of `explore --shard` runs into one verdict with
     /// summed counts.
@@ -478,60 +440,19 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
             file,
             backend,
             seed,
-            strategy,
-            depth,
-            processes,
-            requests,
-            values,
-            vary,
-            kills,
-            kill_points,
-            restart_after,
-            hops,
-            order_width,
-            schedules,
-            time,
-            search_seed,
-            shard,
-            shards,
-            no_prune,
-            no_shrink,
-            checks,
+            args,
             out,
             json,
             junit,
-        } => {
-            let args = ExploreArgs {
-                strategy,
-                depth,
-                processes,
-                requests,
-                values,
-                vary,
-                kills,
-                kill_points,
-                restart_after,
-                hops,
-                order_width,
-                schedules,
-                time,
-                search_seed,
-                shard,
-                shards,
-                no_prune,
-                no_shrink,
-                checks,
-            };
-            explore(
-                &file,
-                backend.as_deref(),
-                seed,
-                args,
-                out.as_deref(),
-                json,
-                junit.as_deref(),
-            )
-        }
+        } => explore(&file, backend.as_deref(), seed, *args, out.as_deref(), json, junit.as_deref()),
+        Command::ExploreDefects {
+            files,
+            expected,
+            schedules,
+            search_seed,
+            json,
+            out,
+        } => explore_defects(files, expected.as_deref(), schedules, search_seed, json, out.as_deref()),
         Command::ExploreMerge { reports, json, out } => explore_merge(&reports, json, out.as_deref()),
         Command::Check { trace, rate, json } => summary_status(run::check(&trace, rate), json, require_judged),
         Command::Simulate {
@@ -704,26 +625,72 @@ pub fn run_error_status(e: &run::RunError) -> i32 {
     if e.is_failed_run() { EXIT_FAIL } else { EXIT_BAD_INPUT }
 }
 
-/// `explore`'s options as given on the command line.
-struct ExploreArgs {
+/// `explore`'s search options.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExploreArgs {
+    /// exhaustive, pct, random or coverage.
+    #[arg(long, default_value = "exhaustive")]
     strategy: String,
+    /// pct: the bug depth its bound is stated for.
+    #[arg(long, default_value_t = 3)]
     depth: u32,
+    /// Run this many processes instead of the scenario's.
+    #[arg(long)]
     processes: Option<u32>,
+    /// Each process makes this many requests instead of the scenario's.
+    #[arg(long)]
     requests: Option<u64>,
+    /// The quantiles a varied distribution's draw chooses among.
+    #[arg(long, default_value = "0.01,0.5,0.99")]
     values: String,
+    /// The distributions whose draws are choices (the others are held at their medians):
+    /// store.latency, store.service, store.commit, processes.think, processes.start,
+    /// fetch.duration, destination.latency; `none` for none.
+    #[arg(long, default_value = "store.latency,store.service")]
     vary: String,
+    /// At most this many kills, each at any of the backend's kill points.
+    #[arg(long, default_value_t = 0)]
     kills: u32,
+    /// The kill points a kill may fire at (default: every point the backend reaches).
+    #[arg(long)]
     kill_points: Option<String>,
+    /// A killed process restarts after this long (`never`: it stays dead).
+    #[arg(long, default_value = "1s")]
     restart_after: String,
+    /// Which network hops are choices: `permission` (the hops to the store of operations
+    /// that ask for permission or complete such a request: where processes race), `sent`
+    /// (every hop to the store) or `all` (both ways); the others take their medians.
+    #[arg(long, default_value = "permission")]
     hops: String,
+    /// The most operations reaching the store at one instant whose order is a choice.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=8))]
     order_width: u32,
+    /// Stop after this many schedules (default: 1000000 exhaustive, 10000 otherwise).
+    #[arg(long)]
     schedules: Option<u64>,
+    /// Stop after this long (e.g. 60s).
+    #[arg(long, value_parser = crate::time::parse_duration)]
     time: Option<crate::time::Nanos>,
+    /// The explorer's own seed (pct, random, coverage).
+    #[arg(long, default_value_t = 0)]
     search_seed: u64,
+    /// Explore only slice i of n of the tree (exhaustive), or with seeds of its own
+    /// (others); merge the shards' reports with `explore-merge`. Without it, the shard
+    /// comes from the scheduler as for `sweep` (JOB_COMPLETION_INDEX with --shards,
+    /// SLURM_ARRAY_TASK_ID).
+    #[arg(long)]
     shard: Option<String>,
+    /// The shard count when the index comes from the scheduler.
+    #[arg(long)]
     shards: Option<u64>,
+    /// Judge every schedule in full, even at states already seen.
+    #[arg(long)]
     no_prune: bool,
+    /// Report the violation as found, unshrunk.
+    #[arg(long)]
     no_shrink: bool,
+    /// Only these checks count as violations (comma-separated; default: all).
+    #[arg(long)]
     checks: Option<String>,
 }
 
@@ -810,6 +777,7 @@ impl ExploreArgs {
             prune: !self.no_prune,
             checks: self.checks.as_deref().map(list).unwrap_or_default(),
             shrink: !self.no_shrink,
+            shrink_runs: crate::explore::shrink::MAX_RUNS,
         })
     }
 }
@@ -896,6 +864,63 @@ fn explore_outputs(report: &crate::explore::Report, json: bool, out: Option<&Pat
         EXIT_FAIL
     } else {
         EXIT_PASS
+    }
+}
+
+/// `pacesim explore-defects`.
+fn explore_defects(
+    files: Vec<PathBuf>,
+    expected: Option<&Path>,
+    schedules: u64,
+    seed: u64,
+    json: bool,
+    out: Option<&Path>,
+) -> i32 {
+    let files = if files.is_empty() {
+        crate::run::default_scenarios()
+    } else {
+        files
+    };
+    let path = expected.unwrap_or(Path::new(crate::matrix::DEFAULT_EXPECTED));
+    let exp = match crate::matrix::load_expected(path) {
+        Ok(e) => e,
+        Err(e) => return bad(e),
+    };
+    let opts = crate::explore::Options {
+        schedules: Some(schedules),
+        seed,
+        ..crate::explore::defects::default_options()
+    };
+    let show = !json;
+    let cells = match crate::explore::defects::explore_all(&files, &exp, &opts, &[], &mut |c| {
+        if show {
+            eprintln!("{}", c.line());
+        }
+    }) {
+        Ok(c) => c,
+        Err(e) => return bad(e),
+    };
+    if let Some(dir) = out {
+        for c in &cells {
+            if let Err(e) = crate::explore::write(dir, &c.report) {
+                return bad(e);
+            }
+        }
+    }
+    if json {
+        match serde_json::to_string(&cells) {
+            Ok(s) => println!("{s}"),
+            Err(e) => return bad(e),
+        }
+    } else {
+        let caught = cells.iter().filter(|c| c.caught()).count();
+        print!("{}", crate::explore::defects::table(&cells));
+        println!("\n{caught} of {} defective cells caught", cells.len());
+    }
+    if cells.iter().all(|c| c.caught()) {
+        EXIT_PASS
+    } else {
+        EXIT_FAIL
     }
 }
 

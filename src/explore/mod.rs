@@ -33,6 +33,7 @@
 //! the same schedules and the same counterexample. The clock read here is the explorer's
 //! budget and progress only, never a simulated one.
 
+pub mod defects;
 pub mod shrink;
 pub mod strategy;
 
@@ -174,6 +175,8 @@ pub struct Options {
     pub checks: Vec<String>,
     /// Shrink a counterexample.
     pub shrink: bool,
+    /// The most runs shrinking makes.
+    pub shrink_runs: u64,
 }
 
 impl Default for Options {
@@ -191,6 +194,7 @@ impl Default for Options {
             prune: true,
             checks: Vec::new(),
             shrink: true,
+            shrink_runs: shrink::MAX_RUNS,
         }
     }
 }
@@ -219,6 +223,8 @@ pub struct Counterexample {
     pub shrunk: Size,
     /// Runs the shrinking made.
     pub shrink_runs: u64,
+    /// The kill budget the shrunk case runs with (its choice file's `bounds.kills`).
+    pub kills: u32,
     /// The shrunk case's choices.
     pub choices: Vec<Choice>,
     /// The shrunk case's scenario, as TOML (what `--out` writes).
@@ -226,12 +232,15 @@ pub struct Counterexample {
 }
 
 /// The size of a case.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Copy, Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Size {
     /// Processes.
     pub processes: u32,
     /// Requests per process (`None`: open loop or unbounded).
     pub requests: Option<u64>,
+    /// The scenario's duration, seconds.
+    #[serde(default)]
+    pub seconds: f64,
     /// Kills the choices fire.
     pub kills: u32,
     /// Choices.
@@ -393,8 +402,17 @@ pub struct Schedule {
     pub made: Vec<Choice>,
     /// Stopped at a state already seen.
     pub pruned: bool,
-    /// What broke (a complete run only).
+    /// What broke first (a complete run only), in the checkers' order.
     pub violation: Option<Violation>,
+    /// What else broke.
+    pub also: Vec<Violation>,
+}
+
+impl Schedule {
+    /// The violation of `check`, if it broke.
+    pub fn broke(&self, check: &str) -> Option<&Violation> {
+        self.violation.iter().chain(&self.also).find(|v| v.check == check)
+    }
 }
 
 /// The explorer of one scenario and backend.
@@ -472,6 +490,16 @@ impl Explorer {
         }
     }
 
+    /// The kill budget of its runs.
+    pub fn kills(&self) -> u32 {
+        self.bounds.kills
+    }
+
+    /// Set the kill budget of its runs (shrinking tries a case without kills).
+    pub fn set_kills(&mut self, k: u32) {
+        self.bounds.kills = k;
+    }
+
     /// Distinct states seen so far.
     pub fn states(&self) -> u64 {
         self.seen.as_ref().map_or(0, |s| s.len() as u64)
@@ -508,26 +536,30 @@ impl Explorer {
                 made,
                 pruned: true,
                 violation: None,
+                also: Vec::new(),
             }),
             Ok(_) => {
-                let violation = judge
+                let broken: Vec<Violation> = judge
                     .suite
                     .verdicts()
                     .into_iter()
-                    .find(|v| v.failed() && (self.checks.is_empty() || self.checks.iter().any(|c| c == v.name)))
+                    .filter(|v| v.failed() && (self.checks.is_empty() || self.checks.iter().any(|c| c == v.name)))
                     .map(|v| Violation {
                         check: v.name.to_string(),
                         detail: v.detail,
-                    });
+                    })
+                    .collect();
                 Ok(Schedule {
                     made,
                     pruned: false,
-                    violation,
+                    violation: broken.first().cloned(),
+                    also: broken.into_iter().skip(1).collect(),
                 })
             }
             Err(crate::builder::SimError::NoProgress(e)) => Ok(Schedule {
                 made,
                 pruned: false,
+                also: Vec::new(),
                 violation: (self.checks.is_empty() || self.checks.iter().any(|c| c == "liveness")).then(|| Violation {
                     check: "liveness".into(),
                     detail: format!("the run stopped making progress: {e}"),
@@ -667,13 +699,13 @@ pub fn explore(
             });
         }
         if opts.method == Method::Exhaustive {
-            let floor = if mine { 0 } else { 0 };
+            // (another shard's subtree: backtrack above the split, skipping it whole)
             let made = if mine {
                 &s.made[..]
             } else {
                 &s.made[..s.made.len().min(split)]
             };
-            match next_prefix(made, floor) {
+            match next_prefix(made, 0) {
                 Some(p) => prefix = p,
                 None => {
                     complete = true;
@@ -816,7 +848,10 @@ pub fn write(dir: &std::path::Path, r: &Report) -> Result<Vec<std::path::PathBuf
             backend: sc.pacer.backend.clone(),
             seed: sc.seed,
             body: crate::run::choices::Body::Steered {
-                bounds: r.bounds.clone(),
+                bounds: Bounds {
+                    kills: c.kills,
+                    ..r.bounds.clone()
+                },
                 choices: c.choices.clone(),
             },
         };

@@ -21,8 +21,8 @@ use std::path::Path;
 pub const VERSION: u32 = 1;
 
 /// A choice file.
+// (no `deny_unknown_fields`: serde cannot combine it with the flattened body)
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ChoiceFile {
     /// [`VERSION`].
     pub version: u32,

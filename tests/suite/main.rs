@@ -8,6 +8,7 @@ mod checkers;
 mod common;
 mod docs;
 mod drift;
+mod explore;
 mod external;
 mod external_workers;
 mod foundation;

@@ -1,0 +1,472 @@
+//! `pacesim explore` (issue 33): a racy two-step backend, found on every exploration while
+//! sampled runs pass most seeds; shrinking to a minimal case; replay by choice file;
+//! determinism; shards that merge to the whole; correct backends that pass exhaustively.
+
+use pacesim::backend::options::OptionError;
+use pacesim::backend::{
+    Backend, Configure, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide,
+};
+use pacesim::clock::Reading;
+use pacesim::explore::{self, Method, Options, Site};
+use pacesim::fault::KillPoint;
+use pacesim::registry::{BackendSpec, OpsOf};
+use pacesim::scenario::Scenario;
+use pacesim::time::Nanos;
+use pacesim::trace::OpKind;
+use std::path::{Path, PathBuf};
+
+// ---- the racy two-step pace: read the row, then write it, as two store operations ----------
+
+/// `racy_two_step`'s options: none.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TwoStepOptions {}
+
+/// A pace row advanced in two steps: `read` answers `next_allowed_at`, the process takes
+/// `max(now, next)` as its slot and `write`s `slot + interval` back. Between the two, another
+/// process may read the same `next`: both take one slot.
+#[derive(Clone, Debug)]
+pub struct TwoStep {
+    interval: Nanos,
+}
+
+impl Configure for TwoStepOptions {
+    type Backend = TwoStep;
+    fn build(self, sc: &Scenario) -> Result<TwoStep, OptionError> {
+        Ok(TwoStep {
+            interval: sc.interval(),
+        })
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum TwoOp {
+    Read,
+    Write { slot: Reading },
+}
+
+impl StoreOp for TwoOp {
+    fn kind(&self) -> OpKind {
+        match self {
+            TwoOp::Read => OpKind::Acquire,
+            TwoOp::Write { .. } => OpKind::Complete,
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum TwoReply {
+    /// The row's `next_allowed_at`, and the store's clock when it read it.
+    Next { next: Reading, now: Reading },
+    /// Written: sleep this long, then fetch.
+    Wait(Nanos),
+}
+
+impl StoreReply for TwoReply {}
+
+#[derive(Debug)]
+pub struct TwoStore {
+    next: Reading,
+    interval: Nanos,
+}
+
+impl StoreSide for TwoStore {
+    type Op = TwoOp;
+    type Reply = TwoReply;
+    fn serve(&mut self, cx: &mut StoreCx, s: Session, op: &TwoOp, now: Reading) -> Served<TwoReply> {
+        match *op {
+            TwoOp::Read => Served::now(TwoReply::Next { next: self.next, now }),
+            TwoOp::Write { slot } => {
+                // the defect: written whatever the row holds now
+                self.next = slot + self.interval.0 as i64;
+                cx.out.grant(cx.t.0, s.pid, s.thread, slot, now, self.interval.0, 1.0);
+                Served::now(TwoReply::Wait(Nanos((slot - now).max(0) as u64)))
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct TwoProcess;
+
+impl ProcessSide for TwoProcess {
+    type Op = TwoOp;
+    type Reply = TwoReply;
+    fn acquire(&mut self, _cx: &mut ProcCx) -> Step<TwoOp> {
+        Step::Send(TwoOp::Read)
+    }
+    fn on_reply(&mut self, cx: &mut ProcCx, _op: &TwoOp, reply: TwoReply) -> Step<TwoOp> {
+        match reply {
+            TwoReply::Next { next, now } => Step::Send(TwoOp::Write { slot: next.max(now) }),
+            TwoReply::Wait(d) => Step::FetchAt(cx.after_mono(d)),
+        }
+    }
+    fn on_store_error(&mut self, cx: &mut ProcCx, _op: &TwoOp) -> Step<TwoOp> {
+        Step::RetryAt(cx.after_mono(Nanos::from_millis(100)))
+    }
+    fn after_fetch(&mut self, _cx: &mut ProcCx, _status: u16) -> Step<TwoOp> {
+        Step::Done
+    }
+}
+
+impl Backend for TwoStep {
+    type Op = TwoOp;
+    type Reply = TwoReply;
+    type Process = TwoProcess;
+    type Store = TwoStore;
+    fn name(&self) -> &str {
+        "racy_two_step"
+    }
+    fn facts(&self) -> pacesim::backend::Facts {
+        pacesim::backend::Facts {
+            fallback: Some(pacesim::trace::StoreFallback::FailClosed),
+            ..Default::default()
+        }
+    }
+    fn detail(&self) -> serde_json::Value {
+        serde_json::json!({ "interval_ns": self.interval.0, "steps": "read, then write" })
+    }
+    fn process(&self, _pid: u32) -> TwoProcess {
+        TwoProcess
+    }
+    fn store(&self) -> TwoStore {
+        TwoStore {
+            next: i64::MIN / 2,
+            interval: self.interval,
+        }
+    }
+    fn kill_points(&self) -> Vec<KillPoint> {
+        vec![
+            KillPoint::MidReservation,
+            KillPoint::SleepingToSlot,
+            KillPoint::MidFetch,
+        ]
+    }
+}
+
+/// Registered once for the whole test binary (the registry takes one registration).
+fn racy() -> &'static BackendSpec {
+    static ONCE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        pacesim::registry::register(vec![BackendSpec {
+            name: "racy_two_step",
+            summary: "a pace row read, then written, as two store operations: racy (a test backend)",
+            defective: true,
+            ops: &OpsOf::<TwoStepOptions>::NEW,
+            live: None,
+            colour: None,
+        }])
+        .expect("registers once");
+    });
+    pacesim::registry::spec("racy_two_step").expect("registered")
+}
+
+// ---- scenarios ----------------------------------------------------------------------------
+
+/// Three processes starting anywhere in the first second, three requests each at 10/s. With
+/// the destination's burst of 2, a broken slot shows only when all three read the row within
+/// a round trip of each other: when their starts nearly coincide.
+const SPREAD: &str = r#"
+name = "spread-starts"
+seed = 1
+duration = "10s"
+[pacer]
+backend = "racy_two_step"
+rate = 10.0
+[processes]
+count = 3
+requests = 3
+start = { dist = "uniform", low = "0ms", high = "1s" }
+[store]
+latency = { dist = "lognormal", median = "1ms", sigma = 0.5 }
+service = { dist = "constant", value = "100us" }
+[fetch]
+duration = { dist = "constant", value = "5ms" }
+"#;
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pacesim-explore-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn scenario_file(dir: &Path, text: &str, backend: &str) -> PathBuf {
+    let p = dir.join("scenario.toml");
+    std::fs::write(&p, text.replace("racy_two_step", backend)).unwrap();
+    p
+}
+
+fn opts(method: Method) -> Options {
+    Options {
+        method,
+        vary: vec![Site::StoreLatency, Site::Start],
+        schedules: Some(20_000),
+        ..Options::default()
+    }
+}
+
+fn explore_file(file: &Path, o: &Options) -> explore::Report {
+    explore::from_file(file, None, None, o, &mut |_| {})
+        .expect("explores")
+        .0
+}
+
+/// Sampled runs of `text` that pass every check, of `seeds`.
+fn sampled_passes(text: &str, seeds: u64) -> u64 {
+    let sc = Scenario::parse("spread.toml", text).unwrap();
+    (0..seeds)
+        .filter(|&s| {
+            let mut sc = sc.clone();
+            sc.seed = s;
+            let summary = pacesim::registry::simulate(&sc, None, None).unwrap();
+            summary.checks.values().all(|v| !v.failed())
+        })
+        .count() as u64
+}
+
+// ---- the tests ----------------------------------------------------------------------------
+
+/// The racy backend passes most sampled runs, and every exploration finds it (exhaustive,
+/// pct, random, coverage; several search seeds), within a small budget.
+#[test]
+fn the_race_sampling_misses_is_found_every_time() {
+    racy();
+    let passes = sampled_passes(SPREAD, 40);
+    eprintln!("sampled: {passes} of 40 seeds pass");
+    assert!(
+        passes >= 30,
+        "the race should hide from most sampled runs: {passes}/40 pass"
+    );
+    let dir = tmp("every-time");
+    let file = scenario_file(&dir, SPREAD, "racy_two_step");
+    for method in [
+        Method::Exhaustive,
+        Method::Pct { depth: 2 },
+        Method::Random,
+        Method::Coverage,
+    ] {
+        for seed in 0..3 {
+            let o = Options {
+                seed,
+                shrink: false,
+                ..opts(method)
+            };
+            let r = explore_file(&file, &o);
+            let c = r
+                .counterexample
+                .as_ref()
+                .unwrap_or_else(|| panic!("{} seed {seed} missed the race: {}", method.name(), r.verdict()));
+            assert!(
+                c.violation.check == "ceiling" || c.violation.check == "slot_ceiling",
+                "{}",
+                c.violation.check
+            );
+            eprintln!("{}: found at schedule {}", method.name(), c.found_at);
+            assert!(c.found_at <= 2_000, "{} took {} schedules", method.name(), c.found_at);
+            if method == Method::Exhaustive {
+                break; // (exhaustive has no seed)
+            }
+        }
+    }
+}
+
+/// The shrunk case is minimal in processes (two: a race needs two), requests (two races) and
+/// faults (none, though a kill was allowed and the case first found had one), it
+/// replays with `run --choices` to the same violation, and explore is deterministic.
+#[test]
+fn a_counterexample_shrinks_replays_and_repeats() {
+    racy();
+    let dir = tmp("shrinks");
+    let file = scenario_file(&dir, SPREAD, "racy_two_step");
+    let o = Options {
+        bounds: pacesim::choice::Bounds {
+            kills: 1,
+            ..Default::default()
+        },
+        ..opts(Method::Random)
+    };
+    let a = explore_file(&file, &o);
+    let c = a.counterexample.as_ref().expect("found");
+    // two processes that race twice take four slots where two are allowed; one process
+    // cannot race, and two that race once take two
+    assert_eq!(c.shrunk.processes, 2, "a race needs two: {:?}", c.shrunk);
+    assert_eq!(c.shrunk.requests, Some(2), "two races: {:?}", c.shrunk);
+    assert_eq!(c.shrunk.kills, 0, "no kill is needed: {:?}", c.shrunk);
+    assert_eq!(c.kills, 0, "and the case runs without a kill budget");
+    // determinism: the same schedules, the same counterexample
+    let b = explore_file(&file, &o);
+    let cb = b.counterexample.as_ref().unwrap();
+    assert_eq!(
+        (a.schedules, c.found_at, &c.choices),
+        (b.schedules, cb.found_at, &cb.choices)
+    );
+    assert_eq!(c.scenario, cb.scenario);
+    // the written case replays to the same violation, by `run --choices`
+    let out = dir.join("out");
+    let files = explore::write(&out, &a).unwrap();
+    let stem = explore::stem(&a);
+    let case = out.join(format!("{stem}.case.toml"));
+    let choices = out.join(format!("{stem}.choices.json"));
+    assert!(files.contains(&case) && files.contains(&choices));
+    assert!(out.join(format!("{stem}-rate.png")).exists());
+    let s = pacesim::run::one_with(&case, None, None, None, pacesim::run::Choices::Replay(&choices)).unwrap();
+    assert!(s.checks[c.violation.check.as_str()].failed(), "{:?}", s.checks);
+    assert_eq!(s.checks[c.violation.check.as_str()].detail, c.violation.detail);
+    // without the choices, the case's own seed need not fail: the choices make it
+    // a choice file of another seed is refused, naming the field
+    let e = pacesim::run::one_with(&case, Some(99), None, None, pacesim::run::Choices::Replay(&choices)).unwrap_err();
+    assert!(e.to_string().contains("field `seed`"), "{e}");
+}
+
+/// An ordinary run's words, recorded, replay it exactly (the same trace hash).
+#[test]
+fn a_recorded_run_replays_exactly() {
+    let dir = tmp("record");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/kill-mid-reservation.toml");
+    let rec = dir.join("words.json");
+    let a = pacesim::run::one_with(&file, None, None, None, pacesim::run::Choices::Record(&rec)).unwrap();
+    let plain = pacesim::run::one(&file, None, None, None).unwrap();
+    assert_eq!(a.trace_hash, plain.trace_hash, "recording changes nothing");
+    let b = pacesim::run::one_with(&file, None, None, None, pacesim::run::Choices::Replay(&rec)).unwrap();
+    assert_eq!(a.trace_hash, b.trace_hash);
+    // the words make the run: other words, another run
+    let mut f = pacesim::run::choices::ChoiceFile::read(&rec).unwrap();
+    if let pacesim::run::choices::Body::Words { words } = &mut f.body {
+        assert!(!words.is_empty());
+        for w in words.iter_mut() {
+            *w = w.wrapping_mul(3);
+        }
+    }
+    f.write(&rec).unwrap();
+    let c = pacesim::run::one_with(&file, None, None, None, pacesim::run::Choices::Replay(&rec)).unwrap();
+    assert_ne!(a.trace_hash, c.trace_hash);
+}
+
+/// The shrunk case's scenario, choices and failing property, for a look.
+#[allow(dead_code)]
+fn show(c: &explore::Counterexample) {
+    eprintln!("{}\n{:?}\n{:?}", c.scenario, c.choices, c.violation);
+}
+
+/// A bad choice file is refused with its file, line or field, never a panic.
+#[test]
+fn a_bad_choice_file_names_what_is_wrong() {
+    let dir = tmp("bad");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/four-limiters.toml");
+    let p = dir.join("c.json");
+    for (text, want) in [
+        ("{", "c.json:1:"),
+        (
+            r#"{"version": 9, "scenario": "four-limiters", "backend": "row", "seed": 1, "mode": "words", "words": []}"#,
+            "field `version`",
+        ),
+        (
+            r#"{"version": 1, "scenario": "other", "backend": "row", "seed": 1, "mode": "words", "words": []}"#,
+            "field `scenario`",
+        ),
+        (
+            r#"{"version": 1, "scenario": "four-limiters", "backend": "row", "seed": 1, "mode": "steered", "choices": [],
+               "bounds": {"quantiles": [0.5], "kills": 1, "kill_points": ["nowhere"], "restart_after": null, "order_width": 8}}"#,
+            "field `bounds.kill_points`",
+        ),
+    ] {
+        std::fs::write(&p, text).unwrap();
+        let e = pacesim::run::one_with(&file, None, None, None, pacesim::run::Choices::Replay(&p)).unwrap_err();
+        assert!(e.to_string().contains(want), "{text}: {e}");
+    }
+}
+
+/// Correct backends pass every schedule of small bounds (the tree explored to its end), and
+/// the explorer says how many schedules and states that was: two processes x two requests,
+/// then two x one with a kill at any of the backend's kill points. (`just explore` runs
+/// larger bounds.)
+#[test]
+fn correct_backends_pass_every_schedule() {
+    let dir = tmp("correct");
+    for backend in ["row", "redis_gcra", "shared_cache", "local_divided"] {
+        let file = scenario_file(&dir, SPREAD, backend);
+        for (requests, kills) in [(2, 0), (1, 1)] {
+            let o = Options {
+                processes: Some(2),
+                requests: Some(requests),
+                vary: vec![Site::StoreLatency, Site::Start],
+                bounds: pacesim::choice::Bounds {
+                    kills,
+                    ..Default::default()
+                },
+                schedules: Some(200_000),
+                ..Options::default()
+            };
+            let r = explore_file(&file, &o);
+            eprintln!("{backend} 2 x {requests}, {kills} kill: {}", r.verdict());
+            assert!(r.counterexample.is_none(), "{backend}: {}", r.verdict());
+            assert!(r.complete, "{backend}: {}", r.verdict());
+            assert!(r.schedules > 1, "{backend}: {}", r.verdict());
+        }
+    }
+}
+
+/// The shards of an exhaustive exploration split the tree: their schedules sum to the whole's
+/// (without pruning, which a shard does on its own), and merged they give its verdict.
+#[test]
+fn shards_merge_to_the_whole() {
+    let dir = tmp("shards");
+    let file = scenario_file(&dir, SPREAD, "row");
+    let base = Options {
+        processes: Some(3),
+        requests: Some(1),
+        prune: false,
+        ..opts(Method::Exhaustive)
+    };
+    let whole = explore_file(&file, &base);
+    assert!(whole.complete && whole.counterexample.is_none(), "{}", whole.verdict());
+    let parts: Vec<explore::Report> = (0..3)
+        .map(|i| {
+            explore_file(
+                &file,
+                &Options {
+                    shard: Some((i, 3)),
+                    ..base.clone()
+                },
+            )
+        })
+        .collect();
+    assert!(parts.iter().all(|p| p.schedules > 0), "every shard has work");
+    let merged = explore::merge(&parts).unwrap();
+    assert_eq!(merged.schedules, whole.schedules);
+    assert!(merged.complete);
+    assert!(explore::merge(&parts[..2]).is_err(), "a missing shard is refused");
+}
+
+/// Every defective cell of the expected matrix is caught by exploring it: a violation of a
+/// property the matrix expects, within small bounds where it shows there, shrunk. (The same
+/// as `pacesim explore-defects`, whose table docs/explore.md shows.)
+#[test]
+fn every_defective_cell_of_the_matrix_is_caught() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = explore::defects::files_in(&root.join("sims"));
+    let expected = pacesim::matrix::load_expected(&root.join("tests/expected-matrix.toml")).unwrap();
+    let cells = explore::defects::explore_all(
+        &files,
+        &expected,
+        &explore::defects::default_options(),
+        &[],
+        &mut |_| {},
+    )
+    .unwrap();
+    let defective = expected
+        .values()
+        .flat_map(|r| r.values())
+        .filter(|x| !x.fail.is_empty())
+        .count();
+    assert_eq!(cells.len(), defective, "every defective cell explored");
+    let missed: Vec<String> = cells.iter().filter(|c| !c.caught()).map(|c| c.line()).collect();
+    assert!(missed.is_empty(), "not caught:\n{}", missed.join("\n"));
+    // the shrunk cases never need a kill the scenario does not have, nor more processes
+    for c in &cells {
+        let x = c.report.counterexample.as_ref().unwrap();
+        assert!(x.shrunk.processes <= x.found.processes, "{}", c.line());
+        assert_eq!(x.shrunk.kills, 0, "{}", c.line());
+    }
+}
