@@ -60,6 +60,19 @@ wheel-check:
 own-backend:
     cd examples/own-backend && CARGO_TARGET_DIR="{{justfile_directory()}}/target" just ci
 
+# Every defective cell of tests/expected-matrix.toml explored and caught (exit 1 if one is
+# not), then row, shared_cache, redis_gcra and local_divided explored exhaustively on
+# sims/explore-three-racers.toml (3 processes x 3 requests, three latency values), without and
+# with a kill at any point: no violation, with the schedules and states (docs/explore.md).
+# Search schedules instead of sampling them.
+explore:
+    cargo build --release --quiet
+    target/release/pacesim explore-defects
+    for b in row shared_cache redis_gcra local_divided; do \
+        target/release/pacesim explore sims/explore-three-racers.toml --backend $b; \
+        target/release/pacesim explore sims/explore-three-racers.toml --backend $b --kills 1 --restart-after never --schedules 10000000; \
+    done
+
 # Deeper property testing (2,000 cases per property).
 deep:
     PROPTEST_CASES=2000 cargo test --profile fast-test --all-targets

@@ -2,9 +2,10 @@
 //!
 //! A run decides things a seed settles today: each latency and service draw, the order in
 //! which operations that reach the store at the same instant are served, whether a kill
-//! fires at a protocol point, which process a kill hits. Every random stream of a run
-//! ([`crate::rng::Rng`]) can be tied to one [`Source`], which then makes or records those
-//! decisions in the order the run makes them:
+//! fires at a protocol point, which process a kill hits. A run can be given one [`Source`],
+//! which then makes or records those decisions in the order the run makes them; the
+//! simulator enters it ([`enter`]) on its thread while it builds and runs the world, and
+//! every random stream ([`crate::rng::Rng`]) and draw consults the thread's source:
 //!
 //! - **no source** (every ordinary run): each stream draws from its own seeded PCG stream, as
 //!   always; nothing is recorded, and every trace hash is what it was;
@@ -20,9 +21,10 @@
 //!   [`Strategy`] picks. The choices made are the run's choice sequence: replayed as a prefix
 //!   with no strategy past it (index 0), they give the same run.
 //!
-//! Nothing here reads a clock or iterates a hash map; a source is shared by the streams of one
-//! run (one thread) behind a mutex only because streams must be `Send`.
+//! Nothing here reads a clock or iterates a hash map. A source sits behind a mutex only because
+//! a run may be built on one thread and run on another (the trace pipeline's producer).
 
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -252,9 +254,17 @@ pub fn fingerprint(v: &dyn std::fmt::Debug) -> u64 {
     struct Fold(u64);
     impl std::fmt::Write for Fold {
         fn write_str(&mut self, s: &str) -> std::fmt::Result {
-            for chunk in s.as_bytes().chunks(8) {
+            let mut words = s.as_bytes().chunks_exact(8);
+            for w in &mut words {
+                let w = u64::from_le_bytes(w.try_into().expect("eight bytes"));
+                self.0 = (self.0 ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(31);
+            }
+            // the tail, its length in the top byte (so "a" and "a\0" differ)
+            let tail = words.remainder();
+            if !tail.is_empty() {
                 let mut w = [0u8; 8];
-                w[..chunk.len()].copy_from_slice(chunk);
+                w[..tail.len()].copy_from_slice(tail);
+                w[7] = tail.len() as u8;
                 self.0 = (self.0 ^ u64::from_le_bytes(w))
                     .wrapping_mul(0x9E37_79B9_7F4A_7C15)
                     .rotate_left(31);
@@ -265,6 +275,68 @@ pub fn fingerprint(v: &dyn std::fmt::Debug) -> u64 {
     let mut f = Fold(0x243F_6A88_85A3_08D3);
     let _ = std::fmt::write(&mut f, format_args!("{v:?}"));
     f.0
+}
+
+thread_local! {
+    // invariant: true exactly while `CURRENT` holds a source
+    static ACTIVE: Cell<bool> = const { Cell::new(false) };
+    static CURRENT: RefCell<Option<Source>> = const { RefCell::new(None) };
+    // the process whose event the run is handling (what a decision is attributed to)
+    static PID: Cell<Option<u32>> = const { Cell::new(None) };
+}
+
+/// Is a source entered on this thread? (One load: every random word asks.)
+#[inline(always)]
+pub fn active() -> bool {
+    ACTIVE.with(Cell::get)
+}
+
+/// `f` with this thread's source, if one is entered.
+pub fn with<R>(f: impl FnOnce(&Source) -> Option<R>) -> Option<R> {
+    if !active() {
+        return None;
+    }
+    CURRENT.with(|c| c.borrow().as_ref().and_then(f))
+}
+
+/// The word a stream drew, `own`, as this thread's source has it (recorded, replayed, or
+/// `own`); `own` when none is entered.
+#[cold]
+pub fn word(own: u64) -> u64 {
+    with(|s| Some(s.word(|| own))).unwrap_or(own)
+}
+
+/// Attribute the decisions from now on to process `pid` (the simulator sets it per event).
+pub fn set_pid(pid: Option<u32>) {
+    PID.with(|p| p.set(pid));
+}
+
+/// The process decisions are attributed to.
+pub fn pid() -> Option<u32> {
+    PID.with(Cell::get)
+}
+
+/// This thread's source while it lives ([`enter`]); the one before it after.
+#[derive(Debug)]
+pub struct Entered {
+    before: Option<Source>,
+}
+
+/// Enter `source` on this thread until the guard drops (a panic drops it too).
+pub fn enter(source: Source) -> Entered {
+    let before = CURRENT.with(|c| c.borrow_mut().replace(source));
+    ACTIVE.with(|a| a.set(true));
+    Entered { before }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        let before = self.before.take();
+        let on = before.is_some();
+        CURRENT.with(|c| *c.borrow_mut() = before);
+        ACTIVE.with(|a| a.set(on));
+        PID.with(|p| p.set(None));
+    }
 }
 
 /// The standard normal quantile at `q` (clamped into `[1e-12, 1 - 1e-12]`).

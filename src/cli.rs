@@ -444,7 +444,15 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
             out,
             json,
             junit,
-        } => explore(&file, backend.as_deref(), seed, *args, out.as_deref(), json, junit.as_deref()),
+        } => explore(
+            &file,
+            backend.as_deref(),
+            seed,
+            *args,
+            out.as_deref(),
+            json,
+            junit.as_deref(),
+        ),
         Command::ExploreDefects {
             files,
             expected,

@@ -123,7 +123,7 @@ impl Dist {
     pub fn sample(&self, rng: &mut Rng) -> Nanos {
         match *self {
             Dist::Constant { value } => value,
-            _ if rng.source().is_some() => self.sample_tied(rng),
+            _ if crate::choice::active() => self.sample_tied(rng),
             Dist::Lognormal { median, sigma } => lognormal(median, sigma, rng),
             _ => self.sample_other(rng),
         }
@@ -133,7 +133,7 @@ impl Dist {
     /// chooses; else (recorded or replayed) the ordinary draw.
     #[cold]
     fn sample_tied(&self, rng: &mut Rng) -> Nanos {
-        match rng.source().and_then(|s| s.value(rng.pid())) {
+        match crate::choice::with(|s| s.value(crate::choice::pid())) {
             Some((q, z)) => self.quantile(q, z),
             None => match *self {
                 Dist::Lognormal { median, sigma } => lognormal(median, sigma, rng),

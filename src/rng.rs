@@ -6,58 +6,31 @@
 //! not change any other entity's draws, and a rerun with the same seed replays exactly.
 //! The generator is PCG-64 (MCG variant) from `rand_pcg`, which is portable and value-stable.
 //!
-//! A stream may be tied to a run's choice source ([`crate::choice`]): its words are then
-//! recorded or replayed, and its draws from distributions become an explorer's choices.
+//! In a run tied to a choice source ([`crate::choice`], which the simulator enters for the
+//! run's duration on its thread) every word drawn is recorded or replayed, and draws from
+//! distributions become an explorer's choices. A stream stays 16 bytes: the source is the
+//! thread's, not the stream's (a worker's hot fields fill three cache lines exactly).
 
-use crate::choice::Source;
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
-/// A seeded random stream (PCG-64, MCG variant), optionally tied to a choice source.
+/// A seeded random stream: PCG-64 (MCG variant), its words passed through the thread's choice
+/// source while one is entered.
 #[derive(Clone)]
-pub struct Rng {
-    pcg: Pcg64Mcg,
-    // invariant: `None` in every ordinary run (the draws are the generator's, nothing else)
-    source: Option<Source>,
-    // the process whose stream this is, if a process's (what an explorer's strategy sees)
-    pid: Option<u32>,
-}
+#[repr(transparent)]
+pub struct Rng(Pcg64Mcg);
 
-/// The generator's state only: where the stream is (what tells two worlds apart), not the
-/// source it is tied to.
+/// The generator's state: where the stream is (what tells two worlds apart).
 impl std::fmt::Debug for Rng {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.pcg.fmt(f)
+        self.0.fmt(f)
     }
 }
 
 impl Rng {
-    /// A stream from a 16-byte seed, tied to no source.
+    /// A stream from a 16-byte seed.
     pub fn from_seed(seed: [u8; 16]) -> Rng {
-        Rng {
-            pcg: Pcg64Mcg::from_seed(seed),
-            source: None,
-            pid: None,
-        }
-    }
-
-    /// The same stream, its decisions made or kept by `source`, drawn for process `pid` (if
-    /// a process's).
-    pub fn tied(mut self, source: Option<&Source>, pid: Option<u32>) -> Rng {
-        self.source = source.cloned();
-        self.pid = pid;
-        self
-    }
-
-    /// The source this stream is tied to, if any.
-    #[inline(always)]
-    pub fn source(&self) -> Option<&Source> {
-        self.source.as_ref()
-    }
-
-    /// The process whose stream this is, if a process's.
-    pub fn pid(&self) -> Option<u32> {
-        self.pid
+        Rng(Pcg64Mcg::from_seed(seed))
     }
 }
 
@@ -73,12 +46,11 @@ impl rand::TryRng for Rng {
     #[inline(always)]
     fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
         use rand::Rng as _;
-        Ok(match &self.source {
-            None => self.pcg.next_u64(),
-            Some(s) => {
-                let pcg = &mut self.pcg;
-                s.word(|| pcg.next_u64())
-            }
+        let w = self.0.next_u64();
+        Ok(if crate::choice::active() {
+            crate::choice::word(w)
+        } else {
+            w
         })
     }
 
@@ -163,21 +135,6 @@ pub fn stream(seed: u64, entity: Entity) -> Rng {
     bytes[..8].copy_from_slice(&a.to_le_bytes());
     bytes[8..].copy_from_slice(&b.to_le_bytes());
     Rng::from_seed(bytes)
-}
-
-/// [`stream`], tied to a run's choice source (if it has one).
-pub fn stream_in(seed: u64, entity: Entity, source: Option<&Source>) -> Rng {
-    let r = stream(seed, entity);
-    match source {
-        None => r,
-        Some(s) => {
-            let pid = match entity {
-                Entity::Process { pid, .. } | Entity::Thread { pid, .. } | Entity::Arrivals(pid) => Some(pid),
-                _ => None,
-            };
-            r.tied(Some(s), pid)
-        }
-    }
 }
 
 #[cfg(test)]

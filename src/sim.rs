@@ -318,7 +318,8 @@ impl<'a, B: Backend> Sim<'a, B> {
     /// As [`Sim::new`].
     pub fn with_source(sc: &'a Scenario, backend: B, out: &'a mut dyn Sink, source: Option<Source>) -> Sim<'a, B> {
         let n = sc.processes.count;
-        let src = source.as_ref();
+        // (the world's first draws, start times and the first arrivals, are the source's too)
+        let _entered = source.clone().map(crate::choice::enter);
         let threads = sc.processes.threads.max(1);
         let sharing = if threads == 1 {
             Threads::PerThread
@@ -332,9 +333,9 @@ impl<'a, B: Backend> Sim<'a, B> {
                 t => t,
             }
         };
-        let fault_rng = rng::stream_in(sc.seed, Entity::Faults, src);
-        let store = Store::new(&sc.store, rng::stream_in(sc.seed, Entity::Store, src));
-        let dest = Destination::new(&sc.destination, rng::stream_in(sc.seed, Entity::Destination, src))
+        let fault_rng = rng::stream(sc.seed, Entity::Faults);
+        let store = Store::new(&sc.store, rng::stream(sc.seed, Entity::Store));
+        let dest = Destination::new(&sc.destination, rng::stream(sc.seed, Entity::Destination))
             .with_throttles(crate::fault::throttles(&sc.faults))
             .with_platforms(
                 sc.platforms
@@ -354,9 +355,7 @@ impl<'a, B: Backend> Sim<'a, B> {
             fault_rng,
             sections: Sections::new(n),
             active: n * u32::from(threads),
-            arrivals: (0..n)
-                .map(|pid| rng::stream_in(sc.seed, Entity::Arrivals(pid), src))
-                .collect(),
+            arrivals: (0..n).map(|pid| rng::stream(sc.seed, Entity::Arrivals(pid))).collect(),
             timers: Vec::new(),
             hop: None,
             lock_free: None,
@@ -381,18 +380,16 @@ impl<'a, B: Backend> Sim<'a, B> {
         let shared = self.sharing == Threads::Shared;
         let workers = (0..threads)
             .map(|th| {
-                let src = self.source.as_ref();
                 let r = if th == 0 {
-                    rng::stream_in(sc.seed, Entity::Process { pid, incarnation: inc }, src)
+                    rng::stream(sc.seed, Entity::Process { pid, incarnation: inc })
                 } else {
-                    rng::stream_in(
+                    rng::stream(
                         sc.seed,
                         Entity::Thread {
                             pid,
                             incarnation: inc,
                             thread: th,
                         },
-                        src,
                     )
                 };
                 if shared {
@@ -456,6 +453,7 @@ impl<'a, B: Backend> Sim<'a, B> {
     /// More than [`progress_bound`] events in a row at one virtual instant: the run is
     /// stopped there ([`NoProgress`]), without its `end` event.
     pub fn run(&mut self) -> Result<Outcome, NoProgress> {
+        let _entered = self.source.clone().map(crate::choice::enter);
         let limit = Instant(self.sc.duration.0);
         let bound = progress_bound(self.sc, self.backend.facts().burst);
         let mut last = Instant::ZERO;
@@ -477,8 +475,11 @@ impl<'a, B: Backend> Sim<'a, B> {
                 same = 1;
             }
             last = t;
-            if self.source.is_some() && matches!(ev, Ev::StoreRecv { .. }) {
-                self.choose_order(t, &mut ev);
+            if self.source.is_some() {
+                crate::choice::set_pid(ev.describe().1);
+                if matches!(ev, Ev::StoreRecv { .. }) {
+                    self.choose_order(t, &mut ev);
+                }
             }
             self.turn(t, &ev);
             if let Some(src) = &self.source
@@ -1444,7 +1445,7 @@ impl<B: Backend> Sim<'_, B> {
 
 fn exp_gap(r: &mut Rng, rate: f64) -> Nanos {
     // (steered: the explorer's quantile of the gap)
-    if let Some((q, _)) = r.source().and_then(|s| s.value(r.pid())) {
+    if let Some((q, _)) = crate::choice::with(|s| s.value(crate::choice::pid())) {
         return Nanos::from_secs_f64(-(1.0 - q).ln() / rate);
     }
     let e = Exp::new(rate).expect("validated rate");

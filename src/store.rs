@@ -97,7 +97,7 @@ impl<Op> Store<Op> {
     /// [`Store::one_way`] for a hop that is no choice of an explorer's run
     /// ([`crate::choice::Hops`]): `varied` false in a steered run gives the median.
     pub fn one_way_if(&self, rng: &mut Rng, varied: impl FnOnce(crate::choice::Hops) -> bool) -> Nanos {
-        if let Some(h) = rng.source().and_then(|s| s.hops())
+        if let Some(h) = crate::choice::with(|s| s.hops())
             && !varied(h)
         {
             let mut d = self.latency.median();

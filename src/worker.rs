@@ -249,7 +249,10 @@ impl<P: ProcessSide> Worker<P> {
         if let Some(i) = self.armed.iter().position(|k| k.point == point) {
             return Some(self.armed.remove(i));
         }
-        let restart = self.rng.source()?.kill(self.pid, point as u32)?;
+        if !crate::choice::active() {
+            return None;
+        }
+        let restart = crate::choice::with(|s| s.kill(self.pid, point as u32))?;
         Some(Armed {
             point,
             restart_after: restart.map(Nanos),

@@ -10,7 +10,13 @@
 //! - **bare loop**: the hand-written reference loop of `bare.rs` on the same scenarios; the
 //!   harness's cost is the ratio `harness fetches/s / bare fetches/s`;
 //! - **property suite**: small random `row` scenarios (the shape `tests/suite/foundation.rs`
-//!   generates) simulated and checked, scenarios per second.
+//!   generates) simulated and checked, scenarios per second;
+//! - **explore** (`pacesim explore`): exhaustive `row` on `sims/explore-three-racers.toml` (3
+//!   processes x 3 requests, three latency values), schedules per second and distinct states
+//!   per second, with and without pruning; and the schedules and time to the first
+//!   counterexample of two defective designs (the racy two-step row of
+//!   `tests/suite/common/two_step.rs` and `local_divided` at burst 2, both with spread starts),
+//!   random vs pct vs exhaustive, summed over ten search seeds.
 //!
 //! Each case runs in its own child process (peak memory is that case's `VmHWM`); timings are
 //! the best of `REPS` repetitions inside it. `cargo bench --bench perf -- --quick` runs one
@@ -19,6 +25,8 @@
 mod bare;
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../../tests/suite/common/two_step.rs"]
+mod two_step;
 
 use common::{Timing, best_of, case_arg, mib, num, report, run_child, scenario, thousands};
 use pacesim::engine::Engine;
@@ -159,8 +167,82 @@ fn child(case: &str) {
         "bare-large" => bare_case("sims/r1-large.toml"),
         "sim-large" => sim_only_case("sims/r1-large.toml"),
         "props" => props_case(500),
+        "explore-row" => explore_exhaustive(true),
+        "explore-row-noprune" => explore_exhaustive(false),
+        c if c.starts_with("first-") => first_counterexample(c),
         other => panic!("unknown bench case {other}"),
     }
+}
+
+/// Exhaustive `row` on the three racers: schedules (work) and, reported apart, distinct states.
+fn explore_exhaustive(prune: bool) {
+    use pacesim::explore::{Options, from_file};
+    let o = Options {
+        prune,
+        ..Options::default()
+    };
+    let file = std::path::Path::new("sims/explore-three-racers.toml");
+    let (r, t) = best_of(reps(), || {
+        from_file(file, Some("row"), None, &o, &mut |_| {}).expect("explores").0
+    });
+    assert!(r.complete && r.counterexample.is_none(), "{}", r.verdict());
+    report(&[
+        ("work", r.schedules.to_string()),
+        ("wall", t.wall.to_string()),
+        ("cpu", t.cpu.to_string()),
+        ("states", r.states.to_string()),
+    ]);
+}
+
+/// `first-<design>-<method>`: ten searches (search seeds 0..10; exhaustive has none, so once)
+/// for the first counterexample: schedules judged in all (work) and the time.
+fn first_counterexample(case: &str) {
+    use pacesim::explore::{Method, Options, Site, from_file};
+    let mut parts = case.split('-').skip(1);
+    let (design, method) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (backend, text) = match design {
+        "racy" => {
+            two_step::racy();
+            ("racy_two_step", two_step::SPREAD.to_string())
+        }
+        _ => (
+            "local_divided",
+            two_step::SPREAD.replace("racy_two_step", "local_divided"),
+        ),
+    };
+    let dir = std::env::temp_dir().join(format!("pacesim-bench-{}-{case}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let file = dir.join("spread.toml");
+    std::fs::write(&file, text).expect("written");
+    let (method, searches) = match method {
+        "random" => (Method::Random, 10),
+        "pct" => (Method::Pct { depth: 2 }, 10),
+        _ => (Method::Exhaustive, 1),
+    };
+    let (found, t) = best_of(reps(), || {
+        (0..searches)
+            .map(|seed| {
+                let o = Options {
+                    method,
+                    seed,
+                    vary: vec![Site::StoreLatency, Site::Start],
+                    shrink: false,
+                    schedules: Some(100_000),
+                    ..Options::default()
+                };
+                let r = from_file(&file, Some(backend), None, &o, &mut |_| {})
+                    .expect("explores")
+                    .0;
+                r.counterexample.map_or(r.schedules, |c| c.found_at)
+            })
+            .sum::<u64>()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    report(&[
+        ("work", found.to_string()),
+        ("wall", t.wall.to_string()),
+        ("cpu", t.cpu.to_string()),
+    ]);
 }
 
 fn main() {
@@ -184,6 +266,18 @@ fn main() {
         ("sim-large", "R1-large simulator only", "fetches"),
         ("bare-large", "R1-large bare loop", "fetches"),
         ("props", "property suite", "scenarios"),
+        ("explore-row", "explore: row 3x3, exhaustive", "schedules"),
+        ("explore-row-noprune", "explore: same, no pruning", "schedules"),
+        ("first-racy-random", "first cex: racy, random x10", "schedules"),
+        ("first-racy-pct", "first cex: racy, pct x10", "schedules"),
+        ("first-racy-exhaustive", "first cex: racy, exhaustive", "schedules"),
+        ("first-divided-random", "first cex: divided, random x10", "schedules"),
+        ("first-divided-pct", "first cex: divided, pct x10", "schedules"),
+        (
+            "first-divided-exhaustive",
+            "first cex: divided, exhaustive",
+            "schedules",
+        ),
     ];
     // `-- --only large` runs the cases whose name contains the text (a ratio needs its
     // harness, no-hash and bare rows)
@@ -202,6 +296,7 @@ fn main() {
         "{:<28} {:>22} {:>9} {:>9} {:>20} {:>12}",
         "case", "work", "wall", "cpu", "rate (wall)", "peak memory"
     );
+    let mut states: Vec<(String, f64, f64)> = Vec::new();
     let mut wall_rate = std::collections::BTreeMap::new();
     let mut cpu_rate = std::collections::BTreeMap::new();
     for (case, label, unit) in rows {
@@ -210,6 +305,9 @@ fn main() {
         }
         let m = run_child(case, &quick);
         let (work, wall, cpu) = (num(&m, "work"), num(&m, "wall"), num(&m, "cpu"));
+        if m.contains_key("states") {
+            states.push((label.to_string(), num(&m, "states"), wall));
+        }
         wall_rate.insert(*case, work / wall);
         cpu_rate.insert(*case, work / cpu);
         println!(
@@ -223,6 +321,13 @@ fn main() {
         );
     }
     println!();
+    for (label, n, wall) in &states {
+        println!(
+            "{label}: {} distinct states, {} states/s",
+            thousands(*n),
+            thousands(n / wall)
+        );
+    }
     for (size, h, nh, b) in [
         ("R1-small", "r1-small", "r1-small-nohash", "bare-small"),
         ("R1-large", "r1-large", "r1-large-nohash", "bare-large"),

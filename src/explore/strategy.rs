@@ -3,16 +3,19 @@
 use crate::choice::{Choice, Decision, Kind, Strategy};
 use crate::rng::Rng;
 use crate::trace::Event;
-use rand::RngExt;
+use rand::{RngExt, SeedableRng};
+// (a strategy draws while the run's choice source is entered: from a plain generator, whose
+// words no source sees)
+type Own = rand_pcg::Pcg64Mcg;
 
 /// Every way of every choice equally likely (the explorer's own stream).
 #[derive(Debug)]
-pub struct Uniform(Rng);
+pub struct Uniform(Own);
 
 impl Uniform {
     /// A strategy seeded from the explorer's stream `rng` (one word).
     pub fn new(rng: &mut Rng) -> Uniform {
-        Uniform(crate::rng::stream(rng.random(), crate::rng::Entity::Faults))
+        Uniform(Own::seed_from_u64(rng.random()))
     }
 }
 
@@ -31,7 +34,7 @@ impl Strategy for Uniform {
 /// among the first `k` decisions.
 #[derive(Debug)]
 pub struct Pct {
-    rng: Rng,
+    rng: Own,
     // priority of each process: higher goes first
     priority: Vec<u32>,
     // the decision numbers at which the deciding process drops to the lowest priority
@@ -42,7 +45,7 @@ pub struct Pct {
 impl Pct {
     /// A run's strategy: `n` processes, bug depth `depth`, about `k` decisions a run.
     pub fn new(rng: &mut Rng, n: u32, depth: u32, k: usize) -> Pct {
-        let mut r = crate::rng::stream(rng.random(), crate::rng::Entity::Faults);
+        let mut r = Own::seed_from_u64(rng.random());
         // priorities depth .. depth + n, shuffled (Fisher-Yates)
         let mut priority: Vec<u32> = (0..n).map(|i| depth + i).collect();
         for i in (1..priority.len()).rev() {

@@ -3,7 +3,7 @@
 //! + 1, byte for byte, against `tests/golden/runs.jsonl`.
 //!
 //! A behaviour change is deliberate: when a line moves, the commit says why. To record the
-//! new behaviour, run `PACESIM_BLESS=1 cargo test --release --test golden` and commit the file.
+//! new behaviour, run `PACESIM_BLESS=1 cargo test --profile fast-test --test suite -- golden` and commit the file.
 
 use pacesim::scenario::Scenario;
 use std::path::Path;

@@ -2,6 +2,9 @@
 
 use std::process::Command;
 
+#[allow(dead_code)] // (the memory test's binary shares this module and uses none of it)
+pub mod two_step;
+
 /// The scheduler variables `pacesim sweep` takes its shard from: the tests set them explicitly
 /// (CI itself may run inside a Slurm array or a Kubernetes Job).
 pub const SHARD_VARS: [&str; 6] = [
