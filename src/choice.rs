@@ -121,6 +121,11 @@ pub enum Hops {
     /// on.
     #[default]
     Permission,
+    /// [`Hops::Permission`]'s hops, each only while another operation is on its way to the
+    /// store, or there: when nothing else is in flight, no order at the store can change, and
+    /// the hop takes its median (a reduction for order races; a design whose defect is in
+    /// timing alone wants `permission`).
+    Racing,
     /// Every hop to the store.
     Sent,
     /// Every hop, both ways.

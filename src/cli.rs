@@ -666,7 +666,8 @@ pub(crate) struct ExploreArgs {
     #[arg(long, default_value = "1s")]
     restart_after: String,
     /// Which network hops are choices: `permission` (the hops to the store of operations
-    /// that ask for permission or complete such a request: where processes race), `sent`
+    /// that ask for permission or complete such a request: where processes race), `racing`
+    /// (those, only while another operation is on its way to the store or there), `sent`
     /// (every hop to the store) or `all` (both ways); the others take their medians.
     #[arg(long, default_value = "permission")]
     hops: String,
@@ -772,9 +773,10 @@ impl ExploreArgs {
                 order_width: self.order_width,
                 hops: match self.hops.as_str() {
                     "permission" => crate::choice::Hops::Permission,
+                    "racing" => crate::choice::Hops::Racing,
                     "sent" => crate::choice::Hops::Sent,
                     "all" => crate::choice::Hops::All,
-                    other => return Err(format!("--hops: `{other}` is not one of permission, sent, all")),
+                    other => return Err(format!("--hops: `{other}` is not one of permission, racing, sent, all")),
                 },
             },
             schedules: Some(self.schedules.unwrap_or(if sampled { 10_000 } else { 1_000_000 })),

@@ -284,8 +284,11 @@ pub struct Sim<'a, B: Backend> {
     lock_free: Option<(Instant, u64)>,
     // `[jobs]`: the broker, the sources and their events (None: processes loop on their own).
     tasks: Option<Tasks>,
-    // the run's choice source, if it has one (`crate::choice`): every stream is tied to it
+    // the run's choice source, if it has one (`crate::choice`), entered while the world is
+    // built and run
     source: Option<Source>,
+    // invariant (with a source): operations sent and not yet at the store (`Hops::Racing`)
+    to_store: u32,
 }
 
 impl<B: Backend> std::fmt::Debug for Sim<'_, B> {
@@ -361,6 +364,7 @@ impl<'a, B: Backend> Sim<'a, B> {
             lock_free: None,
             tasks: sc.jobs.as_ref().map(|j| Tasks::new(Jobs::new(j), n)),
             source,
+            to_store: 0,
         };
         for pid in 0..n {
             let (threads, side) = sim.incarnation(pid, 0);
@@ -681,7 +685,12 @@ impl<'a, B: Backend> Sim<'a, B> {
                 inc,
                 seq,
                 ref op,
-            } => self.store_recv(pid, th, inc, seq, op.clone()),
+            } => {
+                if self.source.is_some() {
+                    self.to_store -= 1;
+                }
+                self.store_recv(pid, th, inc, seq, op.clone())
+            }
             Ev::StoreFree => {
                 if let Some(w) = self.store.release() {
                     self.serve(w);
@@ -894,9 +903,18 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
         let w = self.procs[pid as usize].thread_mut(th);
         let inc = w.incarnation;
+        let racing = self.source.is_some() && (self.to_store > 0 || self.store.busy() || self.store.waiting() > 0);
         let there = self.store.one_way_if(&mut w.rng, |h| {
-            h != Hops::Permission || op.kind().asks_permission() || op.kind() == crate::trace::OpKind::Complete
+            let permission = op.kind().asks_permission() || op.kind() == crate::trace::OpKind::Complete;
+            match h {
+                Hops::Permission => permission,
+                Hops::Racing => permission && racing,
+                Hops::Sent | Hops::All => true,
+            }
         });
+        if self.source.is_some() {
+            self.to_store += 1;
+        }
         self.engine.after(
             there,
             Ev::StoreRecv {

@@ -141,6 +141,11 @@ impl<Op> Store<Op> {
         }
     }
 
+    /// Is the lock held?
+    pub fn busy(&self) -> bool {
+        self.busy
+    }
+
     /// How many wait for the lock (beside the one holding it).
     pub fn waiting(&self) -> usize {
         self.queue.len()

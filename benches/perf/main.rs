@@ -16,7 +16,7 @@
 //!   per second, with and without pruning; and the schedules and time to the first
 //!   counterexample of two defective designs (the racy two-step row of
 //!   `tests/suite/common/two_step.rs` and `local_divided` at burst 2, both with spread starts),
-//!   random vs pct vs exhaustive, summed over ten search seeds.
+//!   sampled runs seed after seed vs random vs pct vs exhaustive, summed over ten searches.
 //!
 //! Each case runs in its own child process (peak memory is that case's `VmHWM`); timings are
 //! the best of `REPS` repetitions inside it. `cargo bench --bench perf -- --quick` runs one
@@ -214,6 +214,31 @@ fn first_counterexample(case: &str) {
     std::fs::create_dir_all(&dir).expect("a temp dir");
     let file = dir.join("spread.toml");
     std::fs::write(&file, text).expect("written");
+    if method == "seeds" {
+        // ordinary sampled runs, seed after seed, until one breaks a property (ten searches,
+        // from seeds 0, 1000, 2000, ...)
+        let sc = pacesim::scenario::Scenario::load(&file).expect("loads");
+        let (runs, t) = best_of(reps(), || {
+            (0..10u64)
+                .map(|search| {
+                    (0..100_000u64)
+                        .find(|k| {
+                            let mut v = sc.clone();
+                            v.seed = search * 1000 + k;
+                            let s = pacesim::registry::simulate(&v, None, None).expect("runs");
+                            s.checks.values().any(|c| c.failed())
+                        })
+                        .map_or(100_000, |k| k + 1)
+                })
+                .sum::<u64>()
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        return report(&[
+            ("work", runs.to_string()),
+            ("wall", t.wall.to_string()),
+            ("cpu", t.cpu.to_string()),
+        ]);
+    }
     let (method, searches) = match method {
         "random" => (Method::Random, 10),
         "pct" => (Method::Pct { depth: 2 }, 10),
@@ -268,9 +293,11 @@ fn main() {
         ("props", "property suite", "scenarios"),
         ("explore-row", "explore: row 3x3, exhaustive", "schedules"),
         ("explore-row-noprune", "explore: same, no pruning", "schedules"),
+        ("first-racy-seeds", "first cex: racy, seeds x10", "runs"),
         ("first-racy-random", "first cex: racy, random x10", "schedules"),
         ("first-racy-pct", "first cex: racy, pct x10", "schedules"),
         ("first-racy-exhaustive", "first cex: racy, exhaustive", "schedules"),
+        ("first-divided-seeds", "first cex: divided, seeds x10", "runs"),
         ("first-divided-random", "first cex: divided, random x10", "schedules"),
         ("first-divided-pct", "first cex: divided, pct x10", "schedules"),
         (
@@ -321,7 +348,7 @@ fn main() {
         );
     }
     println!();
-    for (label, n, wall) in &states {
+    for (label, n, wall) in states.iter().filter(|s| s.1 > 0.0) {
         println!(
             "{label}: {} distinct states, {} states/s",
             thousands(*n),

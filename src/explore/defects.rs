@@ -177,13 +177,5 @@ pub fn table(cells: &[Cell]) -> String {
 
 /// The scenario files of `dir` (`*.toml`), sorted.
 pub fn files_in(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+    crate::run::scenario_files_in(dir)
 }

@@ -154,7 +154,12 @@ fn not_a_scenario(file: &Path) -> Option<String> {
 
 /// The scenario files a command runs by default: `sims/*.toml`, sorted.
 pub fn default_scenarios() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir("sims")
+    scenario_files_in(Path::new("sims"))
+}
+
+/// The `*.toml` files of `dir`, sorted (none when it cannot be read).
+pub fn scenario_files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| {
             d.filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.extension().is_some_and(|x| x == "toml"))

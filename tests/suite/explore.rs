@@ -298,3 +298,37 @@ fn every_defective_cell_of_the_matrix_is_caught() {
         assert_eq!(x.shrunk.kills, 0, "{}", c.line());
     }
 }
+
+/// `--hops racing` varies a permission hop only while another operation is on its way to the
+/// store: fewer schedules than `permission` on the same bounds, and the race is still found.
+#[test]
+fn racing_hops_explore_less_and_still_find_the_race() {
+    racy();
+    let dir = tmp("racing");
+    let row = scenario_file(&dir, SPREAD, "row");
+    let with = |hops| Options {
+        processes: Some(3),
+        requests: Some(2),
+        vary: vec![Site::StoreLatency],
+        bounds: pacesim::choice::Bounds {
+            hops,
+            ..Default::default()
+        },
+        ..Options::default()
+    };
+    let all = explore_file(&row, &with(pacesim::choice::Hops::Permission));
+    let racing = explore_file(&row, &with(pacesim::choice::Hops::Racing));
+    assert!(all.complete && racing.complete);
+    assert!(
+        racing.schedules < all.schedules,
+        "racing {} vs permission {}",
+        racing.schedules,
+        all.schedules
+    );
+    let racy_file = scenario_file(&tmp("racing-racy"), SPREAD, "racy_two_step");
+    let o = Options {
+        vary: vec![Site::StoreLatency, Site::Start],
+        ..with(pacesim::choice::Hops::Racing)
+    };
+    assert!(explore_file(&racy_file, &o).counterexample.is_some());
+}
