@@ -457,7 +457,18 @@ impl<'a, B: Backend> Sim<'a, B> {
     /// More than [`progress_bound`] events in a row at one virtual instant: the run is
     /// stopped there ([`NoProgress`]), without its `end` event.
     pub fn run(&mut self) -> Result<Outcome, NoProgress> {
-        let _entered = self.source.clone().map(crate::choice::enter);
+        match self.source.clone() {
+            None => self.run_loop::<false>(),
+            Some(s) => {
+                let _entered = crate::choice::enter(s);
+                self.run_loop::<true>()
+            }
+        }
+    }
+
+    /// The run loop; `STEERED` (a run with a choice source) adds the explorer's steps, which
+    /// an ordinary run's loop does not carry at all.
+    fn run_loop<const STEERED: bool>(&mut self) -> Result<Outcome, NoProgress> {
         let limit = Instant(self.sc.duration.0);
         let bound = progress_bound(self.sc, self.backend.facts().burst);
         let mut last = Instant::ZERO;
@@ -479,14 +490,15 @@ impl<'a, B: Backend> Sim<'a, B> {
                 same = 1;
             }
             last = t;
-            if self.source.is_some() {
+            if STEERED {
                 crate::choice::set_pid(ev.describe().1);
                 if matches!(ev, Ev::StoreRecv { .. }) {
                     self.choose_order(t, &mut ev);
                 }
             }
             self.turn(t, &ev);
-            if let Some(src) = &self.source
+            if STEERED
+                && let Some(src) = &self.source
                 && src.take_fresh()
                 && !src.visit(self.fingerprint(src.trace()))
             {
@@ -904,7 +916,8 @@ impl<'a, B: Backend> Sim<'a, B> {
         let w = self.procs[pid as usize].thread_mut(th);
         let inc = w.incarnation;
         let racing = self.source.is_some() && (self.to_store > 0 || self.store.busy() || self.store.waiting() > 0);
-        let there = self.store.one_way_if(&mut w.rng, |h| {
+        let steered = self.source.is_some();
+        let there = self.store.one_way_if(steered, &mut w.rng, |h| {
             let permission = op.kind().asks_permission() || op.kind() == crate::trace::OpKind::Complete;
             match h {
                 Hops::Permission => permission,
@@ -912,7 +925,7 @@ impl<'a, B: Backend> Sim<'a, B> {
                 Hops::Sent | Hops::All => true,
             }
         });
-        if self.source.is_some() {
+        if steered {
             self.to_store += 1;
         }
         self.engine.after(
@@ -950,9 +963,11 @@ impl<'a, B: Backend> Sim<'a, B> {
     fn store_recv(&mut self, pid: u32, th: u16, inc: u32, seq: u64, op: B::Op) {
         match self.store.reachable(pid) {
             Err(OutageMode::Refuse) => {
-                let back = self
-                    .store
-                    .one_way_if(&mut self.procs[pid as usize].thread_mut(th).rng, |h| h == Hops::All);
+                let back = self.store.one_way_if(
+                    self.source.is_some(),
+                    &mut self.procs[pid as usize].thread_mut(th).rng,
+                    |h| h == Hops::All,
+                );
                 self.engine.after(back, Ev::StoreRefused { pid, th, inc, seq });
             }
             Err(OutageMode::Timeout) => {} // nothing answers; the client's timeout fires
@@ -1035,9 +1050,11 @@ impl<'a, B: Backend> Sim<'a, B> {
             Nanos::ZERO
         };
         let reply_after = if served.hold.0 > 0 { service } else { service + commit };
-        let back = self
-            .store
-            .one_way_if(&mut self.procs[pid as usize].thread_mut(th).rng, |h| h == Hops::All);
+        let back = self.store.one_way_if(
+            self.source.is_some(),
+            &mut self.procs[pid as usize].thread_mut(th).rng,
+            |h| h == Hops::All,
+        );
         self.engine.after(
             reply_after + back,
             Ev::Reply {

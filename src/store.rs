@@ -95,9 +95,11 @@ impl<Op> Store<Op> {
     }
 
     /// [`Store::one_way`] for a hop that is no choice of an explorer's run
-    /// ([`crate::choice::Hops`]): `varied` false in a steered run gives the median.
-    pub fn one_way_if(&self, rng: &mut Rng, varied: impl FnOnce(crate::choice::Hops) -> bool) -> Nanos {
-        if let Some(h) = crate::choice::with(|s| s.hops())
+    /// ([`crate::choice::Hops`]): in a `steered` run, `varied` false gives the median.
+    #[inline]
+    pub fn one_way_if(&self, steered: bool, rng: &mut Rng, varied: impl FnOnce(crate::choice::Hops) -> bool) -> Nanos {
+        if steered
+            && let Some(h) = crate::choice::with(|s| s.hops())
             && !varied(h)
         {
             let mut d = self.latency.median();
