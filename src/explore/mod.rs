@@ -788,7 +788,7 @@ pub fn merge(reports: &[Report]) -> Result<Report, String> {
 }
 
 /// `pacesim explore FILE`: load the scenario (with `backend`, `seed` if given), prepare it,
-/// explore it, and with `out` write the report and any counterexample there ([`write`]).
+/// explore it, and with `out` write the report and any counterexample there ([`write()`]).
 pub fn from_file(
     file: &std::path::Path,
     backend: Option<&str>,
