@@ -891,18 +891,27 @@ pub fn write(dir: &std::path::Path, r: &Report) -> Result<Vec<std::path::PathBuf
     Ok(files)
 }
 
-/// Where a violation shows on the time axis, in seconds: the instant its witness names (`at
-/// 1.234567s`), as the window of `burst + 1` intervals that ends there; the whole run when the
-/// witness names none.
+/// Where a violation shows on the time axis, in seconds: the span its witness names (`from
+/// 0.005s to 0.300s`), or the instant (`at 1.234567s`) as the window of `burst + 1` intervals
+/// that ends there; the whole run when the witness names neither.
 fn violation_window(v: &Violation, sc: &Scenario, end_ns: u64) -> (f64, f64) {
-    let at = v.detail.split(" at ").skip(1).find_map(|rest| {
-        let num: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
-        rest[num.len()..]
-            .starts_with('s')
-            .then(|| num.parse::<f64>().ok())
-            .flatten()
-    });
-    match at {
+    // `<word>1.25s`: the seconds right after the word
+    let after = |word: &str| {
+        v.detail.split(word).skip(1).find_map(|rest| {
+            let num: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+            rest[num.len()..]
+                .starts_with('s')
+                .then(|| num.parse::<f64>().ok())
+                .flatten()
+        })
+    };
+    // a witness that names a span (self_heal's stall: "from 0.005s to 0.300s") marks it
+    if let (Some(a), Some(b)) = (after("from "), after(" to "))
+        && a <= b
+    {
+        return (a, b);
+    }
+    match after(" at ") {
         Some(t) => {
             let w = (sc.checks.burst.max(1) + 1) as f64 / sc.pacer.rate;
             ((t - w).max(0.0), t)
