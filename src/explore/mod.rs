@@ -982,3 +982,56 @@ pub fn markdown(r: &Report) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sc() -> Scenario {
+        Scenario::parse(
+            "w.toml",
+            "name = \"w\"\nduration = \"5s\"\n[pacer]\nbackend = \"row\"\nrate = 10.0\n[processes]\ncount = 2\n",
+        )
+        .unwrap()
+    }
+
+    fn v(detail: &str) -> Violation {
+        Violation {
+            check: "x".into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// A span named by the witness is marked as it is; an instant as the burst's window that
+    /// ends there; nothing named, the whole run.
+    #[test]
+    fn the_violation_window_follows_the_witness() {
+        let sc = sc();
+        assert_eq!(
+            violation_window(
+                &v("after pid 2 killed at 0.005s, no fetch from 0.005s to 0.300s"),
+                &sc,
+                0
+            ),
+            (0.005, 0.3)
+        );
+        // burst 2 at 10/s: three intervals, 0.3 s, before the instant
+        let (a, b) = violation_window(&v("first violation: arrival #3 at 1.500000s (pid 1)"), &sc, 0);
+        assert!((a - 1.2).abs() < 1e-9 && (b - 1.5).abs() < 1e-9, "{a} {b}");
+        assert_eq!(violation_window(&v("no numbers"), &sc, 2_000_000_000), (0.0, 2.0));
+    }
+
+    /// Depth first: the deepest choice with a way left moves on, the rest is dropped.
+    #[test]
+    fn the_next_prefix_moves_the_deepest_open_choice() {
+        let c = |index, of| Choice {
+            kind: Kind::Value,
+            index,
+            of,
+            pid: None,
+        };
+        assert_eq!(next_prefix(&[c(0, 3), c(2, 3), c(1, 2)], 0), Some(vec![1]));
+        assert_eq!(next_prefix(&[c(0, 3), c(1, 3), c(1, 2)], 0), Some(vec![0, 2]));
+        assert_eq!(next_prefix(&[c(2, 3), c(1, 2)], 0), None);
+    }
+}
