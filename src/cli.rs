@@ -1,5 +1,5 @@
-//! The command line: `pacesim run | check | simulate | backends | matrix | live | conform |
-//! sweep | merge`.
+//! The command line: `pacesim run | explore | explore-defects | explore-merge | check |
+//! simulate | backends | matrix | live | conform | sweep | merge`.
 //!
 //! Each command is a function that returns a typed result and prints nothing ([`run`],
 //! [`matrix::evaluate`], [`sweep`], [`live`], [`conform`]); this module runs it, prints the
@@ -87,9 +87,10 @@ pub(crate) enum Command {
         #[arg(long, value_name = "CHOICES")]
         record_choices: Option<PathBuf>,
     },
-    /// Search a scenario's schedules instead of sampling them: every latency draw, the order
-    /// of operations reaching the store at one instant, and kills at the backend's kill points
-    /// become choices, walked exhaustively (depth first, states already seen pruned) or by
+    /// Search a scenario's schedules instead of sampling them (exit 1 on a violation).
+    ///
+    /// Every latency draw, the order of operations reaching the store at one instant, and
+    /// kills at the backend's kill points become choices, walked exhaustively (depth first, states already seen pruned) or by
     /// PCT, random or coverage-guided runs. Every checker judges every schedule; the first
     /// violation is shrunk and, with --out, written as a runnable case. Exit 0: no violation;
     /// 1: a violation; 2: bad input.
@@ -116,8 +117,9 @@ pub(crate) enum Command {
         #[arg(long)]
         junit: Option<PathBuf>,
     },
-    /// Explore every defective cell of the expected matrix (each scenario x backend whose
-    /// properties must fail): random schedules within small bounds (at most 3 processes x 5
+    /// Explore every defective cell of the expected matrix (exit 1 if one is not caught).
+    ///
+    /// Each scenario x backend whose properties must fail: random schedules within small bounds (at most 3 processes x 5
     /// requests), then the scenario's own; only the expected properties count. Prints what
     /// was found after how many schedules and the shrunk case. Exit 1 if a cell is not caught.
     ExploreDefects {
