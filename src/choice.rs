@@ -386,11 +386,6 @@ impl Source {
         i
     }
 
-    /// Is this an explorer's run (decisions are choices, not words)?
-    pub fn steered(&self) -> bool {
-        matches!(self.tape().mode, Mode::Steer)
-    }
-
     /// The next word of a stream whose own generator would give `own`: recorded, replayed,
     /// or (steered) `own` itself.
     pub fn word(&self, own: impl FnOnce() -> u64) -> u64 {
@@ -487,16 +482,6 @@ impl Source {
     /// The decisions made so far.
     pub fn made(&self) -> Vec<Choice> {
         self.tape().made.clone()
-    }
-
-    /// How many decisions were made so far.
-    pub fn depth(&self) -> usize {
-        self.tape().made.len()
-    }
-
-    /// The bounds of a steered run.
-    pub fn bounds(&self) -> Bounds {
-        self.tape().bounds.clone()
     }
 
     /// Set the fingerprint of the trace so far (the explorer's sink keeps it).

@@ -215,8 +215,6 @@ pub struct Counterexample {
     pub violation: Violation,
     /// The schedule that first showed it (1 first).
     pub found_at: u64,
-    /// Its choices as found.
-    pub found_choices: usize,
     /// Processes, requests and kills as found.
     pub found: Size,
     /// Processes, requests and kills after shrinking.
@@ -673,9 +671,6 @@ pub fn explore(
                 subtree = (Some(head), subtree.1 + u64::from(subtree.0.is_some()));
             }
             mine = subtree.1 % shard_n == shard_i;
-        } else if shard_n > 1 {
-            // sampled methods: each shard its own seeds
-            mine = true;
         }
         if mine {
             if s.pruned {

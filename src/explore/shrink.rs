@@ -220,7 +220,6 @@ pub fn shrink(
     Ok(Counterexample {
         violation: best.violation,
         found_at,
-        found_choices: found.choices,
         found,
         shrunk,
         shrink_runs: ex.runs - start,

@@ -151,9 +151,4 @@ impl Coverage {
             self.corpus.push(made.to_vec());
         }
     }
-
-    /// Features seen so far.
-    pub fn features(&self) -> usize {
-        self.features.len()
-    }
 }
