@@ -22,9 +22,10 @@
 use crate::backend::Backend;
 use crate::backend::options::OptionError;
 use crate::scenario::Scenario;
-/// What a run returns besides its trace, and why a run stopped making progress: defined by the
-/// simulator (a hidden module), public here, where [`SimBuilder`] returns them.
-pub use crate::sim::{NoProgress, Outcome};
+/// What a run returns besides its trace, why a run stopped making progress, and the bound that
+/// decides it: defined by the simulator (an internal module), public here, where
+/// [`SimBuilder`] returns them.
+pub use crate::sim::{NoProgress, Outcome, progress_bound};
 use crate::sim::{Sim, header_with};
 use crate::summary::Summary;
 use crate::trace::{Collect, Event, Header, Sink};
@@ -36,7 +37,7 @@ pub enum SimError {
     #[error(transparent)]
     Refused(#[from] OptionError),
     /// The run stopped making progress (a livelock: virtual time stood still while events
-    /// kept coming; see [`crate::sim::progress_bound`]).
+    /// kept coming; see [`progress_bound`]).
     #[error(transparent)]
     NoProgress(#[from] NoProgress),
     /// The run would need more memory or work than allowed ([`crate::budget`]: the same

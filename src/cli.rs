@@ -2,7 +2,7 @@
 //! simulate | backends | matrix | live | conform | sweep | merge`.
 //!
 //! Each command is a function that returns a typed result and prints nothing ([`run`],
-//! [`matrix::evaluate`], [`sweep`], [`live`], [`conform`]); this module runs it, prints the
+//! [`matrix::evaluate`], `sweep`, [`live`], [`conform`]); this module runs it, prints the
 //! result (tables or JSON on stdout, errors on stderr) and chooses the exit status. No other
 //! module prints a command's result or knows an exit status (the hidden `worker` command's
 //! process aside: [`live::worker::main`] is that process's whole life).
@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 /// Exit status when every check passed.
 pub const EXIT_PASS: i32 = 0;
 /// Exit status when a check failed, or a run did not finish (it stopped making progress: a
-/// livelock in the backend under test, [`crate::sim::NoProgress`]).
+/// livelock in the backend under test, [`crate::builder::NoProgress`]).
 pub const EXIT_FAIL: i32 = 1;
 /// Exit status for bad input (a scenario or trace that cannot be used).
 pub const EXIT_BAD_INPUT: i32 = 2;

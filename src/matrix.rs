@@ -19,7 +19,7 @@
 //! [`compare`] lists every difference between a matrix and its expectation; `tests/suite/matrix.rs`
 //! asserts there is none, and `pacesim matrix` exits 1 when there is one.
 //!
-//! A run that stops making progress (a livelock: [`crate::sim::NoProgress`]) does not stop the
+//! A run that stops making progress (a livelock: [`crate::builder::NoProgress`]) does not stop the
 //! matrix: its row records the failure ([`Row::failed`]), its cells keep what the seeds that
 //! finished showed, and the row is a difference whatever the expectation (also without one), so
 //! the matrix still ends with its verdict.

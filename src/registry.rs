@@ -364,7 +364,7 @@ pub fn header(sc: &Scenario, source: &str) -> crate::trace::Header {
 ///
 /// # Errors
 ///
-/// The run stopped making progress ([`crate::sim::NoProgress`]): its trace ends where it
+/// The run stopped making progress ([`crate::builder::NoProgress`]): its trace ends where it
 /// stopped.
 pub fn run(sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::sim::NoProgress> {
     run_from(sc, None, out)

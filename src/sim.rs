@@ -302,23 +302,14 @@ impl<B: Backend> std::fmt::Debug for Sim<'_, B> {
 
 impl<'a, B: Backend> Sim<'a, B> {
     /// Build the world: workers, clocks, store, destination, the backend's halves, fault
-    /// schedule. The header is the caller's to write.
+    /// schedule; every random stream of the run tied to `source` ([`crate::choice`]) when there
+    /// is one: recorded, replayed or steered. The header is the caller's to write.
     ///
     /// # Panics
     ///
     /// With `[processes] threads` above 1 and a backend that runs one thread per process
     /// ([`Threads::Single`]; every route refuses that first: a scenario when it is read,
     /// `--backend` and sweep points when they are validated, `SimBuilder` in its `check`).
-    pub fn new(sc: &'a Scenario, backend: B, out: &'a mut dyn Sink) -> Sim<'a, B> {
-        Sim::with_source(sc, backend, out, None)
-    }
-
-    /// [`Sim::new`], every random stream of the run tied to `source` ([`crate::choice`]):
-    /// recorded, replayed or steered.
-    ///
-    /// # Panics
-    ///
-    /// As [`Sim::new`].
     pub fn with_source(sc: &'a Scenario, backend: B, out: &'a mut dyn Sink, source: Option<Source>) -> Sim<'a, B> {
         let n = sc.processes.count;
         // (the world's first draws, start times and the first arrivals, are the source's too)

@@ -371,7 +371,7 @@ pub fn simulate_with(
 ///
 /// # Panics
 ///
-/// If the run stops making progress ([`sim::NoProgress`]).
+/// If the run stops making progress ([`crate::builder::NoProgress`]).
 pub fn simulate_unhashed_with(
     name: &str,
     produce: impl FnOnce(&mut dyn Sink) -> Result<(), sim::NoProgress> + Send,
@@ -557,24 +557,6 @@ fn stream(
     (figures, suite, near_writer.or(far_writer), produced)
 }
 
-/// Summarise a trace already in memory with the consumers a run's checkers' thread uses (the
-/// hash-only writer, the figures, the suite), each event reaching them through `dyn Sink` as
-/// the pipeline hands it over: for measuring the consumers' cost per event apart from the
-/// simulator's.
-#[doc(hidden)]
-#[inline(never)]
-pub fn consume(h: &Header, events: &[Event]) -> Summary {
-    let Ok(summary) = summarise(|sink| {
-        let sink = std::hint::black_box(sink);
-        sink.header(h);
-        for e in events {
-            sink.event(e);
-        }
-        Ok::<(), std::convert::Infallible>(())
-    });
-    summary
-}
-
 /// Summarise an existing trace (from a file, or a live run): the same figures and checks.
 pub fn from_trace(file: &str, input: impl std::io::BufRead) -> Result<Summary, crate::trace::ReadError> {
     summarise(|sink| crate::trace::read(file, input, sink).map(|_| ()))
@@ -621,26 +603,4 @@ pub fn program() -> &'static str {
 /// Name the program reproducers give (once; later calls are ignored).
 pub fn set_program(name: &str) {
     let _ = PROGRAM.set(name.to_string());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::scenario::Scenario;
-    use crate::trace::Collect;
-
-    /// The consumers fed a trace held in memory sum it up exactly as a run does: every figure,
-    /// verdict and the trace hash.
-    #[test]
-    fn consume_matches_a_run() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/r1-small.toml");
-        let sc = Scenario::load(&path).expect("r1-small loads");
-        let mut trace = Collect::default();
-        crate::registry::run(&sc, &mut trace).expect("r1-small progresses");
-        let h = trace.header.expect("a header");
-        assert_eq!(
-            consume(&h, &trace.events),
-            crate::registry::simulate(&sc, None, None).expect("a run")
-        );
-    }
 }

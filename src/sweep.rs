@@ -1006,14 +1006,6 @@ pub enum SweepError {
         /// `--seeds`.
         seeds: u64,
     },
-    /// The scenario file could not be read.
-    #[error("{file}: cannot read: {source}")]
-    ReadScenario {
-        /// The scenario file.
-        file: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
     /// The scenario, or a grid point of it, is invalid (names file, line and field).
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
@@ -1219,6 +1211,88 @@ mod tests {
             let r = six(x);
             let back: f64 = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
             assert_eq!(back.to_bits(), r.to_bits(), "{x}");
+        }
+    }
+
+    /// A sweep's scenario: three processes sharing 20/s, `row` against `local`.
+    const SWEEP_SCENARIO: &str = r#"
+    name = "sweep-test"
+    seed = 5
+    duration = "3s"
+    [pacer]
+    backend = "row"
+    compare = ["row", "local"]
+    rate = 20.0
+    [processes]
+    count = 3
+    requests = 6
+    [store]
+    latency = { dist = "lognormal", median = "0.6ms", sigma = 0.5 }
+    service = { dist = "constant", value = "50us" }
+    [fetch]
+    duration = { dist = "lognormal", median = "20ms", sigma = 0.4 }
+    "#;
+
+    #[test]
+    fn shards_of_different_sweeps_do_not_merge_and_rows_replay() {
+        let plan = |seeds| {
+            Plan::from_text(
+                "s.toml",
+                SWEEP_SCENARIO,
+                vec![
+                    Axis::parse("rate=10,20").unwrap(),
+                    Axis::parse("store.service.value=0.1ms").unwrap(),
+                ],
+                seeds,
+            )
+            .unwrap()
+        };
+        let a = plan(2);
+        let s0 = Shard::parse("0/2").unwrap();
+        let rows0 = a.run(Some(s0)).unwrap();
+        let other = plan(3);
+        let rows1 = other.run(Some(Shard::parse("1/2").unwrap())).unwrap();
+        let e = merge(vec![
+            (a.manifest.clone(), rows0.clone()),
+            (other.manifest.clone(), rows1),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("different sweeps"), "{e}");
+        let e = merge(vec![
+            (a.manifest.clone(), rows0.clone()),
+            (a.manifest.clone(), rows0.clone()),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("appears twice"), "{e}");
+
+        // a row's seed and grid values replay it: the same trace hash as a plain run
+        let r = &rows0[1];
+        assert_eq!((r.run, r.seed), (2, 5));
+        assert_eq!(r.grid["store.service.value"], "0.1ms");
+        let mut sc = crate::scenario::Scenario::parse("s.toml", SWEEP_SCENARIO).unwrap();
+        sc.pacer.rate = 20.0;
+        sc.store.service = crate::dist::Dist::constant(crate::time::Nanos(100_000));
+        sc.seed = r.seed;
+        let s = crate::registry::simulate(&sc, None, None).unwrap();
+        assert_eq!(s.trace_hash, r.trace_hash);
+    }
+
+    /// Issue 17's reproducer I13 (`tests/suite/robust.rs` has the rest): a scenario's name never
+    /// takes a sweep's default output out of `reports/sweep`.
+    #[test]
+    fn i13_a_scenario_name_never_escapes_reports() {
+        for name in ["../../../x", "/tmp/x", "..", "a/../../b"] {
+            let p = default_out(name, None);
+            let parts: Vec<_> = p.components().collect();
+            assert_eq!(parts.len(), 3, "{name}: {}", p.display());
+            assert!(p.starts_with("reports/sweep"), "{name}: {}", p.display());
+            assert!(
+                matches!(parts[2], std::path::Component::Normal(_)),
+                "{name}: {}",
+                p.display()
+            );
         }
     }
 }

@@ -25,11 +25,19 @@
 mod bare;
 #[path = "../common/mod.rs"]
 mod common;
+/// The event queue is internal to pacesim, so the engine case compiles its source here: the
+/// same file, monomorphised for this payload as the simulator's is for its events (`Engine` is
+/// generic, so either way the queue is compiled into the crate that uses it). Its one import,
+/// `crate::time`, is pacesim's, below.
+#[path = "../../src/engine/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod engine;
 #[path = "../../tests/suite/common/two_step.rs"]
 mod two_step;
+use pacesim::time;
 
 use common::{Timing, best_of, case_arg, mib, num, report, run_child, scenario, thousands};
-use pacesim::engine::Engine;
+use engine::Engine;
 use pacesim::scenario::Scenario;
 use pacesim::time::{Instant, Nanos};
 use rand::{RngExt, SeedableRng};

@@ -154,6 +154,7 @@ impl Calendar {
     }
 
     /// True when no key waits.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -37,6 +37,7 @@ impl<K: Ord + Copy> QuadHeap<K> {
     }
 
     /// True when empty.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }

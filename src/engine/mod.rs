@@ -563,6 +563,13 @@ impl<E: Clone> Engine<E> {
     }
 
     /// Pop the next event, advancing time to it, unless it is due after `limit`.
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "the simulator pops into a slot; the engine bench pops with this"
+        )
+    )]
     pub fn pop_until(&mut self, limit: Instant) -> Option<(Instant, E)> {
         let (at, from) = self.next(limit)?;
         Some((at, self.take(from)))

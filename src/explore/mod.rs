@@ -11,7 +11,7 @@
 //!   (stateless model checking, as CHESS does). A state already seen stops a run (its
 //!   continuations are explored where it was first reached): the fingerprint covers the
 //!   trace so far, every process, the store, the backend's sides and the pending events
-//!   ([`crate::sim::Sim`]). The tree ends with "no violation in all S schedules (D distinct
+//!   (the simulator, `src/sim.rs`). The tree ends with "no violation in all S schedules (D distinct
 //!   states) within these bounds", or a counterexample;
 //! - **pct**: probabilistic concurrency testing (Burckhardt et al., ASPLOS 2010) carried over
 //!   to messages: each run gives the processes random priorities, serves the store's

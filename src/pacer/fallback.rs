@@ -210,12 +210,13 @@ impl FallbackSwitch {
     /// **Deliberately broken** [`reserve_fallback`](Self::reserve_fallback) without step 3
     /// (the epoch re-check): a thread racing `exit_fallback` can be granted a slot after the
     /// exit, beyond the handoff. Exists only so `tests/loom_pacer.rs` can show the model
-    /// catches it. Never use it to pace anything.
+    /// catches it, so it is built only with the `loom` feature (`just loom`). Never use it to
+    /// pace anything.
     ///
     /// # Errors
     ///
     /// As [`reserve_fallback`](Self::reserve_fallback), never `Superseded`.
-    #[doc(hidden)]
+    #[cfg(feature = "loom")]
     pub fn reserve_fallback_unvalidated(&self, now: Nanos) -> Result<Nanos, Refusal> {
         let (pacer, interval) = self.fallback_pacer(self.epoch(), 1.0)?;
         Ok(pacer.reserve_with_interval(now, interval))

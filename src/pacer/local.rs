@@ -128,9 +128,9 @@ impl LocalPacer {
 /// **Deliberately broken** [`LocalPacer`]: `reserve` loads `next_allowed`, computes, then
 /// stores, with no compare-and-swap, so two concurrent reservers can read the same value, get
 /// the same slot and lose one update. Exists only so that `tests/loom_pacer.rs` can prove the
-/// model checker catches a lost update (the mutation test of the CAS loop). Never use it to
-/// pace anything.
-#[doc(hidden)]
+/// model checker catches a lost update (the mutation test of the CAS loop), so it is built only
+/// with the `loom` feature (`just loom`). Never use it to pace anything.
+#[cfg(feature = "loom")]
 #[derive(Debug)]
 pub struct RacyLocalPacer {
     // invariant: none; this type exists to violate LocalPacer's.
@@ -138,6 +138,7 @@ pub struct RacyLocalPacer {
     interval: Nanos,
 }
 
+#[cfg(feature = "loom")]
 impl RacyLocalPacer {
     /// A racy pacer at `interval` whose `next_allowed` starts at `next_allowed`.
     pub fn starting_at(interval: Nanos, next_allowed: Nanos) -> Self {

@@ -53,7 +53,9 @@ pub(crate) mod sync;
 pub use backoff::{Backoff, BackoffConfig, BackoffConfigError, Change, Status};
 pub use fallback::{Epoch, FallbackPolicy, FallbackSwitch, Refusal};
 pub use gcra::{BurstMeter, Decision, Exceedance, Gcra};
-pub use local::{LocalPacer, RacyLocalPacer, divided_interval};
+#[cfg(feature = "loom")]
+pub use local::RacyLocalPacer;
+pub use local::{LocalPacer, divided_interval};
 
 /// Nanoseconds: an instant (since a caller-chosen epoch) or an interval.
 ///

@@ -53,18 +53,6 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Every kind, in legend order.
-    pub const ALL: [Kind; 8] = [
-        Kind::Pending,
-        Kind::Running,
-        Kind::Complete,
-        Kind::Partial,
-        Kind::Timeout,
-        Kind::SoftLimit,
-        Kind::Stranded,
-        Kind::LeftRunning,
-    ];
-
     /// The kind of a walk of an event that closed in `state` (`None`: still open).
     pub fn of(state: Option<JobState>) -> Kind {
         match state {

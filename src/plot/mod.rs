@@ -501,6 +501,9 @@ pub fn num(v: f64, digits: usize) -> String {
 }
 
 #[cfg(test)]
+mod figures_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

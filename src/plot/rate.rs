@@ -204,7 +204,8 @@ pub struct PlatformLine {
     pub points: Vec<(f64, f64)>,
     /// The lowest-highest band, as [`RateLine::band`].
     pub band: Vec<Band>,
-    /// Arrivals on the platform in all.
+    /// Arrivals on the platform in all (the data behind `mean`, which the legend prints).
+    #[cfg_attr(not(test), allow(dead_code, reason = "the figure's data, checked by its tests"))]
     pub total: u64,
     /// Their mean rate over the run, per second.
     pub mean: f64,

@@ -3,7 +3,7 @@
 //! and writes `reports/`.
 //!
 //! 1. [`table`] formats the figures (the same cells go to the terminal and to `index.md`).
-//! 2. [`write()`] draws the plots ([`crate::plot`]), writes `<scenario>/summary.json` and
+//! 2. [`write()`] draws the plots (`src/plot/`), writes `<scenario>/summary.json` and
 //!    `index.md` ([`index`]).
 //!
 //! Everything written is deterministic: the same scenarios and seeds give byte-identical files

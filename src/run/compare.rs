@@ -9,8 +9,8 @@
 //! 3. Each run is a [`Row`] (the summary plus [`Derived`] figures) and its timeline, grouped
 //!    per scenario as [`ScenarioRuns`]; [`SeedStats`] summarise the [`HEADLINES`] across seeds.
 //!
-//! [`crate::report`] writes these as tables, `summary.json` and `index.md`; [`crate::plot`]
-//! draws them.
+//! [`crate::report`] writes these as tables, `summary.json` and `index.md`, and draws them
+//! (`src/plot/`).
 
 use crate::scenario::Scenario;
 use crate::stats::{self, MeanCi};

@@ -1,6 +1,6 @@
 //! The trace: a typed, versioned event stream, the only thing consumers read.
 //!
-//! The simulator ([`crate::sim`]) and the live runner produce it; checkers, statistics, plots
+//! The simulator (`src/sim.rs`) and the live runner produce it; checkers, statistics, plots
 //! and reports consume it, streaming where they can. On disk it is JSON Lines: a
 //! [`Header`] line, then one [`Event`] per line in non-decreasing `t` (nanoseconds on the
 //! reference timeline: virtual time, or in live mode the destination's clock).

@@ -336,3 +336,39 @@ fn the_reader_finds_code_paths_only() {
         .collect();
     assert_eq!(u, want);
 }
+
+/// pacesim's own machinery: crate-private, so `cargo doc` shows only the documented API
+/// (issue 32, item 5). The simulator's world and loop, the event queue, the figures, sweeps,
+/// the store and destination models: a team reaches them through `SimBuilder`, the registry,
+/// `report` and the command line.
+const INTERNAL: &[&str] = &["destination", "engine", "plot", "sim", "store", "sweep"];
+
+/// Every top-level module is public and documented, or one of [`INTERNAL`] and `pub(crate)`;
+/// nothing in `src/` is `#[doc(hidden)]` (a public item the docs do not show).
+#[test]
+fn the_public_surface_is_the_documented_one() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let mut internal = Vec::new();
+    for line in lib.lines().map(str::trim) {
+        if let Some(m) = line.strip_prefix("pub(crate) mod ") {
+            internal.push(m.trim_end_matches(';'));
+        } else if line.starts_with("mod ") || line.starts_with("pub(super) mod ") {
+            panic!("src/lib.rs: `{line}`: a top-level module is public or `pub(crate)`");
+        }
+    }
+    assert_eq!(internal, INTERNAL, "src/lib.rs's crate-private modules");
+    let mut files = Vec::new();
+    walk(&src, &mut files);
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            assert!(
+                !line.contains("#[doc(hidden)]"),
+                "{}:{}: `#[doc(hidden)]`: make it private or document it",
+                f.display(),
+                i + 1
+            );
+        }
+    }
+}

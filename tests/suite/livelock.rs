@@ -1,14 +1,13 @@
 //! A livelock must fail, not hang (issue 37 item 1): a backend that keeps answering "retry
 //! now" loops at one virtual instant; the run is stopped by the progress guard
-//! ([`pacesim::sim::progress_bound`]) with `no progress at t = ...`, through `SimBuilder`, the
+//! ([`pacesim::builder::progress_bound`]) with `no progress at t = ...`, through `SimBuilder`, the
 //! matrix and the command line's error path. The backends here are defective on purpose and
 //! written only against the public API, as `examples/fixed_window.rs` is.
 
 use pacesim::backend::{Backend, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide};
-use pacesim::builder::{SimBuilder, SimError};
+use pacesim::builder::{NoProgress, SimBuilder, SimError};
 use pacesim::clock::Reading;
 use pacesim::scenario::Scenario;
-use pacesim::sim::NoProgress;
 use pacesim::summary::SimulateError;
 use pacesim::trace::{Event, OpKind};
 use std::time::{Duration, Instant};
@@ -143,7 +142,7 @@ fn a_backend_that_always_says_retry_now_is_stopped_with_what_loops() {
     let (e, took) = stopped(Livelock { local: false });
     eprintln!("stopped in {took:?}: {e}");
     assert!(took < WITHIN, "took {took:?}");
-    let bound = pacesim::sim::progress_bound(&scenario(), None);
+    let bound = pacesim::builder::progress_bound(&scenario(), None);
     assert_eq!(e.at, pacesim::time::Instant(250_000_000));
     assert!(e.events > bound, "{} events, bound {bound}", e.events);
     let msg = e.to_string();
@@ -278,7 +277,7 @@ fn no_shipped_scenario_comes_near_the_bound() {
         sc.duration = sc.duration.min(pacesim::time::Nanos(120_000_000_000));
         for b in sc.compared_backends() {
             let v = sc.with_backend(&b).unwrap();
-            let bound = pacesim::sim::progress_bound(&v, pacesim::registry::header(&v, "sim").backend_detail.burst);
+            let bound = pacesim::builder::progress_bound(&v, pacesim::registry::header(&v, "sim").backend_detail.burst);
             let mut sink = Discard;
             let o = pacesim::registry::run(&v, &mut sink).unwrap_or_else(|e| panic!("{} / {b}: {e}", v.name));
             let share = o.same_instant_peak as f64 / bound as f64;

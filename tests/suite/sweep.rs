@@ -3,7 +3,6 @@
 
 use crate::common;
 use common::{pacesim, pacesim_env};
-use pacesim::sweep::{self, Axis, Plan, Shard};
 use std::path::{Path, PathBuf};
 
 const SCENARIO: &str = r#"
@@ -196,50 +195,4 @@ fn shards_from_scheduler_variables_merge_into_the_unsharded_sweep() {
     assert_eq!(code, 2);
     assert!(err.contains("pass --shards N or set PACESIM_SHARDS"), "{err}");
     std::fs::remove_dir_all(&d).ok();
-}
-
-#[test]
-fn shards_of_different_sweeps_do_not_merge_and_rows_replay() {
-    let plan = |seeds| {
-        Plan::from_text(
-            "s.toml",
-            SCENARIO,
-            vec![
-                Axis::parse("rate=10,20").unwrap(),
-                Axis::parse("store.service.value=0.1ms").unwrap(),
-            ],
-            seeds,
-        )
-        .unwrap()
-    };
-    let a = plan(2);
-    let s0 = Shard::parse("0/2").unwrap();
-    let rows0 = a.run(Some(s0)).unwrap();
-    let other = plan(3);
-    let rows1 = other.run(Some(Shard::parse("1/2").unwrap())).unwrap();
-    let e = sweep::merge(vec![
-        (a.manifest.clone(), rows0.clone()),
-        (other.manifest.clone(), rows1),
-    ])
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("different sweeps"), "{e}");
-    let e = sweep::merge(vec![
-        (a.manifest.clone(), rows0.clone()),
-        (a.manifest.clone(), rows0.clone()),
-    ])
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("appears twice"), "{e}");
-
-    // a row's seed and grid values replay it: the same trace hash as a plain run
-    let r = &rows0[1];
-    assert_eq!((r.run, r.seed), (2, 5));
-    assert_eq!(r.grid["store.service.value"], "0.1ms");
-    let mut sc = pacesim::scenario::Scenario::parse("s.toml", SCENARIO).unwrap();
-    sc.pacer.rate = 20.0;
-    sc.store.service = pacesim::dist::Dist::constant(pacesim::time::Nanos(100_000));
-    sc.seed = r.seed;
-    let s = pacesim::registry::simulate(&sc, None, None).unwrap();
-    assert_eq!(s.trace_hash, r.trace_hash);
 }
