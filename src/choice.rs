@@ -27,7 +27,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The fingerprints of the states an explorer has seen (membership only, never iterated; a
@@ -236,7 +236,10 @@ impl Tape {
     fn decide(&mut self, kind: Kind, of: u32, pid: Option<u32>, pids: [u32; 8]) -> (u32, bool) {
         let depth = self.made.len();
         let (index, fresh) = match self.prefix.get(depth) {
-            Some(&i) => (i.min(of - 1), false),
+            // the prefix's last decision is new too: a depth-first explorer's prefix ends with
+            // the branch it has not taken yet, so the state it leads to is one no run reached
+            // that way (and its fingerprint may still meet one reached another way)
+            Some(&i) => (i.min(of - 1), depth + 1 == self.prefix.len()),
             None => {
                 let d = Decision {
                     kind,
@@ -357,9 +360,8 @@ pub struct Source(Arc<Shared>);
 #[derive(Debug)]
 struct Shared {
     tape: Mutex<Tape>,
-    // the explorer's fingerprint of the trace so far (its sink folds each event in)
-    trace: AtomicU64,
-    // invariant: true when a decision past the prefix was made since the last `take_fresh`
+    // invariant: true when a decision past the prefix (or its last) was made since the last
+    // `take_fresh`
     fresh: AtomicBool,
 }
 
@@ -368,7 +370,6 @@ impl Source {
     pub fn new(tape: Tape) -> Source {
         Source(Arc::new(Shared {
             tape: Mutex::new(tape),
-            trace: AtomicU64::new(0),
             fresh: AtomicBool::new(false),
         }))
     }
@@ -479,19 +480,15 @@ impl Source {
         self.tape().words.clone()
     }
 
+    /// How many more kills the explorer may fire in this run (none when not steered).
+    pub fn kills_left(&self) -> u32 {
+        let t = self.tape();
+        if matches!(t.mode, Mode::Steer) { t.kills_left } else { 0 }
+    }
+
     /// The decisions made so far.
     pub fn made(&self) -> Vec<Choice> {
         self.tape().made.clone()
-    }
-
-    /// Set the fingerprint of the trace so far (the explorer's sink keeps it).
-    pub fn set_trace(&self, h: u64) {
-        self.0.trace.store(h, Ordering::Relaxed);
-    }
-
-    /// The fingerprint of the trace so far.
-    pub fn trace(&self) -> u64 {
-        self.0.trace.load(Ordering::Relaxed)
     }
 
     /// Was a decision past the prefix made since the last call, in a run that prunes? (Clears

@@ -491,7 +491,8 @@ impl<'a, B: Backend> Sim<'a, B> {
             if STEERED
                 && let Some(src) = &self.source
                 && src.take_fresh()
-                && !src.visit(self.fingerprint(src.trace()))
+                && let Some(judged) = self.out.state()
+                && !src.visit(self.fingerprint(judged))
             {
                 // an explorer's run at a state an earlier run reached: it stops here, unjudged
                 return Ok(Outcome {
@@ -531,14 +532,14 @@ impl<'a, B: Backend> Sim<'a, B> {
         })
     }
 
-    /// An explorer's fingerprint of the world now (`crate::choice`): the trace so far (`trace`,
-    /// what every checker's verdict depends on), each process (its threads, clocks, streams,
+    /// An explorer's fingerprint of the world now (`crate::choice`): what the sink keeps
+    /// (`judged`, what every checker's verdict depends on: [`Sink::state`]), each process (its threads, clocks, streams,
     /// and its backend side), the store and its queue, the backend's store side, the
     /// destination, and every pending event with how far ahead it is due. Two runs with the
     /// same fingerprint go on alike.
     #[cold]
     #[inline(never)]
-    fn fingerprint(&self, trace: u64) -> u64 {
+    fn fingerprint(&self, judged: u64) -> u64 {
         use crate::choice::fingerprint;
         let now = self.engine.now().0;
         let mut pending = 0u64;
@@ -558,7 +559,7 @@ impl<'a, B: Backend> Sim<'a, B> {
             &self.fault_rng,
             &self.arrivals,
         ));
-        rng::mix64(trace ^ rng::mix64(pending ^ rng::mix64(world)))
+        rng::mix64(judged ^ rng::mix64(pending ^ rng::mix64(world)))
     }
 
     /// One turn of the run loop: handle the event popped at `t`.

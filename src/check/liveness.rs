@@ -75,7 +75,12 @@ pub struct Liveness {
     heal_until: u64,
     started: bool,
     last: u64,
-    expected: f64,
+    // the slots expected in the busy time before the current target took force; the busy time
+    // since is `busy_at_target` (whole nanoseconds: a sum that does not depend on how the time
+    // was cut into events, so two runs that waited alike keep equal states, as an explorer's
+    // pruning needs; `expected()` folds it in)
+    expected_before: f64,
+    busy_at_target: u64,
     busy_ns: u64,
     total_ns: u64,
     starts: u64,
@@ -142,7 +147,8 @@ impl Liveness {
             heal_until: 0,
             started: false,
             last: 0,
-            expected: 0.0,
+            expected_before: 0.0,
+            busy_at_target: 0,
             busy_ns: 0,
             total_ns: 0,
             starts: 0,
@@ -160,7 +166,21 @@ impl Liveness {
 
     fn set_m(&mut self, m: f64) {
         self.m = m;
-        self.target = self.target_for(m);
+        let target = self.target_for(m);
+        if target.to_bits() != self.target.to_bits() {
+            self.expected_before = self.expected();
+            self.busy_at_target = 0;
+            self.target = target;
+        }
+    }
+
+    /// The slots expected in the busy time so far.
+    fn expected(&self) -> f64 {
+        if self.busy_at_target == 0 {
+            self.expected_before
+        } else {
+            self.expected_before + self.busy_at_target as f64 / 1e9 * self.target
+        }
     }
 }
 
@@ -188,7 +208,7 @@ impl Liveness {
                 self.total_ns += dt;
                 if waiting {
                     self.busy_ns += dt;
-                    self.expected += dt as f64 / 1e9 * self.target;
+                    self.busy_at_target += dt;
                 }
             }
             self.last = t;
@@ -212,7 +232,7 @@ impl Liveness {
                 self.total_ns += dt;
                 if waiting {
                     self.busy_ns += dt;
-                    self.expected += dt as f64 / 1e9 * self.target;
+                    self.busy_at_target += dt;
                 }
             }
             self.last = self.last.max(upto);
@@ -350,9 +370,10 @@ impl Liveness {
                 ),
             }];
         }
-        let effective = self.expected / busy_s;
+        let expected = self.expected();
+        let effective = expected / busy_s;
         let achieved = self.starts as f64 / busy_s;
-        let needed = (1.0 - eps) * self.expected - 1.0;
+        let needed = (1.0 - eps) * expected - 1.0;
         let share = if self.total_ns > 0 {
             100.0 * self.busy_ns as f64 / self.total_ns as f64
         } else {

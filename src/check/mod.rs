@@ -197,6 +197,46 @@ pub struct Suite {
     shared: common::Shared,
 }
 
+impl Suite {
+    /// A fingerprint of what the suite keeps that its verdicts can still depend on, for an
+    /// explorer's pruning ([`crate::trace::Sink::state`]): its whole `Debug` form, but without
+    /// `self_heal` while no process was killed and none may be (`kills_ahead` false): it
+    /// judges kills alone, so its verdict is settled then (none), whatever else it saw.
+    pub fn state(&self, kills_ahead: bool) -> u64 {
+        use crate::choice::fingerprint;
+        let Some(o) = &self.others else {
+            return fingerprint(self);
+        };
+        if kills_ahead || o.self_heal.kills() > 0 {
+            return fingerprint(self);
+        }
+        // (every other field named: one added later is fingerprinted or the build fails)
+        let Suite {
+            ceiling,
+            others: _,
+            platforms,
+            external,
+            shared,
+        } = self;
+        let Others {
+            backoff,
+            self_heal: _,
+            degradation,
+            liveness,
+            mutual_exclusion,
+            fairness,
+            work_heal,
+        } = o;
+        fingerprint(&(
+            ceiling,
+            (backoff, degradation, liveness, mutual_exclusion, fairness, work_heal),
+            platforms,
+            external,
+            shared,
+        ))
+    }
+}
+
 #[derive(Debug)]
 struct Others {
     backoff: backoff::BackoffCoherence,

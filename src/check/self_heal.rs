@@ -68,6 +68,49 @@ const GAPS: usize = 16;
 const MIN_GAPS: usize = 8;
 /// Store round trips kept for the retry allowance.
 const ROUND_TRIPS: usize = 16;
+/// The least round trip a stall's allowance counts (2 ms).
+const MIN_ROUND_TRIP: u64 = 2_000_000;
+
+/// The largest of the last [`ROUND_TRIPS`] round trips, and at least [`MIN_ROUND_TRIP`]: only
+/// the round trips that may still be that largest are kept (each with how many came after it),
+/// so two runs whose recent round trips have the same such maxima keep equal states (an
+/// explorer's pruning compares states by their `Debug` form).
+#[derive(Default)]
+struct RecentMax {
+    // round trips pushed so far
+    n: u64,
+    // invariant: (push number, round trip) with push numbers increasing and round trips
+    // strictly decreasing from front to back; none older than the last ROUND_TRIPS pushes
+    q: VecDeque<(u64, u64)>,
+}
+
+impl RecentMax {
+    fn push(&mut self, round_trip: u64) {
+        let v = round_trip.max(MIN_ROUND_TRIP);
+        while self.q.back().is_some_and(|&(_, w)| w <= v) {
+            self.q.pop_back();
+        }
+        self.q.push_back((self.n, v));
+        self.n += 1;
+        while self.q.front().is_some_and(|&(i, _)| i + (ROUND_TRIPS as u64) < self.n) {
+            self.q.pop_front();
+        }
+    }
+
+    fn max(&self) -> u64 {
+        self.q.front().map_or(MIN_ROUND_TRIP, |&(_, v)| v)
+    }
+}
+
+impl std::fmt::Debug for RecentMax {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // ages, not push numbers: what the window will hold does not depend on how many came
+        // before it
+        f.debug_list()
+            .entries(self.q.iter().map(|&(i, v)| (self.n - 1 - i, v)))
+            .finish()
+    }
+}
 
 /// A fetch start: when, the cumulative demand time then, and the multiplier in force for it.
 #[derive(Copy, Clone, Debug)]
@@ -159,8 +202,8 @@ pub struct SelfHeal {
     // processes waiting on an operation the store's outage may have lost: they wait on the
     // store, not on the pace
     stranded: Stranded,
-    // the last few permission round trips (request to reply)
-    round_trips: VecDeque<u64>,
+    // the slowest of the last few permission round trips (request to reply)
+    round_trips: RecentMax,
     largest: Option<(Gap, String)>,
     // the most severe violation (starved by several kills 4, wedge 3, capacity lost 2, slow heal
     // 1), first among equals
@@ -230,7 +273,7 @@ impl SelfHeal {
             outages: Default::default(),
             in_fallback: Default::default(),
             stranded: Default::default(),
-            round_trips: VecDeque::new(),
+            round_trips: RecentMax::default(),
             largest: None,
             failure: None,
             failures: 0,
@@ -280,7 +323,7 @@ impl SelfHeal {
         // jitter: a quarter of the normal spacing plus a store round trip (a retry after a GCRA
         // deny adds one on top of the lost interval): the slowest of the last few observed, and
         // at least 2 ms
-        let round_trip = self.round_trips.iter().copied().max().unwrap_or(0).max(2_000_000);
+        let round_trip = self.round_trips.max();
         (normal, normal + paced + self.slack + normal / 4 + round_trip)
     }
 
@@ -482,6 +525,11 @@ impl SelfHeal {
 }
 
 impl SelfHeal {
+    /// Kills seen so far (with none, there is nothing to judge: no verdict).
+    pub fn kills(&self) -> u64 {
+        self.kills
+    }
+
     /// One event, with the suite's shared state ([`Shared`]: who waited before it, and what
     /// it answered).
     #[inline(always)]
@@ -557,10 +605,7 @@ impl SelfHeal {
         if let Some(sent) = sent
             && op.asks_permission()
         {
-            if self.round_trips.len() == ROUND_TRIPS {
-                self.round_trips.pop_front();
-            }
-            self.round_trips.push_back(t - sent);
+            self.round_trips.push(t - sent);
         }
     }
 
@@ -777,5 +822,38 @@ impl SelfHeal {
             },
         };
         vec![v]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{RngExt, SeedableRng};
+
+    /// The window's maximum is the plain one over the last `ROUND_TRIPS` (at least the floor),
+    /// and two windows that can only ever give the same maxima print alike.
+    #[test]
+    fn recent_max_is_the_maximum_of_the_last_few() {
+        let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(7);
+        let mut w = RecentMax::default();
+        let mut all = Vec::new();
+        for _ in 0..2_000 {
+            let x = r.random_range(0..6_000_000u64);
+            w.push(x);
+            all.push(x);
+            let tail = &all[all.len().saturating_sub(ROUND_TRIPS)..];
+            assert_eq!(w.max(), tail.iter().copied().max().unwrap().max(MIN_ROUND_TRIP));
+            assert!(w.q.len() <= ROUND_TRIPS);
+        }
+        let (mut a, mut b) = (RecentMax::default(), RecentMax::default());
+        for x in [5_000_000, 1_000_000, 3_000_000] {
+            a.push(x);
+        }
+        for x in [4_000_000, 5_000_000, 1_500_000, 3_000_000] {
+            b.push(x);
+        }
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        b.push(0);
+        assert_ne!(format!("{a:?}"), format!("{b:?}"));
     }
 }

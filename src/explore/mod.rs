@@ -41,7 +41,7 @@ use crate::choice::{Bounds, Choice, Kind, Seen, Source, Tape};
 use crate::fault::KillPoint;
 use crate::registry::BackendSpec;
 use crate::scenario::Scenario;
-use crate::trace::{Event, Header, Sink, TraceHash};
+use crate::trace::{Event, Header, Sink};
 use std::time::{Duration, Instant as WallInstant};
 
 /// How the explorer walks the choice tree.
@@ -365,31 +365,34 @@ pub fn prepare(file: &str, text: &str, sc: &Scenario, opts: &Options) -> Result<
     Ok((prepared, text))
 }
 
-/// The sink a schedule's trace goes to: every checker, and (when pruning) the running trace
-/// fingerprint the world's state includes.
+/// The sink a schedule's trace goes to: every checker (and the coverage strategy's features).
 struct Judge<'a> {
     suite: crate::check::Suite,
-    hash: Option<(TraceHash, &'a Source)>,
     coverage: Option<&'a mut strategy::Coverage>,
+    source: &'a Source,
+    // the scenario itself kills processes (`[[faults]]` of kind `kill`)
+    scenario_kills: bool,
 }
 
 impl Sink for Judge<'_> {
     fn header(&mut self, h: &Header) {
         self.suite.header(h);
-        if let Some((hash, _)) = &mut self.hash {
-            hash.header(h);
-        }
     }
 
     fn event(&mut self, ev: &Event) {
         self.suite.event(ev);
-        if let Some((hash, src)) = &mut self.hash {
-            hash.event(ev);
-            src.set_trace(hash.value());
-        }
         if let Some(c) = &mut self.coverage {
             c.event(ev);
         }
+    }
+
+    /// What every checker keeps that its verdict can still depend on (the verdicts depend on
+    /// that and the events to come, not on the trace that led there): two schedules that
+    /// differ only in what no checker keeps, say the instant a denied request was denied, meet
+    /// in one state. (Coverage only steers.)
+    fn state(&self) -> Option<u64> {
+        let kills_ahead = self.scenario_kills || self.source.kills_left() > 0;
+        Some(self.suite.state(kills_ahead))
     }
 }
 
@@ -521,8 +524,12 @@ impl Explorer {
         let src = Source::new(tape);
         let mut judge = Judge {
             suite: crate::check::Suite::new(),
-            hash: pruning.then(|| (TraceHash::new(), &src)),
             coverage,
+            source: &src,
+            scenario_kills: sc
+                .faults
+                .iter()
+                .any(|f| matches!(f, crate::fault::FaultSpec::Kill { .. })),
         };
         let res = self.spec.ops.simulate_from(self.spec.name, sc, Some(&src), &mut judge);
         if pruning {

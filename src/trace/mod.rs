@@ -42,6 +42,13 @@ pub trait Sink {
     fn header(&mut self, _h: &Header) {}
     /// One event, in trace order.
     fn event(&mut self, ev: &Event);
+    /// For an explorer's pruning ([`crate::choice`]): a fingerprint of everything this sink
+    /// keeps that what it reports at the end can depend on, so that two runs whose worlds and
+    /// sinks have the same fingerprints report alike from here on. `None` (the default): it
+    /// cannot say, and a run into it is never pruned.
+    fn state(&self) -> Option<u64> {
+        None
+    }
     /// `op_sent` (see the trait's docs).
     #[inline]
     fn op_sent(&mut self, t: u64, pid: u32, thread: u16, op: OpKind) {
