@@ -52,7 +52,8 @@ pub struct Parked<E> {
     /// key, it compares as its key: sequence numbers are unique, so the slot bits never
     /// decide. (A heap key lives in the heap; the heap's slots leave this alone.)
     pub link: u128,
-    /// The event (a free slot keeps the last one it held, never read again).
+    /// The event (a free slot keeps an old one, never read again: the last it held, or the
+    /// one [`crate::engine::Engine::pop_into`] swapped in).
     pub event: E,
 }
 

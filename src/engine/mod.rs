@@ -489,10 +489,18 @@ impl<E: Clone> Engine<E> {
         id
     }
 
-    /// Take timer `id` out if it is still pending (not yet fired, not cancelled): its event.
-    pub fn cancel(&mut self, id: TimerId) -> Option<E> {
+    /// Take timer `id` out if it is still pending (not yet fired, not cancelled): whether it
+    /// was. (The simulator never looks at a cancelled timer's event: this is
+    /// [`Engine::cancel_as`] without cloning it out of the lane, which for an event that may
+    /// own data is a call per cancel.)
+    pub fn cancel(&mut self, id: TimerId) -> bool {
+        self.cancel_as(id, |_| ()).is_some()
+    }
+
+    /// [`Engine::cancel`], and `what` of the timer's event if it was pending.
+    pub fn cancel_as<R>(&mut self, id: TimerId, what: impl FnOnce(&E) -> R) -> Option<R> {
         let id = match id.0 {
-            TimerIn::Lane(n) => return self.cancel_in_lane(n),
+            TimerIn::Lane(n) => return self.cancel_in_lane(n, what),
             TimerIn::List(id) => id,
         };
         let n = (id & ((1 << SLOT_BITS) - 1)) as u32;
@@ -507,14 +515,14 @@ impl<E: Clone> Engine<E> {
         if was_head && self.lane_head.1 == TIMER_LIST {
             self.find_lane_head();
         }
-        Some(event)
+        Some(what(&event))
     }
 
     /// [`Engine::cancel`] for a timer of the timer lane, `id` its sequence number and the low
     /// bits of its number: marked where it is (gone from the front at once). Its number minus
     /// `base` is its index unless the lane was compacted since (then it is found by sequence
     /// number); no entry with its sequence number: fired, or cancelled and gone.
-    fn cancel_in_lane(&mut self, id: u64) -> Option<E> {
+    fn cancel_in_lane<R>(&mut self, id: u64, what: impl FnOnce(&E) -> R) -> Option<R> {
         let lane = &mut self.timer_lane;
         let seq = id >> SLOT_BITS;
         let seq_of = |e: &(u128, E)| (e.0 as u64) >> SLOT_BITS;
@@ -529,7 +537,7 @@ impl<E: Clone> Engine<E> {
             return None;
         }
         entry.0 |= CANCELLED;
-        let event = entry.1.clone();
+        let event = what(&entry.1);
         lane.live -= 1;
         if i == 0 {
             lane.trim();
@@ -575,17 +583,26 @@ impl<E: Clone> Engine<E> {
         Some((at, self.take(from)))
     }
 
-    /// [`Engine::pop_until`] into `event` (what was there is overwritten); the time.
+    /// [`Engine::pop_until`] into `event` (what was there is overwritten, or left in the freed
+    /// slot); the time.
     ///
     /// For a hot loop: an `Option` of an enum event keeps its discriminant in the event's
     /// tag byte, so moving one copies the tag and the other 47 bytes apart, in overlapping
     /// 16-byte pieces, and each further move of the same value then waits for those stores
     /// (a load spanning two stores is not forwarded from them). Copied straight into place
     /// here, the event moves whole, once.
+    ///
+    /// An event from the slab is swapped with what `event` held, not cloned out: the slot is
+    /// free already and its event never read again, so it may as well keep the caller's last
+    /// one (dropped when the slot is next used). An event that may own data is `Clone`, not
+    /// `Copy`, and cloning it is a call per event.
     #[inline(always)]
     pub fn pop_into(&mut self, limit: Instant, event: &mut E) -> Option<Instant> {
         let (at, from) = self.next(limit)?;
-        *event = self.take(from);
+        match from {
+            Source::Slot(slot) => std::mem::swap(event, &mut self.slab[slot as usize].event),
+            _ => *event = self.take(from),
+        }
         Some(at)
     }
 
@@ -646,9 +663,7 @@ impl<E: Clone> Engine<E> {
             // (the slot is free already: nothing is scheduled in between)
             Source::Slot(slot) => self.slab[slot as usize].event.clone(),
             Source::Lane(i) => {
-                let lane = &mut self.lanes[i];
-                let event = lane.front().expect("the lane head is in its lane").2.clone();
-                lane.pop_front();
+                let (_, _, event) = self.lanes[i].pop_front().expect("the lane head is in its lane");
                 self.find_lane_head();
                 event
             }
@@ -829,11 +844,11 @@ mod tests {
                 // cancel a timer, pending or not: only a pending one comes out, and only it
                 let (id, s) = timers.swap_remove(r.random_range(0..timers.len()));
                 let pending = reference.iter().position(|x| x.1 == s);
-                assert_eq!(e.cancel(id), pending.map(|_| s));
+                assert_eq!(e.cancel_as(id, Clone::clone), pending.map(|_| s));
                 if let Some(i) = pending {
                     reference.swap_remove(i);
                 }
-                assert_eq!(e.cancel(id), None, "a timer cancels once");
+                assert_eq!(e.cancel_as(id, Clone::clone), None, "a timer cancels once");
             } else if r.random_bool(0.1) {
                 // an event due now given its place first ([`Engine::reserve`]), then a few more
                 // scheduled: handled at once exactly when nothing pending comes before it
@@ -897,8 +912,8 @@ mod tests {
             if r.random_bool(0.001) {
                 kept.push((id, i)); // live: cancelled later, or fired
             } else {
-                assert_eq!(e.cancel(id), Some(i));
-                assert_eq!(e.cancel(id), None);
+                assert_eq!(e.cancel_as(id, Clone::clone), Some(i));
+                assert_eq!(e.cancel_as(id, Clone::clone), None);
             }
             most = most.max(e.timer_lane.q.len());
         }
@@ -908,7 +923,7 @@ mod tests {
         // after compactions: half the kept ones cancel by id, the rest fire, in order
         let (cancel, fire): (Vec<_>, Vec<_>) = kept.iter().partition(|(_, i)| i % 2 == 0);
         for &(id, i) in &cancel {
-            assert_eq!(e.cancel(id), Some(i));
+            assert_eq!(e.cancel_as(id, Clone::clone), Some(i));
         }
         let mut fired = Vec::new();
         while let Some((_, ev)) = e.pop_until(Instant(u64::MAX)) {
@@ -916,7 +931,7 @@ mod tests {
         }
         let want: Vec<u64> = std::iter::once(0).chain(fire.iter().map(|&(_, i)| i)).collect();
         assert_eq!(fired, want);
-        assert_eq!(e.cancel(first), None, "fired");
+        assert_eq!(e.cancel_as(first, Clone::clone), None, "fired");
         assert_eq!(e.pending(), 0);
     }
 
