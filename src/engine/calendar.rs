@@ -52,15 +52,24 @@ pub struct Parked<E> {
     /// key, it compares as its key: sequence numbers are unique, so the slot bits never
     /// decide. (A heap key lives in the heap; the heap's slots leave this alone.)
     pub link: u128,
-    /// The event (a free slot keeps an old one, never read again: the last it held, or the
-    /// one [`crate::engine::Engine::pop_into`] swapped in).
-    pub event: E,
+    /// The event, `None` in a free slot: a pop moves it out, since an event that may own data
+    /// is `Clone`, not `Copy`, and cloning it is a call per event. (`None` takes no room: an
+    /// event is an enum with a tag to spare.)
+    pub event: Option<E>,
 }
 
 impl<E> Parked<E> {
     /// A slot holding `event`.
     pub fn new(event: E) -> Self {
-        Parked { link: 0, event }
+        Parked {
+            link: 0,
+            event: Some(event),
+        }
+    }
+
+    /// The event of a slot a key names.
+    pub fn event(&self) -> &E {
+        self.event.as_ref().expect("a key's slot holds its event")
     }
 }
 

@@ -425,7 +425,7 @@ impl<E: Clone> Engine<E> {
             slot => {
                 let parked = &mut self.slab[slot as usize];
                 self.free = (parked.link & ((1 << SLOT_BITS) - 1)) as u32;
-                parked.event = event;
+                parked.event = Some(event);
                 slot
             }
         }
@@ -583,26 +583,17 @@ impl<E: Clone> Engine<E> {
         Some((at, self.take(from)))
     }
 
-    /// [`Engine::pop_until`] into `event` (what was there is overwritten, or left in the freed
-    /// slot); the time.
+    /// [`Engine::pop_until`] into `event` (what was there is overwritten); the time.
     ///
     /// For a hot loop: an `Option` of an enum event keeps its discriminant in the event's
     /// tag byte, so moving one copies the tag and the other 47 bytes apart, in overlapping
     /// 16-byte pieces, and each further move of the same value then waits for those stores
     /// (a load spanning two stores is not forwarded from them). Copied straight into place
     /// here, the event moves whole, once.
-    ///
-    /// An event from the slab is swapped with what `event` held, not cloned out: the slot is
-    /// free already and its event never read again, so it may as well keep the caller's last
-    /// one (dropped when the slot is next used). An event that may own data is `Clone`, not
-    /// `Copy`, and cloning it is a call per event.
     #[inline(always)]
     pub fn pop_into(&mut self, limit: Instant, event: &mut E) -> Option<Instant> {
         let (at, from) = self.next(limit)?;
-        match from {
-            Source::Slot(slot) => std::mem::swap(event, &mut self.slab[slot as usize].event),
-            _ => *event = self.take(from),
-        }
+        *event = self.take(from);
         Some(at)
     }
 
@@ -661,7 +652,10 @@ impl<E: Clone> Engine<E> {
     fn take(&mut self, from: Source) -> E {
         match from {
             // (the slot is free already: nothing is scheduled in between)
-            Source::Slot(slot) => self.slab[slot as usize].event.clone(),
+            Source::Slot(slot) => self.slab[slot as usize]
+                .event
+                .take()
+                .expect("a key's slot holds its event"),
             Source::Lane(i) => {
                 let (_, _, event) = self.lanes[i].pop_front().expect("the lane head is in its lane");
                 self.find_lane_head();
@@ -697,7 +691,7 @@ impl<E: Clone> Engine<E> {
         if k == u128::MAX || self.lane_head.0 < k || (k >> 64) as u64 != self.now.0 {
             return None;
         }
-        Some(&self.slab[slot_of(k) as usize].event)
+        Some(self.slab[slot_of(k) as usize].event())
     }
 
     /// Call `f` with every pending event and when it is due, in no particular order (an
@@ -705,10 +699,10 @@ impl<E: Clone> Engine<E> {
     pub fn for_each_pending(&self, mut f: impl FnMut(Instant, &E)) {
         let at = |k: u128| Instant((k >> 64) as u64);
         for &k in self.heap.keys() {
-            f(at(k), &self.slab[slot_of(k) as usize].event);
+            f(at(k), self.slab[slot_of(k) as usize].event());
         }
         self.calendar
-            .for_each(&self.slab, |k, slot| f(at(k), &self.slab[slot as usize].event));
+            .for_each(&self.slab, |k, slot| f(at(k), self.slab[slot as usize].event()));
         for lane in &self.lanes {
             for (t, _, e) in lane {
                 f(*t, e);
