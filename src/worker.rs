@@ -411,6 +411,9 @@ impl<P: ProcessSide> Worker<P> {
     }
 
     /// 6. The response arrived with `status`: after-fetch bookkeeping.
+    // (one caller, `Sim::fetch_done`: inlined by hand, as it was before issues 32 and 33 grew
+    // its caller past the inliner's threshold)
+    #[inline(always)]
     pub fn fetch_end(&mut self, t: Instant, status: u16, out: &mut dyn Sink) -> Action<P::Op> {
         out.fetch_end(t.0, self.pid, self.thread, status);
         self.fetches += 1;
