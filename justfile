@@ -62,9 +62,9 @@ own-backend:
 
 # Every defective cell of tests/expected-matrix.toml explored and caught (exit 1 if one is
 # not); then every schedule of sims/explore-three-racers.toml (3 processes x 3 requests, three
-# latency values) for row and shared_cache, without and with a kill at any point (about a
-# minute each), redis_gcra at 3 x 1 and 2 x 2 (its retries keep 3 x 3 out of reach), and
-# local_divided, whose kill case fails self_heal: a killed process's share of the rate is lost
+# latency values) for row and shared_cache, without and with a kill at any point (under 20 s
+# each), redis_gcra at 3 x 1 and 2 x 2 with and without a kill, and at 3 x 2 (about 45 s; its
+# retries keep 3 x 3 out of reach), and local_divided, whose kill case fails self_heal: a killed process's share of the rate is lost
 # (docs/explore.md).
 # Search schedules instead of sampling them.
 explore:
@@ -78,6 +78,7 @@ explore:
         target/release/pacesim explore sims/explore-three-racers.toml --backend redis_gcra $bounds; \
         target/release/pacesim explore sims/explore-three-racers.toml --backend redis_gcra $bounds --kills 1 --restart-after never --schedules 10000000; \
     done
+    target/release/pacesim explore sims/explore-three-racers.toml --backend redis_gcra --processes 3 --requests 2 --schedules 10000000
     target/release/pacesim explore sims/explore-three-racers.toml --backend local_divided
     ! target/release/pacesim explore sims/explore-three-racers.toml --backend local_divided --kills 1 --restart-after never --out reports/explore
 

@@ -332,3 +332,57 @@ fn racing_hops_explore_less_and_still_find_the_race() {
     };
     assert!(explore_file(&racy_file, &o).counterexample.is_some());
 }
+
+/// Pruning changes the work, never the verdict: the same bounds explored with and without it
+/// find the same property broken (or none, the tree explored to its end), and pruning runs
+/// fewer schedules. A racy design, a design that loses a killed process's share, and two
+/// correct ones (a denied GCRA request's retries, a kill at any point).
+#[test]
+fn pruning_changes_the_work_not_the_verdict() {
+    racy();
+    let dir = tmp("prune");
+    let racers = Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/explore-three-racers.toml");
+    let spread = scenario_file(&dir, SPREAD, "racy_two_step");
+    let kill = |kills| pacesim::choice::Bounds {
+        kills,
+        restart_after: None,
+        ..Default::default()
+    };
+    let cases: [(&Path, &str, u32, u64, u32); 4] = [
+        (&spread, "racy_two_step", 2, 2, 0),
+        (&racers, "local_divided", 3, 3, 1),
+        (&racers, "redis_gcra", 3, 1, 0),
+        (&racers, "row", 2, 2, 1),
+    ];
+    for (file, backend, processes, requests, kills) in cases {
+        let run = |prune| {
+            let o = Options {
+                processes: Some(processes),
+                requests: Some(requests),
+                bounds: kill(kills),
+                prune,
+                shrink: false,
+                schedules: Some(2_000_000),
+                ..Options::default()
+            };
+            explore::from_file(file, Some(backend), None, &o, &mut |_| {})
+                .expect("explores")
+                .0
+        };
+        let (with, without) = (run(true), run(false));
+        eprintln!("{backend}: pruned: {}; not: {}", with.verdict(), without.verdict());
+        let broke = |r: &explore::Report| r.counterexample.as_ref().map(|c| c.violation.check.clone());
+        assert_eq!(broke(&with), broke(&without), "{backend}");
+        if broke(&with).is_none() {
+            assert!(with.complete && without.complete, "{backend}");
+            assert!(with.schedules <= without.schedules, "{backend}");
+            if backend == "redis_gcra" {
+                // a denied request's hop, whatever it was, leaves the retry at one instant
+                assert!(
+                    with.schedules * 4 < without.schedules,
+                    "{backend}: pruning saved little"
+                );
+            }
+        }
+    }
+}
