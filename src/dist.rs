@@ -124,6 +124,16 @@ impl Dist {
         match *self {
             Dist::Constant { value } => value,
             _ if crate::choice::active() => self.sample_tied(rng),
+            _ => self.sample_untied(rng),
+        }
+    }
+
+    /// [`Dist::sample`] for a caller that knows no choice source is entered (so no draw can
+    /// be steered): it skips asking the thread's source on every draw.
+    #[inline(always)]
+    pub fn sample_untied(&self, rng: &mut Rng) -> Nanos {
+        match *self {
+            Dist::Constant { value } => value,
             Dist::Lognormal { median, sigma } => lognormal(median, sigma, rng),
             _ => self.sample_other(rng),
         }

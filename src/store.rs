@@ -96,10 +96,16 @@ impl<Op> Store<Op> {
 
     /// [`Store::one_way`] for a hop that is no choice of an explorer's run
     /// ([`crate::choice::Hops`]): in a `steered` run, `varied` false gives the median.
+    /// `steered` is whether the run has a choice source (the simulator enters one exactly then):
+    /// without one no draw can be steered, and a hop (one per store operation each way) skips
+    /// asking the thread's source per draw.
     #[inline]
     pub fn one_way_if(&self, steered: bool, rng: &mut Rng, varied: impl FnOnce(crate::choice::Hops) -> bool) -> Nanos {
-        if steered
-            && let Some(h) = crate::choice::with(|s| s.hops())
+        if !steered {
+            debug_assert!(!crate::choice::active(), "a run without a source has one entered");
+            return self.one_way_untied(rng);
+        }
+        if let Some(h) = crate::choice::with(|s| s.hops())
             && !varied(h)
         {
             let mut d = self.latency.median();
@@ -109,6 +115,23 @@ impl<Op> Store<Op> {
             return d;
         }
         self.one_way(rng)
+    }
+
+    /// [`Store::one_way`] with no choice source entered ([`Dist::sample_untied`]).
+    fn one_way_untied(&self, rng: &mut Rng) -> Nanos {
+        let d = self.latency.sample_untied(rng);
+        if self.added_latency.is_empty() {
+            d
+        } else {
+            self.plus_added(d, rng)
+        }
+    }
+
+    /// `d` plus a draw of each injected extra latency (only while a fault adds some, so kept
+    /// out of the hop's common path).
+    #[cold]
+    fn plus_added(&self, d: Nanos, rng: &mut Rng) -> Nanos {
+        self.added_latency.iter().fold(d, |d, a| d + a.sample_untied(rng))
     }
 
     /// Draw one service time.

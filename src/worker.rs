@@ -221,6 +221,10 @@ impl<P: ProcessSide> Worker<P> {
     }
 
     /// Call the process side with this process's view.
+    // (a wrapper that only builds the view: always inlined, so each handler has the process
+    // side's step inline too; left to the inliner, one handler's copy or the step behind it
+    // stayed out of line, a different one from build to build: `retry`'s, `after_fetch`)
+    #[inline(always)]
     fn call<R>(&mut self, t: Instant, out: &mut dyn Sink, f: impl FnOnce(&mut P, &mut ProcCx) -> R) -> R {
         let mut cx = ProcCx {
             t,
