@@ -1214,24 +1214,9 @@ mod tests {
         }
     }
 
-    /// A sweep's scenario: three processes sharing 20/s, `row` against `local`.
-    const SWEEP_SCENARIO: &str = r#"
-    name = "sweep-test"
-    seed = 5
-    duration = "3s"
-    [pacer]
-    backend = "row"
-    compare = ["row", "local"]
-    rate = 20.0
-    [processes]
-    count = 3
-    requests = 6
-    [store]
-    latency = { dist = "lognormal", median = "0.6ms", sigma = 0.5 }
-    service = { dist = "constant", value = "50us" }
-    [fetch]
-    duration = { dist = "lognormal", median = "20ms", sigma = 0.4 }
-    "#;
+    /// A sweep's scenario: three processes sharing 20/s, `row` against `local` (the suite's
+    /// sweep tests use it too).
+    const SWEEP_SCENARIO: &str = include_str!("../tests/suite/common/sweep-test.toml");
 
     #[test]
     fn shards_of_different_sweeps_do_not_merge_and_rows_replay() {

@@ -5,23 +5,8 @@ use crate::common;
 use common::{pacesim, pacesim_env};
 use std::path::{Path, PathBuf};
 
-const SCENARIO: &str = r#"
-name = "sweep-test"
-seed = 5
-duration = "3s"
-[pacer]
-backend = "row"
-compare = ["row", "local"]
-rate = 20.0
-[processes]
-count = 3
-requests = 6
-[store]
-latency = { dist = "lognormal", median = "0.6ms", sigma = 0.5 }
-service = { dist = "constant", value = "50us" }
-[fetch]
-duration = { dist = "lognormal", median = "20ms", sigma = 0.4 }
-"#;
+/// Three processes sharing 20/s, `row` against `local` (also the sweep unit tests' scenario).
+const SCENARIO: &str = include_str!("common/sweep-test.toml");
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pacesim-sweep-{name}-{}", std::process::id()));
