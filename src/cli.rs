@@ -320,6 +320,18 @@ pub(crate) enum Command {
 /// and gets every command for its design ([`crate::registry::register`]). Parses the command
 /// line; returns the exit status.
 pub fn main_with_backends(backends: Vec<crate::registry::BackendSpec>) -> i32 {
+    main_with_checkers(backends, Vec::new())
+}
+
+/// [`main_with_backends`], and a team's own checkers judged beside pacesim's on every trace
+/// ([`crate::check::register`]).
+pub fn main_with_checkers(
+    backends: Vec<crate::registry::BackendSpec>,
+    checkers: Vec<crate::check::CheckerSpec>,
+) -> i32 {
+    if let Err(e) = crate::check::register(checkers) {
+        return bad(e);
+    }
     // a team's own program (backends of its own): its reproducers name it, not `pacesim`
     if !backends.is_empty()
         && let Some(name) = std::env::args_os().next().and_then(|a| {
@@ -762,6 +774,11 @@ impl ExploreArgs {
             .map_err(|e| e.to_string())?
             .map(|(s, _)| (s.index, s.count));
         let sampled = method != Method::Exhaustive;
+        let checks = self.checks.as_deref().map(list).unwrap_or_default();
+        let known = crate::check::names();
+        if let Some(c) = checks.iter().find(|c| !known.contains(&c.as_str())) {
+            return Err(format!("--checks: no check `{c}` (one of {})", known.join(", ")));
+        }
         Ok(Options {
             method,
             processes: self.processes,
@@ -787,7 +804,7 @@ impl ExploreArgs {
             seed: self.search_seed ^ shard.map_or(0, |s| crate::rng::mix64(s.0 + 1)),
             shard,
             prune: !self.no_prune,
-            checks: self.checks.as_deref().map(list).unwrap_or_default(),
+            checks,
             shrink: !self.no_shrink,
             shrink_runs: crate::explore::shrink::MAX_RUNS,
         })

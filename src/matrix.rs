@@ -37,8 +37,11 @@ use std::path::{Path, PathBuf};
 /// directory): beside the tests that compare with it, not among the scenarios in `sims/`.
 pub const DEFAULT_EXPECTED: &str = "tests/expected-matrix.toml";
 
-/// The properties, in column order (every checker verdict name).
-pub const PROPERTIES: &[&str] = &crate::check::ORDER;
+/// The properties, in column order: every checker's verdict name, pacesim's then a team's
+/// ([`crate::check::names`]).
+pub fn properties() -> Vec<&'static str> {
+    crate::check::names()
+}
 
 /// One cell's outcome.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
@@ -200,7 +203,7 @@ pub fn from_runs<'a>(
                 rows.push(Row {
                     scenario: v.name.clone(),
                     backend: v.pacer.backend.clone(),
-                    cells: PROPERTIES
+                    cells: properties()
                         .iter()
                         .map(|p| {
                             (
@@ -255,7 +258,7 @@ pub fn from_runs<'a>(
             }
         }
     }
-    let mut columns: Vec<String> = PROPERTIES.iter().map(|p| p.to_string()).collect();
+    let mut columns: Vec<String> = properties().iter().map(|p| p.to_string()).collect();
     for row in &rows {
         for k in row.cells.keys() {
             if !columns.contains(k) {
@@ -297,7 +300,7 @@ pub fn load_expected(path: &Path) -> Result<Expected, MatrixError> {
     for (sc, rows) in &e {
         for (b, x) in rows {
             for p in x.fail.iter().chain(&x.apply) {
-                if !PROPERTIES.contains(&p.as_str()) {
+                if !properties().contains(&p.as_str()) {
                     return Err(MatrixError::UnknownProperty {
                         path: path.to_path_buf(),
                         scenario: sc.clone(),
@@ -555,7 +558,7 @@ pub enum MatrixError {
         message: String,
     },
     /// The expected matrix names a property no checker reports.
-    #[error("{path}: {scenario}.{backend}: unknown property `{property}` (known: {known})", known = PROPERTIES.join(", "))]
+    #[error("{path}: {scenario}.{backend}: unknown property `{property}` (known: {known})", known = properties().join(", "))]
     UnknownProperty {
         /// The expected-matrix file.
         path: PathBuf,

@@ -184,6 +184,90 @@ pub trait Checker: Sink {
     fn verdicts(&mut self) -> Vec<Verdict>;
 }
 
+/// A team's own checker, handed to pacesim by its program ([`register`];
+/// [`crate::cli::main_with_checkers`] does it): a property pacesim does not know, judged beside
+/// pacesim's on every trace the program judges (`run`, `simulate`, `matrix`, `sweep`, `check`,
+/// `live`, `conform`, `explore`), in every output (tables, `--json`, JUnit, the expected
+/// matrix's columns, `--checks`).
+#[derive(Clone, Copy)]
+pub struct CheckerSpec {
+    /// Its verdict's name: `a-z`, `0-9` and `_`, none of [`ORDER`]. The suite names every
+    /// verdict the checker gives this.
+    pub name: &'static str,
+    /// One line: the property (for `--help`-like listings and the docs).
+    pub summary: &'static str,
+    /// The checker for the trace this header introduces (configured from the header, as
+    /// pacesim's are; its [`Sink::header`] is not called again); `None` when the property does not apply to it (then no verdict).
+    /// It judges by [`Checker::verdicts`] after the last event; a trace that lacks what it
+    /// needs gets [`Status::NotJudged`] with what it needs. Its [`Sink::state`] is what an
+    /// explorer prunes by (the default, `None`, never prunes a run it judges).
+    pub new: fn(&Header) -> Option<Box<dyn Checker + Send>>,
+}
+
+impl std::fmt::Debug for CheckerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckerSpec").field("name", &self.name).finish()
+    }
+}
+
+/// Checkers registered by the program that runs pacesim ([`register`]).
+static REGISTERED: std::sync::OnceLock<Vec<CheckerSpec>> = std::sync::OnceLock::new();
+
+/// Add a team's own checkers to every suite: the program's `main` hands them over once,
+/// before anything runs ([`crate::cli::main_with_checkers`] does it).
+///
+/// # Errors
+///
+/// A second call, a name that is empty, not of `a-z`, `0-9` and `_`, one of pacesim's
+/// ([`ORDER`]), or given twice.
+pub fn register(specs: Vec<CheckerSpec>) -> Result<(), String> {
+    let mut seen: Vec<&str> = ORDER.to_vec();
+    for s in &specs {
+        let n = s.name;
+        if n.is_empty()
+            || !n
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
+            return Err(format!("checker name `{n}`: use a-z, 0-9 and _"));
+        }
+        if seen.contains(&n) {
+            return Err(format!("checker `{n}` is registered twice (or is one of pacesim's)"));
+        }
+        seen.push(n);
+    }
+    REGISTERED
+        .set(specs)
+        .map_err(|_| "checkers are registered once, before anything runs".to_string())
+}
+
+/// The registered checkers ([`register`]), in the order given.
+pub fn registered() -> &'static [CheckerSpec] {
+    REGISTERED.get().map_or(&[], Vec::as_slice)
+}
+
+/// Every verdict name: pacesim's ([`ORDER`]), then the registered checkers'.
+pub fn names() -> Vec<&'static str> {
+    ORDER
+        .iter()
+        .copied()
+        .chain(registered().iter().map(|c| c.name))
+        .collect()
+}
+
+/// A team's checker in a suite.
+struct Own {
+    name: &'static str,
+    checker: Box<dyn Checker + Send>,
+}
+
+impl std::fmt::Debug for Own {
+    // its name only: its state is what its `Sink::state` says (see `Suite::state`)
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
 /// Every checker, run together in one pass; only those that apply to the trace report.
 #[derive(Debug, Default)]
 pub struct Suite {
@@ -195,6 +279,9 @@ pub struct Suite {
     external: Option<Seen>,
     // what several checkers follow alike, kept once
     shared: common::Shared,
+    // the checkers it was given to build for each trace ([`CheckerSpec`]), and those built
+    specs: Vec<CheckerSpec>,
+    own: Vec<Own>,
 }
 
 impl Suite {
@@ -202,7 +289,18 @@ impl Suite {
     /// explorer's pruning ([`crate::trace::Sink::state`]): its whole `Debug` form, but without
     /// `self_heal` while no process was killed and none may be (`kills_ahead` false): it
     /// judges kills alone, so its verdict is settled then (none), whatever else it saw.
-    pub fn state(&self, kills_ahead: bool) -> u64 {
+    ///
+    /// A team's checker adds its own [`Sink::state`]; `None` when one of them cannot say (then
+    /// no run is pruned).
+    pub fn state(&self, kills_ahead: bool) -> Option<u64> {
+        let mut own = 0u64;
+        for o in &self.own {
+            own = crate::rng::mix64(own ^ o.checker.state()?);
+        }
+        Some(crate::rng::mix64(own ^ self.builtin_state(kills_ahead)))
+    }
+
+    fn builtin_state(&self, kills_ahead: bool) -> u64 {
         use crate::choice::fingerprint;
         let Some(o) = &self.others else {
             return fingerprint(self);
@@ -217,6 +315,8 @@ impl Suite {
             platforms,
             external,
             shared,
+            specs,
+            own,
         } = self;
         let Others {
             backoff,
@@ -233,6 +333,8 @@ impl Suite {
             platforms,
             external,
             shared,
+            specs,
+            own,
         ))
     }
 }
@@ -277,9 +379,18 @@ impl Others {
 }
 
 impl Suite {
-    /// An empty suite; checkers are configured from the header.
+    /// An empty suite of pacesim's checkers and the registered ones ([`register`]); checkers
+    /// are configured from the header.
     pub fn new() -> Suite {
-        Suite::default()
+        Suite::with(registered())
+    }
+
+    /// An empty suite of pacesim's checkers and `own`.
+    pub fn with(own: &[CheckerSpec]) -> Suite {
+        Suite {
+            specs: own.to_vec(),
+            ..Suite::default()
+        }
     }
 
     /// The ceiling checker's figures (after the run).
@@ -306,7 +417,18 @@ impl Suite {
     /// events, or the header's `demand = "closed_loop"`; so does `fairness` when the header
     /// states a wait bound. `ceiling` and `degradation` need only the arrivals and the fault
     /// windows, and are always judged.
+    ///
+    /// Then the team's checkers' verdicts ([`CheckerSpec`]), in the order registered, each named
+    /// as its spec.
     pub fn verdicts(&mut self) -> Vec<Verdict> {
+        let mut v = self.builtin_verdicts();
+        for o in &mut self.own {
+            v.extend(o.checker.verdicts().into_iter().map(|x| Verdict { name: o.name, ..x }));
+        }
+        v
+    }
+
+    fn builtin_verdicts(&mut self) -> Vec<Verdict> {
         let mut v = Vec::new();
         if let Some(c) = &mut self.ceiling {
             v.extend(c.verdicts());
@@ -362,6 +484,16 @@ impl Sink for Suite {
             wait_bound: d.wait_bound_ns.is_some(),
             ..Seen::default()
         });
+        self.own = self
+            .specs
+            .iter()
+            .filter_map(|s| {
+                Some(Own {
+                    name: s.name,
+                    checker: (s.new)(h)?,
+                })
+            })
+            .collect();
     }
     #[inline(always)]
     fn event(&mut self, ev: &Event) {
@@ -379,6 +511,9 @@ impl Sink for Suite {
             o.event(ev, &self.shared);
         }
         self.shared.after(ev);
+        for o in &mut self.own {
+            o.checker.event(ev);
+        }
     }
 }
 
@@ -537,5 +672,82 @@ mod tests {
         let v = verdicts(&header("row", true, true), &evs);
         let l = get(&v, "liveness").unwrap();
         assert!(l.failed(), "{}", l.detail);
+    }
+
+    /// A team's checker: counts fetch starts, fails above 2; states its state only when told.
+    #[derive(Debug)]
+    struct Starts(u64, bool);
+    impl Sink for Starts {
+        fn event(&mut self, ev: &Event) {
+            if matches!(ev, Event::FetchStart { .. }) {
+                self.0 += 1;
+            }
+        }
+        fn state(&self) -> Option<u64> {
+            self.1.then_some(self.0)
+        }
+    }
+    impl Checker for Starts {
+        fn verdicts(&mut self) -> Vec<Verdict> {
+            vec![Verdict {
+                name: "anything",
+                status: Status::of(self.0 <= 2),
+                detail: format!("{} starts", self.0),
+            }]
+        }
+    }
+
+    #[test]
+    fn a_teams_checker_is_judged_after_pacesims_and_named_as_registered() {
+        let specs = [
+            CheckerSpec {
+                name: "few_starts",
+                summary: "at most two fetch starts",
+                new: |_| Some(Box::new(Starts(0, true))),
+            },
+            CheckerSpec {
+                name: "never_applies",
+                summary: "-",
+                new: |_| None,
+            },
+        ];
+        let h = header("row", false, false);
+        let run = |n: u64, stated: bool| {
+            let specs = [CheckerSpec {
+                new: if stated {
+                    specs[0].new
+                } else {
+                    |_| Some(Box::new(Starts(0, false)))
+                },
+                ..specs[0]
+            }];
+            let mut s = Suite::with(&specs);
+            s.header(&h);
+            for i in 0..n {
+                s.event(&Event::FetchStart {
+                    t: i,
+                    pid: 0,
+                    thread: 0,
+                });
+            }
+            s
+        };
+        let mut s = Suite::with(&specs);
+        s.header(&h);
+        for i in 0..3 {
+            s.event(&Event::FetchStart {
+                t: i,
+                pid: 0,
+                thread: 0,
+            });
+        }
+        let v = s.verdicts();
+        let last = v.last().unwrap();
+        assert_eq!((last.name, last.status), ("few_starts", Status::Fail), "{v:?}");
+        assert!(get(&v, "ceiling").is_some() && get(&v, "never_applies").is_none());
+        // its state is part of the suite's; a checker that cannot say stops pruning
+        assert_ne!(run(1, true).state(false), run(2, true).state(false));
+        assert_eq!(run(1, false).state(false), None);
+        assert!(Suite::new().state(true).is_some(), "pacesim's own always say");
     }
 }

@@ -392,7 +392,7 @@ impl Sink for Judge<'_> {
     /// in one state. (Coverage only steers.)
     fn state(&self) -> Option<u64> {
         let kills_ahead = self.scenario_kills || self.source.kills_left() > 0;
-        Some(self.suite.state(kills_ahead))
+        self.suite.state(kills_ahead)
     }
 }
 

@@ -87,7 +87,7 @@ fn matrix_junit_has_one_case_per_scenario_backend_property() {
     let xml = std::fs::read_to_string(&path).unwrap();
     let cases = validate(&xml);
     // 5 backends x 8 properties
-    assert_eq!(cases.len(), 5 * pacesim::matrix::PROPERTIES.len(), "{xml}");
+    assert_eq!(cases.len(), 5 * pacesim::matrix::properties().len(), "{xml}");
     let ceiling = cases
         .iter()
         .find(|c| c.1 == "pacesim.four-limiters.local" && c.2 == "local: ceiling")

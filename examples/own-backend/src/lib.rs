@@ -2,13 +2,17 @@
 //! twin, defined only through pacesim's public API, with their live store side
 //! ([`live`]: their Lua on pacesim's Redis connections, key prefix, lease and cleanup).
 //!
-//! [`backends`] is what this crate hands to pacesim's command line (`src/main.rs`): with it,
-//! every pacesim command (`run`, `simulate`, `matrix`, `sweep`, `check`, `live`, `conform`,
-//! `backends`) knows `sliding_log` and `sliding_log_racy` beside pacesim's own backends.
+//! [`backends`] and [`checkers`] are what this crate hands to pacesim's command line
+//! (`src/main.rs`): with them, every pacesim command (`run`, `simulate`, `matrix`, `sweep`,
+//! `check`, `live`, `conform`, `explore`, `backends`) knows `sliding_log` and
+//! `sliding_log_racy` beside pacesim's own backends, and judges every trace with the team's
+//! own property, `log_limit` ([`log_limit`]), beside pacesim's checkers.
 
 pub mod live;
+pub mod log_limit;
 pub mod sliding_log;
 
+use pacesim::check::CheckerSpec;
 use pacesim::live::adapter::LiveOf;
 use pacesim::registry::{BackendSpec, OpsOf};
 use sliding_log::{RacySlidingLogOptions, SlidingLogOptions};
@@ -38,4 +42,13 @@ pub fn backends() -> Vec<BackendSpec> {
             colour: Some((127, 127, 127)), // grey
         },
     ]
+}
+
+/// This crate's checkers, judged beside pacesim's on every trace.
+pub fn checkers() -> Vec<CheckerSpec> {
+    vec![CheckerSpec {
+        name: "log_limit",
+        summary: "the sliding log's own promise: at most `limit` grants in any window of the store's clock",
+        new: log_limit::LogLimit::for_trace,
+    }]
 }

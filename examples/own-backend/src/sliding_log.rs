@@ -16,7 +16,7 @@
 //! - **Store failure:** fail closed: wait `retry` and ask again.
 //! - **SIGKILL leaves:** nothing but its past grants, which expire with the window.
 //!
-//! The log admits `limit` requests at once: its `burst` is `limit` (stated in [`Backend::detail`]
+//! The log admits `limit` requests at once: its `burst` is `limit` (stated in [`Backend::facts`]
 //! for the checkers), and a scenario judging it sets `[checks] burst` to the destination's
 //! tolerated burst accordingly.
 

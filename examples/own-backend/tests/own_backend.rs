@@ -13,7 +13,10 @@ fn file(name: &str) -> PathBuf {
 
 fn registered() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| pacesim::registry::register(own_backend::backends()).unwrap());
+    ONCE.call_once(|| {
+        pacesim::registry::register(own_backend::backends()).unwrap();
+        pacesim::check::register(own_backend::checkers()).unwrap();
+    });
 }
 
 /// This crate's binary: pacesim's command line with its backends.
@@ -43,6 +46,8 @@ fn the_log_holds_and_its_racy_twin_breaks_the_ceiling_through_the_api() {
     let log = pacesim::run::one(&sc, None, None, None).unwrap();
     assert_eq!(log.backend, "sliding_log");
     assert!(log.all_pass(), "{:?}", log.checks);
+    // the team's own checker judged it beside pacesim's
+    assert!(log.checks["log_limit"].passed(), "{:?}", log.checks["log_limit"]);
     // a window's worth at once, never more: the burst the log states
     assert!(
         log.checks["ceiling"].detail.contains("need burst 10"),
@@ -56,7 +61,15 @@ fn the_log_holds_and_its_racy_twin_breaks_the_ceiling_through_the_api() {
             "seed {seed}: {}",
             racy.checks["ceiling"].detail
         );
+        assert!(
+            racy.checks["log_limit"].failed(),
+            "seed {seed}: {}",
+            racy.checks["log_limit"].detail
+        );
     }
+    // pacesim's own designs: the team's property does not apply to them
+    let row = pacesim::run::one(&sc, None, Some("row"), None).unwrap();
+    assert!(!row.checks.contains_key("log_limit"), "{:?}", row.checks.keys());
     let m = pacesim::matrix::evaluate(vec![sc], 1, Some(&file("expected-matrix.toml"))).unwrap();
     assert!(m.matches(), "{:?}", m.mismatches);
 }
@@ -103,7 +116,7 @@ fn simulate_prints_it_beside_row_with_plots() {
     assert!(line("sliding_log").ends_with("all pass"), "{t}");
     assert!(line("row").ends_with("all pass"), "{t}");
     assert!(
-        line("sliding_log_racy").contains("FAIL: backoff_coherence, ceiling, slot_ceiling"),
+        line("sliding_log_racy").contains("FAIL: backoff_coherence, ceiling, log_limit, slot_ceiling"),
         "{t}"
     );
     for plot in ["rate.svg", "rate.png", "latency.svg", "processes.svg"] {
@@ -133,7 +146,7 @@ fn the_matrix_passes_with_the_racy_twin_failing_ceiling() {
     std::fs::write(
         &wrong,
         m.replace(
-            r#"fail = ["ceiling", "slot_ceiling", "backoff_coherence"]"#,
+            r#"fail = ["ceiling", "slot_ceiling", "backoff_coherence", "log_limit"]"#,
             "fail = []",
         ),
     )
@@ -141,6 +154,58 @@ fn the_matrix_passes_with_the_racy_twin_failing_ceiling() {
     let o = cli(&["matrix", "sims/sliding-log.toml", "--expected", wrong.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     std::fs::remove_file(&wrong).unwrap();
+}
+
+#[test]
+fn its_own_checker_is_judged_in_every_output_and_searched_for_by_explore() {
+    // `run --json`: the team's verdict beside pacesim's, three-valued like them
+    let o = cli(&[
+        "run",
+        "sims/sliding-log.toml",
+        "--backend",
+        "sliding_log_racy",
+        "--json",
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = &json["checks"]["log_limit"];
+    assert_eq!(v["verdict"], "fail", "{t}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("the log promised at most 10"),
+        "{t}"
+    );
+    // JUnit: a test case of its own
+    let junit = std::env::temp_dir().join(format!("own-backend-junit-{}.xml", std::process::id()));
+    let o = cli(&["run", "sims/sliding-log.toml", "--junit", junit.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("name=\"sliding_log: log_limit\""), "{xml}");
+    std::fs::remove_file(&junit).unwrap();
+    // explore, counting only the team's property: the racy twin breaks it, shrunk
+    let o = cli(&[
+        "explore",
+        "sims/sliding-log.toml",
+        "--backend",
+        "sliding_log_racy",
+        "--processes",
+        "3",
+        "--requests",
+        "5",
+        "--checks",
+        "log_limit",
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("violation of log_limit"), "{t}");
+    // a check nobody reports is bad input, not a search that finds nothing
+    let o = cli(&["explore", "sims/sliding-log.toml", "--checks", "log_limt"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("--checks: no check `log_limt`") && t.contains("log_limit"),
+        "{t}"
+    );
 }
 
 // ---- live: its Lua on the real Redis ----------------------------------------------------
@@ -193,12 +258,15 @@ fn live_runs_its_lua_against_redis_and_the_racy_twin_is_caught_there_too() {
         t.contains("backend sliding_log ") && t.contains("ceiling          pass"),
         "{t}"
     );
+    // the team's own checker, on the grants its Lua reported on the server's clock
+    assert!(t.contains("log_limit        pass"), "{t}");
     no_keys_left(&prefix(&t));
 
     let o = cli(&["live", "sims/sliding-log.toml", "--backend", "sliding_log_racy"]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(t.contains("ceiling          FAIL"), "{t}");
+    assert!(t.contains("log_limit        FAIL"), "{t}");
     no_keys_left(&prefix(&t));
 }
 
