@@ -64,8 +64,8 @@ own-backend:
 # not); then every schedule of sims/explore-three-racers.toml (3 processes x 3 requests, three
 # latency values) for row and shared_cache, without and with a kill at any point (under 20 s
 # each), redis_gcra at 3 x 1 and 2 x 2 with and without a kill, and at 3 x 2 (about 45 s; its
-# retries keep 3 x 3 out of reach), and local_divided, whose kill case fails self_heal: a killed process's share of the rate is lost
-# (docs/explore.md).
+# retries keep 3 x 3 out of reach), and local_divided (each process paces alone: judged against
+# its own spacing and the live processes' share) without and with a kill (docs/explore.md).
 # Search schedules instead of sampling them.
 explore:
     cargo build --release --quiet
@@ -80,7 +80,7 @@ explore:
     done
     target/release/pacesim explore sims/explore-three-racers.toml --backend redis_gcra --processes 3 --requests 2 --schedules 10000000
     target/release/pacesim explore sims/explore-three-racers.toml --backend local_divided
-    ! target/release/pacesim explore sims/explore-three-racers.toml --backend local_divided --kills 1 --restart-after never --out reports/explore
+    target/release/pacesim explore sims/explore-three-racers.toml --backend local_divided --kills 1 --restart-after never
 
 # Deeper property testing (2,000 cases per property).
 deep:

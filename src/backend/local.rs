@@ -99,6 +99,7 @@ impl Backend for Local {
     fn facts(&self) -> crate::backend::Facts {
         crate::backend::Facts {
             backoff: Some(crate::trace::BackoffPlace::PerProcess),
+            process_spacing_ns: Some(self.interval.0),
             ..Default::default()
         }
     }

@@ -8,6 +8,10 @@
 //!   one announced. For concurrency locks ([`Detail::lock_use`] = `concurrency`) a lock
 //!   cannot give more than `locks / fetch time`, so the target is the smaller of that and the
 //!   rate ([`Detail::lock_count`], [`Detail::fetch_mean_ns`]).
+//!   A design whose processes pace alone (`local_divided`: [`Detail::process_spacing_ns`])
+//!   divides the rate among its processes: while some are dead (a kill, until the restart), the
+//!   target is the live processes' share, `rate x live / processes`; their slots are not the
+//!   survivors' to take.
 //! - **Demand**: the rate is owed only while some live process waits for permission (see
 //!   [`crate::check::common::Demand`]); the expected count is the effective rate integrated
 //!   over exactly those times. When the header's options give the offered load
@@ -56,6 +60,12 @@ pub struct Liveness {
     epsilon_note: String,
     lock_cap: Option<f64>,
     lock_use: Option<LockUse>,
+    // the processes pace alone ([`Detail::process_spacing_ns`]): the target is the live ones'
+    // share; how many there are and how many are dead now
+    divided: bool,
+    processes: u32,
+    dead: u32,
+    shares_lost: bool,
     offered: Option<f64>,
     // demand is inferred from the fetches ([`Demand::for_header`]); who waits is the suite's
     // ([`Shared::demand`])
@@ -131,6 +141,10 @@ impl Liveness {
             epsilon_note,
             lock_cap,
             lock_use,
+            divided: d.process_spacing_ns.is_some(),
+            processes: h.processes.max(1),
+            dead: 0,
+            shares_lost: false,
             offered,
             implied: Demand::for_header(h).implied(),
             fallback_park: match d.fallback {
@@ -160,8 +174,21 @@ impl Liveness {
 
     /// The effective rate under multiplier `m`.
     fn target_for(&self, m: f64) -> f64 {
-        let r = self.rate / m.max(1.0);
+        let mut r = self.rate / m.max(1.0);
+        if self.divided && self.dead > 0 {
+            r *= f64::from(self.processes.saturating_sub(self.dead)) / f64::from(self.processes);
+        }
         self.lock_cap.map_or(r, |c| r.min(c))
+    }
+
+    /// A process died (`+1`) or restarted (`-1`): a divided design's target follows.
+    fn set_dead(&mut self, dead: u32) {
+        self.dead = dead.min(self.processes);
+        if self.divided {
+            self.shares_lost |= self.dead > 0;
+            let m = self.m;
+            self.set_m(m);
+        }
     }
 
     fn set_m(&mut self, m: f64) {
@@ -305,7 +332,9 @@ impl Liveness {
             Event::Crash { .. } => {
                 let paced = (self.base as f64 * self.m.max(1.0)) as u64;
                 self.heal_until = self.heal_until.max(t + paced + self.heal_slack);
+                self.set_dead(self.dead + 1);
             }
+            Event::Restart { .. } => self.set_dead(self.dead.saturating_sub(1)),
             Event::FetchStart { .. } => self.fetch_started(t),
             Event::Fault {
                 id,
@@ -345,6 +374,10 @@ impl Liveness {
         let eps = self.epsilon;
         let target_note = match self.lock_cap {
             Some(c) if c < self.rate => format!("locks / fetch time = {c:.2}/s"),
+            _ if self.shares_lost => format!(
+                "rate {}/s / multiplier, x the live processes' share while some were dead",
+                self.rate
+            ),
             _ => format!("rate {}/s / multiplier", self.rate),
         };
         if let Some(o) = self.offered

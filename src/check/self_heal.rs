@@ -14,6 +14,12 @@
 //! the wedge bound below add that quiet, so a correct bursty design is not failed for the
 //! quiet part of its window, and a wedged one still is.
 //!
+//! A design whose processes pace alone (`local`, `local_divided`: `backend_detail.process_spacing_ns`)
+//! is judged against one process's spacing rather than the fleet's interval: a kill leaves the
+//! survivors' pacers as they were, and pacers that started together stay in phase, so the
+//! fleet's gaps were that long before the kill too. (A dead process's share of the rate is lost
+//! with it until it restarts: the design divides the rate, it does not share it.)
+//!
 //! 1. **Normal spacing** `normal = max(interval, median gap between the last 16 fetch starts
 //!    before the kill) x multiplier`: the pace backends' interval, or the lock backends'
 //!    observed throughput.
@@ -257,7 +263,9 @@ impl SelfHeal {
             None => (0, String::new()),
         };
         SelfHeal {
-            base: base_interval(h),
+            // a design whose processes pace alone: a survivor's next slot is one of its own
+            // spacings away, whatever the kill did
+            base: base_interval(h).max(h.backend_detail.process_spacing_ns.unwrap_or(0)),
             burst: h.backend_detail.gcra_burst(),
             slack,
             slack_note,

@@ -693,6 +693,11 @@ pub struct Facts {
     pub ttl_ns: Option<u64>,
     /// The platforms, each with its own destination and ceiling (`ceiling` per platform).
     pub platforms: Option<Vec<PlatformDetail>>,
+    /// A design whose processes pace alone (each its own pacer, nothing shared: `local`,
+    /// `local_divided`): one pacer's spacing, ns. A kill takes the victim's slots with it and
+    /// leaves the others' pacers as they were, so `self_heal` measures a stall against this
+    /// spacing. `None`: the pace is shared (the fleet's interval, `1 / rate`).
+    pub process_spacing_ns: Option<u64>,
 }
 
 impl Facts {
@@ -728,6 +733,7 @@ impl Facts {
             detect_dead_ns: self.detect_dead_ns,
             ttl_ns: self.ttl_ns,
             platforms: self.platforms.clone(),
+            process_spacing_ns: self.process_spacing_ns,
             other,
             ..Detail::default()
         };
@@ -818,6 +824,9 @@ pub struct Detail {
     /// each with its own destination and ceiling. Absent: one destination, at the header's
     /// `rate` ([`Detail::platforms`]).
     pub platforms: Option<Vec<PlatformDetail>>,
+    /// `process_spacing_ns`: each process paces alone at this spacing
+    /// ([`Facts::process_spacing_ns`]). Absent: the pace is shared.
+    pub process_spacing_ns: Option<u64>,
     /// Every other key: the backend's remaining options, opaque (and any typed key written as
     /// `null`). It holds no typed key with a value: on writing, a typed field that is set
     /// replaces a key of the same name here.
@@ -899,6 +908,7 @@ impl Detail {
             sweep_every_ns: typed("sweep_every_ns", take("sweep_every_ns"))?,
             strand_limit: typed("strand_limit", take("strand_limit"))?,
             platforms: typed("platforms", take("platforms"))?,
+            process_spacing_ns: typed("process_spacing_ns", take("process_spacing_ns"))?,
             other: Map::new(),
         };
         other.append(&mut map);
@@ -939,6 +949,7 @@ impl Detail {
                 .as_ref()
                 .map(|p| serde_json::to_value(p).expect("platforms serialise")),
         );
+        put("process_spacing_ns", self.process_spacing_ns.map(Value::from));
         map
     }
 
@@ -1214,7 +1225,7 @@ mod tests {
         assert_eq!(redis_lock.lock_count(), 1);
     }
 
-    const TYPED: [&str; 20] = [
+    const TYPED: [&str; 21] = [
         "backoff",
         "backoff_factor",
         "decay_after",
@@ -1235,6 +1246,7 @@ mod tests {
         "sweep_every_ns",
         "strand_limit",
         "platforms",
+        "process_spacing_ns",
     ];
 
     /// A version 3 header's platforms are typed, and write back byte for byte.

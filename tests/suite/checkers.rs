@@ -605,6 +605,74 @@ fn self_heal_allows_a_retry_one_observed_round_trip_long() {
     assert!(d.starts_with("slow heal"), "{d}");
 }
 
+/// Three processes each pacing alone at a third of 7/s, in phase (they started together), one
+/// of them killed for 2 s at round `kill`: the survivors' own pacers go on as before (`wedge`:
+/// they ask at the next round and never fetch again).
+fn divided(kill: u64, wedge: bool) -> Vec<Event> {
+    let spacing = 3 * I;
+    let (down, up) = (kill * spacing + spacing / 2, kill * spacing + spacing / 2 + 2 * S);
+    let mut ev = Vec::new();
+    for r in 0..60u64 {
+        let slot = r * spacing;
+        for pid in 0..3u32 {
+            if pid == 1 && slot > down && slot < up + spacing {
+                continue;
+            }
+            if wedge && r > kill + 1 && pid != 1 {
+                continue;
+            }
+            let asked = slot.saturating_sub(spacing);
+            ev.push(Event::Grant {
+                t: asked,
+                pid,
+                thread: 0,
+                slot: slot as i64,
+                now: asked as i64,
+                interval: spacing,
+                multiplier: 1.0,
+            });
+            if !(wedge && r == kill + 1 && pid != 1) {
+                ev.extend(fetch(slot, pid, 200));
+            }
+        }
+    }
+    ev.push(Event::Crash {
+        t: down,
+        pid: 1,
+        point: CrashPoint::SleepingToSlot,
+    });
+    ev.push(Event::Restart { t: up, pid: 1 });
+    ev.push(end(60 * spacing));
+    ev
+}
+
+/// A design whose processes pace alone (`local_divided`) is judged against its own stated
+/// spacing: a kill leaves the survivors' pacers as they were, in phase, so the fleet's gaps of
+/// one process's spacing are no stall, and the dead process's share is not owed by the
+/// survivors until it restarts. Judged as a shared pace (no spacing stated), the same trace
+/// fails `self_heal`; survivors that stop fetching after the kill fail both checks either way.
+#[test]
+fn self_heal_and_liveness_judge_a_divided_design_against_its_own_spacing() {
+    let alone = header(
+        "local_divided",
+        3,
+        7.0,
+        json!({"backoff": "per_process", "process_spacing_ns": 3 * I}),
+    );
+    let v = check(&alone, &divided(10, false));
+    let d = passes(&v, "self_heal");
+    assert!(d.contains("normal spacing 0.429s"), "{d}");
+    let d = passes(&v, "liveness");
+    assert!(d.contains("live processes' share"), "{d}");
+    let shared = header("local_divided", 3, 7.0, json!({"backoff": "per_process"}));
+    let d = fails(&check(&shared, &divided(10, false)), "self_heal");
+    assert!(d.contains("normal spacing 0.143s"), "{d}");
+    let v = check(&alone, &divided(10, true));
+    let d = fails(&v, "self_heal");
+    assert!(d.contains("wedge") || d.contains("no fetch"), "{d}");
+    fails(&v, "liveness");
+}
+
 #[test]
 fn self_heal_wedge_after_kill_fails() {
     // claim_row with K = 1: pid 0 is killed holding the only slot at 5 s; the others poll every
