@@ -170,6 +170,10 @@ pub struct Tape {
     kill_mask: u32,
     // the states seen so far, when the explorer prunes them (`Source::visit`)
     seen: Option<Seen>,
+    // an audit of the pruning (tests): every state visited, with the decisions made by then;
+    // nothing is pruned
+    #[cfg(test)]
+    audit: Option<Vec<(u64, usize)>>,
 }
 
 impl std::fmt::Debug for Tape {
@@ -196,6 +200,8 @@ impl Tape {
             kills_left: 0,
             kill_mask: 0,
             seen: None,
+            #[cfg(test)]
+            audit: None,
         }
     }
 
@@ -230,6 +236,15 @@ impl Tape {
     /// Prune: a run stops at a state in `seen` (or adds the state to it): see [`Source::visit`].
     pub fn pruning(mut self, seen: Seen) -> Tape {
         self.seen = Some(seen);
+        self
+    }
+
+    /// Audit the pruning instead (tests): every state a pruning run would visit is recorded
+    /// with the number of decisions made by then, and the run goes on ([`Source::take_audit`]).
+    #[cfg(test)]
+    pub(crate) fn auditing(mut self) -> Tape {
+        self.seen = Some(Seen::default());
+        self.audit = Some(Vec::new());
         self
     }
 
@@ -502,7 +517,23 @@ impl Source {
     /// seen); `false` when an earlier run reached it, and its continuations were or will be
     /// explored there: this run stops.
     pub fn visit(&self, state: u64) -> bool {
-        self.tape().seen.as_mut().is_none_or(|s| s.insert(state))
+        let mut t = self.tape();
+        #[cfg(test)]
+        {
+            let made = t.made.len();
+            if let Some(a) = &mut t.audit {
+                a.push((state, made));
+                return true;
+            }
+        }
+        t.seen.as_mut().is_none_or(|s| s.insert(state))
+    }
+
+    /// The states an auditing run visited ([`Tape::auditing`]), each with the decisions made by
+    /// then.
+    #[cfg(test)]
+    pub(crate) fn take_audit(&self) -> Vec<(u64, usize)> {
+        self.tape().audit.take().unwrap_or_default()
     }
 
     /// The states seen, back from a run that pruned.

@@ -34,6 +34,8 @@
 //! budget and progress only, never a simulated one.
 
 pub mod defects;
+#[cfg(test)]
+mod prune_audit;
 pub mod shrink;
 pub mod strategy;
 
@@ -425,6 +427,9 @@ pub struct Explorer {
     checks: Vec<String>,
     /// Runs made (schedules, pruned runs, shrinking's runs).
     pub runs: u64,
+    // (tests) audit the pruning: record each run's visited states instead of pruning
+    #[cfg(test)]
+    audit: Option<Vec<(u64, usize)>>,
 }
 
 impl std::fmt::Debug for Explorer {
@@ -488,6 +493,8 @@ impl Explorer {
             seen: prune.then(Seen::default),
             checks,
             runs: 0,
+            #[cfg(test)]
+            audit: None,
         }
     }
 
@@ -521,6 +528,10 @@ impl Explorer {
         if pruning && let Some(seen) = self.seen.take() {
             tape = tape.pruning(seen);
         }
+        #[cfg(test)]
+        if self.audit.is_some() {
+            tape = tape.auditing();
+        }
         let src = Source::new(tape);
         let mut judge = Judge {
             suite: crate::check::Suite::new(),
@@ -534,6 +545,10 @@ impl Explorer {
         let res = self.spec.ops.simulate_from(self.spec.name, sc, Some(&src), &mut judge);
         if pruning {
             self.seen = src.take_seen();
+        }
+        #[cfg(test)]
+        if self.audit.is_some() {
+            self.audit = Some(src.take_audit());
         }
         let made = src.made();
         match res {

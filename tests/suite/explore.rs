@@ -335,8 +335,9 @@ fn racing_hops_explore_less_and_still_find_the_race() {
 
 /// Pruning changes the work, never the verdict: the same bounds explored with and without it
 /// find the same property broken (or none, the tree explored to its end), and pruning runs
-/// fewer schedules. A racy design, a design that loses a killed process's share, and two
-/// correct ones (a denied GCRA request's retries, a kill at any point).
+/// fewer schedules. A racy design, a design whose processes pace alone (with a kill), and two
+/// correct ones (a denied GCRA request's retries, a kill at any point). Whether pruning merges
+/// only states that go on alike is audited in `src/explore/prune_audit.rs`.
 #[test]
 fn pruning_changes_the_work_not_the_verdict() {
     racy();
