@@ -261,21 +261,8 @@ static REGISTERED: std::sync::OnceLock<Vec<&'static BackendSpec>> = std::sync::O
 /// A second call, a name that is empty, not of `a-z`, `0-9` and `_`, pacesim's own, or given
 /// twice.
 pub fn register(specs: Vec<BackendSpec>) -> Result<(), String> {
-    let mut seen: Vec<&str> = REGISTRY.iter().map(|b| b.name).collect();
-    for s in &specs {
-        let n = s.name;
-        if n.is_empty()
-            || !n
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        {
-            return Err(format!("backend name `{n}`: use a-z, 0-9 and _"));
-        }
-        if seen.contains(&n) {
-            return Err(format!("backend `{n}` is registered twice (or is one of pacesim's)"));
-        }
-        seen.push(n);
-    }
+    let own = REGISTRY.iter().map(|b| b.name).collect();
+    crate::check::registrable("backend", own, specs.iter().map(|s| s.name))?;
     let leaked: Vec<&'static BackendSpec> = specs.into_iter().map(|s| &*Box::leak(Box::new(s))).collect();
     REGISTERED
         .set(leaked)

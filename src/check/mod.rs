@@ -221,24 +221,33 @@ static REGISTERED: std::sync::OnceLock<Vec<CheckerSpec>> = std::sync::OnceLock::
 /// A second call, a name that is empty, not of `a-z`, `0-9` and `_`, one of pacesim's
 /// ([`ORDER`]), or given twice.
 pub fn register(specs: Vec<CheckerSpec>) -> Result<(), String> {
-    let mut seen: Vec<&str> = ORDER.to_vec();
-    for s in &specs {
-        let n = s.name;
+    registrable("checker", ORDER.to_vec(), specs.iter().map(|s| s.name))?;
+    REGISTERED
+        .set(specs)
+        .map_err(|_| "checkers are registered once, before anything runs".to_string())
+}
+
+/// Names a team registers (`what`: backend, checker) beside `taken` (pacesim's own): each of
+/// `a-z`, `0-9` and `_`, not empty, not taken, given once.
+pub(crate) fn registrable<'a>(
+    what: &str,
+    mut taken: Vec<&'a str>,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<(), String> {
+    for n in names {
         if n.is_empty()
             || !n
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
         {
-            return Err(format!("checker name `{n}`: use a-z, 0-9 and _"));
+            return Err(format!("{what} name `{n}`: use a-z, 0-9 and _"));
         }
-        if seen.contains(&n) {
-            return Err(format!("checker `{n}` is registered twice (or is one of pacesim's)"));
+        if taken.contains(&n) {
+            return Err(format!("{what} `{n}` is registered twice (or is one of pacesim's)"));
         }
-        seen.push(n);
+        taken.push(n);
     }
-    REGISTERED
-        .set(specs)
-        .map_err(|_| "checkers are registered once, before anything runs".to_string())
+    Ok(())
 }
 
 /// The registered checkers ([`register`]), in the order given.
@@ -749,5 +758,21 @@ mod tests {
         assert_ne!(run(1, true).state(false), run(2, true).state(false));
         assert_eq!(run(1, false).state(false), None);
         assert!(Suite::new().state(true).is_some(), "pacesim's own always say");
+    }
+
+    #[test]
+    fn a_registered_name_is_plain_new_and_given_once() {
+        let ok = registrable("checker", ORDER.to_vec(), ["log_limit", "p99_wait"]);
+        assert_eq!(ok, Ok(()));
+        let e = registrable("checker", ORDER.to_vec(), ["Log-Limit"]).unwrap_err();
+        assert!(e.contains("checker name `Log-Limit`: use a-z, 0-9 and _"), "{e}");
+        let e = registrable("checker", ORDER.to_vec(), ["ceiling"]).unwrap_err();
+        assert!(
+            e.contains("`ceiling` is registered twice (or is one of pacesim's)"),
+            "{e}"
+        );
+        let e = registrable("backend", vec!["row"], ["mine", "mine"]).unwrap_err();
+        assert!(e.starts_with("backend `mine`"), "{e}");
+        assert!(registrable("backend", vec![], [""]).is_err());
     }
 }
