@@ -197,8 +197,8 @@ pub struct CheckerSpec {
     /// One line: the property (for `--help`-like listings and the docs).
     pub summary: &'static str,
     /// The checker for the trace this header introduces (configured from the header, as
-    /// pacesim's are; its [`Sink::header`] is not called again); `None` when the property does not apply to it (then no verdict).
-    /// It judges by [`Checker::verdicts`] after the last event; a trace that lacks what it
+    /// pacesim's are; its [`Sink::header`] is not called again); `None` when the property
+    /// does not apply to it (then no verdict). It judges by [`Checker::verdicts`] after the last event; a trace that lacks what it
     /// needs gets [`Status::NotJudged`] with what it needs. Its [`Sink::state`] is what an
     /// explorer prunes by (the default, `None`, never prunes a run it judges).
     pub new: fn(&Header) -> Option<Box<dyn Checker + Send>>,
