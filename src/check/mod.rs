@@ -278,7 +278,8 @@ impl std::fmt::Debug for Own {
 }
 
 /// Every checker, run together in one pass; only those that apply to the trace report.
-#[derive(Debug, Default)]
+/// (`Suite::default()` is [`Suite::new`]: the registered checkers too.)
+#[derive(Debug)]
 pub struct Suite {
     ceiling: Option<ceiling::Ceiling>,
     others: Option<Others>,
@@ -397,8 +398,13 @@ impl Suite {
     /// An empty suite of pacesim's checkers and `own`.
     pub fn with(own: &[CheckerSpec]) -> Suite {
         Suite {
+            ceiling: None,
+            others: None,
+            platforms: None,
+            external: None,
+            shared: common::Shared::default(),
             specs: own.to_vec(),
-            ..Suite::default()
+            own: Vec::new(),
         }
     }
 
@@ -469,6 +475,12 @@ impl Suite {
             return out;
         }
         v
+    }
+}
+
+impl Default for Suite {
+    fn default() -> Suite {
+        Suite::new()
     }
 }
 
