@@ -183,6 +183,19 @@ impl SimBuilder {
         Ok(Sim::with_source(sc, backend, out, self.source.clone()).run()?)
     }
 
+    /// [`SimBuilder::run_into_unbudgeted`] with the header already built, the one that run
+    /// writes for this scenario and backend (an explorer's runs of one scenario share it).
+    pub(crate) fn run_headed<B: Backend>(
+        &self,
+        backend: B,
+        header: &Header,
+        out: &mut dyn Sink,
+    ) -> Result<Outcome, SimError> {
+        self.check(&backend)?;
+        out.header(header);
+        Ok(Sim::with_source(&self.scenario, backend, out, self.source.clone()).run()?)
+    }
+
     /// Run with `backend`: the trace and the checkers' verdicts.
     ///
     /// # Errors

@@ -43,6 +43,20 @@ pub trait Ops: Sync {
         source: Option<&crate::choice::Source>,
         out: &mut dyn Sink,
     ) -> Result<Outcome, crate::builder::SimError>;
+    /// [`Ops::simulate_from`] with the trace header already built: the one an earlier run of
+    /// `sc` with this backend wrote (an explorer's runs of one scenario share it, rather than
+    /// build it again for each).
+    fn simulate_headed(
+        &self,
+        name: &str,
+        sc: &Scenario,
+        source: Option<&crate::choice::Source>,
+        header: &crate::trace::Header,
+        out: &mut dyn Sink,
+    ) -> Result<Outcome, crate::builder::SimError> {
+        let _ = header;
+        self.simulate_from(name, sc, source, out)
+    }
     /// What it can run with `sc`'s options: kill points, threads, platforms, jobs.
     fn capabilities(&self, name: &str, sc: &Scenario) -> Result<Capabilities, OptionError>;
 }
@@ -115,6 +129,21 @@ impl<O: Configure> Ops for OpsOf<O> {
             builder = builder.source(s.clone());
         }
         builder.run_into_unbudgeted(b, out)
+    }
+    fn simulate_headed(
+        &self,
+        name: &str,
+        sc: &Scenario,
+        source: Option<&crate::choice::Source>,
+        header: &crate::trace::Header,
+        out: &mut dyn Sink,
+    ) -> Result<Outcome, crate::builder::SimError> {
+        let b = self.build(name, sc, false)?;
+        let mut builder = crate::builder::SimBuilder::new(sc.clone());
+        if let Some(s) = source {
+            builder = builder.source(s.clone());
+        }
+        builder.run_headed(b, header, out)
     }
 }
 

@@ -374,11 +374,16 @@ struct Judge<'a> {
     source: &'a Source,
     // the scenario itself kills processes (`[[faults]]` of kind `kill`)
     scenario_kills: bool,
+    // the header, kept when the explorer has none for this scenario yet
+    keep: Option<Option<Header>>,
 }
 
 impl Sink for Judge<'_> {
     fn header(&mut self, h: &Header) {
         self.suite.header(h);
+        if let Some(k) = &mut self.keep {
+            *k = Some(h.clone());
+        }
     }
 
     fn event(&mut self, ev: &Event) {
@@ -427,6 +432,9 @@ pub struct Explorer {
     checks: Vec<String>,
     /// Runs made (schedules, pruned runs, shrinking's runs).
     pub runs: u64,
+    // the trace header of the scenario its runs last ran: every run of one scenario writes the
+    // same one, so it is built once, not for each run
+    header: Option<(Scenario, Header)>,
     // (tests) audit the pruning: record each run's visited states instead of pruning
     #[cfg(test)]
     audit: Option<Vec<(u64, usize)>>,
@@ -493,6 +501,7 @@ impl Explorer {
             seen: prune.then(Seen::default),
             checks,
             runs: 0,
+            header: None,
             #[cfg(test)]
             audit: None,
         }
@@ -541,8 +550,22 @@ impl Explorer {
                 .faults
                 .iter()
                 .any(|f| matches!(f, crate::fault::FaultSpec::Kill { .. })),
+            keep: None,
         };
-        let res = self.spec.ops.simulate_from(self.spec.name, sc, Some(&src), &mut judge);
+        let res = match self.header.as_ref().filter(|(s, _)| s == sc) {
+            Some((_, h)) => self
+                .spec
+                .ops
+                .simulate_headed(self.spec.name, sc, Some(&src), h, &mut judge),
+            None => {
+                judge.keep = Some(None);
+                let res = self.spec.ops.simulate_from(self.spec.name, sc, Some(&src), &mut judge);
+                if let Some(Some(h)) = judge.keep.take() {
+                    self.header = Some((sc.clone(), h));
+                }
+                res
+            }
+        };
         if pruning {
             self.seen = src.take_seen();
         }
