@@ -124,11 +124,7 @@ impl<O: Configure> Ops for OpsOf<O> {
     ) -> Result<Outcome, crate::builder::SimError> {
         let b = self.build(name, sc, false)?;
         // the callers ([`BackendSpec::simulate`], the command line) check the budget first
-        let mut builder = crate::builder::SimBuilder::new(sc.clone());
-        if let Some(s) = source {
-            builder = builder.source(s.clone());
-        }
-        builder.run_into_unbudgeted(b, out)
+        sim_builder(sc, source).run_into_unbudgeted(b, out)
     }
     fn simulate_headed(
         &self,
@@ -139,11 +135,16 @@ impl<O: Configure> Ops for OpsOf<O> {
         out: &mut dyn Sink,
     ) -> Result<Outcome, crate::builder::SimError> {
         let b = self.build(name, sc, false)?;
-        let mut builder = crate::builder::SimBuilder::new(sc.clone());
-        if let Some(s) = source {
-            builder = builder.source(s.clone());
-        }
-        builder.run_headed(b, header, out)
+        sim_builder(sc, source).run_headed(b, header, out)
+    }
+}
+
+/// A simulator builder for `sc`, its random streams tied to `source` if given.
+fn sim_builder(sc: &Scenario, source: Option<&crate::choice::Source>) -> crate::builder::SimBuilder {
+    let builder = crate::builder::SimBuilder::new(sc.clone());
+    match source {
+        Some(s) => builder.source(s.clone()),
+        None => builder,
     }
 }
 
