@@ -9,9 +9,9 @@
 //!   K kills at any of the backend's kill points, how many operations reaching the store at
 //!   one instant are ordered), each run re-executed from the start with a prefix of choices
 //!   (stateless model checking, as CHESS does). A state already seen stops a run (its
-//!   continuations are explored where it was first reached): the fingerprint covers the
-//!   trace so far, every process, the store, the backend's sides and the pending events
-//!   (the simulator, `src/sim.rs`). The tree ends with "no violation in all S schedules (D distinct
+//!   continuations are explored where it was first reached): the fingerprint covers what
+//!   every checker keeps ([`crate::trace::Sink::state`]), every process, the store, the
+//!   backend's sides and the pending events (the simulator, `src/sim.rs`). The tree ends with "no violation in all S schedules (D distinct
 //!   states) within these bounds", or a counterexample;
 //! - **pct**: probabilistic concurrency testing (Burckhardt et al., ASPLOS 2010) carried over
 //!   to messages: each run gives the processes random priorities, serves the store's
