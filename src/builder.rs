@@ -108,49 +108,7 @@ impl SimBuilder {
     ///
     /// The scenario field the backend cannot honour, and why.
     pub fn check<B: Backend>(&self, backend: &B) -> Result<(), OptionError> {
-        let sc = &self.scenario;
-        if sc.processes.threads > 1
-            && let crate::backend::Threads::Single(why) = backend.threads()
-        {
-            return Err(OptionError::new(
-                "processes.threads",
-                format!("backend `{}` runs one thread per process: {why}", backend.name()),
-            ));
-        }
-        if !sc.platforms.is_empty() && !backend.platforms() {
-            return Err(OptionError::new(
-                "platforms",
-                format!(
-                    "backend `{}` keeps no walk lock per platform (Backend::platforms): [[platforms]] is not modelled for it",
-                    backend.name()
-                ),
-            ));
-        }
-        if sc.jobs.is_some() && !backend.jobs() {
-            return Err(OptionError::new(
-                "jobs",
-                format!(
-                    "backend `{}` runs no broker tasks (Backend::jobs): [jobs] is not modelled for it",
-                    backend.name()
-                ),
-            ));
-        }
-        let points = backend.kill_points();
-        for (i, f) in sc.faults.iter().enumerate() {
-            if let crate::fault::FaultSpec::Kill { point: Some(p), .. } = f
-                && !points.contains(p)
-            {
-                return Err(OptionError::new(
-                    format!("faults[{i}].point"),
-                    format!(
-                        "the kill can never happen: backend `{}` never reaches `{}`",
-                        backend.name(),
-                        p.name()
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        check_scenario(&self.scenario, backend)
     }
 
     /// Run with `backend`, streaming the trace (header first) into `out`.
@@ -181,19 +139,6 @@ impl SimBuilder {
         }
         out.header(&header_with(sc, backend.name(), detail, "sim"));
         Ok(Sim::with_source(sc, backend, out, self.source.clone()).run()?)
-    }
-
-    /// [`SimBuilder::run_into_unbudgeted`] with the header already built, the one that run
-    /// writes for this scenario and backend (an explorer's runs of one scenario share it).
-    pub(crate) fn run_headed<B: Backend>(
-        &self,
-        backend: B,
-        header: &Header,
-        out: &mut dyn Sink,
-    ) -> Result<Outcome, SimError> {
-        self.check(&backend)?;
-        out.header(header);
-        Ok(Sim::with_source(&self.scenario, backend, out, self.source.clone()).run()?)
     }
 
     /// Run with `backend`: the trace and the checkers' verdicts.
@@ -237,4 +182,65 @@ impl SimBuilder {
             summary,
         })
     }
+}
+
+/// [`SimBuilder::check`] of `sc`.
+fn check_scenario<B: Backend>(sc: &Scenario, backend: &B) -> Result<(), OptionError> {
+    if sc.processes.threads > 1
+        && let crate::backend::Threads::Single(why) = backend.threads()
+    {
+        return Err(OptionError::new(
+            "processes.threads",
+            format!("backend `{}` runs one thread per process: {why}", backend.name()),
+        ));
+    }
+    if !sc.platforms.is_empty() && !backend.platforms() {
+        return Err(OptionError::new(
+            "platforms",
+            format!(
+                "backend `{}` keeps no walk lock per platform (Backend::platforms): [[platforms]] is not modelled for it",
+                backend.name()
+            ),
+        ));
+    }
+    if sc.jobs.is_some() && !backend.jobs() {
+        return Err(OptionError::new(
+            "jobs",
+            format!(
+                "backend `{}` runs no broker tasks (Backend::jobs): [jobs] is not modelled for it",
+                backend.name()
+            ),
+        ));
+    }
+    let points = backend.kill_points();
+    for (i, f) in sc.faults.iter().enumerate() {
+        if let crate::fault::FaultSpec::Kill { point: Some(p), .. } = f
+            && !points.contains(p)
+        {
+            return Err(OptionError::new(
+                format!("faults[{i}].point"),
+                format!(
+                    "the kill can never happen: backend `{}` never reaches `{}`",
+                    backend.name(),
+                    p.name()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// [`SimBuilder::run_into_unbudgeted`] of `sc` with the header already built, the one that run
+/// writes for this scenario and backend (an explorer's runs of one scenario share it; nor is
+/// the scenario copied for each).
+pub(crate) fn run_headed<B: Backend>(
+    sc: &Scenario,
+    source: Option<&crate::choice::Source>,
+    backend: B,
+    header: &Header,
+    out: &mut dyn Sink,
+) -> Result<Outcome, SimError> {
+    check_scenario(sc, &backend)?;
+    out.header(header);
+    Ok(Sim::with_source(sc, backend, out, source.cloned()).run()?)
 }

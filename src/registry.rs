@@ -135,7 +135,7 @@ impl<O: Configure> Ops for OpsOf<O> {
         out: &mut dyn Sink,
     ) -> Result<Outcome, crate::builder::SimError> {
         let b = self.build(name, sc, false)?;
-        sim_builder(sc, source).run_headed(b, header, out)
+        crate::builder::run_headed(sc, source, b, header, out)
     }
 }
 

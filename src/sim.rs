@@ -587,10 +587,17 @@ impl<'a, B: Backend> Sim<'a, B> {
     #[cold]
     #[inline(never)]
     fn choose_order(&mut self, t: Instant, ev: &mut Ev<B::Op, B::Reply>) {
+        // (nearly always alone at its instant: then there is nothing to order, nor to allocate)
+        if !matches!(self.engine.peek_now(), Some(Ev::StoreRecv { .. })) {
+            return;
+        }
         let Some(src) = self.source.clone() else {
             return;
         };
         let width = src.order_width();
+        if width < 2 {
+            return;
+        }
         let mut cands = vec![(self.engine.current_seq(), ev.clone())];
         while cands.len() < width && matches!(self.engine.peek_now(), Some(Ev::StoreRecv { .. })) {
             let mut next = Ev::Tick;

@@ -245,7 +245,7 @@ impl Checker for Ceiling {
             None => Verdict {
                 name: "ceiling",
                 status: Status::Pass,
-                detail: format!(
+                detail: witness!(
                     "{} arrivals need burst {} (allowed {}) at {rate}/s; max {} in 1 s (bound {})",
                     self.arrivals.len(),
                     self.arrivals.burst_needed(),
@@ -259,12 +259,12 @@ impl Checker for Ceiling {
                     .arrival_pids
                     .iter()
                     .find(|p| p.0 == e.index)
-                    .map(|p| format!(" (pid {})", p.1))
+                    .map(|p| witness!(" (pid {})", p.1))
                     .unwrap_or_default();
                 Verdict {
                     name: "ceiling",
                     status: Status::Fail,
-                    detail: format!(
+                    detail: witness!(
                         "arrivals need burst {} (allowed {}) at {rate}/s; first violation: arrival #{} at {:.6}s{pid}",
                         self.arrivals.burst_needed(),
                         self.burst,
@@ -285,7 +285,7 @@ impl Checker for Ceiling {
                 Verdict {
                     name: "slot_ceiling",
                     status: Status::NotJudged,
-                    detail: format!(
+                    detail: witness!(
                         "{}grant events (the slots the pacer granted): the run wrote none",
                         super::NOT_JUDGED
                     ),
@@ -296,7 +296,7 @@ impl Checker for Ceiling {
             None => Verdict {
                 name: "slot_ceiling",
                 status: Status::Pass,
-                detail: format!(
+                detail: witness!(
                     "{} slots need burst {} (allowed {})",
                     self.slots.len(),
                     self.slots.burst_needed(),
@@ -306,7 +306,7 @@ impl Checker for Ceiling {
             Some(e) => Verdict {
                 name: "slot_ceiling",
                 status: Status::Fail,
-                detail: format!(
+                detail: witness!(
                     "slots need burst {} (allowed {}); first violation: slot #{} at {:.6}s",
                     self.slots.burst_needed(),
                     self.burst,

@@ -347,7 +347,7 @@ impl Degradation {
             self.close(w, end);
         }
         let more = if self.summaries.len() > 1 {
-            format!(" (+{} more windows)", self.summaries.len() - 1)
+            witness!(" (+{} more windows)", self.summaries.len() - 1)
         } else {
             String::new()
         };
@@ -356,7 +356,7 @@ impl Degradation {
             None => Verdict {
                 name: "degradation",
                 status: Status::Pass,
-                detail: format!(
+                detail: witness!(
                     "{first}{more}; within the rate (burst allowed {}) and not zero while a fallback slot was due{}",
                     self.tolerance,
                     if self.mode() == Some(StoreFallback::FailClosed) {
@@ -370,7 +370,7 @@ impl Degradation {
                 name: "degradation",
                 status: Status::Fail,
                 detail: if self.failures > 1 {
-                    format!("{f} ({} violations)", self.failures)
+                    witness!("{f} ({} violations)", self.failures)
                 } else {
                     f.clone()
                 },

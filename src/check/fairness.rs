@@ -259,11 +259,11 @@ impl Fairness {
         let min = self.counts.iter().enumerate().min_by_key(|c| *c.1);
         let max = self.counts.iter().enumerate().max_by_key(|c| *c.1);
         let spread = match (min, max) {
-            (Some((lo, a)), Some((hi, b))) => format!("; fewest {a} (pid {lo}), most {b} (pid {hi})"),
+            (Some((lo, a)), Some((hi, b))) => witness!("; fewest {a} (pid {lo}), most {b} (pid {hi})"),
             _ => String::new(),
         };
         let wait = match self.longest {
-            Some((w, pid, since)) => format!(
+            Some((w, pid, since)) => witness!(
                 "; longest wait for permission {:.3}s (pid {pid}, from {:.3}s)",
                 w as f64 / 1e9,
                 since as f64 / 1e9
@@ -273,16 +273,16 @@ impl Fairness {
         let longest = self.longest.map_or(0, |l| l.0);
         let (pass, judged) = match self.bound {
             None => (true, " (reported, not a verdict: no [checks] wait_bound)".to_string()),
-            Some(b) if longest <= b => (true, format!("; within the wait bound {:.3}s", b as f64 / 1e9)),
+            Some(b) if longest <= b => (true, witness!("; within the wait bound {:.3}s", b as f64 / 1e9)),
             Some(b) => (
                 false,
-                format!("; starvation: longer than the wait bound {:.3}s", b as f64 / 1e9),
+                witness!("; starvation: longer than the wait bound {:.3}s", b as f64 / 1e9),
             ),
         };
         vec![Verdict {
             name: "fairness",
             status: Status::of(pass),
-            detail: format!(
+            detail: witness!(
                 "Jain's index {:.3} over {} processes{spread}{wait}{judged}",
                 self.index(),
                 self.counts.len()

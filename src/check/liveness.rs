@@ -57,7 +57,8 @@ pub struct Liveness {
     rate: f64,
     base: u64,
     epsilon: f64,
-    epsilon_note: String,
+    // the header stated no epsilon (the witness says the default was assumed)
+    epsilon_assumed: bool,
     lock_cap: Option<f64>,
     lock_use: Option<LockUse>,
     // the processes pace alone ([`Detail::process_spacing_ns`]): the target is the live ones'
@@ -105,12 +106,9 @@ impl Liveness {
     /// A checker for the trace this header introduces.
     pub fn new(h: &Header) -> Liveness {
         let d = &h.backend_detail;
-        let (epsilon, epsilon_note) = match d.epsilon {
-            Some(e) if (0.0..1.0).contains(&e) => (e, String::new()),
-            _ => (
-                Detail::DEFAULT_EPSILON,
-                format!(" (epsilon {} assumed)", Detail::DEFAULT_EPSILON),
-            ),
+        let (epsilon, epsilon_assumed) = match d.epsilon {
+            Some(e) if (0.0..1.0).contains(&e) => (e, false),
+            _ => (Detail::DEFAULT_EPSILON, true),
         };
         let lock_use = d.lock_use;
         let fetch = d.fetch_mean_ns.filter(|f| *f > 0.0);
@@ -138,7 +136,7 @@ impl Liveness {
             rate: h.rate,
             base: base_interval(h),
             epsilon,
-            epsilon_note,
+            epsilon_assumed,
             lock_cap,
             lock_use,
             divided: d.process_spacing_ns.is_some(),
@@ -373,12 +371,12 @@ impl Liveness {
         }
         let eps = self.epsilon;
         let target_note = match self.lock_cap {
-            Some(c) if c < self.rate => format!("locks / fetch time = {c:.2}/s"),
-            _ if self.shares_lost => format!(
+            Some(c) if c < self.rate => witness!("locks / fetch time = {c:.2}/s"),
+            _ if self.shares_lost => witness!(
                 "rate {}/s / multiplier, x the live processes' share while some were dead",
                 self.rate
             ),
-            _ => format!("rate {}/s / multiplier", self.rate),
+            _ => witness!("rate {}/s / multiplier", self.rate),
         };
         if let Some(o) = self.offered
             && o < self.rate
@@ -386,9 +384,10 @@ impl Liveness {
             return vec![Verdict {
                 name: "liveness",
                 status: Status::NotJudged,
-                detail: format!(
+                detail: witness!(
                     "offered load about {o:.2}/s does not exceed the rate {}/s: not judged; {} fetches",
-                    self.rate, self.starts
+                    self.rate,
+                    self.starts
                 ),
             }];
         }
@@ -397,7 +396,7 @@ impl Liveness {
             return vec![Verdict {
                 name: "liveness",
                 status: Status::NotJudged,
-                detail: format!(
+                detail: witness!(
                     "not judged: processes waited for permission only {}, too little demand to judge",
                     secs(self.busy_ns)
                 ),
@@ -413,17 +412,22 @@ impl Liveness {
             0.0
         };
         let pass = self.starts as f64 >= needed;
+        let epsilon_note = if self.epsilon_assumed {
+            witness!(" (epsilon {} assumed)", Detail::DEFAULT_EPSILON)
+        } else {
+            String::new()
+        };
         let detail = if pass {
-            format!(
+            witness!(
                 "achieved {achieved:.2}/s ({} fetch starts) over {} of demand ({share:.0}% of the run) against effective \
                  {effective:.2}/s ({target_note}, time-weighted): at least {:.0}%{}",
                 self.starts,
                 secs(self.busy_ns),
                 100.0 * (1.0 - eps),
-                self.epsilon_note
+                epsilon_note
             )
         } else {
-            format!(
+            witness!(
                 "throughput collapsed: achieved {achieved:.2}/s ({} fetch starts) while processes waited for permission \
                  {} ({share:.0}% of the run), below {:.0}% of the effective {effective:.2}/s ({target_note}, time-weighted; \
                  needed {:.0} starts){}: serialised reservations, exhausted sessions or a wedge",
@@ -431,7 +435,7 @@ impl Liveness {
                 secs(self.busy_ns),
                 100.0 * (1.0 - eps),
                 needed.ceil(),
-                self.epsilon_note
+                epsilon_note
             )
         };
         vec![Verdict {

@@ -298,7 +298,7 @@ impl Checker for MutualExclusion {
             return Vec::new();
         }
         let reported = if self.excused > 0 {
-            format!(
+            witness!(
                 "; {} overlap(s) excused, {} in all, {}",
                 self.excused,
                 secs(self.excused_ns),
@@ -311,15 +311,16 @@ impl Checker for MutualExclusion {
             None => Verdict {
                 name: "mutual_exclusion",
                 status: Status::Pass,
-                detail: format!(
+                detail: witness!(
                     "at most {} critical section(s) at once (K = {}){reported}",
-                    self.max, self.k
+                    self.max,
+                    self.k
                 ),
             },
             Some(f) => Verdict {
                 name: "mutual_exclusion",
                 status: Status::Fail,
-                detail: format!(
+                detail: witness!(
                     "{f} ({} overlap(s), {} in all{reported})",
                     self.failures,
                     secs(self.violating_ns)

@@ -90,7 +90,7 @@ impl PerPlatform {
         for (p, m) in self.platforms.iter().zip(&mut self.exclusion) {
             if let Some(m) = m {
                 for v in m.verdicts() {
-                    add(format!("{} (key fc:download_lock:{})", p.name, p.name), v);
+                    add(witness!("{} (key fc:download_lock:{})", p.name, p.name), v);
                 }
             }
         }
@@ -104,10 +104,11 @@ impl PerPlatform {
                     .or_else(|| vs.iter().find(|(_, v)| !v.judged()));
                 let status = worst.map_or(Status::Pass, |(_, v)| v.status);
                 let detail = match worst {
-                    Some((p, v)) => format!("platform {p}: {}", v.detail),
+                    Some((p, v)) => witness!("platform {p}: {}", v.detail),
+                    None if !crate::check::witness_wanted() => String::new(),
                     None => vs
                         .iter()
-                        .map(|(p, v)| format!("{p}: {}", v.detail))
+                        .map(|(p, v)| witness!("{p}: {}", v.detail))
                         .collect::<Vec<_>>()
                         .join("; "),
                 };

@@ -781,7 +781,7 @@ impl SelfHeal {
             // is (one kill's wedge names that kill, and stays first)
             self.fail(
                 if self.kills > 1 { 4 } else { 3 },
-                format!(
+                witness!(
                     "kills starved the demand: after the first kill at {}, processes asked for permission {} times ({} restarts) and not one fetch started by the end at {}",
                     secs(k),
                     self.asks_after_kill,
@@ -791,7 +791,7 @@ impl SelfHeal {
             );
         }
         let largest = match &self.largest {
-            Some((g, who)) => format!(
+            Some((g, who)) => witness!(
                 "largest stall {} after {who} (normal spacing {}, allowed {})",
                 secs(g.len),
                 secs(g.normal),
@@ -801,13 +801,13 @@ impl SelfHeal {
             None => "no fetch after any kill (no demand)".to_string(),
         };
         let healed = match &self.largest {
-            Some(_) => format!("; healed within interval x multiplier{}", self.slack_note),
+            Some(_) => witness!("; healed within interval x multiplier{}", self.slack_note),
             None => String::new(),
         };
         let largest = if self.unjudged.is_empty() {
             largest
         } else {
-            format!(
+            witness!(
                 "{largest}; not judged (store out, fallback in force, or a store operation sent during an outage \
                  still unanswered): {}",
                 summarised(&self.unjudged, ", ", "more").trim_start_matches(", ")
@@ -817,13 +817,13 @@ impl SelfHeal {
             None => Verdict {
                 name: "self_heal",
                 status: Status::Pass,
-                detail: format!("{} kill(s): {largest}{healed}", self.kills),
+                detail: witness!("{} kill(s): {largest}{healed}", self.kills),
             },
             Some((_, f)) => Verdict {
                 name: "self_heal",
                 status: Status::Fail,
                 detail: if self.failures > 1 {
-                    format!("{f} ({} violations; {largest})", self.failures)
+                    witness!("{f} ({} violations; {largest})", self.failures)
                 } else {
                     f.clone()
                 },

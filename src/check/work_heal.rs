@@ -236,7 +236,7 @@ impl Checker for WorkHeal {
         }
         let count = |s: JobState| self.closed.get(&s).copied().unwrap_or(0);
         let finals: u64 = JobState::ALL.iter().filter(|s| s.is_final()).map(|s| count(*s)).sum();
-        let summary = format!(
+        let summary = witness!(
             "{} events: {finals} finalised ({} complete, {} partial, {} timeout, {} soft_limit), {} stranded \
              and recovered by the sweep; longest strand streak {} (limit {})",
             self.events.len(),
@@ -249,10 +249,10 @@ impl Checker for WorkHeal {
             self.limit,
         );
         let detail = match &self.failure {
-            Some(f) => format!("{f} ({} violations in all; {summary})", self.failures),
+            Some(f) => witness!("{f} ({} violations in all; {summary})", self.failures),
             None => match self.bound {
-                Some(b) => format!("{summary}; every event closed within {} per phase", secs(b)),
-                None => format!("{summary}; no sweep stated: open events not bounded"),
+                Some(b) => witness!("{summary}; every event closed within {} per phase", secs(b)),
+                None => witness!("{summary}; no sweep stated: open events not bounded"),
             },
         };
         vec![Verdict {

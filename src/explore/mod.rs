@@ -582,11 +582,18 @@ impl Explorer {
                 also: Vec::new(),
             }),
             Ok(_) => {
-                let broken: Vec<Violation> = judge
-                    .suite
-                    .verdicts()
+                // the statuses alone; the few schedules that break a check are run again for
+                // their witness text (the same choices make the same run)
+                let counts = |v: &crate::check::Verdict| {
+                    v.failed() && (self.checks.is_empty() || self.checks.iter().any(|c| c == v.name))
+                };
+                let mut verdicts = judge.suite.statuses();
+                if verdicts.iter().any(counts) {
+                    verdicts = self.witnessed(sc, &made)?;
+                }
+                let broken: Vec<Violation> = verdicts
                     .into_iter()
-                    .filter(|v| v.failed() && (self.checks.is_empty() || self.checks.iter().any(|c| c == v.name)))
+                    .filter(counts)
                     .map(|v| Violation {
                         check: v.name.to_string(),
                         detail: v.detail,
@@ -610,6 +617,40 @@ impl Explorer {
             }),
             Err(e) => Err(ExploreError::Run(e.to_string())),
         }
+    }
+
+    /// The verdicts, with their witness text, of the complete schedule that made `made`:
+    /// replayed without pruning (it reached its end, so pruning never stopped it) and without
+    /// steering coverage.
+    fn witnessed(&self, sc: &Scenario, made: &[Choice]) -> Result<Vec<crate::check::Verdict>, ExploreError> {
+        let prefix = made.iter().map(|c| c.index).collect();
+        let src = Source::new(Tape::steer(
+            self.bounds.clone(),
+            self.kill_mask,
+            prefix,
+            Box::new(crate::choice::First),
+        ));
+        let mut judge = Judge {
+            suite: crate::check::Suite::new(),
+            coverage: None,
+            source: &src,
+            scenario_kills: false,
+            keep: None,
+        };
+        let run = match self.header.as_ref().filter(|(s, _)| s == sc) {
+            Some((_, h)) => self
+                .spec
+                .ops
+                .simulate_headed(self.spec.name, sc, Some(&src), h, &mut judge),
+            None => self.spec.ops.simulate_from(self.spec.name, sc, Some(&src), &mut judge),
+        };
+        run.map_err(|e| ExploreError::Run(e.to_string()))?;
+        if src.made() != made {
+            return Err(ExploreError::Run(
+                "a schedule replayed for its witness made other choices (the simulator is not deterministic)".into(),
+            ));
+        }
+        Ok(judge.suite.verdicts())
     }
 }
 

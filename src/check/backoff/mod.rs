@@ -188,7 +188,7 @@ impl Checker for BackoffCoherence {
                 Some(place) => vec![Verdict {
                     name: "backoff_coherence",
                     status: Status::NotJudged,
-                    detail: format!(
+                    detail: witness!(
                         "{}grant or multiplier events: the design states a {} backoff multiplier (`backoff`) \
                          but its trace shows neither the slots it granted nor the multiplier",
                         crate::check::NOT_JUDGED,
@@ -207,13 +207,13 @@ impl Checker for BackoffCoherence {
             None => Verdict {
                 name: "backoff_coherence",
                 status: Status::Pass,
-                detail: format!(
+                detail: witness!(
                     "{} responses, {} multiplier changes match one reference machine ({}){approx}{}; max multiplier {}; {} grants spaced by interval x multiplier",
                     self.reference.responses,
                     self.reference.changes,
-                    self.reference.config_note,
+                    self.reference.config_note(),
                     if self.cutoff.steps > 0 {
-                        format!(" and {} steps of cut-off processes match their own", self.cutoff.steps)
+                        witness!(" and {} steps of cut-off processes match their own", self.cutoff.steps)
                     } else {
                         String::new()
                     },
@@ -225,9 +225,9 @@ impl Checker for BackoffCoherence {
                 name: "backoff_coherence",
                 status: Status::Fail,
                 detail: if self.failures.count > 1 {
-                    format!("{f} ({} violations in all){approx}", self.failures.count)
+                    witness!("{f} ({} violations in all){approx}", self.failures.count)
                 } else {
-                    format!("{f}{approx}")
+                    witness!("{f}{approx}")
                 },
             },
         };

@@ -70,8 +70,9 @@ struct Response {
 #[derive(Debug)]
 pub(super) struct Reference {
     config: Option<BackoffConfig>,
-    /// The schedule, as the verdict names it.
-    pub(super) config_note: String,
+    // the schedule as stated (or assumed: the defaults, when the header lacks them), for
+    // `config_note`, written only into a witness
+    stated: Stated,
     m: f64,
     states: BTreeSet<State>,
     pending: IdMap<Response>,
@@ -110,34 +111,61 @@ pub(super) struct Reference {
     recent: VecDeque<(u32, u16, u64)>,
 }
 
+/// The backoff schedule a header states, each part it lacks assumed at its default.
+#[derive(Debug)]
+struct Stated {
+    factor: Option<f64>,
+    decay_after: Option<u32>,
+    cap: f64,
+}
+
+impl Stated {
+    fn factor(&self) -> f64 {
+        self.factor.unwrap_or(Detail::DEFAULT_BACKOFF_FACTOR)
+    }
+    fn decay_after(&self) -> u32 {
+        self.decay_after.unwrap_or(Detail::DEFAULT_DECAY_AFTER)
+    }
+}
+
 impl Reference {
+    /// The schedule, as a witness names it.
+    pub(super) fn config_note(&self) -> String {
+        let s = &self.stated;
+        let mut notes = Vec::new();
+        if s.factor.is_none() {
+            notes.push(format!("factor {} assumed", mult(Detail::DEFAULT_BACKOFF_FACTOR)));
+        }
+        if s.decay_after.is_none() {
+            notes.push(format!("decay_after {} assumed", Detail::DEFAULT_DECAY_AFTER));
+        }
+        let mut note = format!(
+            "factor {}, decay_after {}, cap {}",
+            mult(s.factor()),
+            s.decay_after(),
+            mult(s.cap)
+        );
+        if !notes.is_empty() {
+            note.push_str(&format!(" ({}: backend_detail lacks them)", notes.join(", ")));
+        }
+        if self.config.is_none() {
+            note.push_str("; no reference machine for this schedule, range and spacing only");
+        }
+        note
+    }
+
     /// The schedule this header states.
     pub(super) fn new(h: &Header) -> Reference {
         let d = &h.backend_detail;
-        let mut notes = Vec::new();
-        let factor = d.backoff_factor.unwrap_or_else(|| {
-            notes.push(format!("factor {} assumed", mult(Detail::DEFAULT_BACKOFF_FACTOR)));
-            Detail::DEFAULT_BACKOFF_FACTOR
-        });
-        let decay_after = d.decay_after.unwrap_or_else(|| {
-            notes.push(format!("decay_after {} assumed", Detail::DEFAULT_DECAY_AFTER));
-            Detail::DEFAULT_DECAY_AFTER
-        });
-        let config = BackoffConfig::new(factor, h.multiplier_cap, decay_after).ok();
-        let mut config_note = format!(
-            "factor {}, decay_after {decay_after}, cap {}",
-            mult(factor),
-            mult(h.multiplier_cap)
-        );
-        if !notes.is_empty() {
-            config_note.push_str(&format!(" ({}: backend_detail lacks them)", notes.join(", ")));
-        }
-        if config.is_none() {
-            config_note.push_str("; no reference machine for this schedule, range and spacing only");
-        }
+        let stated = Stated {
+            factor: d.backoff_factor,
+            decay_after: d.decay_after,
+            cap: h.multiplier_cap,
+        };
+        let config = BackoffConfig::new(stated.factor(), stated.cap, stated.decay_after()).ok();
         Reference {
             config,
-            config_note,
+            stated,
             m: 1.0,
             states: BTreeSet::from([State {
                 streak: 0,
@@ -370,7 +398,7 @@ impl Reference {
             };
             f.fail(format!(
                 "the reference machine ({}) {what} (fetch_end pid {} at {}), but the trace shows no multiplier change by {}: {}",
-                self.config_note,
+                self.config_note(),
                 r.pid,
                 secs(r.t),
                 if t == u64::MAX { "the end".to_string() } else { secs(t) },
@@ -544,7 +572,7 @@ impl Reference {
                 secs(t),
                 mult(from),
                 mult(to),
-                self.config_note,
+                self.config_note(),
                 unapplied.join(", "),
                 recent.join("; ")
             ));
