@@ -93,7 +93,7 @@ impl Ceiling {
             slots: BurstMeter::new(interval.0).keeping(h.burst),
             pending: MostlySorted::default(),
             window: Nanos::SECOND,
-            recent: VecDeque::new(),
+            recent: VecDeque::with_capacity(16),
             max_window: MaxWindow {
                 window_s: 1.0,
                 count: 0,

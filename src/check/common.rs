@@ -857,7 +857,7 @@ pub struct MostlySorted<T> {
 impl<T: Ord + Copy> Default for MostlySorted<T> {
     fn default() -> Self {
         MostlySorted {
-            in_order: std::collections::VecDeque::new(),
+            in_order: std::collections::VecDeque::with_capacity(8),
             others: std::collections::BinaryHeap::new(),
         }
     }
@@ -935,7 +935,7 @@ pub struct IdMap<V> {
 impl<V> Default for IdMap<V> {
     fn default() -> Self {
         IdMap {
-            entries: std::collections::VecDeque::new(),
+            entries: std::collections::VecDeque::with_capacity(8),
         }
     }
 }

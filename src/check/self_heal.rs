@@ -270,7 +270,7 @@ impl SelfHeal {
             slack,
             slack_note,
             global_m: 1.0,
-            starts: VecDeque::new(),
+            starts: VecDeque::with_capacity(8),
             pending_slot: LoopMap::default(),
             paced_backend: false,
             open: Vec::new(),

@@ -184,7 +184,7 @@ impl Reference {
             work: 0,
             responses: 0,
             changes: 0,
-            recent: VecDeque::new(),
+            recent: VecDeque::with_capacity(8),
         }
     }
 
