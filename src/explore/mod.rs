@@ -378,6 +378,21 @@ struct Judge<'a> {
     keep: Option<Option<Header>>,
 }
 
+impl<'a> Judge<'a> {
+    fn new(sc: &Scenario, source: &'a Source, coverage: Option<&'a mut strategy::Coverage>) -> Judge<'a> {
+        Judge {
+            suite: crate::check::Suite::new(),
+            coverage,
+            source,
+            scenario_kills: sc
+                .faults
+                .iter()
+                .any(|f| matches!(f, crate::fault::FaultSpec::Kill { .. })),
+            keep: None,
+        }
+    }
+}
+
 impl Sink for Judge<'_> {
     fn header(&mut self, h: &Header) {
         self.suite.header(h);
@@ -542,30 +557,8 @@ impl Explorer {
             tape = tape.auditing();
         }
         let src = Source::new(tape);
-        let mut judge = Judge {
-            suite: crate::check::Suite::new(),
-            coverage,
-            source: &src,
-            scenario_kills: sc
-                .faults
-                .iter()
-                .any(|f| matches!(f, crate::fault::FaultSpec::Kill { .. })),
-            keep: None,
-        };
-        let res = match self.header.as_ref().filter(|(s, _)| s == sc) {
-            Some((_, h)) => self
-                .spec
-                .ops
-                .simulate_headed(self.spec.name, sc, Some(&src), h, &mut judge),
-            None => {
-                judge.keep = Some(None);
-                let res = self.spec.ops.simulate_from(self.spec.name, sc, Some(&src), &mut judge);
-                if let Some(Some(h)) = judge.keep.take() {
-                    self.header = Some((sc.clone(), h));
-                }
-                res
-            }
-        };
+        let mut judge = Judge::new(sc, &src, coverage);
+        let res = self.simulate(sc, &src, &mut judge);
         if pruning {
             self.seen = src.take_seen();
         }
@@ -584,16 +577,13 @@ impl Explorer {
             Ok(_) => {
                 // the statuses alone; the few schedules that break a check are run again for
                 // their witness text (the same choices make the same run)
-                let counts = |v: &crate::check::Verdict| {
-                    v.failed() && (self.checks.is_empty() || self.checks.iter().any(|c| c == v.name))
-                };
                 let mut verdicts = judge.suite.statuses();
-                if verdicts.iter().any(counts) {
+                if verdicts.iter().any(|v| self.counts(v)) {
                     verdicts = self.witnessed(sc, &made)?;
                 }
                 let broken: Vec<Violation> = verdicts
                     .into_iter()
-                    .filter(counts)
+                    .filter(|v| self.counts(v))
                     .map(|v| Violation {
                         check: v.name.to_string(),
                         detail: v.detail,
@@ -619,10 +609,34 @@ impl Explorer {
         }
     }
 
+    /// Whether `v` is a violation this exploration looks for (`--checks`, or any).
+    fn counts(&self, v: &crate::check::Verdict) -> bool {
+        v.failed() && (self.checks.is_empty() || self.checks.iter().any(|c| c == v.name))
+    }
+
+    /// Simulate `sc` steered by `src` into `judge`, with the header this explorer keeps for the
+    /// scenario (built by its first run of it, and kept from then on).
+    fn simulate(
+        &mut self,
+        sc: &Scenario,
+        src: &Source,
+        judge: &mut Judge,
+    ) -> Result<crate::sim::Outcome, crate::builder::SimError> {
+        if let Some((_, h)) = self.header.as_ref().filter(|(s, _)| s == sc) {
+            return self.spec.ops.simulate_headed(self.spec.name, sc, Some(src), h, judge);
+        }
+        judge.keep = Some(None);
+        let res = self.spec.ops.simulate_from(self.spec.name, sc, Some(src), judge);
+        if let Some(Some(h)) = judge.keep.take() {
+            self.header = Some((sc.clone(), h));
+        }
+        res
+    }
+
     /// The verdicts, with their witness text, of the complete schedule that made `made`:
     /// replayed without pruning (it reached its end, so pruning never stopped it) and without
     /// steering coverage.
-    fn witnessed(&self, sc: &Scenario, made: &[Choice]) -> Result<Vec<crate::check::Verdict>, ExploreError> {
+    fn witnessed(&mut self, sc: &Scenario, made: &[Choice]) -> Result<Vec<crate::check::Verdict>, ExploreError> {
         let prefix = made.iter().map(|c| c.index).collect();
         let src = Source::new(Tape::steer(
             self.bounds.clone(),
@@ -630,21 +644,9 @@ impl Explorer {
             prefix,
             Box::new(crate::choice::First),
         ));
-        let mut judge = Judge {
-            suite: crate::check::Suite::new(),
-            coverage: None,
-            source: &src,
-            scenario_kills: false,
-            keep: None,
-        };
-        let run = match self.header.as_ref().filter(|(s, _)| s == sc) {
-            Some((_, h)) => self
-                .spec
-                .ops
-                .simulate_headed(self.spec.name, sc, Some(&src), h, &mut judge),
-            None => self.spec.ops.simulate_from(self.spec.name, sc, Some(&src), &mut judge),
-        };
-        run.map_err(|e| ExploreError::Run(e.to_string()))?;
+        let mut judge = Judge::new(sc, &src, None);
+        self.simulate(sc, &src, &mut judge)
+            .map_err(|e| ExploreError::Run(e.to_string()))?;
         if src.made() != made {
             return Err(ExploreError::Run(
                 "a schedule replayed for its witness made other choices (the simulator is not deterministic)".into(),

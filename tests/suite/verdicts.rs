@@ -116,9 +116,19 @@ fn a_verdict_without_its_witness_text_has_the_same_status() {
             // (a passing check's text, the common case, is not written; a failure found while
             // the events streamed keeps the text it was found with)
             for x in bare.iter().filter(|x| x.passed()) {
-                assert!(x.detail.is_empty(), "{} / {b}: {} wrote its text: {}", sc.name, x.name, x.detail);
+                assert!(
+                    x.detail.is_empty(),
+                    "{} / {b}: {} wrote its text: {}",
+                    sc.name,
+                    x.name,
+                    x.detail
+                );
             }
-            assert!(full.iter().all(|x| !x.detail.is_empty()), "{} / {b}: a verdict without text", sc.name);
+            assert!(
+                full.iter().all(|x| !x.detail.is_empty()),
+                "{} / {b}: a verdict without text",
+                sc.name
+            );
             runs += 1;
             failing += usize::from(full.iter().any(|x| x.failed()));
         }
