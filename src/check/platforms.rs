@@ -105,12 +105,13 @@ impl PerPlatform {
                 let status = worst.map_or(Status::Pass, |(_, v)| v.status);
                 let detail = match worst {
                     Some((p, v)) => witness!("platform {p}: {}", v.detail),
-                    None if !crate::check::witness_wanted() => String::new(),
-                    None => vs
-                        .iter()
-                        .map(|(p, v)| witness!("{p}: {}", v.detail))
-                        .collect::<Vec<_>>()
-                        .join("; "),
+                    None => witness!(
+                        "{}",
+                        vs.iter()
+                            .map(|(p, v)| format!("{p}: {}", v.detail))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ),
                 };
                 Verdict { name, status, detail }
             })

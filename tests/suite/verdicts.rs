@@ -90,14 +90,8 @@ fn a_verdict_without_its_witness_text_has_the_same_status() {
     use pacesim::scenario::Scenario;
     use pacesim::trace::Tee;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sims");
-    let mut files: Vec<_> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    files.sort();
     let (mut runs, mut failing) = (0, 0);
-    for f in files {
+    for f in pacesim::run::scenario_files_in(&root) {
         let Ok(sc) = Scenario::load(&f) else {
             continue; // not a scenario (the expected matrix)
         };

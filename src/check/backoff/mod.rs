@@ -213,7 +213,7 @@ impl Checker for BackoffCoherence {
                     self.reference.changes,
                     self.reference.config_note(),
                     if self.cutoff.steps > 0 {
-                        witness!(" and {} steps of cut-off processes match their own", self.cutoff.steps)
+                        format!(" and {} steps of cut-off processes match their own", self.cutoff.steps)
                     } else {
                         String::new()
                     },
