@@ -20,10 +20,15 @@ use rand_pcg::Pcg64Mcg;
 #[repr(transparent)]
 pub struct Rng(Pcg64Mcg);
 
-/// The generator's state: where the stream is (what tells two worlds apart).
+/// Where the stream is (what tells two worlds apart): an explorer fingerprints a world by its
+/// `Debug` form, and two streams at different places go on differently. (`rand_pcg` hides
+/// its generator's state from `Debug`, printing `Mcg128Xsl64 {}` for every stream; the next
+/// two words, drawn from a copy, name the place instead.)
 impl std::fmt::Debug for Rng {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
+        use rand::Rng as _;
+        let mut ahead = self.0.clone();
+        write!(f, "Rng({:x}, {:x})", ahead.next_u64(), ahead.next_u64())
     }
 }
 
@@ -151,5 +156,26 @@ mod tests {
         assert_eq!(x, a2.next_u64());
         assert_ne!(x, b.next_u64());
         assert_ne!(x, stream(2, Entity::Process { pid: 0, incarnation: 0 }).next_u64());
+    }
+
+    /// An explorer's fingerprint of a world covers where each stream is: one stream drawn
+    /// once more than another is another world, and the same place prints alike.
+    #[test]
+    fn a_streams_place_shows_in_its_fingerprint() {
+        use crate::choice::fingerprint;
+        let a = stream(1, Entity::Store);
+        let mut b = a.clone();
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        let _ = b.next_u64();
+        assert_ne!(fingerprint(&a), fingerprint(&b), "{a:?} against {b:?}");
+        assert_ne!(
+            fingerprint(&a),
+            fingerprint(&stream(1, Entity::Destination)),
+            "two entities' streams"
+        );
+        // (the form is not a draw: printing it leaves the stream where it was)
+        let mut c = a.clone();
+        let _ = format!("{c:?}");
+        assert_eq!(c.next_u64(), a.clone().next_u64());
     }
 }
