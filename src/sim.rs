@@ -548,8 +548,9 @@ impl<'a, B: Backend> Sim<'a, B> {
             pending = pending.wrapping_add(rng::mix64(fingerprint(&(at.0 - now, e))));
         });
         let lock = self.lock_free.map(|(at, _)| at.0 - now);
+        let procs: Vec<_> = self.procs.iter().map(Process::explored_form).collect();
         let world = fingerprint(&(
-            &self.procs,
+            &procs,
             &self.store_side,
             &self.store,
             &self.dest,

@@ -638,6 +638,17 @@ impl<P: ProcessSide> Process<P> {
         active
     }
 
+    /// What an explorer fingerprints of the process ([`crate::sim`]): all of it while it
+    /// lives; once killed (every thread [`Phase::Dead`]) only what a restart carries over or
+    /// reads (each thread's number, incarnation, fetch count and job queue, the armed kills,
+    /// the wall clock, the permits), since nothing else of a dead process is read again
+    /// (events for it are dropped; a restart builds fresh loops, streams, clocks and process
+    /// side). Two runs that killed a process at different moments of its loop, or left it
+    /// different streams and timers, then meet.
+    pub fn explored_form(&self) -> ExploredForm<'_, P> {
+        ExploredForm(self)
+    }
+
     /// A fresh process in this one's place: `threads` new loops (each thread's fetch count
     /// carries over), sharing `side` if given; the armed kills and the job queue carry over.
     pub fn restarted(&mut self, mut threads: Vec<Worker<P>>, side: Option<P>) {
@@ -777,6 +788,52 @@ mod tests {
     use crate::backend::row::RowProcess;
     use std::mem::{offset_of, size_of};
 
+    /// An explorer fingerprints a dead process by what a restart carries over or reads, and
+    /// nothing else: the stream, operation numbers and instants it died with are never read
+    /// again, its fetch count and incarnation are.
+    #[test]
+    fn a_dead_process_is_fingerprinted_by_what_a_restart_reads() {
+        use crate::backend::Backend;
+        use crate::choice::fingerprint;
+        use crate::rng::{Entity, stream};
+        let sc = crate::scenario::Scenario::parse_with(
+            "sims/explore-three-racers.toml",
+            include_str!("../sims/explore-three-racers.toml"),
+            &crate::scenario::Structure,
+        )
+        .expect("a scenario");
+        let local = crate::backend::local::Local::new(&sc, Default::default()).expect("a backend");
+        let make = |seed: u64| {
+            let rng = stream(seed, Entity::Process { pid: 0, incarnation: 0 });
+            let w = Worker::new(0, 0, Clock::reference(), Clock::reference(), rng, local.process(0));
+            Process::new(vec![w], None, None)
+        };
+        let form = |p: &Process<crate::backend::local::LocalProcess>| fingerprint(&p.explored_form());
+        let (mut a, mut b) = (make(1), make(2));
+        assert_ne!(form(&a), form(&b), "alive, another stream is another process");
+        a.first.op_seq = 3;
+        a.first.op_sent = Instant(5_000);
+        a.first.phase = Phase::Awaiting;
+        a.die();
+        b.die();
+        assert_eq!(
+            form(&a),
+            form(&b),
+            "dead: its stream, operations and phase are never read again"
+        );
+        b.first.fetches = 1;
+        assert_ne!(form(&a), form(&b), "a restart carries the fetch count over");
+        b.first.fetches = 0;
+        b.first.incarnation = 1;
+        assert_ne!(form(&a), form(&b), "a restart numbers the next incarnation from it");
+        b.first.incarnation = 0;
+        b.armed.push(Armed {
+            point: KillPoint::MidFetch,
+            restart_after: None,
+        });
+        assert_ne!(form(&a), form(&b), "armed kills outlive an incarnation");
+    }
+
     /// `Tracked` passes the kinds with their own `Sink` methods straight on, unobserved: none
     /// of them opens or closes a critical section, and through `Tracked` each reaches the sink
     /// as the event `event` would have passed on.
@@ -893,5 +950,45 @@ mod tests {
         assert!(hot_end <= 192, "the hot fields end at byte {hot_end}");
         assert!(offset_of!(W, wall) >= hot_end);
         assert_eq!(size_of::<W>(), 256);
+    }
+}
+
+/// A process as an explorer fingerprints it ([`Process::explored_form`]).
+pub struct ExploredForm<'a, P: ProcessSide>(&'a Process<P>);
+
+impl<P: ProcessSide> std::fmt::Debug for ExploredForm<'_, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = self.0;
+        if !p.threads().all(|w| w.phase == Phase::Dead) {
+            return p.fmt(f);
+        }
+        // (every field named: one added later is placed here, or the build fails)
+        let Process {
+            rest: _,
+            armed,
+            queued,
+            shared,
+            lends,
+            permits,
+            first: _,
+            side: _,
+            bound,
+            waiting,
+        } = p;
+        let mut d = f.debug_struct("Dead");
+        d.field("armed", armed)
+            .field("queued", queued)
+            .field("shared", shared)
+            .field("lends", lends)
+            .field("permits", permits)
+            .field("bound", bound)
+            .field("waiting", waiting);
+        for w in p.threads() {
+            d.field(
+                "thread",
+                &(w.thread, w.pid, w.incarnation, w.fetches, w.queued, &w.armed, &w.wall),
+            );
+        }
+        d.finish()
     }
 }

@@ -88,6 +88,11 @@ fn opts(processes: u32, requests: u64, vary: Vec<Site>, kills: u32) -> Options {
     }
 }
 
+fn restarting(mut o: Options, after_ns: u64) -> Options {
+    o.bounds.restart_after = Some(after_ns);
+    o
+}
+
 #[test]
 fn states_merged_by_pruning_go_on_to_the_same_verdicts() {
     // a wait bound that some schedules keep and some break (a denied request's retries)
@@ -99,6 +104,9 @@ fn states_merged_by_pruning_go_on_to_the_same_verdicts() {
         ("row", opts(2, 2, store(), 1)),
         ("redis_gcra", opts(3, 1, store(), 1)),
         ("redis_gcra", opts(2, 2, store(), 0)),
+        // a killed process restarting (what a dead process's fingerprint keeps: what a
+        // restart carries over) while the other works
+        ("row", restarting(opts(2, 2, store(), 1), 50_000_000)),
     ];
     let (mut merged, mut mixed) = (0, 0);
     for (backend, o) in cases {
