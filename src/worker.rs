@@ -782,6 +782,46 @@ impl Sink for Tracked<'_> {
     }
 }
 
+/// A process as an explorer fingerprints it ([`Process::explored_form`]).
+pub struct ExploredForm<'a, P: ProcessSide>(&'a Process<P>);
+
+impl<P: ProcessSide> std::fmt::Debug for ExploredForm<'_, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = self.0;
+        if !p.threads().all(|w| w.phase == Phase::Dead) {
+            return p.fmt(f);
+        }
+        // (every field named: one added later is placed here, or the build fails)
+        let Process {
+            rest: _,
+            armed,
+            queued,
+            shared,
+            lends,
+            permits,
+            first: _,
+            side: _,
+            bound,
+            waiting,
+        } = p;
+        let mut d = f.debug_struct("Dead");
+        d.field("armed", armed)
+            .field("queued", queued)
+            .field("shared", shared)
+            .field("lends", lends)
+            .field("permits", permits)
+            .field("bound", bound)
+            .field("waiting", waiting);
+        for w in p.threads() {
+            d.field(
+                "thread",
+                &(w.thread, w.pid, w.incarnation, w.fetches, w.queued, &w.armed, &w.wall),
+            );
+        }
+        d.finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -950,45 +990,5 @@ mod tests {
         assert!(hot_end <= 192, "the hot fields end at byte {hot_end}");
         assert!(offset_of!(W, wall) >= hot_end);
         assert_eq!(size_of::<W>(), 256);
-    }
-}
-
-/// A process as an explorer fingerprints it ([`Process::explored_form`]).
-pub struct ExploredForm<'a, P: ProcessSide>(&'a Process<P>);
-
-impl<P: ProcessSide> std::fmt::Debug for ExploredForm<'_, P> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let p = self.0;
-        if !p.threads().all(|w| w.phase == Phase::Dead) {
-            return p.fmt(f);
-        }
-        // (every field named: one added later is placed here, or the build fails)
-        let Process {
-            rest: _,
-            armed,
-            queued,
-            shared,
-            lends,
-            permits,
-            first: _,
-            side: _,
-            bound,
-            waiting,
-        } = p;
-        let mut d = f.debug_struct("Dead");
-        d.field("armed", armed)
-            .field("queued", queued)
-            .field("shared", shared)
-            .field("lends", lends)
-            .field("permits", permits)
-            .field("bound", bound)
-            .field("waiting", waiting);
-        for w in p.threads() {
-            d.field(
-                "thread",
-                &(w.thread, w.pid, w.incarnation, w.fetches, w.queued, &w.armed, &w.wall),
-            );
-        }
-        d.finish()
     }
 }
