@@ -638,7 +638,7 @@ impl<P: ProcessSide> Process<P> {
         active
     }
 
-    /// What an explorer fingerprints of the process ([`crate::sim`]): all of it while it
+    /// What an explorer fingerprints of the process (the simulator's world): all of it while it
     /// lives; once killed (every thread [`Phase::Dead`]) only what a restart carries over or
     /// reads (each thread's number, incarnation, fetch count and job queue, the armed kills,
     /// the wall clock, the permits), since nothing else of a dead process is read again
