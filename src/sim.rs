@@ -533,32 +533,48 @@ impl<'a, B: Backend> Sim<'a, B> {
     }
 
     /// An explorer's fingerprint of the world now (`crate::choice`): what the sink keeps
-    /// (`judged`, what every checker's verdict depends on: [`Sink::state`]), each process (its threads, clocks, streams,
-    /// and its backend side), the store and its queue, the backend's store side, the
-    /// destination, and every pending event with how far ahead it is due. Two runs with the
-    /// same fingerprint go on alike.
+    /// (`judged`, what every checker's verdict depends on: [`Sink::state`]), each process (its
+    /// threads, clocks, streams, and its backend side; a dead one by what a restart reads), the
+    /// store and its queue, the backend's store side, the destination, the critical sections
+    /// each process is in, and every pending event with how far ahead it is due. Two runs with
+    /// the same fingerprint go on alike.
     #[cold]
     #[inline(never)]
     fn fingerprint(&self, judged: u64) -> u64 {
         use crate::choice::fingerprint;
-        let now = self.engine.now().0;
+        // (every field named: one added later is fingerprinted, or said here why not, or the
+        // build fails)
+        let Sim {
+            sc: _,      // the scenario: the same for every run of an exploration
+            out: _,     // the sink: what it keeps is `judged`
+            backend: _, // the backend's configuration: the same for every run
+            sharing: _, // likewise
+            engine,
+            procs,
+            store,
+            store_side,
+            dest,
+            fault_rng,
+            sections,
+            active,
+            arrivals,
+            timers: _, // empty between turns (filled and drained within one)
+            hop: _,    // `None` between turns
+            lock_free,
+            tasks,
+            source: _, // the explorer's own: its state is the choices, not the world's
+            to_store,
+        } = self;
+        let now = engine.now().0;
         let mut pending = 0u64;
         // (a sum: the same events pending in another order of scheduling are the same)
-        self.engine.for_each_pending(|at, e| {
+        engine.for_each_pending(|at, e| {
             pending = pending.wrapping_add(rng::mix64(fingerprint(&(at.0 - now, e))));
         });
-        let lock = self.lock_free.map(|(at, _)| at.0 - now);
-        let procs: Vec<_> = self.procs.iter().map(Process::explored_form).collect();
+        let lock = lock_free.map(|(at, _)| at.0 - now);
+        let procs: Vec<_> = procs.iter().map(Process::explored_form).collect();
         let world = fingerprint(&(
-            &procs,
-            &self.store_side,
-            &self.store,
-            &self.dest,
-            lock,
-            self.active,
-            &self.tasks,
-            &self.fault_rng,
-            &self.arrivals,
+            &procs, store_side, store, dest, lock, active, tasks, fault_rng, arrivals, sections, to_store,
         ));
         rng::mix64(judged ^ rng::mix64(pending ^ rng::mix64(world)))
     }
