@@ -75,7 +75,7 @@ impl std::fmt::Debug for TimerId {
 }
 
 /// Where a timer waits.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, PartialEq, Eq)]
 enum TimerIn {
     /// The `n`-th timer the [`TimerLane`] took, with its sequence number, in one number: `seq
     /// << SLOT_BITS | n mod 2^SLOT_BITS` (see [`Engine::cancel_in_lane`]).
