@@ -24,15 +24,10 @@
 //! Nothing here reads a clock or iterates a hash map. A source sits behind a mutex only because
 //! a run may be built on one thread and run on another (the trace pipeline's producer).
 
+use crate::form::{Key, Seen, Stop};
 use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
-use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-
-/// The fingerprints of the states an explorer has seen (membership only, never iterated; a
-/// fixed hasher, so nothing depends on a random seed).
-pub type Seen = HashSet<u64, BuildHasherDefault<std::collections::hash_map::DefaultHasher>>;
 
 /// What a choice decides.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -168,12 +163,41 @@ pub struct Tape {
     kills_left: u32,
     // invariant: bit `i` set when kill point `i` (its index in `KillPoint::ALL`) may fire
     kill_mask: u32,
-    // the states seen so far, when the explorer prunes them (`Source::visit`)
+    // the states seen so far, when the explorer prunes them (`Source::visit`); states are
+    // compared only past `visit_from` decisions (the choices above it are a shard's)
     seen: Option<Seen>,
+    visit_from: usize,
+    // the states this run added to `seen`, each with the decisions made by then and its
+    // instant; where a run stopped at a seen state would have ended; where it ended
+    opened: Vec<Opened>,
+    stop: Option<Stop>,
+    ended: Option<(u64, bool)>,
     // an audit of the pruning (tests): every state visited, with the decisions made by then;
     // nothing is pruned
     #[cfg(test)]
-    audit: Option<Vec<(u64, usize)>>,
+    audit: Option<Vec<(Key, usize)>>,
+}
+
+/// A state a run added to the seen states: its handle, the decisions made before it, its
+/// instant.
+#[derive(Copy, Clone, Debug)]
+pub struct Opened {
+    /// Its handle ([`Seen::close`]).
+    pub at: (u64, u32),
+    /// The decisions made before it: its continuations are the runs that begin so.
+    pub depth: usize,
+    /// Its instant (virtual ns).
+    pub now: u64,
+}
+
+/// What a pruning run reached: the states it added, and where it ended (or, stopped at a seen
+/// state, would have ended: `None` when that is not known).
+#[derive(Clone, Debug, Default)]
+pub struct Reach {
+    /// The states it added, in order.
+    pub opened: Vec<Opened>,
+    /// Its end (virtual ns) and whether the scenario's duration cut it.
+    pub end: Option<(u64, bool)>,
 }
 
 impl std::fmt::Debug for Tape {
@@ -200,6 +224,10 @@ impl Tape {
             kills_left: 0,
             kill_mask: 0,
             seen: None,
+            visit_from: 0,
+            opened: Vec::new(),
+            stop: None,
+            ended: None,
             #[cfg(test)]
             audit: None,
         }
@@ -234,8 +262,11 @@ impl Tape {
     }
 
     /// Prune: a run stops at a state in `seen` (or adds the state to it): see [`Source::visit`].
-    pub fn pruning(mut self, seen: Seen) -> Tape {
+    /// States reached before `from` decisions are neither compared nor added (a shard's
+    /// prefix: their continuations are partly another shard's).
+    pub fn pruning(mut self, seen: Seen, from: usize) -> Tape {
         self.seen = Some(seen);
+        self.visit_from = from;
         self
     }
 
@@ -526,26 +557,56 @@ impl Source {
         self.0.fresh.swap(false, Ordering::Relaxed) && self.tape().seen.is_some()
     }
 
-    /// A state the run reached past its prefix, by fingerprint: `true` when new (it is now
-    /// seen); `false` when an earlier run reached it, and its continuations were or will be
-    /// explored there: this run stops.
-    pub fn visit(&self, state: u64) -> bool {
+    /// A state the run reached past its prefix ([`crate::form`]): `true` when no seen state
+    /// covers it (it is now seen); `false` when one does, whose continuations were or will be
+    /// explored there: this run stops. `limit`: the scenario's duration (virtual ns).
+    pub fn visit(&self, key: Key, limit: u64) -> bool {
         let mut t = self.tape();
+        let made = t.made.len();
         #[cfg(test)]
-        {
-            let made = t.made.len();
-            if let Some(a) = &mut t.audit {
-                a.push((state, made));
-                return true;
-            }
+        if let Some(a) = &mut t.audit {
+            a.push((key, made));
+            return true;
         }
-        t.seen.as_mut().is_none_or(|s| s.insert(state))
+        if made < t.visit_from {
+            return true;
+        }
+        let Some(seen) = t.seen.as_mut() else {
+            return true;
+        };
+        if let Some(stop) = seen.find(&key, limit) {
+            t.stop = Some(stop);
+            return false;
+        }
+        let now = key.now;
+        let at = seen.insert(key);
+        t.opened.push(Opened { at, depth: made, now });
+        true
+    }
+
+    /// The world ended the run at `end` (virtual ns); `cut`: by the scenario's duration, with
+    /// work left.
+    pub fn ended(&self, end: u64, cut: bool) {
+        self.tape().ended = Some((end, cut));
+    }
+
+    /// What the run reached ([`Reach`]), taken.
+    pub fn take_reach(&self) -> Reach {
+        let mut t = self.tape();
+        Reach {
+            opened: std::mem::take(&mut t.opened),
+            end: match (t.stop.take(), t.ended.take()) {
+                (Some(stop), _) => stop,
+                (None, Some(e)) => Some(e),
+                (None, None) => None,
+            },
+        }
     }
 
     /// The states an auditing run visited ([`Tape::auditing`]), each with the decisions made by
     /// then.
     #[cfg(test)]
-    pub(crate) fn take_audit(&self) -> Vec<(u64, usize)> {
+    pub(crate) fn take_audit(&self) -> Vec<(Key, usize)> {
         self.tape().audit.take().unwrap_or_default()
     }
 

@@ -73,6 +73,7 @@ pub mod clock;
 pub mod dist;
 pub mod explore;
 pub mod fault;
+pub mod form;
 pub mod junit;
 pub mod live;
 pub mod matrix;

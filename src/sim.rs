@@ -491,8 +491,8 @@ impl<'a, B: Backend> Sim<'a, B> {
             if STEERED
                 && let Some(src) = &self.source
                 && src.take_fresh()
-                && let Some(judged) = self.out.state()
-                && !src.visit(self.fingerprint(judged))
+                && let Some(key) = self.form(src)
+                && !src.visit(key, limit.0)
             {
                 // an explorer's run at a state an earlier run reached: it stops here, unjudged
                 return Ok(Outcome {
@@ -522,6 +522,10 @@ impl<'a, B: Backend> Sim<'a, B> {
         } else {
             last
         };
+        if STEERED && let Some(src) = &self.source {
+            // (events left pending: the duration may have decided where the run ended)
+            src.ended(end.0, pending > 0);
+        }
         self.out.event(&Event::End { t: end.0 });
         Ok(Outcome {
             end,
@@ -532,21 +536,34 @@ impl<'a, B: Backend> Sim<'a, B> {
         })
     }
 
-    /// An explorer's fingerprint of the world now (`crate::choice`): what the sink keeps
-    /// (`judged`, what every checker's verdict depends on: [`Sink::state`]), each process (its
-    /// threads, clocks, streams, and its backend side; a dead one by what a restart reads), the
-    /// store and its queue, the backend's store side, the destination, the critical sections
-    /// each process is in, and every pending event with how far ahead it is due. Two runs with
-    /// the same fingerprint go on alike.
+    /// An explorer's form of the state now ([`crate::form`]): what the sink keeps
+    /// ([`Sink::form`]: what every checker's verdict depends on), the kills the explorer may
+    /// still fire (more is worse: a state with a kill left has every continuation of one
+    /// without), and the world ([`Sim::world_form`]). `None` when the sink cannot say.
     #[cold]
     #[inline(never)]
-    fn fingerprint(&self, judged: u64) -> u64 {
+    fn form(&self, src: &crate::choice::Source) -> Option<crate::form::Key> {
+        let mut f = crate::form::Form::new(self.engine.now().0);
+        if !self.out.form(&mut f) {
+            return None;
+        }
+        f.more_is_worse(i64::from(src.kills_left()));
+        self.world_form(&mut f);
+        Some(f.key())
+    }
+
+    /// The world's part of an explorer's form: each process (its threads, clocks, streams,
+    /// and its backend side; a dead one by what a restart reads), the store and its queue, the
+    /// backend's store side, the destination, the critical sections each process is in, and
+    /// every pending event with how far ahead it is due. Two worlds with the same form go on
+    /// alike. (Absolute: it holds instants as they are.)
+    fn world_form(&self, f: &mut crate::form::Form) {
         use crate::choice::fingerprint;
         // (every field named: one added later is fingerprinted, or said here why not, or the
         // build fails)
         let Sim {
             sc: _,      // the scenario: the same for every run of an exploration
-            out: _,     // the sink: what it keeps is `judged`
+            out: _,     // the sink: its part is its own (`Sink::form`)
             backend: _, // the backend's configuration: the same for every run
             sharing: _, // likewise
             engine,
@@ -576,7 +593,9 @@ impl<'a, B: Backend> Sim<'a, B> {
         let world = fingerprint(&(
             &procs, store_side, store, dest, lock, active, tasks, fault_rng, arrivals, sections, to_store,
         ));
-        rng::mix64(judged ^ rng::mix64(pending ^ rng::mix64(world)))
+        f.word(pending);
+        f.word(world);
+        f.absolute();
     }
 
     /// One turn of the run loop: handle the event popped at `t`.

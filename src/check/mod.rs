@@ -330,6 +330,19 @@ impl Suite {
         Some(crate::rng::mix64(own ^ self.builtin_state(kills_ahead)))
     }
 
+    /// The suite's part of an explorer's form ([`crate::form`]): each team checker's
+    /// ([`Sink::form`]), and pacesim's. `false` when a team checker cannot say.
+    pub fn form(&self, kills_ahead: bool, f: &mut crate::form::Form) -> bool {
+        for o in &self.own {
+            if !o.checker.form(f) {
+                return false;
+            }
+        }
+        f.word(self.builtin_state(kills_ahead));
+        f.absolute();
+        true
+    }
+
     fn builtin_state(&self, kills_ahead: bool) -> u64 {
         use crate::choice::fingerprint;
         let Some(o) = &self.others else {

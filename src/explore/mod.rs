@@ -8,11 +8,12 @@
 //!   requests per process, the quantiles a varied distribution's draw chooses among, at most
 //!   K kills at any of the backend's kill points, how many operations reaching the store at
 //!   one instant are ordered), each run re-executed from the start with a prefix of choices
-//!   (stateless model checking, as CHESS does). A state already seen stops a run (its
-//!   continuations are explored where it was first reached): the fingerprint covers what
-//!   every checker keeps ([`crate::trace::Sink::state`]), every process, the store, the
-//!   backend's sides and the pending events (the simulator, `src/sim.rs`). The tree ends with "no violation in all S schedules (D distinct
-//!   states) within these bounds", or a counterexample;
+//!   (stateless model checking, as CHESS does). A state a seen one covers stops a run (its
+//!   continuations are explored where the seen one was reached; [`crate::form`]): the form
+//!   covers what every checker keeps ([`crate::trace::Sink::form`]), every process, the store,
+//!   the backend's sides, the pending events (the simulator, `src/sim.rs`) and the kills
+//!   left. The tree ends with "no violation in all S schedules (D distinct states) within
+//!   these bounds", or a counterexample;
 //! - **pct**: probabilistic concurrency testing (Burckhardt et al., ASPLOS 2010) carried over
 //!   to messages: each run gives the processes random priorities, serves the store's
 //!   simultaneous operations highest priority first, gives a high-priority process its fast
@@ -39,8 +40,9 @@ mod prune_audit;
 pub mod shrink;
 pub mod strategy;
 
-use crate::choice::{Bounds, Choice, Kind, Seen, Source, Tape};
+use crate::choice::{Bounds, Choice, Kind, Source, Tape};
 use crate::fault::KillPoint;
+use crate::form::{Done, Seen};
 use crate::registry::BackendSpec;
 use crate::scenario::Scenario;
 use crate::trace::{Event, Header, Sink};
@@ -416,6 +418,11 @@ impl Sink for Judge<'_> {
         let kills_ahead = self.scenario_kills || self.source.kills_left() > 0;
         self.suite.state(kills_ahead)
     }
+
+    fn form(&self, f: &mut crate::form::Form) -> bool {
+        let kills_ahead = self.scenario_kills || self.source.kills_left() > 0;
+        self.suite.form(kills_ahead, f)
+    }
 }
 
 /// One schedule's outcome.
@@ -450,9 +457,23 @@ pub struct Explorer {
     // the trace header of the scenario its runs last ran: every run of one scenario writes the
     // same one, so it is built once, not for each run
     header: Option<(Scenario, Header)>,
+    // the seen states whose continuations are being explored (depth first: those reached by
+    // the last run's first decisions), each with where its continuations ended so far; states
+    // are compared only past `visit_from` decisions (a shard's prefix)
+    open: Vec<Open>,
+    reach: crate::choice::Reach,
+    visit_from: usize,
     // (tests) audit the pruning: record each run's visited states instead of pruning
     #[cfg(test)]
-    audit: Option<Vec<(u64, usize)>>,
+    audit: Option<Vec<(crate::form::Key, usize)>>,
+}
+
+/// A seen state being explored: where it was reached, and the latest end of its continuations
+/// so far and whether the duration cut one (`None`: some end is not known).
+#[derive(Clone, Debug)]
+struct Open {
+    state: crate::choice::Opened,
+    end: Option<(u64, bool)>,
 }
 
 impl std::fmt::Debug for Explorer {
@@ -517,8 +538,47 @@ impl Explorer {
             checks,
             runs: 0,
             header: None,
+            open: Vec::new(),
+            reach: crate::choice::Reach::default(),
+            visit_from: 0,
             #[cfg(test)]
             audit: None,
+        }
+    }
+
+    /// After a depth-first run: the states it added are being explored, its end (or where a
+    /// run stopped at a seen state would have ended) is one of theirs and of every state still
+    /// being explored, and those reached past the first `keep` decisions have had every
+    /// continuation explored (the next run changes decision `keep`; `None`: the tree is done).
+    fn settle(&mut self, keep: Option<usize>) {
+        let reach = std::mem::take(&mut self.reach);
+        self.open.extend(reach.opened.into_iter().map(|state| Open {
+            state,
+            end: Some((state.now, false)),
+        }));
+        for o in &mut self.open {
+            o.end = match (o.end, reach.end) {
+                (Some((a, c)), Some((b, d))) => Some((a.max(b), c || d)),
+                _ => None,
+            };
+        }
+        let Some(seen) = self.seen.as_mut() else {
+            self.open.clear();
+            return;
+        };
+        while let Some(o) = self.open.last() {
+            if keep.is_some_and(|k| o.state.depth <= k) {
+                break;
+            }
+            let done = match o.end {
+                Some((end, cut)) => Done::Ends {
+                    within: end.saturating_sub(o.state.now),
+                    cut,
+                },
+                None => Done::Unknown,
+            };
+            seen.close(o.state.at, done);
+            self.open.pop();
         }
     }
 
@@ -534,7 +594,7 @@ impl Explorer {
 
     /// Distinct states seen so far.
     pub fn states(&self) -> u64 {
-        self.seen.as_ref().map_or(0, |s| s.len() as u64)
+        self.seen.as_ref().map_or(0, Seen::len)
     }
 
     /// Run `sc` once: `prefix` first, then `strategy`; `prune`: may stop at a state seen.
@@ -550,7 +610,7 @@ impl Explorer {
         let mut tape = Tape::steer(self.bounds.clone(), self.kill_mask, prefix, strategy);
         let pruning = prune && self.seen.is_some();
         if pruning && let Some(seen) = self.seen.take() {
-            tape = tape.pruning(seen);
+            tape = tape.pruning(seen, self.visit_from);
         }
         #[cfg(test)]
         if self.audit.is_some() {
@@ -561,10 +621,12 @@ impl Explorer {
         let res = self.simulate(sc, &src, &mut judge);
         if pruning {
             self.seen = src.take_seen();
+            self.reach = src.take_reach();
         }
         #[cfg(test)]
         if self.audit.is_some() {
             self.audit = Some(src.take_audit());
+            self.reach = src.take_reach();
         }
         let made = src.made();
         match res {
@@ -712,6 +774,9 @@ pub fn explore(
     };
     let prune = opts.prune && opts.method == Method::Exhaustive;
     let mut ex = Explorer::new(spec, bounds.clone(), mask, prune, opts.checks.clone());
+    let (shard_i, shard_n) = opts.shard.unwrap_or((0, 1));
+    let split = if shard_n > 1 { shard_depth(shard_n) } else { 0 };
+    ex.visit_from = split;
     let start = WallInstant::now();
     let mut last_progress = start;
     let (mut schedules, mut pruned, mut depth) = (0u64, 0u64, 0usize);
@@ -724,8 +789,6 @@ pub fn explore(
     let mut k_estimate = 64usize;
     let mut coverage = strategy::Coverage::default();
     let mut rng = crate::rng::stream(opts.seed, crate::rng::Entity::Faults);
-    let (shard_i, shard_n) = opts.shard.unwrap_or((0, 1));
-    let split = if shard_n > 1 { shard_depth(shard_n) } else { 0 };
     // exhaustive: the next prefix; the subtree (at the shard depth) the last run was in
     let mut prefix: Vec<u32> = Vec::new();
     let mut subtree: (Option<Vec<u32>>, u64) = (None, 0);
@@ -734,7 +797,16 @@ pub fn explore(
             break;
         }
         let s = match opts.method {
-            Method::Exhaustive => ex.run(sc, prefix.clone(), Box::new(crate::choice::First), prune, None)?,
+            Method::Exhaustive => {
+                // (a run into another shard's subtree neither prunes nor adds states: their
+                // continuations are that shard's to explore; a shard compares states only past
+                // the decisions that deal the subtrees out, so that each state it adds has all
+                // its continuations in one subtree)
+                let head: Vec<u32> = (0..split).map(|i| prefix.get(i).copied().unwrap_or(0)).collect();
+                let next = subtree.1 + u64::from(subtree.0.is_some() && subtree.0.as_ref() != Some(&head));
+                let mine = shard_n == 1 || next % shard_n == shard_i;
+                ex.run(sc, prefix.clone(), Box::new(crate::choice::First), prune && mine, None)?
+            }
             Method::Random => ex.run(sc, Vec::new(), Box::new(strategy::Uniform::new(&mut rng)), false, None)?,
             Method::Pct { depth: d } => {
                 let st = strategy::Pct::new(&mut rng, n, d, k_estimate);
@@ -788,7 +860,9 @@ pub fn explore(
             } else {
                 &s.made[..s.made.len().min(split)]
             };
-            match next_prefix(made, 0) {
+            let next = next_prefix(made, 0);
+            ex.settle(next.as_ref().map(|p| p.len() - 1));
+            match next {
                 Some(p) => prefix = p,
                 None => {
                     complete = true;

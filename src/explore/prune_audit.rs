@@ -1,24 +1,43 @@
-//! The pruning's soundness, audited: a pruning run stops at a state an earlier run reached,
-//! trusting that the two go on alike. Here every schedule of a tree runs to its end (nothing
-//! pruned) while recording each state a pruning run would have compared, with the decisions
-//! made by then; wherever two schedules reached the same state by different histories and then
-//! made the same decisions, their verdicts (which checks broke) must be the same. A fingerprint
-//! that left out something a verdict depends on (a checker's memory of arrivals, a pending
-//! event) fails this on the first such pair; the test also counts the pairs, so it cannot pass
-//! by finding none.
+//! The pruning's soundness, audited: a pruning run stops at a state a seen state covers
+//! ([`crate::form`]: the same exact part, at the same instant or, nothing absolute in either,
+//! at another, and no less slack), trusting that whatever the new state's continuations break,
+//! the seen state's break too. Here every schedule of a tree runs to its end (nothing pruned)
+//! while recording each state a pruning run would have compared, with the decisions made by
+//! then; wherever a later schedule reached a state an earlier one's covers, by a different
+//! history, and then made the same decisions, the checks it broke must be among those the
+//! earlier one broke (the same, when the two states are equal). A form that left out something
+//! a verdict depends on (a checker's memory of arrivals, a pending event), or called slack
+//! what is not, fails this on the first such pair; the test also counts the pairs, so it cannot
+//! pass by finding none.
 
 use super::*;
+use crate::form::Key;
 use std::collections::BTreeMap;
 
-/// A state and the decisions a schedule made after reaching it.
+/// A state's exact part and the decisions a schedule made after reaching it.
 type Meeting = (u64, Vec<u32>);
-/// The decisions before it, and the checks that schedule broke.
-type Before = (Vec<u32>, Vec<String>);
 
-/// Every schedule of `text` x `backend` within `opts`: how many states were reached by two
-/// different histories and continued alike (each such pair compared) and how many schedules
-/// broke a check, or the first pair whose verdicts differ.
-fn audit(text: &str, backend: &str, opts: &Options) -> Result<(u64, u64), String> {
+/// An earlier schedule's state there: its key, the decisions before it, whether its run was
+/// cut by the duration, and the checks it broke.
+struct Before {
+    key: Key,
+    before: Vec<u32>,
+    cut: bool,
+    broke: Vec<String>,
+}
+
+/// Pairs compared: at one instant, and at two.
+#[derive(Debug, Default, Clone, Copy)]
+struct Compared {
+    same_instant: u64,
+    shifted: u64,
+    covered: u64,
+}
+
+/// Every schedule of `text` x `backend` within `opts`: the pairs of states compared (see the
+/// module's docs) and how many schedules broke a check, or the first pair that breaks the
+/// pruning's promise.
+fn audit(text: &str, backend: &str, opts: &Options) -> Result<(Compared, u64), String> {
     let sc = Scenario::parse("audit.toml", text).expect("a valid scenario");
     let spec = crate::registry::spec(backend).expect("a backend");
     let sc = Scenario {
@@ -35,37 +54,68 @@ fn audit(text: &str, backend: &str, opts: &Options) -> Result<(u64, u64), String
         ..opts.bounds.clone()
     };
     let mut ex = Explorer::new(spec, bounds, mask, false, Vec::new());
-    // (state, the decisions after it) -> (the decisions before it, the checks that broke)
-    let mut seen: BTreeMap<Meeting, Before> = BTreeMap::new();
-    let (mut compared, mut failing) = (0u64, 0u64);
+    let mut seen: BTreeMap<Meeting, Vec<Before>> = BTreeMap::new();
+    let mut compared = Compared::default();
+    let mut failing = 0u64;
     let mut prefix = Some(Vec::new());
     while let Some(p) = prefix {
         ex.audit = Some(Vec::new());
         let s = ex
             .run(&sc, p, Box::new(crate::choice::First), false, None)
             .expect("runs");
+        let cut = ex.reach.end.is_none_or(|(_, cut)| cut);
         let made: Vec<u32> = s.made.iter().map(|c| c.index).collect();
         let mut broke: Vec<String> = s.violation.iter().chain(&s.also).map(|v| v.check.clone()).collect();
         broke.sort();
         failing += u64::from(!broke.is_empty());
-        for (state, k) in ex.audit.take().unwrap_or_default() {
-            let key = (state, made[k..].to_vec());
-            match seen.get(&key) {
-                None => {
-                    seen.insert(key, (made[..k].to_vec(), broke.clone()));
+        for (key, k) in ex.audit.take().unwrap_or_default() {
+            let list = seen.entry((key.exact, made[k..].to_vec())).or_default();
+            for b in list.iter() {
+                if b.before == made[..k] {
+                    continue;
                 }
-                Some((before, theirs)) if *before != made[..k] => {
-                    compared += 1;
-                    if *theirs != broke {
-                        return Err(format!(
-                            "{backend}: the same state after decisions {before:?} and {:?}, then {:?}: broke {theirs:?} against {broke:?}",
-                            &made[..k],
-                            &made[k..]
-                        ));
-                    }
+                let covers =
+                    b.key.slack.len() == key.slack.len() && b.key.slack.iter().zip(&key.slack).all(|(a, n)| a >= n);
+                let meets = b.key.now == key.now || (b.key.shifts && key.shifts && !b.cut && !cut);
+                if !(covers && meets) {
+                    continue;
                 }
-                Some(_) => {}
+                if b.key.now == key.now {
+                    compared.same_instant += 1;
+                } else {
+                    compared.shifted += 1;
+                }
+                let equal = b.key
+                    == Key {
+                        now: b.key.now,
+                        ..key.clone()
+                    };
+                compared.covered += u64::from(!equal);
+                let kept = if equal {
+                    b.broke == broke
+                } else {
+                    broke.iter().all(|c| b.broke.contains(c))
+                };
+                if !kept {
+                    return Err(format!(
+                        "{backend}: a state after decisions {:?} (at {} ns, slack {:?}) covers one after {:?} (at {} ns, slack {:?}); then {:?}: broke {:?} against {broke:?}",
+                        b.before,
+                        b.key.now,
+                        b.key.slack,
+                        &made[..k],
+                        key.now,
+                        key.slack,
+                        &made[k..],
+                        b.broke
+                    ));
+                }
             }
+            list.push(Before {
+                key,
+                before: made[..k].to_vec(),
+                cut,
+                broke: broke.clone(),
+            });
         }
         prefix = next_prefix(&s.made, 0);
     }
@@ -112,13 +162,14 @@ fn states_merged_by_pruning_go_on_to_the_same_verdicts() {
     for (backend, o) in cases {
         let (compared, broke) = audit(&racers, backend, &o).unwrap_or_else(|e| panic!("{e}"));
         eprintln!(
-            "{backend} {} x {:?}, {} kill: {compared} merged states compared; {broke} schedules broke a check",
+            "{backend} {} x {:?}, {} kill: {compared:?} merged states compared; {broke} schedules broke a check",
             o.processes.unwrap(),
             o.requests,
             o.bounds.kills
         );
-        assert!(compared > 0, "{backend}: no state was reached twice: nothing audited");
-        merged += compared;
+        let all = compared.same_instant + compared.shifted;
+        assert!(all > 0, "{backend}: no state was reached twice: nothing audited");
+        merged += all;
         mixed += u64::from(broke > 0);
     }
     assert!(

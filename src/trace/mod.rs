@@ -49,6 +49,20 @@ pub trait Sink {
     fn state(&self) -> Option<u64> {
         None
     }
+    /// For an explorer's pruning: this sink's part of a state's form ([`crate::form::Form`]),
+    /// for a sink that can say more than [`Sink::state`] (instants relative to now, slack its
+    /// report is monotone in). `false`: it cannot say (never pruned). The default adds
+    /// [`Sink::state`] as an absolute part: it meets states at its own instant only.
+    fn form(&self, f: &mut crate::form::Form) -> bool {
+        match self.state() {
+            Some(s) => {
+                f.word(s);
+                f.absolute();
+                true
+            }
+            None => false,
+        }
+    }
     /// `op_sent` (see the trait's docs).
     #[inline]
     fn op_sent(&mut self, t: u64, pid: u32, thread: u16, op: OpKind) {

@@ -17,7 +17,7 @@ use std::path::Path;
 /// Every top-level module of `src/` is in one.
 const LAYERS: &[&[&str]] = &[
     // foundations: virtual time, seeded streams, statistics, the in-process pacers
-    &["time", "choice", "rng", "stats"],
+    &["time", "choice", "form", "rng", "stats"],
     &["clock", "pacer", "engine"],
     // the trace and what reads it
     &["trace"],
