@@ -64,15 +64,12 @@ impl Form {
         self.now
     }
 
-    /// Add a word to the exact part.
+    /// Add a word to the exact part (a value's fingerprint: `crate::choice::fingerprint`).
     #[inline]
     pub fn word(&mut self, w: u64) {
-        self.exact = crate::rng::mix64(self.exact.rotate_left(17) ^ w);
-    }
-
-    /// Add a value to the exact part, by its `Debug` form ([`crate::choice::fingerprint`]).
-    pub fn exact(&mut self, v: &dyn std::fmt::Debug) {
-        self.word(crate::choice::fingerprint(v));
+        // (a multiply-xorshift step: order matters, and every bit of `w` reaches every bit)
+        let z = (self.exact ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.exact = (z ^ (z >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9) ^ (z >> 32);
     }
 
     /// Add an instant (virtual ns, or a reading of a clock that runs at virtual time's pace) to
