@@ -1143,6 +1143,74 @@ pub fn markdown(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::choice::{Opened, Reach};
+    use crate::form::{Form, Key};
+
+    fn key(now: u64, w: u64) -> Key {
+        let mut f = Form::new(now);
+        f.word(w);
+        f.key()
+    }
+
+    #[test]
+    fn a_seen_state_is_closed_with_its_continuations_latest_end_when_the_walk_leaves_it() {
+        let spec = crate::registry::spec("row").expect("row");
+        let mut ex = Explorer::new(spec, Bounds::default(), 0, true, Vec::new());
+        let seen = ex.seen.as_mut().expect("prunes");
+        let (a, b) = (seen.insert(key(10, 1)), seen.insert(key(20, 2)));
+        // a run added A (after 1 decision, at 10) and B (after 3, at 20) and ended at 50; the
+        // next run changes decision 2: B's continuations are all explored, A's are not
+        ex.reach = Reach {
+            opened: vec![
+                Opened {
+                    at: a,
+                    depth: 1,
+                    now: 10,
+                },
+                Opened {
+                    at: b,
+                    depth: 3,
+                    now: 20,
+                },
+            ],
+            end: Some((50, false)),
+        };
+        ex.settle(Some(2));
+        let seen = ex.seen.as_ref().expect("prunes");
+        assert_eq!(
+            seen.find(&key(30, 2), 1000),
+            Some(Some((60, false))),
+            "B: 30 after it, shifted"
+        );
+        assert_eq!(seen.find(&key(15, 1), 1000), None, "A is still open");
+        // the next run stopped at a state whose continuations end by 90; the tree is done
+        ex.reach = Reach {
+            opened: Vec::new(),
+            end: Some((90, false)),
+        };
+        ex.settle(None);
+        let seen = ex.seen.as_ref().expect("prunes");
+        assert_eq!(seen.find(&key(12, 1), 1000), Some(Some((92, false))), "A: 80 after it");
+        assert_eq!(seen.find(&key(950, 1), 1000), None, "shifted past the duration");
+        // a run whose end is not known leaves the states it belongs to unusable elsewhen
+        let c = ex.seen.as_mut().expect("prunes").insert(key(5, 3));
+        ex.reach = Reach {
+            opened: vec![Opened {
+                at: c,
+                depth: 0,
+                now: 5,
+            }],
+            end: None,
+        };
+        ex.settle(None);
+        let seen = ex.seen.as_ref().expect("prunes");
+        assert_eq!(seen.find(&key(7, 3), 1000), None);
+        assert_eq!(
+            seen.find(&key(5, 3), 1000),
+            Some(None),
+            "at its own instant it still covers"
+        );
+    }
 
     fn sc() -> Scenario {
         Scenario::parse(
