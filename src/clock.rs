@@ -53,6 +53,18 @@ impl Clock {
         1.0 + self.drift_ppm * 1e-6
     }
 
+    /// An explorer's form of the clock at reference time `t` ([`crate::form`]): how far its
+    /// reading is from `t`, which stays so as time goes on when it does not drift, takes no
+    /// step after `t`, and reads no negative value (readings are clamped at zero where read as
+    /// unsigned); otherwise the form is absolute.
+    pub fn form(&self, f: &mut crate::form::Form, t: Instant) {
+        let r = self.read(t);
+        f.word(r.wrapping_sub(t.0 as i64) as u64);
+        if self.drift_ppm != 0.0 || self.steps.iter().any(|s| s.0 > t) || r < 0 {
+            f.absolute();
+        }
+    }
+
     /// The clock's reading at reference time `t`.
     pub fn read(&self, t: Instant) -> Reading {
         let base = if self.drift_ppm == 0.0 {

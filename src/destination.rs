@@ -84,6 +84,33 @@ impl Destination {
         self
     }
 
+    /// An explorer's form of the destination at `now` ([`crate::form`]): each limit's
+    /// theoretical arrival time by how far ahead of now it is (a past one reads as none: a
+    /// GCRA reads only `max(tat, now)`), its stream's place; absolute while a throttle window
+    /// has not ended. (Not the count of arrivals: a statistic.)
+    pub fn form(&self, f: &mut crate::form::Form, now: Instant) {
+        // (every field named: one added later is placed here, or the build fails)
+        let Destination {
+            limit,
+            tat,
+            p503,
+            rng,
+            throttles,
+            platforms,
+            arrivals: _,
+        } = self;
+        let ahead = |t: &Option<u64>| t.map_or(0, |t| t.saturating_sub(now.0));
+        f.word(crate::choice::fingerprint(&(limit, p503.to_bits(), rng)));
+        f.word(ahead(tat));
+        for (g, t) in platforms {
+            f.word(crate::choice::fingerprint(g));
+            f.word(ahead(t));
+        }
+        if throttles.iter().any(|&(_, end, _)| end > now.0) {
+            f.absolute();
+        }
+    }
+
     /// A request for platform `platform` (0 without platforms) arrives at `t`: the status it
     /// gets.
     pub fn arrive(&mut self, t: Instant, platform: u32) -> u16 {

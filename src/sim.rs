@@ -523,8 +523,9 @@ impl<'a, B: Backend> Sim<'a, B> {
             last
         };
         if STEERED && let Some(src) = &self.source {
-            // (events left pending: the duration may have decided where the run ended)
-            src.ended(end.0, pending > 0);
+            // (cut: the duration stopped a run with work left, as `end` says; a run whose
+            // processes were all done stops whatever is pending, at any instant alike)
+            src.ended(end.0, pending > 0 && self.active > 0);
         }
         self.out.event(&Event::End { t: end.0 });
         Ok(Outcome {
@@ -556,7 +557,9 @@ impl<'a, B: Backend> Sim<'a, B> {
     /// and its backend side; a dead one by what a restart reads), the store and its queue, the
     /// backend's store side, the destination, the critical sections each process is in, and
     /// every pending event with how far ahead it is due. Two worlds with the same form go on
-    /// alike. (Absolute: it holds instants as they are.)
+    /// alike. Instants are relative to now where every part says how (a backend's sides by
+    /// their forms, its operations and replies holding none: `StoreSide::TIMELESS_MESSAGES`);
+    /// open-loop arrivals and broker tasks keep theirs as they are, and make it absolute.
     fn world_form(&self, f: &mut crate::form::Form) {
         use crate::choice::fingerprint;
         // (every field named: one added later is fingerprinted, or said here why not, or the
@@ -582,20 +585,25 @@ impl<'a, B: Backend> Sim<'a, B> {
             source: _, // the explorer's own: its state is the choices, not the world's
             to_store,
         } = self;
-        let now = engine.now().0;
+        let now = engine.now();
         let mut pending = 0u64;
         // (a sum: the same events pending in another order of scheduling are the same)
         engine.for_each_pending(|at, e| {
-            pending = pending.wrapping_add(rng::mix64(fingerprint(&(at.0 - now, e))));
+            pending = pending.wrapping_add(rng::mix64(fingerprint(&(at.0 - now.0, e))));
         });
-        let lock = lock_free.map(|(at, _)| at.0 - now);
-        let procs: Vec<_> = procs.iter().map(Process::explored_form).collect();
-        let world = fingerprint(&(
-            &procs, store_side, store, dest, lock, active, tasks, fault_rng, arrivals, sections, to_store,
-        ));
         f.word(pending);
-        f.word(world);
-        f.absolute();
+        f.word(fingerprint(&lock_free.map(|(at, _)| at.0 - now.0)));
+        for p in procs {
+            p.form(f, now);
+        }
+        store.form(f, now);
+        store_side.form(f, store.clock.read(now));
+        dest.form(f, now);
+        f.word(fingerprint(&(active, fault_rng, sections, to_store)));
+        f.word(fingerprint(&(arrivals, tasks)));
+        if !<B::Store as StoreSide>::TIMELESS_MESSAGES || self.sc.processes.arrival_rate.is_some() || tasks.is_some() {
+            f.absolute();
+        }
     }
 
     /// One turn of the run loop: handle the event popped at `t`.

@@ -84,6 +84,40 @@ impl<Op> Store<Op> {
         }
     }
 
+    /// An explorer's form of the store at reference time `now` ([`crate::form`]): its clock
+    /// relative to now, its stream's place, its queue and fault windows (operations by their
+    /// `Debug` form: a backend whose operations hold a clock reading says so, and the world's
+    /// form is then absolute), not the count of operations served (a statistic).
+    pub fn form(&self, f: &mut crate::form::Form, now: Instant)
+    where
+        Op: std::fmt::Debug,
+    {
+        // (every field named: one added later is placed here, or the build fails)
+        let Store {
+            clock,
+            latency,
+            service,
+            commit,
+            rng,
+            timeout,
+            busy,
+            queue,
+            outages,
+            added_latency,
+            partitioned,
+            served: _, // read for the run's statistics only
+        } = self;
+        clock.form(f, now);
+        f.word(crate::choice::fingerprint(&(
+            (latency, service, commit),
+            rng,
+            timeout,
+            busy,
+            queue,
+            (outages, added_latency, partitioned),
+        )));
+    }
+
     /// Draw one one-way network latency (plus any injected extra) from the stream of the
     /// process at the other end of the link, so one process's draws never shift another's.
     pub fn one_way(&self, rng: &mut Rng) -> Nanos {

@@ -166,6 +166,47 @@ pub struct Worker<P: ProcessSide> {
 }
 
 impl<P: ProcessSide> Worker<P> {
+    /// An explorer's form of the loop at reference time `now` ([`Process::form`]).
+    fn form(&self, f: &mut crate::form::Form, now: Instant) {
+        use crate::choice::fingerprint;
+        // (every field named: one added later is placed here, or the build fails)
+        let Worker {
+            rng,
+            op_seq,
+            op_sent: _, // read by live mode's driver only (the simulator never reads it back)
+            job_seq,
+            pid,
+            incarnation,
+            timer,
+            thread,
+            phase,
+            process,
+            armed,
+            op_timeout,
+            job_start: _, // written, never read back by the simulator
+            fetches,
+            queued,
+            mono,
+            op_in_flight,
+            wall,
+        } = self;
+        f.word(fingerprint(&(
+            rng,
+            (op_seq, job_seq, timer),
+            (pid, incarnation, thread, phase),
+            armed,
+            op_timeout,
+            (fetches, queued),
+            op_in_flight,
+        )));
+        mono.form(f, now);
+        wall.form(f, now);
+        match process {
+            Some(p) => p.form(f, mono.read(now).max(0) as u64),
+            None => f.word(1),
+        }
+    }
+
     /// A process that has not started.
     pub fn new(pid: u32, incarnation: u32, mono: Clock, wall: Clock, rng: Rng, process: P) -> Worker<P> {
         Worker {
@@ -647,6 +688,43 @@ impl<P: ProcessSide> Process<P> {
     /// different streams and timers, then meet.
     pub fn explored_form(&self) -> ExploredForm<'_, P> {
         ExploredForm(self)
+    }
+
+    /// An explorer's form of the process at reference time `now` ([`crate::form`]): a dead
+    /// one as [`Process::explored_form`] prints it (nothing in it is an instant but its wall
+    /// clock's, taken as the clock's form); a live one field by field, each thread's instants
+    /// (when its operation left, when its job began) and clocks relative to now, and its
+    /// backend side by the side's own form.
+    pub fn form(&self, f: &mut crate::form::Form, now: Instant) {
+        use crate::choice::fingerprint;
+        if self.threads().all(|w| w.phase == Phase::Dead) {
+            f.word(fingerprint(&self.explored_form()));
+            for w in self.threads() {
+                w.wall.form(f, now);
+            }
+            return;
+        }
+        // (every field named: one added later is placed here, or the build fails)
+        let Process {
+            rest: _,
+            armed,
+            queued,
+            shared,
+            lends,
+            permits,
+            first: _,
+            side,
+            bound,
+            waiting,
+        } = self;
+        f.word(fingerprint(&(armed, queued, shared, lends, permits, bound, waiting)));
+        for w in self.threads() {
+            w.form(f, now);
+        }
+        match side {
+            Some(s) => s.form(f, self.first.mono.read(now).max(0) as u64),
+            None => f.word(0),
+        }
     }
 
     /// A fresh process in this one's place: `threads` new loops (each thread's fetch count

@@ -151,6 +151,36 @@ pub struct ProcFallback {
 }
 
 impl ProcFallback {
+    /// An explorer's form of the fallback at the process's monotonic reading `mono_now`
+    /// ([`crate::form`]): while it never left the shared pace, its configuration, and its last
+    /// shared slot only while that can still hold a fallback slot back (less than one
+    /// fallback interval at the highest multiplier before now), relative to now. Once it has
+    /// fallen back (its local pacer's slots, its breaker), absolute.
+    pub fn form(&self, f: &mut crate::form::Form, mono_now: u64) {
+        use crate::choice::fingerprint;
+        let ProcFallback {
+            cfg,
+            switch,
+            last_shared,
+            own,
+            paced_by,
+            breaker,
+        } = self;
+        f.word(fingerprint(&(cfg, own, paced_by.to_bits())));
+        if switch.epoch().0 != 0 || breaker.is_some() {
+            f.word(fingerprint(&(switch, last_shared, breaker)));
+            f.absolute();
+            return;
+        }
+        let reach = switch
+            .fallback_interval()
+            .map_or(0, |gap| crate::pacer::scale_interval(gap, cfg.backoff.cap()));
+        match last_shared {
+            Some(s) if s.saturating_add(reach) > mono_now => f.word(s.wrapping_sub(mono_now)),
+            _ => f.word(u64::MAX),
+        }
+    }
+
     /// The store failed the process: enter fallback if not already in it, and pace locally
     /// (the local interval scaled by the multiplier `pace` gives, or by the process's own
     /// fallback machine once it runs one).

@@ -238,6 +238,14 @@ pub trait ProcessSide: Send + std::fmt::Debug {
     /// A broker task's execution is about to start on this process, carrying `memo`
     /// ([`TaskMemo`]). Default: ignore it (a backend with no task memory).
     fn begin_task(&mut self, _memo: TaskMemo) {}
+    /// An explorer's form of this side ([`crate::form`]), its process's monotonic clock
+    /// reading `mono_now` now: what of it the process's future reads, its clock readings
+    /// relative to now. The default is its whole `Debug` form, absolute (met at its own
+    /// instant only).
+    fn form(&self, f: &mut crate::form::Form, _mono_now: u64) {
+        f.word(crate::choice::fingerprint(&self));
+        f.absolute();
+    }
 }
 
 /// The store side of a backend: the shared state and its atomic operation.
@@ -273,6 +281,17 @@ pub trait StoreSide: Send + std::fmt::Debug {
     fn on_state_lost(&mut self, _cx: &mut StoreCx) {}
     /// A timer this side asked for fired (a TTL expiring, the store noticing a dead session).
     fn on_timer(&mut self, _cx: &mut StoreCx, _token: u64) {}
+    /// An explorer's form of the store's state ([`crate::form`]), the store's clock reading
+    /// `now` now: what of it later operations read, its clock readings relative to now. The
+    /// default is its whole `Debug` form, absolute (met at its own instant only).
+    fn form(&self, f: &mut crate::form::Form, _now: Reading) {
+        f.word(crate::choice::fingerprint(&self));
+        f.absolute();
+    }
+    /// Whether its operations and replies hold no instant or clock reading (durations, counts
+    /// and multipliers only), so that an explorer may compare those in flight at two
+    /// instants. Default: no.
+    const TIMELESS_MESSAGES: bool = false;
 }
 
 /// A backend: its options in force, and the two halves built from them.

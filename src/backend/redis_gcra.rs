@@ -186,6 +186,18 @@ impl StoreSide for GcraStore {
     type Op = GcraOp;
     type Reply = GcraReply;
 
+    /// The key's `tat` by how far ahead of the Redis clock it is (the script reads only
+    /// `max(tat, now)`: any past one, or none, alike), the backoff hash as it is.
+    fn form(&self, f: &mut crate::form::Form, now: Reading) {
+        let GcraStore { tat, backoff, gcra } = self;
+        let now = now.max(0) as u64;
+        f.word(tat.map_or(0, |t| t.saturating_sub(now)));
+        f.word(crate::choice::fingerprint(&(backoff, gcra)));
+    }
+
+    // (durations, multipliers and backoff signals only)
+    const TIMELESS_MESSAGES: bool = true;
+
     /// The `tat` key and the backoff hash are gone (a flush, an eviction): the next check
     /// finds no key and allows at once.
     fn on_state_lost(&mut self, cx: &mut StoreCx) {
@@ -242,6 +254,16 @@ impl GcraProcess {
 impl ProcessSide for GcraProcess {
     type Op = GcraOp;
     type Reply = GcraReply;
+
+    fn form(&self, f: &mut crate::form::Form, mono_now: u64) {
+        let GcraProcess {
+            backoff,
+            fallback,
+            shared_multiplier,
+        } = self;
+        f.word(crate::choice::fingerprint(&(backoff, shared_multiplier.to_bits())));
+        fallback.form(f, mono_now);
+    }
 
     fn acquire(&mut self, cx: &mut ProcCx) -> Step<GcraOp> {
         if let Some(step) = self.fallback.short_circuit(cx, self.pace()) {
