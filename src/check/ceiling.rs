@@ -135,6 +135,50 @@ impl Ceiling {
         }
     }
 
+    /// An explorer's form at `now` ([`crate::form`]): what each meter reads of the arrivals
+    /// and slots to come (its theoretical arrival time, only while ahead of now: a GCRA reads
+    /// `max(tat, t)`), the slots granted and not yet reached (relative to now), what decides
+    /// the multiplier of an arrival, and as slack whether each meter already needed more than
+    /// the burst (its verdict fails then, whatever comes). The window of recent arrivals, the
+    /// largest window and the meters' records of where they needed more are the witness's.
+    pub fn form(&self, f: &mut crate::form::Form) {
+        use crate::choice::fingerprint;
+        // (every field named: one added later is placed here, or the build fails)
+        let Ceiling {
+            interval,
+            burst,
+            rate,
+            multiplier,
+            authorised,
+            cut_off,
+            arrivals,
+            arrival_pids: _,
+            slots,
+            pending,
+            window: _,
+            recent: _,
+            max_window: _,
+            lock_design,
+        } = self;
+        f.word(fingerprint(&(
+            interval,
+            burst,
+            rate.to_bits(),
+            multiplier,
+            authorised,
+            cut_off,
+            lock_design,
+        )));
+        for m in [arrivals, slots] {
+            f.word(m.tat().map_or(0, |t| t.saturating_sub(f.now())));
+            f.more_is_worse(i64::from(m.first_exceeding(*burst).is_some()));
+        }
+        for (t, m) in pending.sorted() {
+            f.instant(t);
+            f.word(m);
+        }
+    }
+
     /// Smallest burst the destination arrivals conform to.
     pub fn burst_needed(&self) -> u64 {
         self.arrivals.burst_needed()

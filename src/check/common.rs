@@ -60,6 +60,41 @@ pub struct Demand {
 }
 
 impl Demand {
+    /// An explorer's form at `now` ([`crate::form`]): who waits, and (`instants`: when a
+    /// reader of them is judging, `fairness` with a wait bound or `self_heal`) since when,
+    /// relative to now. Not the time waited so far (`busy_ns`): its only reader, `self_heal`,
+    /// takes differences of [`Demand::busy_until`], and gives its own part absolute with it.
+    pub fn form(&self, f: &mut crate::form::Form, instants: bool) {
+        // (every field named: one added later is placed here, or the build fails)
+        let Demand {
+            waiting,
+            others,
+            dead,
+            count,
+            since,
+            busy_ns: _,
+            last,
+            implied,
+            starts,
+        } = self;
+        for w in waiting {
+            match w {
+                Some(t) if instants => f.instant(*t),
+                Some(_) => f.word(0),
+                None => f.word(u64::MAX),
+            }
+        }
+        for (k, t) in others {
+            f.word(crate::choice::fingerprint(k));
+            f.word(if instants { t.wrapping_sub(f.now()) } else { 0 });
+        }
+        f.word(crate::choice::fingerprint(&(dead, count, implied, starts)));
+        if instants {
+            f.word(since.map_or(u64::MAX, |t| t.wrapping_sub(f.now())));
+            f.instant(*last);
+        }
+    }
+
     /// For `processes` processes.
     pub fn new(processes: u32) -> Demand {
         Demand {
@@ -428,6 +463,23 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// An explorer's form at `now` ([`crate::form`]): the operations awaited, since when
+    /// (relative to now), and the demand's ([`Demand::form`], `instants` as it says). (Not `answered`: set anew for
+    /// each event before any checker reads it.)
+    pub fn form(&self, f: &mut crate::form::Form, instants: bool) {
+        let Shared {
+            awaiting,
+            answered: _,
+            demand,
+        } = self;
+        for (k, t) in awaiting.iter() {
+            f.word(crate::choice::fingerprint(&k));
+            f.instant(t);
+        }
+        f.word(0xA5A5);
+        demand.form(f, instants);
+    }
+
     /// For the trace `h` introduces (its demand as [`Demand::for_header`] infers it).
     pub fn for_header(h: &Header) -> Shared {
         Shared {
@@ -878,6 +930,18 @@ impl<T: Ord + Copy> MostlySorted<T> {
     #[inline(never)]
     fn push_out_of_order(&mut self, v: T) {
         self.others.push(std::cmp::Reverse(v));
+    }
+
+    /// Every value, ascending (an explorer's form).
+    pub fn sorted(&self) -> Vec<T> {
+        let mut v: Vec<T> = self
+            .in_order
+            .iter()
+            .copied()
+            .chain(self.others.iter().map(|r| r.0))
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     /// The least value, if any.

@@ -75,6 +75,51 @@ pub struct Degradation {
 }
 
 impl Degradation {
+    /// An explorer's form at `now` ([`crate::form`]): while no process is in fallback and no
+    /// store window was seen, its configuration, multipliers and counts, and the last event's
+    /// instant relative to now; otherwise all of it, absolute.
+    pub fn form(&self, f: &mut crate::form::Form) {
+        use crate::choice::fingerprint;
+        if !(self.in_fallback.is_empty() && self.open.is_empty() && self.closed.is_empty()) {
+            f.word(fingerprint(self));
+            f.absolute();
+            return;
+        }
+        // (every field named: one added later is placed here, or the build fails)
+        let Degradation {
+            base,
+            rate,
+            ceiling_burst,
+            divisor,
+            tolerance,
+            detail_mode,
+            trace_mode,
+            multiplier,
+            end,
+            in_fallback: _,
+            open: _,
+            closed: _,
+            windows,
+            summaries,
+            failure,
+            failures,
+        } = self;
+        f.word(fingerprint(&(
+            (
+                base,
+                rate.to_bits(),
+                ceiling_burst,
+                divisor,
+                tolerance,
+                detail_mode,
+                trace_mode,
+            ),
+            multiplier,
+            (windows, summaries, failure, failures),
+        )));
+        f.instant(*end);
+    }
+
     /// A checker for the trace this header introduces.
     pub fn new(h: &Header) -> Degradation {
         let divisor = h.backend_detail.fallback_cap(h.processes) + 1;

@@ -146,6 +146,39 @@ impl Broker {
 }
 
 impl Fairness {
+    /// Whether it has a wait bound (a verdict to give).
+    pub fn bounded(&self) -> bool {
+        self.bound.is_some()
+    }
+
+    /// An explorer's form at `now` ([`crate::form`]): without a wait bound nothing (it always
+    /// passes); with one, the waits it follows (relative to now) and as slack the longest wait
+    /// so far (a longer one is worse). Waits through a broker make it absolute. (The counts
+    /// are the report's.)
+    pub fn form(&self, f: &mut crate::form::Form) {
+        use crate::choice::fingerprint;
+        let Fairness {
+            counts: _,
+            own,
+            longest,
+            bound,
+            broker,
+        } = self;
+        f.word(fingerprint(bound));
+        if bound.is_none() {
+            return;
+        }
+        if broker.is_some() {
+            f.word(fingerprint(broker));
+            f.absolute();
+        }
+        match own {
+            Some(d) => d.form(f, true),
+            None => f.word(0),
+        }
+        f.more_is_worse(longest.map_or(0, |l| l.0) as i64);
+    }
+
     /// A report for the trace this header introduces.
     pub fn new(h: &Header) -> Fairness {
         Fairness {

@@ -179,6 +179,74 @@ impl Liveness {
         self.lock_cap.map_or(r, |c| r.min(c))
     }
 
+    /// An explorer's form at `now` ([`crate::form`]): its configuration and target, the slots
+    /// granted and not yet reached and where its accounting stands (relative to now), the
+    /// heal allowance while it lasts, and as slack the sums the verdict is monotone in: it
+    /// fails when the time waited is at least ten intervals and the fetch starts fall short of
+    /// `(1 - epsilon) x expected - 1`, so more time waited, more slots expected (before the
+    /// current target, and time at it) and fewer starts are worse; with the same events to
+    /// come each grows alike. (The total time is the witness's.)
+    pub fn form(&self, f: &mut crate::form::Form) {
+        use crate::choice::fingerprint;
+        // (every field named: one added later is placed here, or the build fails)
+        let Liveness {
+            rate,
+            base,
+            epsilon,
+            epsilon_assumed,
+            lock_cap,
+            lock_use,
+            divided,
+            processes,
+            dead,
+            shares_lost,
+            offered,
+            implied,
+            m,
+            target,
+            slots,
+            excluded,
+            stranded,
+            heal_slack,
+            heal_until,
+            started,
+            last,
+            expected_before,
+            busy_at_target,
+            busy_ns,
+            total_ns: _,
+            starts,
+            grants,
+            fallback_park,
+            walk_lock,
+        } = self;
+        f.word(fingerprint(&(
+            (
+                rate.to_bits(),
+                base,
+                epsilon.to_bits(),
+                epsilon_assumed,
+                lock_cap,
+                lock_use,
+            ),
+            (divided, processes, dead, shares_lost, offered, implied),
+            (m.to_bits(), target.to_bits(), excluded, stranded, heal_slack, started),
+            (grants, fallback_park, walk_lock),
+        )));
+        for (t, mb) in slots.sorted() {
+            f.instant(t);
+            f.word(mb);
+        }
+        // (read only against the accounting's clock, `last`: one not after it reads as none)
+        f.word(heal_until.saturating_sub(*last));
+        f.instant(*last);
+        // (non-negative floats order as their bits do)
+        f.more_is_worse(expected_before.max(0.0).to_bits() as i64);
+        f.more_is_worse(*busy_at_target as i64);
+        f.more_is_worse(*busy_ns as i64);
+        f.less_is_worse(*starts as i64);
+    }
+
     /// A process died (`+1`) or restarted (`-1`): a divided design's target follows.
     fn set_dead(&mut self, dead: u32) {
         self.dead = dead.min(self.processes);

@@ -331,15 +331,65 @@ impl Suite {
     }
 
     /// The suite's part of an explorer's form ([`crate::form`]): each team checker's
-    /// ([`Sink::form`]), and pacesim's. `false` when a team checker cannot say.
+    /// ([`Sink::form`]), and each of pacesim's by its own form: instants relative to now, and
+    /// as slack what its verdict is monotone in. `self_heal` is left out while no process was
+    /// killed and none may be (it judges kills alone), and is otherwise an absolute part, with
+    /// the demand's time waited that it reads. Per-platform verdicts and an external worker's
+    /// trace make the suite absolute (its [`Suite::state`]). `false` when a team checker cannot
+    /// say.
     pub fn form(&self, kills_ahead: bool, f: &mut crate::form::Form) -> bool {
         for o in &self.own {
             if !o.checker.form(f) {
                 return false;
             }
         }
-        f.word(self.builtin_state(kills_ahead));
-        f.absolute();
+        // (every field named: one added later is placed here, or the build fails)
+        let Suite {
+            ceiling,
+            others,
+            platforms,
+            external,
+            shared,
+            specs,
+            own: _,
+        } = self;
+        if platforms.is_some() || external.is_some() {
+            f.word(self.builtin_state(kills_ahead));
+            f.absolute();
+            return true;
+        }
+        f.word(crate::choice::fingerprint(specs));
+        match ceiling {
+            Some(c) => c.form(f),
+            None => f.word(1),
+        }
+        let Some(o) = others else {
+            shared.form(f, true);
+            return true;
+        };
+        let Others {
+            backoff,
+            self_heal,
+            degradation,
+            liveness,
+            mutual_exclusion,
+            fairness,
+            work_heal,
+        } = o;
+        let healing = kills_ahead || self_heal.kills() > 0;
+        // (when each wait began is read by `self_heal` and by `fairness` with a bound only)
+        shared.form(f, healing || fairness.bounded());
+        backoff.form(f);
+        if healing {
+            f.word(crate::choice::fingerprint(self_heal));
+            f.word(shared.demand().busy_until(f.now()));
+            f.absolute();
+        }
+        degradation.form(f);
+        liveness.form(f);
+        mutual_exclusion.form(f);
+        fairness.form(f);
+        work_heal.form(f);
         true
     }
 

@@ -63,6 +63,16 @@ pub struct MutualExclusion {
 }
 
 impl MutualExclusion {
+    /// An explorer's form ([`crate::form`]): while nobody is in a critical section, uncapped,
+    /// or overlapping, nothing it keeps holds an instant, and it meets its like at any
+    /// instant; otherwise absolute.
+    pub fn form(&self, f: &mut crate::form::Form) {
+        f.word(crate::choice::fingerprint(self));
+        if !(self.sections.is_empty() && self.uncapped.is_empty() && self.overlap.is_none()) {
+            f.absolute();
+        }
+    }
+
     /// A checker for the trace this header introduces.
     pub fn new(h: &Header) -> MutualExclusion {
         let d = &h.backend_detail;

@@ -60,6 +60,16 @@ pub struct WorkHeal {
 }
 
 impl WorkHeal {
+    /// An explorer's form ([`crate::form`]): while it follows no job event, nothing it keeps
+    /// holds an instant (its `end` is set by the trace's last event only), and it meets its
+    /// like at any instant; otherwise absolute.
+    pub fn form(&self, f: &mut crate::form::Form) {
+        f.word(crate::choice::fingerprint(self));
+        if !(self.events.is_empty() && self.open.is_empty() && self.streak.is_empty()) {
+            f.absolute();
+        }
+    }
+
     /// A checker for the trace this header introduces.
     pub fn new(h: &Header) -> WorkHeal {
         let d = &h.backend_detail;

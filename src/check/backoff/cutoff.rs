@@ -47,6 +47,14 @@ pub(super) struct Cutoff {
 }
 
 impl Cutoff {
+    /// An explorer's form ([`crate::form`]): absolute while a cut-off machine runs.
+    pub(super) fn form(&self, f: &mut crate::form::Form) {
+        f.word(crate::choice::fingerprint(self));
+        if !self.machines.is_empty() {
+            f.absolute();
+        }
+    }
+
     /// For the fleet's schedule (`None`: no reference machine; range and spacing only), when the
     /// backend runs one (`backoff` in the header's detail; a lock backend does not).
     pub(super) fn new(config: Option<BackoffConfig>, h: &Header) -> Cutoff {

@@ -89,6 +89,28 @@ pub struct BackoffCoherence {
 }
 
 impl BackoffCoherence {
+    /// An explorer's form at `now` ([`crate::form`]): the reference machine while it holds
+    /// no pending response (then nothing in it is an instant; otherwise absolute), the
+    /// cut-off machines while none runs (likewise), the spacing's theoretical arrival times
+    /// relative to now, and as slack whether a property already failed.
+    pub fn form(&self, f: &mut crate::form::Form) {
+        use crate::choice::fingerprint;
+        let BackoffCoherence {
+            range,
+            reference,
+            cutoff,
+            spacing,
+            failures,
+            seen,
+            stated,
+        } = self;
+        f.word(fingerprint(&(range, seen, stated)));
+        reference.form(f);
+        cutoff.form(f);
+        spacing.form(f);
+        f.more_is_worse(i64::from(failures.count > 0));
+    }
+
     /// A checker for the trace this header introduces.
     pub fn new(h: &Header) -> BackoffCoherence {
         let reference = reference::Reference::new(h);

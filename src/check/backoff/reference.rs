@@ -155,6 +155,51 @@ impl Reference {
     }
 
     /// The schedule this header states.
+    /// An explorer's form ([`crate::form`]): while no response is pending, in flight, fresh,
+    /// floating or at rest and no loss is being explained, nothing it keeps holds an instant
+    /// (the last responses it keeps are a witness's) and it meets its like at any instant;
+    /// otherwise all of it, absolute.
+    pub(super) fn form(&self, f: &mut crate::form::Form) {
+        use crate::choice::fingerprint;
+        let quiet = self.pending.is_empty()
+            && self.fresh.is_empty()
+            && self.fresh_by_id.is_empty()
+            && self.inflight.is_empty()
+            && self.floating_since.is_none()
+            && self.rested.is_none()
+            && self.lost_at.is_none();
+        if !quiet {
+            f.word(fingerprint(self));
+            f.absolute();
+            return;
+        }
+        // (every field named: one added later is placed here, or the build fails)
+        let Reference {
+            config,
+            stated,
+            m,
+            states,
+            pending: _,
+            next_id,
+            fresh: _,
+            fresh_by_id: _,
+            floating_since: _,
+            inflight: _,
+            rested: _,
+            cut_off,
+            lost_at: _,
+            approximate,
+            work,
+            responses,
+            changes,
+            recent: _,
+        } = self;
+        f.word(fingerprint(&(
+            (config, stated, m.to_bits(), states, next_id, cut_off),
+            (approximate, work, responses, changes),
+        )));
+    }
+
     pub(super) fn new(h: &Header) -> Reference {
         let d = &h.backend_detail;
         let stated = Stated {

@@ -28,6 +28,32 @@ pub(super) struct Spacing {
 
 impl Spacing {
     /// For the base interval `base` and the shared authority's GCRA `burst`.
+    /// An explorer's form at `now` ([`crate::form`]): each authority's theoretical arrival
+    /// time relative to now (a later grant may name a slot before now: not clipped).
+    pub(super) fn form(&self, f: &mut crate::form::Form) {
+        let Spacing {
+            base,
+            burst,
+            outstanding,
+            shared_tat,
+            local_tat,
+            per_thread,
+            grants,
+        } = self;
+        f.word(crate::choice::fingerprint(&(
+            base,
+            burst,
+            outstanding,
+            per_thread,
+            grants,
+        )));
+        f.word(shared_tat.map_or(u64::MAX, |t| t.wrapping_sub(f.now())));
+        for (k, t) in local_tat.iter() {
+            f.word(crate::choice::fingerprint(&k));
+            f.instant(*t);
+        }
+    }
+
     pub(super) fn new(base: u64, burst: u64, per_thread: bool) -> Spacing {
         Spacing {
             base,
