@@ -199,7 +199,8 @@ impl Seen {
 
     /// Add `k` (not covered: [`Seen::find`]); its handle for [`Seen::close`].
     pub fn insert(&mut self, k: Key) -> (u64, u32) {
-        let list = self.map.entry(k.exact).or_default();
+        // (one state per exact part is the rule: room for one, not the four a first push makes)
+        let list = self.map.entry(k.exact).or_insert_with(|| Vec::with_capacity(1));
         list.push(Entry {
             now: k.now,
             shifts: k.shifts,
