@@ -99,12 +99,11 @@ impl Destination {
             platforms,
             arrivals: _,
         } = self;
-        let ahead = |t: &Option<u64>| t.map_or(0, |t| t.saturating_sub(now.0));
         f.word(crate::choice::fingerprint(&(limit, p503.to_bits(), rng)));
-        f.word(ahead(tat));
+        f.ahead(tat.unwrap_or(0));
         for (g, t) in platforms {
             f.word(crate::choice::fingerprint(g));
-            f.word(ahead(t));
+            f.ahead(t.unwrap_or(0));
         }
         if throttles.iter().any(|&(_, end, _)| end > now.0) {
             f.absolute();

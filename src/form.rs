@@ -91,11 +91,6 @@ impl Form {
         self.absolute = true;
     }
 
-    /// Whether something made it absolute.
-    pub fn is_absolute(&self) -> bool {
-        self.absolute
-    }
-
     /// A slack coordinate: any verdict that breaks with a smaller `v` breaks with this one.
     #[inline]
     pub fn more_is_worse(&mut self, v: i64) {

@@ -170,7 +170,7 @@ impl Ceiling {
             lock_design,
         )));
         for m in [arrivals, slots] {
-            f.word(m.tat().map_or(0, |t| t.saturating_sub(f.now())));
+            f.ahead(m.tat().unwrap_or(0));
             f.more_is_worse(i64::from(m.first_exceeding(*burst).is_some()));
         }
         for (t, m) in pending.sorted() {

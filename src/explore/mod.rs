@@ -414,11 +414,6 @@ impl Sink for Judge<'_> {
     /// that and the events to come, not on the trace that led there): two schedules that
     /// differ only in what no checker keeps, say the instant a denied request was denied, meet
     /// in one state. (Coverage only steers.)
-    fn state(&self) -> Option<u64> {
-        let kills_ahead = self.scenario_kills || self.source.kills_left() > 0;
-        self.suite.state(kills_ahead)
-    }
-
     fn form(&self, f: &mut crate::form::Form) -> bool {
         let kills_ahead = self.scenario_kills || self.source.kills_left() > 0;
         self.suite.form(kills_ahead, f)
