@@ -88,6 +88,35 @@ impl Strategy for First {
     }
 }
 
+/// The exhaustive walk's order of a decision's ways: a value's largest quantile first (the
+/// slowest draw), every other decision's ways in index order. A state reached by slower draws
+/// has waited more, and an explorer's seen state covers a new one only when it has at least
+/// as much slack ([`crate::form`]: time waited, slots owed); walked slowest first, the state
+/// seen first is the one that waited most, and the same state reached sooner is covered by it
+/// rather than explored again.
+pub fn walk_rank(kind: Kind, index: u32, of: u32) -> u32 {
+    match kind {
+        Kind::Value => of.saturating_sub(1).saturating_sub(index),
+        _ => index,
+    }
+}
+
+/// The way of rank `rank` in the walk's order ([`walk_rank`]'s inverse).
+pub fn walk_way(kind: Kind, rank: u32, of: u32) -> u32 {
+    walk_rank(kind, rank, of)
+}
+
+/// The strategy that takes each decision's first way in the walk's order ([`walk_rank`]):
+/// the exhaustive explorer's, past its prefix.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Walk;
+
+impl Strategy for Walk {
+    fn choose(&mut self, d: &Decision) -> u32 {
+        walk_way(d.kind, 0, d.of)
+    }
+}
+
 /// The bounds a steered run explores within (the explorer's, written into a choice file).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Bounds {

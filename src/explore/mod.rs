@@ -723,6 +723,17 @@ pub fn next_prefix(made: &[Choice], floor: usize) -> Option<Vec<u32>> {
     Some(p)
 }
 
+/// [`next_prefix`] in the exhaustive walk's order ([`crate::choice::walk_rank`]: a value's
+/// slowest draw first), after a run past its prefix with [`crate::choice::Walk`].
+pub fn next_walk(made: &[Choice], floor: usize) -> Option<Vec<u32>> {
+    use crate::choice::{walk_rank, walk_way};
+    let rank = |c: &Choice| walk_rank(c.kind, c.index, c.of);
+    let j = (floor..made.len()).rev().find(|&j| rank(&made[j]) + 1 < made[j].of)?;
+    let mut p: Vec<u32> = made[..j].iter().map(|c| c.index).collect();
+    p.push(walk_way(made[j].kind, rank(&made[j]) + 1, made[j].of));
+    Some(p)
+}
+
 /// The choice depth a shard of `count` splits the tree at.
 fn shard_depth(count: u64) -> usize {
     // (at least 8 subtrees per shard when every choice is binary)
@@ -800,7 +811,7 @@ pub fn explore(
                 let head: Vec<u32> = (0..split).map(|i| prefix.get(i).copied().unwrap_or(0)).collect();
                 let next = subtree.1 + u64::from(subtree.0.is_some() && subtree.0.as_ref() != Some(&head));
                 let mine = shard_n == 1 || next % shard_n == shard_i;
-                ex.run(sc, prefix.clone(), Box::new(crate::choice::First), prune && mine, None)?
+                ex.run(sc, prefix.clone(), Box::new(crate::choice::Walk), prune && mine, None)?
             }
             Method::Random => ex.run(sc, Vec::new(), Box::new(strategy::Uniform::new(&mut rng)), false, None)?,
             Method::Pct { depth: d } => {
@@ -855,7 +866,7 @@ pub fn explore(
             } else {
                 &s.made[..s.made.len().min(split)]
             };
-            let next = next_prefix(made, 0);
+            let next = next_walk(made, 0);
             ex.settle(next.as_ref().map(|p| p.len() - 1));
             match next {
                 Some(p) => prefix = p,
@@ -1253,5 +1264,48 @@ mod tests {
         assert_eq!(next_prefix(&[c(0, 3), c(2, 3), c(1, 2)], 0), Some(vec![1]));
         assert_eq!(next_prefix(&[c(0, 3), c(1, 3), c(1, 2)], 0), Some(vec![0, 2]));
         assert_eq!(next_prefix(&[c(2, 3), c(1, 2)], 0), None);
+    }
+
+    /// The exhaustive walk takes a value's slowest draw first, every other way in index order,
+    /// and visits each way of each choice once.
+    #[test]
+    fn the_walk_takes_values_slowest_first() {
+        use crate::choice::{Decision, Strategy, Walk};
+        let c = |kind, index, of| Choice {
+            kind,
+            index,
+            of,
+            pid: None,
+        };
+        let d = |kind, of| Decision {
+            kind,
+            of,
+            pid: None,
+            depth: 0,
+            pids: [0; 8],
+        };
+        assert_eq!(Walk.choose(&d(Kind::Value, 3)), 2);
+        assert_eq!(Walk.choose(&d(Kind::Order, 3)), 0);
+        assert_eq!(Walk.choose(&d(Kind::Kill, 2)), 0);
+        let (v, o) = (Kind::Value, Kind::Order);
+        assert_eq!(next_walk(&[c(v, 2, 3), c(o, 0, 2)], 0), Some(vec![2, 1]));
+        assert_eq!(next_walk(&[c(v, 2, 3), c(o, 1, 2)], 0), Some(vec![1]));
+        assert_eq!(next_walk(&[c(v, 0, 3), c(o, 1, 2)], 0), None);
+        // a tree of two values of three ways: nine leaves, each once
+        let mut leaves = Vec::new();
+        let mut p = Some(Vec::new());
+        while let Some(prefix) = p {
+            let made: Vec<Choice> = (0..2)
+                .map(|i| c(v, prefix.get(i).copied().unwrap_or(2), 3))
+                .collect();
+            leaves.push((made[0].index, made[1].index));
+            p = next_walk(&made, 0);
+        }
+        assert_eq!(leaves.len(), 9);
+        assert_eq!(leaves[0], (2, 2));
+        assert_eq!(leaves[8], (0, 0));
+        leaves.sort();
+        leaves.dedup();
+        assert_eq!(leaves.len(), 9);
     }
 }

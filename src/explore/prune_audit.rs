@@ -61,7 +61,7 @@ fn audit(text: &str, backend: &str, opts: &Options) -> Result<(Compared, u64), S
     while let Some(p) = prefix {
         ex.audit = Some(Vec::new());
         let s = ex
-            .run(&sc, p, Box::new(crate::choice::First), false, None)
+            .run(&sc, p, Box::new(crate::choice::Walk), false, None)
             .expect("runs");
         let cut = ex.reach.end.is_none_or(|(_, cut)| cut);
         let made: Vec<u32> = s.made.iter().map(|c| c.index).collect();
@@ -117,7 +117,7 @@ fn audit(text: &str, backend: &str, opts: &Options) -> Result<(Compared, u64), S
                 broke: broke.clone(),
             });
         }
-        prefix = next_prefix(&s.made, 0);
+        prefix = next_walk(&s.made, 0);
     }
     Ok((compared, failing))
 }
