@@ -381,9 +381,7 @@ impl Suite {
         shared.form(f, healing || fairness.bounded());
         backoff.form(f);
         if healing {
-            f.word(crate::choice::fingerprint(self_heal));
-            f.word(shared.demand().busy_until(f.now()));
-            f.absolute();
+            self_heal.form(f, shared.demand().busy_until(f.now()), kills_ahead);
         }
         degradation.form(f);
         liveness.form(f);

@@ -532,6 +532,151 @@ impl SelfHeal {
     }
 }
 
+/// A fetch start's part of a form: its instant relative to now, its demand time relative to
+/// the demand time now (`busy_now`: every reader takes differences of them), its multiplier.
+fn start_form(f: &mut crate::form::Form, s: &Start, busy_now: u64) {
+    f.instant(s.t);
+    f.word(busy_now.wrapping_sub(s.busy));
+    f.word(s.m.to_bits());
+}
+
+/// A gap's part: its lengths (the instants it ran between are the witness's).
+fn gap_form(f: &mut crate::form::Form, g: &Option<Gap>) {
+    match g {
+        Some(g) => f.word(crate::choice::fingerprint(&(g.len, g.normal, g.allowed))),
+        None => f.word(u64::MAX),
+    }
+}
+
+/// A kill's part: its instants relative to now, what its verdict reads, not its witness.
+fn kill_form(f: &mut crate::form::Form, k: &Kill, busy_now: u64) {
+    // (every field named: one added later is placed here, or the build fails)
+    let Kill {
+        t,
+        pid,
+        point,
+        until,
+        victim_m,
+        holes,
+        others: _,
+        last,
+        pre_norm,
+        pre_busy,
+        largest,
+        worst,
+    } = k;
+    f.instant(*t);
+    f.instant(*until);
+    f.word(crate::choice::fingerprint(&(
+        pid,
+        point,
+        victim_m.to_bits(),
+        holes,
+        pre_norm.map(f64::to_bits),
+        pre_busy,
+        largest.is_some(),
+    )));
+    start_form(f, last, busy_now);
+    gap_form(f, worst);
+}
+
+impl SelfHeal {
+    /// An explorer's form at `now` ([`crate::form`]), relative to now: every instant it keeps
+    /// (fetch starts, kills, their holes, slots granted, the recovery's start, the end) as how
+    /// far it lies from now, and every demand time as how far it lies behind `busy_now`, the
+    /// demand time now ([`Demand::busy_until`]): its verdicts read only differences of both.
+    /// What only its witness reads is left out (the instants a gap ran between, the names of
+    /// kills merged or not judged, the largest stall; of a failure, all but its severity), and
+    /// what can no longer be read: the fetch starts before the last unless a kill may still
+    /// come (`kills_ahead`: the normal spacing before it is their median), a recovery's gaps
+    /// when it cannot fail (its kill had no normal spacing or no saturated demand before it),
+    /// of the last kill judged only what the silence to the end is judged by.
+    pub fn form(&self, f: &mut crate::form::Form, busy_now: u64, kills_ahead: bool) {
+        use crate::choice::fingerprint;
+        // (every field named: one added later is placed here, or the build fails)
+        let SelfHeal {
+            base,
+            burst,
+            slack,
+            slack_note: _,
+            global_m,
+            starts,
+            pending_slot,
+            paced_backend,
+            open,
+            recovering,
+            last_judged,
+            kills,
+            unjudged,
+            outages,
+            in_fallback,
+            stranded,
+            round_trips,
+            largest: _,
+            failure,
+            failures: _,
+            first_kill,
+            asks_after_kill,
+            restarts_after_kill,
+            fetches_after_kill,
+            end,
+        } = self;
+        f.word(fingerprint(&(
+            (base, burst, slack, global_m.to_bits(), paced_backend, kills),
+            (unjudged.is_empty(), outages, in_fallback, stranded, round_trips),
+            (failure.as_ref().map(|x| x.0), first_kill.is_some()),
+            (asks_after_kill, restarts_after_kill, fetches_after_kill),
+        )));
+        let read = if kills_ahead { starts.len() } else { starts.len().min(1) };
+        f.word(read as u64);
+        for s in starts.iter().skip(starts.len() - read) {
+            start_form(f, s, busy_now);
+        }
+        for (k, (at, m)) in pending_slot.iter() {
+            f.word(fingerprint(&(k, m.to_bits())));
+            f.instant(*at);
+        }
+        f.word(open.len() as u64);
+        for k in open.iter() {
+            kill_form(f, k, busy_now);
+        }
+        match recovering {
+            Some(r) => {
+                let Recovery {
+                    kill,
+                    from,
+                    gaps,
+                    last,
+                    busy_at_from,
+                } = r;
+                // (how many gaps it has and whether it started: an outage or a fallback that
+                // cuts it short before MIN_GAPS leaves it not judged)
+                f.instant(*from);
+                f.word(fingerprint(&(gaps.len(), last.is_some())));
+                if kill.pre_norm.is_some() && kill.pre_busy {
+                    f.word(kill.pre_norm.map_or(0, f64::to_bits));
+                    f.word(fingerprint(&gaps.iter().map(|g| g.to_bits()).collect::<Vec<_>>()));
+                    // (the demand time at the recovery's start is set with its first start)
+                    if let Some(s) = last {
+                        start_form(f, s, busy_now);
+                        f.word(busy_now.wrapping_sub(*busy_at_from));
+                    }
+                }
+            }
+            None => f.word(u64::MAX - 1),
+        }
+        match last_judged {
+            // (the silence to the end after it: from the last start, if not before the kill)
+            Some(k) => {
+                f.instant(k.t);
+                f.word(fingerprint(&(k.pre_norm.map(f64::to_bits), k.holes)));
+            }
+            None => f.word(u64::MAX - 2),
+        }
+        f.instant(*end);
+    }
+}
+
 impl SelfHeal {
     /// Kills seen so far (with none, there is nothing to judge: no verdict).
     pub fn kills(&self) -> u64 {
