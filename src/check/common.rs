@@ -60,11 +60,14 @@ pub struct Demand {
 }
 
 impl Demand {
-    /// An explorer's form at `now` ([`crate::form`]): who waits, and (`instants`: when a
-    /// reader of them is judging, `fairness` with a wait bound or `self_heal`) since when,
-    /// relative to now. Not the time waited so far (`busy_ns`): its only reader, `self_heal`,
-    /// takes differences of [`Demand::busy_until`], and gives its own part absolute with it.
-    pub fn form(&self, f: &mut crate::form::Form, instants: bool) {
+    /// An explorer's form at `now` ([`crate::form`]): who waits; since when each began
+    /// (`waits`: when `fairness` judges a wait bound), relative to now; when demand last rose
+    /// from none (`since`: when `self_heal` may measure a stall after a kill, which starts no
+    /// earlier than that). Not the time waited so far (`busy_ns`) nor the last event's instant:
+    /// the only reader, `self_heal`, takes differences of [`Demand::busy_until`] at instants
+    /// from now on, and gives its own part relative to it (with demand's clock at or before
+    /// now, `busy_until(t) - busy_until(now)` depends on who waits, not on `last`).
+    pub fn form(&self, f: &mut crate::form::Form, waits: bool, since_read: bool) {
         // (every field named: one added later is placed here, or the build fails)
         let Demand {
             waiting,
@@ -73,25 +76,24 @@ impl Demand {
             count,
             since,
             busy_ns: _,
-            last,
+            last: _,
             implied,
             starts,
         } = self;
         for w in waiting {
             match w {
-                Some(t) if instants => f.instant(*t),
+                Some(t) if waits => f.instant(*t),
                 Some(_) => f.word(0),
                 None => f.word(u64::MAX),
             }
         }
         for (k, t) in others {
             f.word(crate::choice::fingerprint(k));
-            f.word(if instants { t.wrapping_sub(f.now()) } else { 0 });
+            f.word(if waits { t.wrapping_sub(f.now()) } else { 0 });
         }
         f.word(crate::choice::fingerprint(&(dead, count, implied, starts)));
-        if instants {
+        if since_read {
             f.word(since.map_or(u64::MAX, |t| t.wrapping_sub(f.now())));
-            f.instant(*last);
         }
     }
 
@@ -464,9 +466,9 @@ pub struct Shared {
 
 impl Shared {
     /// An explorer's form at `now` ([`crate::form`]): the operations awaited, since when
-    /// (relative to now), and the demand's ([`Demand::form`], `instants` as it says). (Not `answered`: set anew for
-    /// each event before any checker reads it.)
-    pub fn form(&self, f: &mut crate::form::Form, instants: bool) {
+    /// (relative to now), and the demand's ([`Demand::form`], `waits` and `since` as it says).
+    /// (Not `answered`: set anew for each event before any checker reads it.)
+    pub fn form(&self, f: &mut crate::form::Form, waits: bool, since: bool) {
         let Shared {
             awaiting,
             answered: _,
@@ -477,7 +479,7 @@ impl Shared {
             f.instant(t);
         }
         f.word(0xA5A5);
-        demand.form(f, instants);
+        demand.form(f, waits, since);
     }
 
     /// For the trace `h` introduces (its demand as [`Demand::for_header`] infers it).

@@ -30,7 +30,8 @@
 //!    victim (a reservation killed mid-flight leaves a hole at that slot, up to N intervals
 //!    after the kill). It must be at most `normal + interval x multiplier + slack`, plus a
 //!    quarter of normal for jitter and one store round trip for a retry after a GCRA deny (the
-//!    slowest of the last 16 observed, at least 2 ms: a slow store makes the retry slow too).
+//!    slowest answered within the gap, at least 2 ms: the retry that ends the stall is one of
+//!    them, and a slow store makes it slow).
 //!    `slack` is the backend's own release mechanism for a dead holder:
 //!    [`Detail::dead_holder_release`](crate::trace::Detail::dead_holder_release): `detect_dead`
 //!    (advisory: the store notices the dead session) or `ttl` (redis_lock: the key expires),
@@ -72,51 +73,8 @@ use std::collections::VecDeque;
 const GAPS: usize = 16;
 /// Fewest gaps for the throughput comparison.
 const MIN_GAPS: usize = 8;
-/// Store round trips kept for the retry allowance.
-const ROUND_TRIPS: usize = 16;
 /// The least round trip a stall's allowance counts (2 ms).
 const MIN_ROUND_TRIP: u64 = 2_000_000;
-
-/// The largest of the last [`ROUND_TRIPS`] round trips, and at least [`MIN_ROUND_TRIP`]: only
-/// the round trips that may still be that largest are kept (each with how many came after it),
-/// so two runs whose recent round trips have the same such maxima keep equal states (an
-/// explorer's pruning compares states by their `Debug` form).
-#[derive(Default)]
-struct RecentMax {
-    // round trips pushed so far
-    n: u64,
-    // invariant: (push number, round trip) with push numbers increasing and round trips
-    // strictly decreasing from front to back; none older than the last ROUND_TRIPS pushes
-    q: VecDeque<(u64, u64)>,
-}
-
-impl RecentMax {
-    fn push(&mut self, round_trip: u64) {
-        let v = round_trip.max(MIN_ROUND_TRIP);
-        while self.q.back().is_some_and(|&(_, w)| w <= v) {
-            self.q.pop_back();
-        }
-        self.q.push_back((self.n, v));
-        self.n += 1;
-        while self.q.front().is_some_and(|&(i, _)| i + (ROUND_TRIPS as u64) < self.n) {
-            self.q.pop_front();
-        }
-    }
-
-    fn max(&self) -> u64 {
-        self.q.front().map_or(MIN_ROUND_TRIP, |&(_, v)| v)
-    }
-}
-
-impl std::fmt::Debug for RecentMax {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // ages, not push numbers: what the window will hold does not depend on how many came
-        // before it
-        f.debug_list()
-            .entries(self.q.iter().map(|&(i, v)| (self.n - 1 - i, v)))
-            .finish()
-    }
-}
 
 /// A fetch start: when, the cumulative demand time then, and the multiplier in force for it.
 #[derive(Copy, Clone, Debug)]
@@ -208,8 +166,9 @@ pub struct SelfHeal {
     // processes waiting on an operation the store's outage may have lost: they wait on the
     // store, not on the pace
     stranded: Stranded,
-    // the slowest of the last few permission round trips (request to reply)
-    round_trips: RecentMax,
+    // the slowest permission round trip (request to reply) answered since the last fetch start:
+    // within the gap that start ends
+    round_trip: u64,
     largest: Option<(Gap, String)>,
     // the most severe violation (starved by several kills 4, wedge 3, capacity lost 2, slow heal
     // 1), first among equals
@@ -281,7 +240,7 @@ impl SelfHeal {
             outages: Default::default(),
             in_fallback: Default::default(),
             stranded: Default::default(),
-            round_trips: RecentMax::default(),
+            round_trip: 0,
             largest: None,
             failure: None,
             failures: 0,
@@ -329,9 +288,9 @@ impl SelfHeal {
         let normal = (self.base as f64).max(pre_norm.unwrap_or(0.0)) * m;
         let normal = normal as u64;
         // jitter: a quarter of the normal spacing plus a store round trip (a retry after a GCRA
-        // deny adds one on top of the lost interval): the slowest of the last few observed, and
+        // deny adds one on top of the lost interval): the slowest answered within the gap, and
         // at least 2 ms
-        let round_trip = self.round_trips.max();
+        let round_trip = self.round_trip.max(MIN_ROUND_TRIP);
         (normal, normal + paced + self.slack + normal / 4 + round_trip)
     }
 
@@ -566,14 +525,16 @@ fn kill_form(f: &mut crate::form::Form, k: &Kill, busy_now: u64) {
         worst,
     } = k;
     f.instant(*t);
-    f.instant(*until);
+    // (read only as whether a fetch start is past it: any before now reads alike)
+    f.ahead(until.saturating_add(1));
     f.word(crate::choice::fingerprint(&(
         pid,
         point,
         victim_m.to_bits(),
         holes,
         pre_norm.map(f64::to_bits),
-        pre_busy,
+        // (read by the recovery, which is judged only with a normal spacing)
+        pre_norm.is_some() && *pre_busy,
         largest.is_some(),
     )));
     start_form(f, last, busy_now);
@@ -590,7 +551,9 @@ impl SelfHeal {
     /// what can no longer be read: the fetch starts before the last unless a kill may still
     /// come (`kills_ahead`: the normal spacing before it is their median), a recovery's gaps
     /// when it cannot fail (its kill had no normal spacing or no saturated demand before it),
-    /// of the last kill judged only what the silence to the end is judged by.
+    /// of the last kill judged only what the silence to the end is judged by; of the counts
+    /// after the first kill, whether there were any (the restarts not even that). As slack, the
+    /// slowest round trip in the gap so far: a smaller one is worse.
     pub fn form(&self, f: &mut crate::form::Form, busy_now: u64, kills_ahead: bool) {
         use crate::choice::fingerprint;
         // (every field named: one added later is placed here, or the build fails)
@@ -611,22 +574,25 @@ impl SelfHeal {
             outages,
             in_fallback,
             stranded,
-            round_trips,
+            round_trip,
             largest: _,
             failure,
             failures: _,
             first_kill,
             asks_after_kill,
-            restarts_after_kill,
+            restarts_after_kill: _,
             fetches_after_kill,
             end,
         } = self;
         f.word(fingerprint(&(
             (base, burst, slack, global_m.to_bits(), paced_backend, kills),
-            (unjudged.is_empty(), outages, in_fallback, stranded, round_trips),
+            (unjudged.is_empty(), outages, in_fallback, stranded),
             (failure.as_ref().map(|x| x.0), first_kill.is_some()),
-            (asks_after_kill, restarts_after_kill, fetches_after_kill),
+            // (whether a kill starved the demand: asks, and no fetch, after the first)
+            (*asks_after_kill > 0, *fetches_after_kill > 0),
         )));
+        // a smaller round trip is worse: it leaves a smaller allowance for the gap it is in
+        f.less_is_worse((*round_trip).max(MIN_ROUND_TRIP) as i64);
         let read = if kills_ahead { starts.len() } else { starts.len().min(1) };
         f.word(read as u64);
         for s in starts.iter().skip(starts.len() - read) {
@@ -678,6 +644,12 @@ impl SelfHeal {
 }
 
 impl SelfHeal {
+    /// Whether a kill's stall is being measured (the pace has not passed its hole yet): the
+    /// only time it reads when demand last rose ([`Demand::since`]).
+    pub fn measuring(&self) -> bool {
+        !self.open.is_empty()
+    }
+
     /// Kills seen so far (with none, there is nothing to judge: no verdict).
     pub fn kills(&self) -> u64 {
         self.kills
@@ -738,6 +710,8 @@ impl SelfHeal {
     /// `s` joins the last starts (the gaps before a kill).
     #[inline]
     fn push_start(&mut self, s: Start) {
+        // (a new gap begins: its allowance counts the round trips answered within it)
+        self.round_trip = 0;
         self.starts.push_back(s);
         if self.starts.len() > GAPS + 1 {
             self.starts.pop_front();
@@ -758,7 +732,7 @@ impl SelfHeal {
         if let Some(sent) = sent
             && op.asks_permission()
         {
-            self.round_trips.push(t - sent);
+            self.round_trip = self.round_trip.max(t - sent);
         }
     }
 
@@ -978,35 +952,3 @@ impl SelfHeal {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rand::{RngExt, SeedableRng};
-
-    /// The window's maximum is the plain one over the last `ROUND_TRIPS` (at least the floor),
-    /// and two windows that can only ever give the same maxima print alike.
-    #[test]
-    fn recent_max_is_the_maximum_of_the_last_few() {
-        let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(7);
-        let mut w = RecentMax::default();
-        let mut all = Vec::new();
-        for _ in 0..2_000 {
-            let x = r.random_range(0..6_000_000u64);
-            w.push(x);
-            all.push(x);
-            let tail = &all[all.len().saturating_sub(ROUND_TRIPS)..];
-            assert_eq!(w.max(), tail.iter().copied().max().unwrap().max(MIN_ROUND_TRIP));
-            assert!(w.q.len() <= ROUND_TRIPS);
-        }
-        let (mut a, mut b) = (RecentMax::default(), RecentMax::default());
-        for x in [5_000_000, 1_000_000, 3_000_000] {
-            a.push(x);
-        }
-        for x in [4_000_000, 5_000_000, 1_500_000, 3_000_000] {
-            b.push(x);
-        }
-        assert_eq!(format!("{a:?}"), format!("{b:?}"));
-        b.push(0);
-        assert_ne!(format!("{a:?}"), format!("{b:?}"));
-    }
-}

@@ -569,18 +569,21 @@ fn self_heal_allows_a_stated_burst_its_quiet_and_still_catches_a_wedge() {
 
 /// The fetch after a mid-reservation kill comes 40 ms late (a retry after a deny costs a round
 /// trip): within the allowance when the store's round trips take 30 ms, not when they are
-/// instant.
+/// instant, nor when only those answered before the stall began took that long (the retry that
+/// ends a stall is answered within it).
 #[test]
 fn self_heal_allows_a_retry_one_observed_round_trip_long() {
     let h = header("row", 4, 7.0, json!({}));
-    let run = |round_trip: u64| {
+    let run = |round_trip: u64, slow_before: u64| {
         let mut ev = Vec::new();
         for k in 0..100u64 {
             let pid = (k % 4) as u32;
             let slot = k * I;
             let asked = slot.saturating_sub(3 * I);
             let mut r = reserve(asked, pid, slot, 1.0);
-            if let Some(Event::Reply { t, .. }) = r.last_mut() {
+            if let Some(Event::Reply { t, .. }) = r.last_mut()
+                && k < slow_before
+            {
                 *t += round_trip;
             }
             ev.extend(r);
@@ -599,9 +602,14 @@ fn self_heal_allows_a_retry_one_observed_round_trip_long() {
         ev.push(end(100 * I));
         check(&h, &ev)
     };
-    let d = passes(&run(30 * MS), "self_heal");
+    let d = passes(&run(30 * MS, 100), "self_heal");
     assert!(d.contains("largest stall 0.326s"), "{d}");
-    let d = fails(&run(0), "self_heal");
+    let d = fails(&run(0, 100), "self_heal");
+    assert!(d.starts_with("slow heal"), "{d}");
+    // the stall runs from the fetch at slot 39 to the one at slot 41: reservations 42 on are
+    // answered within it, those before it before it began
+    passes(&run(30 * MS, 43), "self_heal");
+    let d = fails(&run(30 * MS, 42), "self_heal");
     assert!(d.starts_with("slow heal"), "{d}");
 }
 
