@@ -60,21 +60,20 @@ pub struct Demand {
 }
 
 impl Demand {
-    /// An explorer's form at `now` ([`crate::form`]): who waits; since when each began
-    /// (`waits`: when `fairness` judges a wait bound), relative to now; when demand last rose
-    /// from none (`since`: when `self_heal` may measure a stall after a kill, which starts no
-    /// earlier than that). Not the time waited so far (`busy_ns`) nor the last event's instant:
-    /// the only reader, `self_heal`, takes differences of [`Demand::busy_until`] at instants
-    /// from now on, and gives its own part relative to it (with demand's clock at or before
-    /// now, `busy_until(t) - busy_until(now)` depends on who waits, not on `last`).
-    pub fn form(&self, f: &mut crate::form::Form, waits: bool, since_read: bool) {
+    /// An explorer's form at `now` ([`crate::form`]): who waits, and since when each began
+    /// (`waits`: when `fairness` judges a wait bound), relative to now. Not when demand last
+    /// rose from none, nor the time waited so far (`busy_ns`), nor the last event's instant:
+    /// their only reader, `self_heal`, gives them in its own part, as it reads them (with
+    /// demand's clock at or before now, `busy_until(t) - busy_until(now)` depends on who waits,
+    /// not on `last`).
+    pub fn form(&self, f: &mut crate::form::Form, waits: bool) {
         // (every field named: one added later is placed here, or the build fails)
         let Demand {
             waiting,
             others,
             dead,
             count,
-            since,
+            since: _,
             busy_ns: _,
             last: _,
             implied,
@@ -92,9 +91,6 @@ impl Demand {
             f.word(if waits { t.wrapping_sub(f.now()) } else { 0 });
         }
         f.word(crate::choice::fingerprint(&(dead, count, implied, starts)));
-        if since_read {
-            f.word(since.map_or(u64::MAX, |t| t.wrapping_sub(f.now())));
-        }
     }
 
     /// For `processes` processes.
@@ -466,9 +462,9 @@ pub struct Shared {
 
 impl Shared {
     /// An explorer's form at `now` ([`crate::form`]): the operations awaited, since when
-    /// (relative to now), and the demand's ([`Demand::form`], `waits` and `since` as it says).
+    /// (relative to now), and the demand's ([`Demand::form`], `waits` as it says).
     /// (Not `answered`: set anew for each event before any checker reads it.)
-    pub fn form(&self, f: &mut crate::form::Form, waits: bool, since: bool) {
+    pub fn form(&self, f: &mut crate::form::Form, waits: bool) {
         let Shared {
             awaiting,
             answered: _,
@@ -479,7 +475,7 @@ impl Shared {
             f.instant(t);
         }
         f.word(0xA5A5);
-        demand.form(f, waits, since);
+        demand.form(f, waits);
     }
 
     /// For the trace `h` introduces (its demand as [`Demand::for_header`] infers it).

@@ -173,7 +173,7 @@ impl Fairness {
             f.absolute();
         }
         match own {
-            Some(d) => d.form(f, true, false),
+            Some(d) => d.form(f, true),
             None => f.word(0),
         }
         f.more_is_worse(longest.map_or(0, |l| l.0) as i64);

@@ -364,7 +364,7 @@ impl Suite {
             None => f.word(1),
         }
         let Some(o) = others else {
-            shared.form(f, true, true);
+            shared.form(f, true);
             return true;
         };
         let Others {
@@ -377,12 +377,11 @@ impl Suite {
             work_heal,
         } = o;
         let healing = kills_ahead || self_heal.kills() > 0;
-        // (when each wait began is read by `fairness` with a bound only; when demand last rose
-        // from none, by `self_heal` measuring a stall after a kill, or before one to come)
-        shared.form(f, fairness.bounded(), kills_ahead || self_heal.measuring());
+        // (when each wait began is read by `fairness` with a bound only)
+        shared.form(f, fairness.bounded());
         backoff.form(f);
         if healing {
-            self_heal.form(f, shared.demand().busy_until(f.now()), kills_ahead);
+            self_heal.form(f, shared.demand(), kills_ahead);
         }
         degradation.form(f);
         liveness.form(f);

@@ -495,8 +495,24 @@ impl SelfHeal {
 /// the demand time now (`busy_now`: every reader takes differences of them), its multiplier.
 fn start_form(f: &mut crate::form::Form, s: &Start, busy_now: u64) {
     f.instant(s.t);
+    timeless_start_form(f, s, busy_now);
+}
+
+/// A fetch start's part without its instant (for a start whose instant no reader reads).
+fn timeless_start_form(f: &mut crate::form::Form, s: &Start, busy_now: u64) {
     f.word(busy_now.wrapping_sub(s.busy));
     f.word(s.m.to_bits());
+}
+
+/// Where the next gap after a fetch start at `last` would be measured from, as far as it is
+/// known now ([`SelfHeal::observe`]: from the later of the start and when demand last rose):
+/// the later of the two while some process waits (`since`); while none does, demand rises
+/// again after now, later than the start, and the gap is measured from then whatever it was.
+fn gap_from_form(f: &mut crate::form::Form, last: u64, since: Option<u64>) {
+    match since {
+        Some(since) => f.instant(last.max(since)),
+        None => f.word(u64::MAX - 3),
+    }
 }
 
 /// A gap's part: its lengths (the instants it ran between are the witness's).
@@ -507,13 +523,14 @@ fn gap_form(f: &mut crate::form::Form, g: &Option<Gap>) {
     }
 }
 
-/// A kill's part: its instants relative to now, what its verdict reads, not its witness.
-fn kill_form(f: &mut crate::form::Form, k: &Kill, busy_now: u64) {
+/// A kill's part: its instants relative to now, what its verdict reads, not its witness (who
+/// was killed, where).
+fn kill_form(f: &mut crate::form::Form, k: &Kill, busy_now: u64, since: Option<u64>) {
     // (every field named: one added later is placed here, or the build fails)
     let Kill {
         t,
-        pid,
-        point,
+        pid: _,
+        point: _,
         until,
         victim_m,
         holes,
@@ -524,12 +541,13 @@ fn kill_form(f: &mut crate::form::Form, k: &Kill, busy_now: u64) {
         largest,
         worst,
     } = k;
-    f.instant(*t);
+    // (the kill's instant is read by the recovery after it, judged only with a normal spacing)
+    if pre_norm.is_some() {
+        f.instant(*t);
+    }
     // (read only as whether a fetch start is past it: any before now reads alike)
     f.ahead(until.saturating_add(1));
     f.word(crate::choice::fingerprint(&(
-        pid,
-        point,
         victim_m.to_bits(),
         holes,
         pre_norm.map(f64::to_bits),
@@ -537,7 +555,9 @@ fn kill_form(f: &mut crate::form::Form, k: &Kill, busy_now: u64) {
         pre_norm.is_some() && *pre_busy,
         largest.is_some(),
     )));
-    start_form(f, last, busy_now);
+    // (the last start's instant is read only as where the next gap is measured from)
+    gap_from_form(f, last.t, since);
+    timeless_start_form(f, last, busy_now);
     gap_form(f, worst);
 }
 
@@ -554,7 +574,8 @@ impl SelfHeal {
     /// of the last kill judged only what the silence to the end is judged by; of the counts
     /// after the first kill, whether there were any (the restarts not even that). As slack, the
     /// slowest round trip in the gap so far: a smaller one is worse.
-    pub fn form(&self, f: &mut crate::form::Form, busy_now: u64, kills_ahead: bool) {
+    pub fn form(&self, f: &mut crate::form::Form, d: &Demand, kills_ahead: bool) {
+        let (busy_now, since) = (d.busy_until(f.now()), d.since());
         use crate::choice::fingerprint;
         // (every field named: one added later is placed here, or the build fails)
         let SelfHeal {
@@ -593,10 +614,22 @@ impl SelfHeal {
         )));
         // a smaller round trip is worse: it leaves a smaller allowance for the gap it is in
         f.less_is_worse((*round_trip).max(MIN_ROUND_TRIP) as i64);
-        let read = if kills_ahead { starts.len() } else { starts.len().min(1) };
-        f.word(read as u64);
-        for s in starts.iter().skip(starts.len() - read) {
-            start_form(f, s, busy_now);
+        if kills_ahead {
+            // (the normal spacing before a kill is their gaps' median; the kill measures its first
+            // gap from the last one, or from when demand rose if later)
+            f.word(starts.len() as u64);
+            for s in starts {
+                start_form(f, s, busy_now);
+            }
+            if let Some(s) = starts.back() {
+                gap_from_form(f, s.t, since);
+            }
+        } else if let Some(s) = starts.back() {
+            // (the silence to the end is measured from the last start: its demand time; that
+            // it is not before the last kill judged holds whenever it is read)
+            timeless_start_form(f, s, busy_now);
+        } else {
+            f.word(u64::MAX - 4);
         }
         for (k, (at, m)) in pending_slot.iter() {
             f.word(fingerprint(&(k, m.to_bits())));
@@ -604,7 +637,7 @@ impl SelfHeal {
         }
         f.word(open.len() as u64);
         for k in open.iter() {
-            kill_form(f, k, busy_now);
+            kill_form(f, k, busy_now, since);
         }
         match recovering {
             Some(r) => {
@@ -615,11 +648,14 @@ impl SelfHeal {
                     last,
                     busy_at_from,
                 } = r;
-                // (how many gaps it has and whether it started: an outage or a fallback that
-                // cuts it short before MIN_GAPS leaves it not judged)
-                f.instant(*from);
-                f.word(fingerprint(&(gaps.len(), last.is_some())));
+                // (only a recovery that can fail is read: its kill had a normal spacing and
+                // saturated demand before it; one cut short by an outage or a fallback is noted
+                // as not judged, which matters only to the starved-demand account, and a
+                // recovery follows a fetch after the kill, which rules that out)
+                f.word(u64::MAX - 5);
                 if kill.pre_norm.is_some() && kill.pre_busy {
+                    f.instant(*from);
+                    f.word(fingerprint(&(gaps.len(), last.is_some())));
                     f.word(kill.pre_norm.map_or(0, f64::to_bits));
                     f.word(fingerprint(&gaps.iter().map(|g| g.to_bits()).collect::<Vec<_>>()));
                     // (the demand time at the recovery's start is set with its first start)
@@ -632,9 +668,8 @@ impl SelfHeal {
             None => f.word(u64::MAX - 1),
         }
         match last_judged {
-            // (the silence to the end after it: from the last start, if not before the kill)
+            // (the silence to the end after it is judged by its allowance)
             Some(k) => {
-                f.instant(k.t);
                 f.word(fingerprint(&(k.pre_norm.map(f64::to_bits), k.holes)));
             }
             None => f.word(u64::MAX - 2),
@@ -644,12 +679,6 @@ impl SelfHeal {
 }
 
 impl SelfHeal {
-    /// Whether a kill's stall is being measured (the pace has not passed its hole yet): the
-    /// only time it reads when demand last rose ([`Demand::since`]).
-    pub fn measuring(&self) -> bool {
-        !self.open.is_empty()
-    }
-
     /// Kills seen so far (with none, there is nothing to judge: no verdict).
     pub fn kills(&self) -> u64 {
         self.kills
