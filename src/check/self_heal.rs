@@ -506,12 +506,16 @@ fn timeless_start_form(f: &mut crate::form::Form, s: &Start, busy_now: u64) {
 
 /// Where the next gap after a fetch start at `last` would be measured from, as far as it is
 /// known now ([`SelfHeal::observe`]: from the later of the start and when demand last rose):
-/// the later of the two while some process waits (`since`); while none does, demand rises
-/// again after now, later than the start, and the gap is measured from then whatever it was.
+/// the later of the two while some process waits (`since`). While none does, the start's
+/// instant: demand usually rises again before the next start, later than it, but not always
+/// (a lock holder past its valve fetches without asking).
 fn gap_from_form(f: &mut crate::form::Form, last: u64, since: Option<u64>) {
     match since {
         Some(since) => f.instant(last.max(since)),
-        None => f.word(u64::MAX - 3),
+        None => {
+            f.word(u64::MAX - 3);
+            f.instant(last);
+        }
     }
 }
 
