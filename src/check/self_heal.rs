@@ -567,7 +567,7 @@ fn kill_form(f: &mut crate::form::Form, k: &Kill, busy_now: u64, since: Option<u
 
 impl SelfHeal {
     /// An explorer's form at `now` ([`crate::form`]), relative to now: every instant it keeps
-    /// (fetch starts, kills, their holes, slots granted, the recovery's start, the end) as how
+    /// (fetch starts, kills, their holes, slots granted, the recovery's start) as how
     /// far it lies from now, and every demand time as how far it lies behind `busy_now`, the
     /// demand time now ([`Demand::busy_until`]): its verdicts read only differences of both.
     /// What only its witness reads is left out (the instants a gap ran between, the names of
@@ -607,7 +607,7 @@ impl SelfHeal {
             asks_after_kill,
             restarts_after_kill: _,
             fetches_after_kill,
-            end,
+            end: _,
         } = self;
         f.word(fingerprint(&(
             (base, burst, slack, global_m.to_bits(), paced_backend, kills),
@@ -678,7 +678,8 @@ impl SelfHeal {
             }
             None => f.word(u64::MAX - 2),
         }
-        f.instant(*end);
+        // (not `end`, the last event's instant so far: a judged run ends with its `end` event,
+        // at or after every other, which sets it anew)
     }
 }
 

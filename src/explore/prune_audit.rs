@@ -157,10 +157,24 @@ fn states_merged_by_pruning_go_on_to_the_same_verdicts() {
         // a killed process restarting (what a dead process's fingerprint keeps: what a
         // restart carries over) while the other works
         ("row", restarting(opts(2, 2, store(), 1), 50_000_000)),
+        // a defective design that a kill breaks on some schedules only (a dead holder's claim
+        // is never cleared: self_heal fails when the kill hits a holder), so self_heal's form
+        // is audited where its verdict differs
+        ("claim_row", opts(2, 1, store(), 1)),
     ];
     let (mut merged, mut mixed) = (0, 0);
     for (backend, o) in cases {
-        let (compared, broke) = audit(&racers, backend, &o).unwrap_or_else(|e| panic!("{e}"));
+        // (a defective design joins the designs compared; one whose survivors poll a claim
+        // that is never cleared polls until the duration ends: a short one keeps the tree small)
+        let listed = format!("\"{backend}\"");
+        let text = if racers.contains(&listed) {
+            racers.clone()
+        } else {
+            racers
+                .replace("compare = [", &format!("compare = [{listed}, "))
+                .replace("duration = \"10s\"", "duration = \"400ms\"")
+        };
+        let (compared, broke) = audit(&text, backend, &o).unwrap_or_else(|e| panic!("{e}"));
         eprintln!(
             "{backend} {} x {:?}, {} kill: {compared:?} merged states compared; {broke} schedules broke a check",
             o.processes.unwrap(),

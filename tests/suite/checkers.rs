@@ -613,6 +613,102 @@ fn self_heal_allows_a_retry_one_observed_round_trip_long() {
     assert!(d.starts_with("slow heal"), "{d}");
 }
 
+/// The trace of [`self_heal_allows_a_retry_one_observed_round_trip_long`]: reservations 3
+/// intervals ahead, replies `round_trip` late up to reservation `slow_before`, pid 0 killed
+/// mid-reservation at 37 intervals, the fetch at slot 41 40 ms late; the fetch at slot 39
+/// `early` ns early and the one at slot 25 `shifted` ns late.
+fn stalled_after_a_kill(round_trip: u64, slow_before: u64, early: u64, shifted: u64) -> Vec<Event> {
+    let mut ev = Vec::new();
+    for k in 0..100u64 {
+        let pid = (k % 4) as u32;
+        let slot = k * I;
+        let asked = slot.saturating_sub(3 * I);
+        let mut r = reserve(asked, pid, slot, 1.0);
+        if let Some(Event::Reply { t, .. }) = r.last_mut()
+            && k < slow_before
+        {
+            *t += round_trip;
+        }
+        ev.extend(r);
+        if k == 40 {
+            ev.push(Event::Crash {
+                t: asked + MS,
+                pid,
+                point: CrashPoint::MidReservation,
+            });
+            ev.push(Event::Restart { t: asked + 2 * S, pid });
+            continue;
+        }
+        let at = match k {
+            41 => slot + 40 * MS,
+            39 => slot - early,
+            25 => slot + shifted,
+            _ => slot,
+        };
+        ev.extend(fetch(at, pid, 200));
+    }
+    ev.push(end(100 * I));
+    ev.sort_by_key(|e| e.t());
+    ev
+}
+
+/// `self_heal`'s form for an explorer at `now` after the events up to it.
+fn self_heal_key(h: &Header, events: &[Event], now: u64, kills_ahead: bool) -> pacesim::form::Key {
+    use pacesim::check::common::Shared;
+    use pacesim::check::self_heal::SelfHeal;
+    let (mut sh, mut shared) = (SelfHeal::new(h), Shared::for_header(h));
+    for e in events.iter().filter(|e| e.t() <= now) {
+        shared.before(e);
+        sh.event(e, &shared);
+        shared.after(e);
+    }
+    let mut f = pacesim::form::Form::new(now);
+    sh.form(&mut f, shared.demand(), kills_ahead);
+    f.key()
+}
+
+/// What `self_heal` reads of its past is in its form, and what it does not read is not: an
+/// explorer that stops at a state covered by one seen ([`pacesim::form::Seen`]) must not stop
+/// a run whose verdict differs. Mid-stall after a kill, a state whose gap began earlier, or
+/// whose round trips in the gap were faster (less allowance), fails where the seen one passes
+/// and is not covered by it; one whose fetch long before the kill came later (not read once no
+/// kill may come: the normal spacing was taken at the kill) meets it.
+#[test]
+fn self_heal_form_keeps_what_its_verdict_reads() {
+    let h = header("row", 4, 7.0, json!({}));
+    let verdict = |ev: &[Event]| check(&h, ev)["self_heal"].clone();
+    let base = stalled_after_a_kill(30 * MS, 100, 0, 0);
+    let faster = stalled_after_a_kill(30 * MS, 42, 0, 0);
+    let earlier = stalled_after_a_kill(30 * MS, 100, 60 * MS, 0);
+    let shifted = stalled_after_a_kill(30 * MS, 100, 0, 20 * MS);
+    assert!(verdict(&base).passed());
+    assert!(verdict(&shifted).passed());
+    assert!(verdict(&faster).failed());
+    assert!(verdict(&earlier).failed());
+    // mid-stall: after the kill (37 intervals) and the replies in the gap, before the fetch at 41
+    let now = 40 * I + 50 * MS;
+    let mut seen = pacesim::form::Seen::default();
+    seen.insert(self_heal_key(&h, &base, now, false));
+    for (what, ev) in [("faster round trips", &faster), ("an earlier gap start", &earlier)] {
+        assert_eq!(
+            seen.find(&self_heal_key(&h, ev, now, false), u64::MAX),
+            None,
+            "a state with {what} fails where the seen one passes: it must not be covered"
+        );
+    }
+    assert_eq!(
+        self_heal_key(&h, &shifted, now, false),
+        self_heal_key(&h, &base, now, false),
+        "a fetch start before the kill's normal spacing was taken is no longer read"
+    );
+    // before the kill, with a kill to come, that start is read (the normal spacing's median)
+    let before = 30 * I + 50 * MS;
+    assert_ne!(
+        self_heal_key(&h, &shifted, before, true),
+        self_heal_key(&h, &base, before, true)
+    );
+}
+
 /// Three processes each pacing alone at a third of 7/s, in phase (they started together), one
 /// of them killed for 2 s at round `kill`: the survivors' own pacers go on as before (`wedge`:
 /// they ask at the next round and never fetch again).
