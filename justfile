@@ -62,10 +62,11 @@ own-backend:
 
 # Every defective cell of tests/expected-matrix.toml explored and caught (exit 1 if one is
 # not); then every schedule of sims/explore-three-racers.toml (3 processes x 3 requests, three
-# latency values) for row and shared_cache, without and with a kill at any point (under 20 s
-# each), redis_gcra at 3 x 1 and 2 x 2 with and without a kill, and at 3 x 2 (about 45 s; its
-# retries keep 3 x 3 out of reach), and local_divided (each process paces alone: judged against
-# its own spacing and the live processes' share) without and with a kill (docs/explore.md).
+# latency values) for row and shared_cache, without and with a kill at any point (under a
+# second each), redis_gcra at 3 x 1, 2 x 2 and 3 x 2 with and without a kill (3 x 2 with a
+# kill about 45 s) and at 3 x 3 without (about a minute; with a kill: `just explore-deep`), and
+# local_divided (each process paces alone: judged against its own spacing and the live
+# processes' share) without and with a kill (docs/explore.md).
 # Search schedules instead of sampling them.
 explore:
     cargo build --release --quiet
@@ -74,11 +75,11 @@ explore:
         target/release/pacesim explore sims/explore-three-racers.toml --backend $b; \
         target/release/pacesim explore sims/explore-three-racers.toml --backend $b --kills 1 --restart-after never --schedules 10000000; \
     done
-    for bounds in "--processes 3 --requests 1" "--processes 2 --requests 2"; do \
+    for bounds in "--processes 3 --requests 1" "--processes 2 --requests 2" "--processes 3 --requests 2"; do \
         target/release/pacesim explore sims/explore-three-racers.toml --backend redis_gcra $bounds; \
         target/release/pacesim explore sims/explore-three-racers.toml --backend redis_gcra $bounds --kills 1 --restart-after never --schedules 10000000; \
     done
-    target/release/pacesim explore sims/explore-three-racers.toml --backend redis_gcra --processes 3 --requests 2 --schedules 10000000
+    target/release/pacesim explore sims/explore-three-racers.toml --backend redis_gcra --processes 3 --requests 3 --schedules 10000000
     target/release/pacesim explore sims/explore-three-racers.toml --backend local_divided
     target/release/pacesim explore sims/explore-three-racers.toml --backend local_divided --kills 1 --restart-after never
 

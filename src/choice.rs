@@ -550,6 +550,11 @@ impl Source {
         None
     }
 
+    /// Whether a process this source kills restarts (its bounds' `restart_after`).
+    pub fn restarts(&self) -> bool {
+        self.tape().bounds.restart_after.is_some()
+    }
+
     /// Steered: which of `n` processes a kill hits; `None` when not steered.
     pub fn target(&self, n: u32) -> Option<u32> {
         let mut t = self.tape();

@@ -297,6 +297,16 @@ impl std::fmt::Debug for Own {
     }
 }
 
+/// What may still come in a run, as an explorer knows it when it compares a state
+/// ([`Suite::form`]): what a checker's state can still be read by.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Ahead {
+    /// A process may still be killed.
+    pub kills: bool,
+    /// At most this many fetches may still start (`None`: no bound known).
+    pub fetch_starts: Option<u64>,
+}
+
 /// Every checker, run together in one pass; only those that apply to the trace report.
 /// (`Suite::default()` is [`Suite::new`]: the registered checkers too.)
 #[derive(Debug)]
@@ -330,14 +340,15 @@ impl Suite {
         Some(crate::rng::mix64(own ^ self.builtin_state(kills_ahead)))
     }
 
-    /// The suite's part of an explorer's form ([`crate::form`]): each team checker's
+    /// The suite's part of an explorer's form ([`crate::form`]) with `ahead` to come: each team checker's
     /// ([`Sink::form`]), and each of pacesim's by its own form: instants relative to now, and
     /// as slack what its verdict is monotone in. `self_heal` is left out while no process was
-    /// killed and none may be (it judges kills alone), and is otherwise an absolute part, with
-    /// the demand's time waited that it reads. Per-platform verdicts and an external worker's
+    /// killed and none may be (it judges kills alone), and otherwise gives its own form.
+    /// Per-platform verdicts and an external worker's
     /// trace make the suite absolute (its [`Suite::state`]). `false` when a team checker cannot
     /// say.
-    pub fn form(&self, kills_ahead: bool, f: &mut crate::form::Form) -> bool {
+    pub fn form(&self, ahead: Ahead, f: &mut crate::form::Form) -> bool {
+        let kills_ahead = ahead.kills;
         for o in &self.own {
             if !o.checker.form(f) {
                 return false;
@@ -381,7 +392,7 @@ impl Suite {
         shared.form(f, fairness.bounded());
         backoff.form(f);
         if healing {
-            self_heal.form(f, shared.demand(), kills_ahead);
+            self_heal.form(f, shared.demand(), ahead);
         }
         degradation.form(f);
         liveness.form(f);

@@ -578,7 +578,8 @@ impl SelfHeal {
     /// of the last kill judged only what the silence to the end is judged by; of the counts
     /// after the first kill, whether there were any (the restarts not even that). As slack, the
     /// slowest round trip in the gap so far: a smaller one is worse.
-    pub fn form(&self, f: &mut crate::form::Form, d: &Demand, kills_ahead: bool) {
+    pub fn form(&self, f: &mut crate::form::Form, d: &Demand, ahead: crate::check::Ahead) {
+        let kills_ahead = ahead.kills;
         let (busy_now, since) = (d.busy_until(f.now()), d.since());
         use crate::choice::fingerprint;
         // (every field named: one added later is placed here, or the build fails)
@@ -618,7 +619,22 @@ impl SelfHeal {
         )));
         // a smaller round trip is worse: it leaves a smaller allowance for the gap it is in
         f.less_is_worse((*round_trip).max(MIN_ROUND_TRIP) as i64);
-        if kills_ahead {
+        // The normal spacing before a kill is the median of the gaps between the starts before
+        // it, given MIN_GAPS of them; it is read only by a start after the kill, or by a
+        // process waiting at the end (which has a fetch still to start): so only when the
+        // starts kept and the fetches still to start (when bounded) number more than that.
+        let spacing_read = ahead
+            .fetch_starts
+            .is_none_or(|n| starts.len() as u64 + n > MIN_GAPS as u64 + 1);
+        if kills_ahead && !spacing_read {
+            // (the kill measures its first gap from the last start, or from when demand rose
+            // if later, or from one normal spacing before the kill if earlier)
+            f.word(u64::MAX - 6);
+            if let Some(s) = starts.back() {
+                start_form(f, s, busy_now);
+                gap_from_form(f, s.t, since);
+            }
+        } else if kills_ahead {
             // (the normal spacing before a kill is their gaps' median; the kill measures its first
             // gap from the last one, or from when demand rose if later)
             f.word(starts.len() as u64);

@@ -376,20 +376,35 @@ struct Judge<'a> {
     source: &'a Source,
     // the scenario itself kills processes (`[[faults]]` of kind `kill`)
     scenario_kills: bool,
+    // how many fetches can ever start in the run, when that is bounded: closed loops of a
+    // bounded number of requests, nothing that restarts a process (a restarted process starts
+    // again the fetch a kill cut short) and no soft limit (a job finalised before its fetch
+    // ended starts another); and how many have started
+    fetch_starts: Option<u64>,
+    started: u64,
     // the header, kept when the explorer has none for this scenario yet
     keep: Option<Option<Header>>,
 }
 
 impl<'a> Judge<'a> {
     fn new(sc: &Scenario, source: &'a Source, coverage: Option<&'a mut strategy::Coverage>) -> Judge<'a> {
+        let scenario_kills = sc
+            .faults
+            .iter()
+            .any(|f| matches!(f, crate::fault::FaultSpec::Kill { .. }));
+        let p = &sc.processes;
+        let restarts = scenario_kills || p.hard_limit.is_some() || (source.kills_left() > 0 && source.restarts());
+        let fetch_starts = p
+            .requests
+            .filter(|_| !restarts && p.soft_limit.is_none() && p.arrival_rate.is_none() && sc.jobs.is_none())
+            .map(|r| r.saturating_mul(u64::from(p.count) * u64::from(p.threads.max(1))));
         Judge {
             suite: crate::check::Suite::new(),
             coverage,
             source,
-            scenario_kills: sc
-                .faults
-                .iter()
-                .any(|f| matches!(f, crate::fault::FaultSpec::Kill { .. })),
+            scenario_kills,
+            fetch_starts,
+            started: 0,
             keep: None,
         }
     }
@@ -404,6 +419,7 @@ impl Sink for Judge<'_> {
     }
 
     fn event(&mut self, ev: &Event) {
+        self.started += u64::from(matches!(ev, Event::FetchStart { .. }));
         self.suite.event(ev);
         if let Some(c) = &mut self.coverage {
             c.event(ev);
@@ -415,8 +431,11 @@ impl Sink for Judge<'_> {
     /// differ only in what no checker keeps, say the instant a denied request was denied, meet
     /// in one state. (Coverage only steers.)
     fn form(&self, f: &mut crate::form::Form) -> bool {
-        let kills_ahead = self.scenario_kills || self.source.kills_left() > 0;
-        self.suite.form(kills_ahead, f)
+        let ahead = crate::check::Ahead {
+            kills: self.scenario_kills || self.source.kills_left() > 0,
+            fetch_starts: self.fetch_starts.map(|n| n.saturating_sub(self.started)),
+        };
+        self.suite.form(ahead, f)
     }
 }
 

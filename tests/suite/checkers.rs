@@ -663,7 +663,11 @@ fn self_heal_key(h: &Header, events: &[Event], now: u64, kills_ahead: bool) -> p
         shared.after(e);
     }
     let mut f = pacesim::form::Form::new(now);
-    sh.form(&mut f, shared.demand(), kills_ahead);
+    let ahead = pacesim::check::Ahead {
+        kills: kills_ahead,
+        fetch_starts: None,
+    };
+    sh.form(&mut f, shared.demand(), ahead);
     f.key()
 }
 
