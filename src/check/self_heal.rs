@@ -1001,4 +1001,3 @@ impl SelfHeal {
         vec![v]
     }
 }
-

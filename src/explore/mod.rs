@@ -1314,9 +1314,7 @@ mod tests {
         let mut leaves = Vec::new();
         let mut p = Some(Vec::new());
         while let Some(prefix) = p {
-            let made: Vec<Choice> = (0..2)
-                .map(|i| c(v, prefix.get(i).copied().unwrap_or(2), 3))
-                .collect();
+            let made: Vec<Choice> = (0..2).map(|i| c(v, prefix.get(i).copied().unwrap_or(2), 3)).collect();
             leaves.push((made[0].index, made[1].index));
             p = next_walk(&made, 0);
         }

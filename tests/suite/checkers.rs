@@ -574,34 +574,7 @@ fn self_heal_allows_a_stated_burst_its_quiet_and_still_catches_a_wedge() {
 #[test]
 fn self_heal_allows_a_retry_one_observed_round_trip_long() {
     let h = header("row", 4, 7.0, json!({}));
-    let run = |round_trip: u64, slow_before: u64| {
-        let mut ev = Vec::new();
-        for k in 0..100u64 {
-            let pid = (k % 4) as u32;
-            let slot = k * I;
-            let asked = slot.saturating_sub(3 * I);
-            let mut r = reserve(asked, pid, slot, 1.0);
-            if let Some(Event::Reply { t, .. }) = r.last_mut()
-                && k < slow_before
-            {
-                *t += round_trip;
-            }
-            ev.extend(r);
-            if k == 40 {
-                ev.push(Event::Crash {
-                    t: asked + MS,
-                    pid,
-                    point: CrashPoint::MidReservation,
-                });
-                ev.push(Event::Restart { t: asked + 2 * S, pid });
-                continue;
-            }
-            let late = if k == 41 { 40 * MS } else { 0 };
-            ev.extend(fetch(slot + late, pid, 200));
-        }
-        ev.push(end(100 * I));
-        check(&h, &ev)
-    };
+    let run = |round_trip: u64, slow_before: u64| check(&h, &stalled_after_a_kill(round_trip, slow_before, 0, 0));
     let d = passes(&run(30 * MS, 100), "self_heal");
     assert!(d.contains("largest stall 0.326s"), "{d}");
     let d = fails(&run(0, 100), "self_heal");
@@ -613,7 +586,7 @@ fn self_heal_allows_a_retry_one_observed_round_trip_long() {
     assert!(d.starts_with("slow heal"), "{d}");
 }
 
-/// The trace of [`self_heal_allows_a_retry_one_observed_round_trip_long`]: reservations 3
+/// A kill and a stall after it: reservations 3
 /// intervals ahead, replies `round_trip` late up to reservation `slow_before`, pid 0 killed
 /// mid-reservation at 37 intervals, the fetch at slot 41 40 ms late; the fetch at slot 39
 /// `early` ns early and the one at slot 25 `shifted` ns late.
