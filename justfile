@@ -83,6 +83,12 @@ explore:
     target/release/pacesim explore sims/explore-three-racers.toml --backend local_divided
     target/release/pacesim explore sims/explore-three-racers.toml --backend local_divided --kills 1 --restart-after never
 
+# redis_gcra at 3 processes x 3 requests, three latency values, with at most one kill at any
+# point, the process staying down, exhaustively: about an hour and 10 GB (docs/explore.md).
+explore-deep:
+    cargo build --release --quiet
+    target/release/pacesim explore sims/explore-three-racers.toml --backend redis_gcra --processes 3 --requests 3 --kills 1 --restart-after never --schedules 1000000000 --max-memory 16GiB
+
 # Deeper property testing (2,000 cases per property).
 deep:
     PROPTEST_CASES=2000 cargo test --profile fast-test --all-targets
