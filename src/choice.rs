@@ -93,17 +93,13 @@ impl Strategy for First {
 /// has waited more, and an explorer's seen state covers a new one only when it has at least
 /// as much slack ([`crate::form`]: time waited, slots owed); walked slowest first, the state
 /// seen first is the one that waited most, and the same state reached sooner is covered by it
-/// rather than explored again.
+/// rather than explored again. The order is its own inverse: `walk_rank` of a rank is the way
+/// of that rank.
 pub fn walk_rank(kind: Kind, index: u32, of: u32) -> u32 {
     match kind {
         Kind::Value => of.saturating_sub(1).saturating_sub(index),
         _ => index,
     }
-}
-
-/// The way of rank `rank` in the walk's order ([`walk_rank`]'s inverse).
-pub fn walk_way(kind: Kind, rank: u32, of: u32) -> u32 {
-    walk_rank(kind, rank, of)
 }
 
 /// The strategy that takes each decision's first way in the walk's order ([`walk_rank`]):
@@ -113,7 +109,7 @@ pub struct Walk;
 
 impl Strategy for Walk {
     fn choose(&mut self, d: &Decision) -> u32 {
-        walk_way(d.kind, 0, d.of)
+        walk_rank(d.kind, 0, d.of)
     }
 }
 

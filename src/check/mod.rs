@@ -340,13 +340,12 @@ impl Suite {
         Some(crate::rng::mix64(own ^ self.builtin_state(kills_ahead)))
     }
 
-    /// The suite's part of an explorer's form ([`crate::form`]) with `ahead` to come: each team checker's
-    /// ([`Sink::form`]), and each of pacesim's by its own form: instants relative to now, and
-    /// as slack what its verdict is monotone in. `self_heal` is left out while no process was
-    /// killed and none may be (it judges kills alone), and otherwise gives its own form.
-    /// Per-platform verdicts and an external worker's
-    /// trace make the suite absolute (its [`Suite::state`]). `false` when a team checker cannot
-    /// say.
+    /// The suite's part of an explorer's form ([`crate::form`]), with `ahead` to come: each
+    /// team checker's ([`Sink::form`]), and each of pacesim's by its own form: instants relative
+    /// to now, and as slack what its verdict is monotone in. `self_heal` is left out while no
+    /// process was killed and none may be (it judges kills alone), and otherwise gives its own
+    /// form. Per-platform verdicts and an external worker's trace make the suite absolute (its
+    /// [`Suite::state`]). `false` when a team checker cannot say.
     pub fn form(&self, ahead: Ahead, f: &mut crate::form::Form) -> bool {
         let kills_ahead = ahead.kills;
         for o in &self.own {

@@ -736,20 +736,22 @@ impl Explorer {
 /// `floor` not considered: another shard's) that has a way not yet taken, taken; `None` when
 /// every way of every choice was.
 pub fn next_prefix(made: &[Choice], floor: usize) -> Option<Vec<u32>> {
-    let j = (floor..made.len()).rev().find(|&j| made[j].index + 1 < made[j].of)?;
-    let mut p: Vec<u32> = made[..j].iter().map(|c| c.index).collect();
-    p.push(made[j].index + 1);
-    Some(p)
+    next_in_order(made, floor, |_, index, _| index)
 }
 
 /// [`next_prefix`] in the exhaustive walk's order ([`crate::choice::walk_rank`]: a value's
 /// slowest draw first), after a run past its prefix with [`crate::choice::Walk`].
 pub fn next_walk(made: &[Choice], floor: usize) -> Option<Vec<u32>> {
-    use crate::choice::{walk_rank, walk_way};
-    let rank = |c: &Choice| walk_rank(c.kind, c.index, c.of);
+    next_in_order(made, floor, crate::choice::walk_rank)
+}
+
+/// [`next_prefix`] with each choice's ways taken in `order` (a way's rank from its kind, index
+/// and count of ways; its own inverse: the rank of a rank is the way).
+fn next_in_order(made: &[Choice], floor: usize, order: impl Fn(Kind, u32, u32) -> u32) -> Option<Vec<u32>> {
+    let rank = |c: &Choice| order(c.kind, c.index, c.of);
     let j = (floor..made.len()).rev().find(|&j| rank(&made[j]) + 1 < made[j].of)?;
     let mut p: Vec<u32> = made[..j].iter().map(|c| c.index).collect();
-    p.push(walk_way(made[j].kind, rank(&made[j]) + 1, made[j].of));
+    p.push(order(made[j].kind, rank(&made[j]) + 1, made[j].of));
     Some(p)
 }
 
