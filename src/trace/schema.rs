@@ -385,7 +385,13 @@ names! {
         Acquire = "acquire",
         /// A later step of a backend's own protocol, sent while its process still waits for
         /// the permission an earlier step asked for (the append after a check, a confirm after
-        /// a claim). It does not ask anew: the wait runs on from the first step.
+        /// a claim): label the first step [`Acquire`](OpKind::Acquire) and each later one
+        /// `Complete` (CONTRIBUTING.md says the same). It does not ask anew: the wait runs on
+        /// from the first step, and its round trip is not a second permission round trip. A
+        /// `grant` that answers it comes from the shared authority, as one answering the
+        /// first step would (`backoff_coherence` spaces it by the design's stated burst).
+        /// (Labelled `Acquire` instead, a later step is judged alike, but counts as a round
+        /// trip of its own.)
         Complete = "complete",
     }
 }

@@ -438,6 +438,200 @@ fn backoff_grants_answering_acquire_are_the_shared_pace() {
     assert!(d.contains("the shared pace granted pid 1"), "{d}");
 }
 
+/// Issue 52 item 18: a bursty design's grants (a window that admits 5 at once, then stays
+/// quiet; the design states `burst = 5`) pass `backoff_coherence`: the shared pace's spacing
+/// allows the stated burst's tolerance. Judged as if the burst were 1, the second grant of
+/// each burst would be "before the previous slot + interval".
+#[test]
+fn backoff_spacing_allows_a_bursty_designs_stated_burst() {
+    let bursty = header("sliding_log", 4, 7.0, json!({"burst": 5, "backoff": "global"}));
+    let ev = bunched(u64::MAX, false);
+    let d = passes(&check(&bursty, &ev), "backoff_coherence");
+    assert!(d.contains("100 grants spaced by interval x multiplier"), "{d}");
+    // the same grants from a design that states no burst are too close together
+    let strict = header("sliding_log", 4, 7.0, json!({"backoff": "global"}));
+    let d = fails(&check(&strict, &ev), "backoff_coherence");
+    assert!(d.contains("before the previous slot + interval x multiplier"), "{d}");
+}
+
+/// A team's check-then-write design (issue 52 item 12), as its crate would write it: a GCRA
+/// with a burst of 5 whose process first checks (`Check`, [`OpKind::Acquire`]) and then
+/// writes (`Write`, the second step of the same request: [`OpKind::Complete`], as the
+/// rustdoc and CONTRIBUTING say); the write is what grants. With one process no race is
+/// possible: every check must hold.
+mod check_then_write {
+    use pacesim::backend::{
+        Backend, Facts, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide,
+    };
+    use pacesim::clock::Reading;
+    use pacesim::time::Nanos;
+    use pacesim::trace::{Event, OpKind};
+
+    #[derive(Clone, Debug)]
+    pub struct Gcra2 {
+        pub interval: u64,
+        pub burst: u64,
+        /// What the write is labelled in the trace.
+        pub write_kind: OpKind,
+    }
+
+    #[derive(Copy, Clone, Debug, PartialEq)]
+    pub enum Op {
+        Check,
+        Write(OpKind),
+    }
+
+    impl StoreOp for Op {
+        fn kind(&self) -> OpKind {
+            match self {
+                Op::Check => OpKind::Acquire,
+                Op::Write(k) => *k,
+            }
+        }
+    }
+
+    #[derive(Copy, Clone, Debug, PartialEq)]
+    pub enum Reply {
+        Room,
+        Wait(Nanos),
+        Granted,
+    }
+
+    impl StoreReply for Reply {}
+
+    #[derive(Debug)]
+    pub struct Store {
+        cfg: Gcra2,
+        tat: i64,
+    }
+
+    impl StoreSide for Store {
+        type Op = Op;
+        type Reply = Reply;
+        fn serve(&mut self, cx: &mut StoreCx, from: Session, op: &Op, now: Reading) -> Served<Reply> {
+            let i = self.cfg.interval as i64;
+            let earliest = self.tat - (self.cfg.burst as i64 - 1) * i;
+            match op {
+                Op::Check if now >= earliest => Served::now(Reply::Room),
+                Op::Check => Served::now(Reply::Wait(Nanos((earliest - now) as u64))),
+                Op::Write(_) => {
+                    self.tat = self.tat.max(now) + i;
+                    cx.out.event(&Event::Grant {
+                        t: cx.t.0,
+                        pid: from.pid,
+                        thread: from.thread,
+                        slot: now,
+                        now,
+                        interval: self.cfg.interval,
+                        multiplier: 1.0,
+                    });
+                    Served::now(Reply::Granted)
+                }
+            }
+        }
+    }
+
+    #[derive(Debug)]
+    pub struct Process(OpKind);
+
+    impl ProcessSide for Process {
+        type Op = Op;
+        type Reply = Reply;
+        fn acquire(&mut self, _cx: &mut ProcCx) -> Step<Op> {
+            Step::Send(Op::Check)
+        }
+        fn on_reply(&mut self, cx: &mut ProcCx, _op: &Op, reply: Reply) -> Step<Op> {
+            match reply {
+                Reply::Room => Step::Send(Op::Write(self.0)),
+                Reply::Wait(d) => Step::RetryAt(cx.after_mono(d)),
+                Reply::Granted => Step::FetchAt(cx.t),
+            }
+        }
+        fn on_store_error(&mut self, _cx: &mut ProcCx, _op: &Op) -> Step<Op> {
+            Step::Done
+        }
+        fn after_fetch(&mut self, _cx: &mut ProcCx, _status: u16) -> Step<Op> {
+            Step::Done
+        }
+    }
+
+    impl Backend for Gcra2 {
+        type Op = Op;
+        type Reply = Reply;
+        type Process = Process;
+        type Store = Store;
+        fn name(&self) -> &str {
+            "check_then_write"
+        }
+        fn facts(&self) -> Facts {
+            Facts {
+                burst: Some(self.burst),
+                fallback: Some(pacesim::trace::StoreFallback::FailClosed),
+                ..Facts::default()
+            }
+        }
+        fn detail(&self) -> serde_json::Value {
+            serde_json::json!({})
+        }
+        fn process(&self, _pid: u32) -> Process {
+            Process(self.write_kind)
+        }
+        fn store(&self) -> Store {
+            Store {
+                cfg: self.clone(),
+                tat: 0,
+            }
+        }
+    }
+}
+
+/// Issue 52 item 12: one process of a check-then-write design labelling its write
+/// `Complete` (a later step of the request its check began) is judged as the shared pace it
+/// is: `backoff_coherence` passes, as it does for the write labelled `Acquire`. (It failed
+/// with `Complete`: the grant answered no request for permission still out, so it was taken
+/// for the process's own pacer, judged at burst 1.)
+#[test]
+fn one_process_of_a_check_then_write_design_passes_backoff_coherence_whatever_the_write_is_labelled() {
+    let src = r#"
+name = "check-then-write"
+seed = 3
+duration = "3s"
+[pacer]
+backend = "check_then_write"
+rate = 20.0
+[processes]
+count = 1
+start = { dist = "constant", value = "0s" }
+[store]
+latency = { dist = "constant", value = "0.3ms" }
+[fetch]
+duration = { dist = "constant", value = "1ms" }
+[checks]
+burst = 5
+"#;
+    let sc = Scenario::parse_with("t.toml", src, &pacesim::scenario::Structure).unwrap();
+    for kind in [OpKind::Complete, OpKind::Acquire] {
+        let b = check_then_write::Gcra2 {
+            interval: sc.interval().0,
+            burst: 5,
+            write_kind: kind,
+        };
+        let r = pacesim::builder::SimBuilder::new(sc.clone()).run(b).unwrap();
+        let s = &r.summary;
+        assert!(s.fetches >= 50, "{kind}: {} fetches", s.fetches);
+        let c = &s.checks["backoff_coherence"];
+        assert!(c.passed(), "{kind}: backoff_coherence: {}", c.detail);
+        assert!(
+            c.detail.contains("grants spaced by interval x multiplier"),
+            "{}",
+            c.detail
+        );
+        for (name, c) in &s.checks {
+            assert!(!c.failed(), "{kind}: {name} fails one process: {}", c.detail);
+        }
+    }
+}
+
 // ---- self_heal ------------------------------------------------------------------------------
 
 /// Closed-loop row pacing at 7/s with 4 processes: each reserves right after its fetch, the

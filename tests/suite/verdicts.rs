@@ -45,6 +45,25 @@ fn require_judged_fails_the_command_and_names_the_check() {
     assert!(err.contains("eight-reservers/row liveness"), "{err}");
 }
 
+/// Issue 52 item 17: `check --require-judged` honours the flag. The trace of a run whose
+/// `liveness` is not judged passes `check` (exit 0) and fails `check --require-judged` (exit 1,
+/// naming the check); a `check` that ignored the flag passed both.
+#[test]
+fn check_of_a_trace_with_a_check_not_judged_fails_with_require_judged() {
+    let trace = tmp("check-trace.jsonl");
+    let (code, _, err) = pacesim(&["run", FILE, "--trace", trace.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let t = trace.to_str().unwrap();
+    let (code, out, err) = pacesim(&["check", t, "--json"]);
+    assert_eq!(code, 0, "a check not judged does not fail `check` by default: {err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["checks"]["liveness"]["verdict"], "not_judged", "{out}");
+    let (code, _, err) = pacesim(&["check", t, "--require-judged"]);
+    let _ = std::fs::remove_file(&trace);
+    assert_eq!(code, 1, "--require-judged makes a check not judged fail `check`: {err}");
+    assert!(err.contains("not judged (--require-judged): liveness"), "{err}");
+}
+
 #[test]
 fn tables_show_a_dash_and_junit_skips_with_what_it_needs() {
     let (code, out, _) = pacesim(&["run", FILE]);

@@ -20,8 +20,9 @@
 //!    multiplier in force: each slot, mapped to reference time (`t + slot - now`), is at or
 //!    after the previous slot plus the previous grant's `interval`, less the authority's GCRA
 //!    tolerance (`burst - 1` intervals; [`Detail::gcra_burst`]). A grant answering an
-//!    operation sent to the store (a reservation, a GCRA check, or a backend's own `acquire`)
-//!    belongs to the shared authority; a grant with no operation outstanding comes from the
+//!    operation sent to the store (a reservation, a GCRA check, or a backend's own `acquire`,
+//!    or the `complete` step that follows one, as a check-then-write design's write) belongs
+//!    to the shared authority; a grant with no operation outstanding comes from the
 //!    process's own pacer and is checked per process.
 //!    Each shared grant's `interval` must equal the base interval times its multiplier.
 //!

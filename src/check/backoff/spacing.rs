@@ -176,7 +176,9 @@ impl Spacing {
 
 /// Whether a `grant` that answers `op` comes from the shared authority: a reservation, a GCRA
 /// check, or a backend's own request for permission ([`OpKind::Acquire`], treated like a
-/// reservation). A lock try asks for permission too, but a lock answers it, never a grant.
+/// reservation), or a later step of such a request ([`OpKind::Complete`]: the write after a
+/// check, which is what grants in a check-then-write design). A lock try asks for permission
+/// too, but a lock answers it, never a grant.
 fn shared_grant_answers(op: OpKind) -> bool {
-    op.asks_permission() && op != OpKind::TryLock
+    (op.asks_permission() || op == OpKind::Complete) && op != OpKind::TryLock
 }
