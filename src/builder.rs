@@ -100,14 +100,17 @@ impl SimBuilder {
         &self.scenario
     }
 
-    /// Check that `backend` can run the scenario: with `[processes] threads` above 1 it must
-    /// run more than one thread per process, and every kill fault's point must be one its
-    /// processes reach (else the kill never fires and the run passes quietly).
+    /// Check that `backend` can run the scenario: it states its facts
+    /// ([`crate::backend::stated`]: not none, and none among its other options), with
+    /// `[processes] threads` above 1 it must run more than one thread per process, and every
+    /// kill fault's point must be one its processes reach (else the kill never fires and the
+    /// run passes quietly).
     ///
     /// # Errors
     ///
-    /// The scenario field the backend cannot honour, and why.
+    /// The scenario field the backend cannot honour, and why; or what is wrong with its facts.
     pub fn check<B: Backend>(&self, backend: &B) -> Result<(), OptionError> {
+        crate::backend::stated(backend)?;
         check_scenario(&self.scenario, backend)
     }
 

@@ -107,7 +107,8 @@ impl<O: Configure> Ops for OpsOf<O> {
         options::fields::<O>()
     }
     fn validate(&self, name: &str, sc: &Scenario, strict: bool) -> Result<(), OptionError> {
-        self.build(name, sc, strict).map(drop)
+        // (its facts too: a backend that states none is refused where the scenario names it)
+        crate::backend::stated(&self.build(name, sc, strict)?).map(drop)
     }
     fn detail(&self, name: &str, sc: &Scenario) -> Result<serde_json::Value, OptionError> {
         crate::backend::stated(&self.build(name, sc, false)?)

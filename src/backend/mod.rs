@@ -310,7 +310,10 @@ pub trait Backend: Send + Sync + 'static {
     /// Name, as the trace header and reports show it.
     fn name(&self) -> &str;
     /// What it states about its design that the checkers judge it by (burst, fallback,
-    /// locks, backoff, ...): typed, and written into the trace header ([`Facts`]).
+    /// locks, backoff, ...): typed, and written into the trace header ([`Facts`]). Required,
+    /// and not empty: a backend whose facts state nothing ([`Facts::default()`]) is refused
+    /// when a scenario naming it is read or a run starts ([`stated`]); a design that grants
+    /// one slot at a time and has nothing else to state says `burst: Some(1)`.
     fn facts(&self) -> Facts;
     /// Its other options in force, for people: a JSON object (its storage, clock source,
     /// intervals, ...) written into the trace header's `backend_detail` beside its
@@ -352,9 +355,23 @@ pub trait Backend: Send + Sync + 'static {
 ///
 /// # Errors
 ///
-/// Its options are not a JSON object, or name a key that is a fact.
+/// Its facts state nothing ([`Facts::default()`]: a backend that forgot them would be judged
+/// as a design of burst 1 without a fallback, whatever it is), or its options are not a JSON
+/// object, or name a key that is a fact.
 pub fn stated<B: Backend>(b: &B) -> Result<serde_json::Value, options::OptionError> {
-    b.facts()
+    let facts = b.facts();
+    if facts == Facts::default() {
+        return Err(options::OptionError::new(
+            "backend",
+            format!(
+                "backend `{}`: Backend::facts states nothing, and the checkers judge a design by its facts: \
+                 state at least its burst (`burst: Some(1)` for a design that grants one slot at a time), \
+                 its fallback, or its locks (`Facts` in pacesim::trace)",
+                b.name()
+            ),
+        ));
+    }
+    facts
         .with_options(b.detail())
         .map_err(|m| options::OptionError::new("backend", format!("backend `{}`: {m}", b.name())))
 }

@@ -672,11 +672,16 @@ pub struct PlatformDetail {
 /// ([`crate::backend::Backend::facts`]), written into the trace header's `backend_detail`
 /// beside its other options ([`Facts::with_options`]) and read back as [`Detail`]'s typed
 /// fields. A fact left `None` is not stated; [`Detail`]'s field of the same name says what a
-/// checker then assumes, or that it does not judge.
+/// checker then assumes, or that it does not judge. Facts that state nothing at all
+/// (`Facts::default()`) are refused ([`crate::backend::stated`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Facts {
-    /// The shared authority's GCRA burst (its tolerance is `burst - 1` intervals): `ceiling`,
-    /// `slot_ceiling`, `self_heal` and `backoff_coherence` allow it. `None`: 1.
+    /// The shared authority's GCRA burst (its tolerance is `burst - 1` intervals): the design's
+    /// own, which `self_heal` (the quiet after a burst) and `backoff_coherence` (the spacing of
+    /// its grants) allow. `None`: 1. `ceiling` and `slot_ceiling` do not read it: they judge
+    /// by what the destination tolerates, the scenario's `[checks] burst` (the header's
+    /// `burst`), whatever the design states, so a design burstier than its destination fails
+    /// them.
     pub burst: Option<u64>,
     /// What it does when the store fails a process (`degradation`, `liveness`).
     pub fallback: Option<StoreFallback>,
@@ -782,8 +787,9 @@ pub struct Detail {
     /// loop). Absent or `null` (the simulator writes `null` for a closed loop): the offered
     /// load is that of a closed loop, `processes / (think + fetch)` when both are known.
     pub arrival_rate: Option<f64>,
-    /// `burst`: the shared authority's GCRA burst (its tolerance is `burst - 1` intervals).
-    /// Absent: 1 ([`Detail::gcra_burst`]).
+    /// `burst`: the shared authority's GCRA burst (its tolerance is `burst - 1` intervals),
+    /// read by `self_heal` and `backoff_coherence`; `ceiling` and `slot_ceiling` judge by the
+    /// header's `burst` (`[checks] burst`) instead. Absent: 1 ([`Detail::gcra_burst`]).
     pub burst: Option<u64>,
     /// `fallback`: what the backend does when the store fails a process. Absent: not stated;
     /// `degradation` then knows the mode only from the trace's `fallback` events, and

@@ -473,6 +473,8 @@ mod check_then_write {
         pub burst: u64,
         /// What the write is labelled in the trace.
         pub write_kind: OpKind,
+        /// Its facts state nothing (a backend that forgot them).
+        pub silent: bool,
     }
 
     #[derive(Copy, Clone, Debug, PartialEq)]
@@ -555,6 +557,23 @@ mod check_then_write {
         }
     }
 
+    /// Its `[pacer]` options (none), for the registry's operations.
+    #[derive(Debug, Default, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct SilentOptions {}
+
+    impl pacesim::backend::Configure for SilentOptions {
+        type Backend = Gcra2;
+        fn build(self, sc: &pacesim::scenario::Scenario) -> Result<Gcra2, pacesim::backend::options::OptionError> {
+            Ok(Gcra2 {
+                interval: sc.interval().0,
+                burst: 5,
+                write_kind: OpKind::Complete,
+                silent: true,
+            })
+        }
+    }
+
     impl Backend for Gcra2 {
         type Op = Op;
         type Reply = Reply;
@@ -564,6 +583,9 @@ mod check_then_write {
             "check_then_write"
         }
         fn facts(&self) -> Facts {
+            if self.silent {
+                return Facts::default();
+            }
             Facts {
                 burst: Some(self.burst),
                 fallback: Some(pacesim::trace::StoreFallback::FailClosed),
@@ -615,6 +637,7 @@ burst = 5
             interval: sc.interval().0,
             burst: 5,
             write_kind: kind,
+            silent: false,
         };
         let r = pacesim::builder::SimBuilder::new(sc.clone()).run(b).unwrap();
         let s = &r.summary;
@@ -630,6 +653,42 @@ burst = 5
             assert!(!c.failed(), "{kind}: {name} fails one process: {}", c.detail);
         }
     }
+}
+
+/// Issue 52 item 13: `Backend::facts` is required, and facts that state nothing are refused,
+/// not judged as a design of burst 1: by the builder when the run starts, and by the
+/// registry's check of a scenario naming the backend (file, line and field), both naming
+/// the backend and what to state.
+#[test]
+fn a_backend_whose_facts_state_nothing_is_refused() {
+    use pacesim::registry::Ops;
+    let src = "name = \"silent\"\nduration = \"1s\"\n[pacer]\nbackend = \"check_then_write\"\nrate = 20.0\n[processes]\ncount = 1\n";
+    let sc = Scenario::parse_with("t.toml", src, &pacesim::scenario::Structure).unwrap();
+    let silent = check_then_write::Gcra2 {
+        interval: sc.interval().0,
+        burst: 5,
+        write_kind: OpKind::Complete,
+        silent: true,
+    };
+    let e = pacesim::builder::SimBuilder::new(sc.clone())
+        .run(silent.clone())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("backend `check_then_write`: Backend::facts states nothing") && e.contains("burst: Some(1)"),
+        "{e}"
+    );
+    let e = pacesim::registry::OpsOf::<check_then_write::SilentOptions>::NEW
+        .validate("check_then_write", &sc, true)
+        .unwrap_err();
+    assert_eq!(e.field, "backend", "{e:?}");
+    assert!(e.message.contains("Backend::facts states nothing"), "{e:?}");
+    // the same design stating its burst runs
+    let stated = check_then_write::Gcra2 {
+        silent: false,
+        ..silent
+    };
+    assert!(pacesim::builder::SimBuilder::new(sc).run(stated).is_ok());
 }
 
 // ---- self_heal ------------------------------------------------------------------------------

@@ -89,7 +89,11 @@ impl Backend for Livelock {
         if self.local { "retry_now_local" } else { "retry_now" }
     }
     fn facts(&self) -> pacesim::backend::Facts {
-        pacesim::backend::Facts::default()
+        // one slot at a time (facts that state nothing are refused)
+        pacesim::backend::Facts {
+            burst: Some(1),
+            ..Default::default()
+        }
     }
     fn detail(&self) -> serde_json::Value {
         serde_json::json!({})
