@@ -145,3 +145,121 @@ fn run_on_a_file_that_is_not_a_scenario_says_what_it_is_in_one_line() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A team's checker for the test below: the least gap between two arrivals at the
+/// destination is at least half an interval (a paced fleet's are one interval apart).
+#[derive(Debug)]
+struct MinGap {
+    half_interval: u64,
+    last: Option<u64>,
+    least: Option<u64>,
+}
+
+impl pacesim::trace::Sink for MinGap {
+    fn event(&mut self, ev: &pacesim::trace::Event) {
+        if let pacesim::trace::Event::Arrival { t, .. } = *ev {
+            if let Some(l) = self.last {
+                self.least = Some(self.least.map_or(t - l, |g| g.min(t - l)));
+            }
+            self.last = Some(t);
+        }
+    }
+}
+
+impl pacesim::check::Checker for MinGap {
+    fn verdicts(&mut self) -> Vec<pacesim::check::Verdict> {
+        use pacesim::check::{Status, Verdict};
+        let (status, detail) = match self.least {
+            None => (Status::NotJudged, "not judged: needs two arrivals".to_string()),
+            Some(g) => (
+                Status::of(g >= self.half_interval),
+                format!("least gap {g} ns (at least {} ns)", self.half_interval),
+            ),
+        };
+        vec![Verdict {
+            name: "min_gap",
+            status,
+            detail,
+        }]
+    }
+}
+
+/// Issue 52 item 20: a team's own checker (`check::register`, as `main_with_checkers` does)
+/// is a column of the matrix: its verdicts reach the cells, a difference from the expected
+/// matrix names it, the expected file may name it, and JUnit has its cases. Registering is once
+/// per process, and would add the column to every other test's runs: the test runs itself
+/// again, alone, in a process of its own, and that child does the checking.
+#[test]
+fn a_teams_own_checker_is_a_column_of_the_matrix() {
+    const CHILD: &str = "PACESIM_TEST_TEAM_CHECKER_CHILD";
+    const NAME: &str = "matrix::a_teams_own_checker_is_a_column_of_the_matrix";
+    if std::env::var_os(CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([NAME, "--exact", "--test-threads=1", "--nocapture"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "the child failed:\n{text}");
+        assert!(text.contains("1 passed"), "the child ran no test:\n{text}");
+        return;
+    }
+    pacesim::check::register(vec![pacesim::check::CheckerSpec {
+        name: "min_gap",
+        summary: "arrivals at least half an interval apart",
+        new: |h| {
+            Some(Box::new(MinGap {
+                half_interval: (5e8 / h.rate) as u64,
+                last: None,
+                least: None,
+            }))
+        },
+    }])
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("pacesim-matrix-team-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("sweep-test.toml");
+    std::fs::write(&file, include_str!("common/sweep-test.toml")).unwrap();
+    let o = matrix::evaluate(vec![file.clone()], 1, None).unwrap();
+    let m = &o.matrix;
+    assert_eq!(m.columns.last().map(String::as_str), Some("min_gap"), "{:?}", m.columns);
+    let cell = |b: &str| {
+        let row = m.rows.iter().find(|r| r.backend == b).unwrap();
+        row.cells.get("min_gap").map(|c| (c.outcome, c.detail.clone()))
+    };
+    let (row, local) = (cell("row").unwrap(), cell("local").unwrap());
+    assert_eq!(row.0, Outcome::Pass, "row paces its arrivals: {}", row.1);
+    assert_eq!(local.0, Outcome::Fail, "local's three pacers do not: {}", local.1);
+    // an expectation that leaves it out differs, naming it; one that names it matches
+    let failing = m.rows.iter().find(|r| r.backend == "local").unwrap().failing();
+    let entry = |fail: &std::collections::BTreeSet<String>| {
+        let list: Vec<String> = fail.iter().map(|f| format!("\"{f}\"")).collect();
+        format!(
+            "[sweep-test]\nrow = {{ fail = [], apply = [\"min_gap\"] }}\nlocal = {{ fail = [{}] }}\n",
+            list.join(", ")
+        )
+    };
+    let without: std::collections::BTreeSet<String> = failing.iter().filter(|f| *f != "min_gap").cloned().collect();
+    let exp = dir.join("without.toml");
+    std::fs::write(&exp, entry(&without)).unwrap();
+    let o = matrix::evaluate(vec![file.clone()], 1, Some(&exp)).unwrap();
+    assert!(
+        !o.matches() && o.mismatches.iter().any(|d| d.contains("min_gap")),
+        "{:?}",
+        o.mismatches
+    );
+    let exp = dir.join("with.toml");
+    std::fs::write(&exp, entry(&failing)).unwrap();
+    let o = matrix::evaluate(vec![file], 1, Some(&exp)).unwrap();
+    assert!(o.matches(), "{:?}", o.mismatches);
+    let cases = matrix::junit_cases(&o.matrix);
+    assert!(
+        cases.iter().any(|c| c.backend == "local" && c.property == "min_gap"),
+        "JUnit has the team's cases"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
