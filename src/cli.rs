@@ -584,7 +584,7 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
                 for d in &differ {
                     eprintln!("conform: {d}");
                 }
-                status(differ.is_empty())
+                conform_status(&c, &differ, require_judged)
             }
             Err(e) => live_failed(e),
         },
@@ -612,7 +612,7 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
                         println!("\nwritten to {}", s.dir.display());
                     }
                 }
-                EXIT_PASS
+                sweep_status(&s, require_judged)
             }
             Err(e) => bad(e),
         },
@@ -620,7 +620,7 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
             Ok(s) => {
                 print!("{}", s.table());
                 println!("\nmerged {} inputs into {}", inputs.len(), s.dir.display());
-                EXIT_PASS
+                sweep_status(&s, require_judged)
             }
             Err(e) => bad(e),
         },
@@ -1026,6 +1026,44 @@ fn verdict_status(s: &Summary, require_judged: bool) -> i32 {
     status(s.all_pass())
 }
 
+/// `sweep` and `merge`: exit 0 whatever the verdicts (a sweep measures; its rows say pass, the
+/// failing checks and those not judged), except that with `require_judged` a run with a check
+/// not judged is exit 1, naming the runs and checks.
+fn sweep_status(s: &sweep::Swept, require_judged: bool) -> i32 {
+    let unjudged = s.not_judged();
+    if require_judged && !unjudged.is_empty() {
+        eprintln!("not judged (--require-judged): {}", unjudged.join("; "));
+        return EXIT_FAIL;
+    }
+    EXIT_PASS
+}
+
+/// The checks not judged in a conformance run, each as `simulated <check>` or `live <check>`.
+fn conform_not_judged(c: &conform::Conformance) -> Vec<String> {
+    let side = |what: &str, s: &Summary| {
+        s.not_judged()
+            .into_iter()
+            .map(|k| format!("{what} {k}"))
+            .collect::<Vec<_>>()
+    };
+    let mut out = side("simulated", &c.sim);
+    out.extend(side("live", &c.live));
+    out
+}
+
+/// `conform`: 1 when the two runs differ (`differ`, [`conform::Conformance::disagreements`]),
+/// or (`require_judged`) when a check was not judged on either side, naming those on stderr;
+/// else 0. (A check not judged on one side is not compared: without `--require-judged` it is
+/// no disagreement.)
+fn conform_status(c: &conform::Conformance, differ: &[String], require_judged: bool) -> i32 {
+    let unjudged = conform_not_judged(c);
+    if require_judged && !unjudged.is_empty() {
+        eprintln!("not judged (--require-judged): {}", unjudged.join(", "));
+        return EXIT_FAIL;
+    }
+    status(differ.is_empty())
+}
+
 /// `check`: print the summary; pass when no check failed (and, with `require_judged`, every
 /// check judged).
 fn summary_status(result: Result<Summary, run::RunError>, json: bool, require_judged: bool) -> i32 {
@@ -1351,5 +1389,41 @@ fn print_table(sr: &compare::ScenarioRuns) {
             sr.seeds.len()
         );
         print!("{}", report::table::across_seeds(&sr.seed_stats()).text());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 52 item 10: `conform --require-judged` fails a conformance run with a check not
+    /// judged on either side (naming it), and only then; without the flag it is no failure.
+    #[test]
+    fn conform_require_judged_fails_a_check_not_judged_on_either_side() {
+        let sc = crate::scenario::Scenario::parse("t.toml", crate::scenario::FOUR_LIMITERS).unwrap();
+        let sim = crate::registry::simulate(&sc, None, None).unwrap();
+        assert!(sim.all_judged(), "{:?}", sim.checks);
+        let mut c = conform::Conformance {
+            sim: sim.clone(),
+            live: sim,
+            sim_stall_ms: None,
+            live_stall_ms: None,
+            calibration: None,
+            cost: None,
+            sim_cost: None,
+            rate_difference: 0.0,
+            worker: None,
+        };
+        assert!(conform_not_judged(&c).is_empty());
+        assert_eq!(conform_status(&c, &[], true), EXIT_PASS);
+        c.live.checks.get_mut("liveness").unwrap().verdict = crate::check::Status::NotJudged;
+        assert_eq!(conform_not_judged(&c), ["live liveness"]);
+        assert!(c.disagreements(0.02).is_empty(), "not judged one way: not compared");
+        assert_eq!(conform_status(&c, &[], false), EXIT_PASS);
+        assert_eq!(conform_status(&c, &[], true), EXIT_FAIL);
+        c.sim.checks.get_mut("fairness").unwrap().verdict = crate::check::Status::NotJudged;
+        assert_eq!(conform_not_judged(&c), ["simulated fairness", "live liveness"]);
+        // a disagreement fails it either way
+        assert_eq!(conform_status(&c, &["x".into()], false), EXIT_FAIL);
     }
 }

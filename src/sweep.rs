@@ -39,10 +39,12 @@
 //! # Outputs (in `--out`, default `reports/sweep/<scenario>`)
 //!
 //! - `runs.csv` and `runs.jsonl`: one row per run, by run number: grid values, seed, fetches,
-//!   achieved rate, bursts needed, the largest 1 s window, reservation p99, pass/fail and the
-//!   failing checks, and the trace hash;
-//! - `summary.csv`: per grid point, the pass count and, for each figure, the mean over seeds
-//!   with its 95% Student-t confidence interval ([`crate::stats::mean_ci`]);
+//!   achieved rate, bursts needed, the largest 1 s window, reservation p99, `pass` (every
+//!   check judged and passed: a run with a check not judged is not a pass), the failing
+//!   checks, the checks not judged, and the trace hash;
+//! - `summary.csv`: per grid point, the pass count, the count of runs with a check not
+//!   judged, and for each figure the mean over seeds with its 95% Student-t confidence
+//!   interval ([`crate::stats::mean_ci`]);
 //! - `sweep.json`: the plan (file, axes, seeds, total runs, a hash of the scenario text) and
 //!   which shard this is, so `merge` can refuse shards of different sweeps.
 //!
@@ -502,10 +504,13 @@ pub struct Row {
     pub max_window: u64,
     /// Reservation round trip, 99th percentile, milliseconds.
     pub p99_ms: f64,
-    /// Did every check pass?
+    /// Did every check pass? (False when one failed, and when one was not judged: missing
+    /// evidence is not a pass.)
     pub pass: bool,
     /// The checks that failed, by name.
     pub failed: Vec<String>,
+    /// The checks not judged (the run lacks what they need), by name.
+    pub not_judged: Vec<String>,
     /// The run's trace hash (replays with `pacesim run FILE --seed SEED`).
     pub trace_hash: String,
 }
@@ -524,8 +529,9 @@ impl Row {
             slot_burst_needed: s.slot_burst_needed,
             max_window: s.max_window.count,
             p99_ms: six(s.reservation.p99_ms),
-            pass: s.all_pass(),
+            pass: s.all_pass() && s.all_judged(),
             failed: s.checks.iter().filter(|c| c.1.failed()).map(|c| c.0.clone()).collect(),
+            not_judged: s.not_judged().into_iter().map(String::from).collect(),
             trace_hash: s.trace_hash.clone(),
         }
     }
@@ -573,6 +579,7 @@ pub fn runs_csv(m: &Manifest, rows: &[Row]) -> String {
             "p99_ms",
             "pass",
             "failed",
+            "not_judged",
             "trace_hash",
         ]
         .map(String::from),
@@ -591,6 +598,7 @@ pub fn runs_csv(m: &Manifest, rows: &[Row]) -> String {
             format!("{:.6}", r.p99_ms),
             r.pass.to_string(),
             r.failed.join(";"),
+            r.not_judged.join(";"),
             r.trace_hash.clone(),
         ]);
         out.push_str(&csv_line(f));
@@ -612,8 +620,10 @@ pub struct PointSummary {
     pub values: Vec<String>,
     /// Runs (seeds) at this point.
     pub runs: usize,
-    /// Runs where every check passed.
+    /// Runs where every check passed (judged, and none failed).
     pub passed: usize,
+    /// Runs with a check not judged.
+    pub not_judged: usize,
     /// Per figure (achieved rate, burst, slot burst, largest 1 s window, p99 ms): the mean
     /// and the 95% half-width (`None` for one run).
     pub figures: Vec<(f64, Option<f64>)>,
@@ -639,16 +649,18 @@ pub fn summarise(m: &Manifest, rows: &[Row]) -> Vec<PointSummary> {
                 .collect(),
             runs: point.len(),
             passed: point.iter().filter(|r| r.pass).count(),
+            not_judged: point.iter().filter(|r| !r.not_judged.is_empty()).count(),
             figures,
         });
     }
     out
 }
 
-/// `summary.csv`: per grid point, runs, passes, and each figure's mean and 95% half-width.
+/// `summary.csv`: per grid point, runs, passes, runs with a check not judged, and each
+/// figure's mean and 95% half-width.
 pub fn summary_csv(m: &Manifest, points: &[PointSummary]) -> String {
     let mut head: Vec<String> = m.axes.iter().map(|a| a.key.clone()).collect();
-    head.extend(["runs".to_string(), "passed".into()]);
+    head.extend(["runs".to_string(), "passed".into(), "not_judged".into()]);
     for (name, _) in FIGURES {
         head.push(format!("{name}_mean"));
         head.push(format!("{name}_ci95"));
@@ -656,7 +668,7 @@ pub fn summary_csv(m: &Manifest, points: &[PointSummary]) -> String {
     let mut out = csv_line(head);
     for p in points {
         let mut f = p.values.clone();
-        f.extend([p.runs.to_string(), p.passed.to_string()]);
+        f.extend([p.runs.to_string(), p.passed.to_string(), p.not_judged.to_string()]);
         for (mean, half) in &p.figures {
             f.push(format!("{mean:.6}"));
             f.push(half.map(|h| format!("{h:.6}")).unwrap_or_default());
@@ -787,9 +799,10 @@ pub fn summary_table(m: &Manifest, points: &[PointSummary]) -> String {
     let head: Vec<String> = keys.iter().map(|k| format!("{k:>10}")).collect();
     let _ = writeln!(
         out,
-        "{} {:>7} {:>22} {:>16} {:>16} {:>16}",
+        "{} {:>7} {:>7} {:>22} {:>16} {:>16} {:>16}",
         head.join(" "),
         "pass",
+        "n/j",
         "rate/s",
         "burst",
         "max1s",
@@ -801,11 +814,13 @@ pub fn summary_table(m: &Manifest, points: &[PointSummary]) -> String {
     };
     for p in points {
         let vals: Vec<String> = p.values.iter().map(|v| format!("{v:>10}")).collect();
+        // (`pass`: runs with every check judged and passed; `n/j`: runs with a check not judged)
         let _ = writeln!(
             out,
-            "{} {:>7} {:>22} {:>16} {:>16} {:>16}",
+            "{} {:>7} {:>7} {:>22} {:>16} {:>16} {:>16}",
             vals.join(" "),
             format!("{}/{}", p.passed, p.runs),
+            p.not_judged,
             ci(p.figures[0], 3),
             ci(p.figures[1], 1),
             ci(p.figures[3], 1),
@@ -840,6 +855,24 @@ pub struct Swept {
 }
 
 impl Swept {
+    /// The checks not judged, one entry per run that has any, as `run N (backend, seed S):
+    /// check, check` (for `--require-judged`).
+    pub fn not_judged(&self) -> Vec<String> {
+        self.rows
+            .iter()
+            .filter(|r| !r.not_judged.is_empty())
+            .map(|r| {
+                format!(
+                    "run {} ({}, seed {}): {}",
+                    r.run,
+                    r.backend,
+                    r.seed,
+                    r.not_judged.join(", ")
+                )
+            })
+            .collect()
+    }
+
     /// The summary per grid point, as a table ([`summary_table`]).
     pub fn table(&self) -> String {
         summary_table(&self.manifest, &summarise(&self.manifest, &self.rows))

@@ -147,23 +147,39 @@ fn anchor(name: &str) -> String {
         .collect()
 }
 
+/// The scenario's line in the index: which backends pass every check, which fail one, and
+/// which pass without being judged on every check (never read as "all pass": a check not
+/// judged is missing evidence, not a pass).
 fn short_verdict(sr: &ScenarioRuns) -> String {
     let base = sr.base();
-    let pass: Vec<&str> = base
-        .iter()
-        .filter(|r| r.row.summary.all_pass())
-        .map(|r| r.backend.as_str())
-        .collect();
-    let fail: Vec<&str> = base
-        .iter()
-        .filter(|r| !r.row.summary.all_pass())
-        .map(|r| r.backend.as_str())
-        .collect();
-    match (pass.is_empty(), fail.is_empty()) {
-        (_, true) => format!("all pass: {}", pass.join(", ")),
-        (true, false) => format!("all fail: {}", fail.join(", ")),
-        (false, false) => format!("pass: {}; fail: {}", pass.join(", "), fail.join(", ")),
+    let (mut pass, mut fail, mut unjudged) = (Vec::new(), Vec::new(), Vec::new());
+    for r in &base {
+        let s = &r.row.summary;
+        if !s.all_pass() {
+            fail.push(r.backend.clone());
+        } else if !s.all_judged() {
+            unjudged.push(format!("{} ({})", r.backend, s.not_judged().join(", ")));
+        } else {
+            pass.push(r.backend.clone());
+        }
     }
+    if fail.is_empty() && unjudged.is_empty() {
+        return format!("all pass: {}", pass.join(", "));
+    }
+    if pass.is_empty() && unjudged.is_empty() {
+        return format!("all fail: {}", fail.join(", "));
+    }
+    let mut parts = Vec::new();
+    if !pass.is_empty() {
+        parts.push(format!("pass: {}", pass.join(", ")));
+    }
+    if !fail.is_empty() {
+        parts.push(format!("fail: {}", fail.join(", ")));
+    }
+    if !unjudged.is_empty() {
+        parts.push(format!("not judged: {}", unjudged.join(", ")));
+    }
+    parts.join("; ")
 }
 
 /// Rows scenario/backend, columns every check name seen; a cell counts passing seeds.
@@ -279,8 +295,12 @@ fn run_phrase(r: &Run, ceiling: &str) -> String {
     if s.fallback_s > 0.0 {
         let _ = write!(p, ", {:.1} process-seconds in fallback", s.fallback_s);
     }
-    if s.all_pass() {
+    if s.all_pass() && s.all_judged() {
         p.push_str(": every check passes");
+    } else if s.all_pass() {
+        // missing evidence is not a pass
+        let unjudged: Vec<String> = s.not_judged().iter().map(|c| c.to_string()).collect();
+        let _ = write!(p, ": no check fails, but {} not judged", and_list(&unjudged));
     } else {
         let _ = write!(p, ": fails {}", table::verdicts(&r.row).trim_start_matches("FAIL: "));
     }

@@ -339,3 +339,44 @@ fn the_index_opens_with_what_a_review_must_be_told() {
     assert!(!section.contains("lock-requeue-lost"), "no finding, not listed");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Issue 52 item 10: the index never reads "all pass" or "every check passes" for a run with a
+/// check not judged. `eight-reservers` (seed 47) offers less load than the rate: `liveness`
+/// is not judged for every backend it compares, and none fails; the scenario's line says which
+/// checks were not judged, and each run's reading says so instead of "every check passes".
+#[test]
+fn the_index_says_not_judged_never_all_pass() {
+    let dir = scratch("unjudged");
+    let all = compare::run_all(
+        &[load("eight-reservers.toml")],
+        Options {
+            seeds: 1,
+            series: true,
+            progress: false,
+        },
+    )
+    .unwrap();
+    for r in &all[0].runs {
+        let s = &r.row.summary;
+        assert!(
+            s.all_pass() && s.not_judged() == ["liveness"],
+            "{}: {:?}",
+            r.backend,
+            s.checks
+        );
+    }
+    report::write(&dir, &all, "pacesim simulate (test)").unwrap();
+    let index = std::fs::read_to_string(dir.join("index.md")).unwrap();
+    let line = index
+        .lines()
+        .find(|l| l.starts_with("- [eight-reservers]"))
+        .unwrap_or_else(|| panic!("{index}"));
+    assert!(!line.contains("all pass"), "{line}");
+    assert!(
+        line.contains("not judged: row (liveness), shared_cache (liveness), redis_gcra (liveness)"),
+        "{line}"
+    );
+    assert!(!index.contains("every check passes"), "{index}");
+    assert!(index.contains("no check fails, but liveness not judged"), "{index}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -181,3 +181,57 @@ fn shards_from_scheduler_variables_merge_into_the_unsharded_sweep() {
     assert!(err.contains("pass --shards N or set PACESIM_SHARDS"), "{err}");
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// Issue 52 item 10: a sweep never writes `pass=true` for a run with a check not judged, and
+/// says which were not judged (`not_judged`, in `runs.csv`, `runs.jsonl`, per grid point in
+/// `summary.csv` and the table); `--require-judged` fails `sweep` and `merge` (exit 1, naming
+/// the runs and checks), as any command. `eight-reservers` (seed 47) offers less load than the
+/// rate: `liveness` is not judged, and no check fails.
+#[test]
+fn a_run_with_a_check_not_judged_is_no_pass_and_require_judged_fails_the_sweep() {
+    let d = tmp("unjudged");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/eight-reservers.toml");
+    let f = file.to_str().unwrap();
+    let out_dir = d.join("out");
+    let o = out_dir.to_str().unwrap();
+    let args = ["sweep", f, "--grid", "backend=row", "--seeds", "1", "--out", o];
+    let (code, out, err) = pacesim(&args);
+    assert_eq!(code, 0, "a check not judged does not fail a sweep by default: {err}");
+    assert!(out.contains("n/j"), "{out}");
+    let csv = read(&out_dir, "runs.csv");
+    let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    let col = |name: &str| {
+        row[head
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no {name}: {csv}"))]
+    };
+    assert_eq!(
+        (col("pass"), col("failed"), col("not_judged")),
+        ("false", "", "liveness"),
+        "{csv}"
+    );
+    let jsonl: serde_json::Value = serde_json::from_str(read(&out_dir, "runs.jsonl").lines().next().unwrap()).unwrap();
+    assert_eq!(jsonl["pass"], false, "{jsonl}");
+    assert_eq!(jsonl["not_judged"], serde_json::json!(["liveness"]), "{jsonl}");
+    let summary = read(&out_dir, "summary.csv");
+    assert!(summary.starts_with("backend,runs,passed,not_judged,"), "{summary}");
+    assert!(summary.lines().nth(1).unwrap().starts_with("row,1,0,1,"), "{summary}");
+
+    let mut strict = args.to_vec();
+    strict.push("--require-judged");
+    let (code, _, err) = pacesim(&strict);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("not judged (--require-judged): run 0 (row, seed 47): liveness"),
+        "{err}"
+    );
+    let merged = d.join("merged");
+    let (code, _, err) = pacesim(&["merge", o, "--out", merged.to_str().unwrap(), "--require-judged"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("liveness"), "{err}");
+    let (code, _, err) = pacesim(&["merge", o, "--out", merged.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    std::fs::remove_dir_all(&d).ok();
+}
