@@ -884,6 +884,12 @@ impl Scenario {
         self.origin.place(field).unwrap_or_else(|| self.name.clone())
     }
 
+    /// The hash of the text it was read from ([`crate::run::choices::text_hash`]); `None` for
+    /// a scenario built in code.
+    pub fn text_hash(&self) -> Option<String> {
+        (!self.origin.file.is_empty()).then(|| crate::run::choices::text_hash(&self.origin.src))
+    }
+
     /// Every backend some route runs this scenario with: `[pacer] backend` (`run`, sweeps)
     /// and the `compare` list (`simulate`, `matrix`), each once, in that order.
     pub fn runnable_backends(&self) -> Vec<String> {
