@@ -49,15 +49,116 @@ const EVENTS_PER_FETCH: f64 = 6.0;
 /// The fixed part of one run.
 const BASE: f64 = 16.0 * 1024.0 * 1024.0;
 
-/// The most fetches one run of `sc` makes, on the high side for a shared pacer: twice the
-/// ceiling over the duration, or every process's `requests` when fewer. (A per-process pacer
-/// such as `local` may make N times more; the guard does not count that.)
+/// Bytes per firing of a time limit (`processes.soft_limit`, `hard_limit`): a hard limit
+/// kills and restarts the process, a soft one ends the job and starts the next; what the run
+/// keeps of each (the killed incarnation's pending events, the checkers' records). Measured
+/// about 190 B a restart at `hard_limit = "1us"` and 170 B a soft limit, doubled and more.
+const PER_LIMIT: f64 = 512.0;
+/// Bytes per timer parked in the event queue: each job arms its time limits when it starts,
+/// and a timer stays queued until its limit passes, however soon the job ends (about 86 B a
+/// timer measured with `hard_limit = "1h"` at 1e5 jobs a second).
+const PER_TIMER: f64 = 128.0;
+/// Events per firing of a time limit: a kill, a restart and the new job's first round trips
+/// (about 44 events' time measured at `hard_limit = "1us"`).
+const EVENTS_PER_LIMIT: f64 = 48.0;
+
+/// How fast the fleet of `sc` may fetch, at most, for its backend(s), against the shared
+/// ceiling: a design whose processes pace alone (`local`: [`crate::backend::Facts`]'s
+/// `process_spacing_ns`) fetches at each process's own pace, N times it; a `fail_open`
+/// fallback paces every process at the full rate while the store is out (its fault windows),
+/// and a `divided` one at `rate / (cap + 1)`. Returns the fleet's fetches a second over the
+/// run, on average, and the reason when it is not the ceiling.
+fn fleet_rate(sc: &Scenario) -> (f64, Option<String>) {
+    let n = f64::from(sc.processes.count);
+    let secs = sc.duration.as_secs_f64().max(1e-9);
+    // the time the store may be out: its outage, partition, restart and latency windows
+    let out: f64 = sc
+        .faults
+        .iter()
+        .filter(|f| {
+            matches!(
+                f,
+                crate::fault::FaultSpec::StoreOutage { .. }
+                    | crate::fault::FaultSpec::StoreRestart { .. }
+                    | crate::fault::FaultSpec::Partition { .. }
+                    | crate::fault::FaultSpec::StoreLatency { .. }
+            )
+        })
+        .filter_map(crate::fault::FaultSpec::window)
+        .map(|(a, b)| b.0.saturating_sub(a.0) as f64 / 1e9)
+        .sum::<f64>()
+        .min(secs);
+    let mut best = (sc.pacer.rate, None);
+    for b in sc.compared_backends() {
+        let Some(detail) = crate::registry::spec(&b).and_then(|s| s.detail(sc).ok()) else {
+            continue;
+        };
+        let per_thread = detail.get("per").and_then(serde_json::Value::as_str) == Some("thread");
+        let pacers = n * if per_thread {
+            f64::from(sc.processes.threads.max(1))
+        } else {
+            1.0
+        };
+        let (rate, why) = if let Some(s) = detail.get("process_spacing_ns").and_then(serde_json::Value::as_f64) {
+            (
+                pacers * 1e9 / s.max(1.0),
+                format!("`{b}`: each of the {pacers} pacers paces alone, at up to the rate"),
+            )
+        } else {
+            match detail.get("fallback").and_then(serde_json::Value::as_str) {
+                Some("fail_open") if out > 0.0 => (
+                    sc.pacer.rate * (1.0 + (n - 1.0) * out / secs),
+                    format!("`{b}` fails open: each of the {n} processes paces at the rate while the store is out"),
+                ),
+                Some("divided") if out > 0.0 => {
+                    let cap = detail.get("cap").and_then(serde_json::Value::as_f64).unwrap_or(n - 1.0);
+                    (
+                        sc.pacer.rate * (1.0 + (n / (cap + 1.0) - 1.0).max(0.0) * out / secs),
+                        format!("`{b}` divides the rate by {} while the store is out", cap + 1.0),
+                    )
+                }
+                _ => continue,
+            }
+        };
+        if rate > best.0 {
+            best = (rate, Some(why));
+        }
+    }
+    best
+}
+
+/// The most fetches one run of `sc` makes, on the high side: twice the fleet's rate over the
+/// duration ([`fleet_rate`]: the ceiling, or N times it for processes that pace alone), or
+/// every process's `requests` when fewer.
 fn fetches(sc: &Scenario) -> f64 {
-    let by_rate = 2.0 * sc.pacer.rate * sc.duration.as_secs_f64();
+    let by_rate = 2.0 * fleet_rate(sc).0 * sc.duration.as_secs_f64();
     match sc.processes.requests {
         Some(r) => by_rate.min(r as f64 * f64::from(sc.processes.count)),
         None => by_rate,
     }
+}
+
+/// The time limits of `sc` (`processes.soft_limit`, `hard_limit`): each field with how many
+/// times it may fire over the run (once per limit per thread at most: a thread runs one job
+/// at a time) and, at most, how many of its timers are queued at once (each job arms one when
+/// it starts, queued until the limit passes).
+fn limits(sc: &Scenario) -> Vec<(&'static str, f64, f64)> {
+    let secs = sc.duration.as_secs_f64();
+    let loops = f64::from(sc.processes.count) * f64::from(sc.processes.threads.max(1));
+    let set: Vec<(&str, f64)> = [
+        ("processes.soft_limit", sc.processes.soft_limit),
+        ("processes.hard_limit", sc.processes.hard_limit),
+    ]
+    .into_iter()
+    .filter_map(|(f, l)| l.map(|l| (f, l.as_secs_f64().max(1e-9))))
+    .collect();
+    let firings: Vec<f64> = set.iter().map(|(_, l)| loops * secs / l).collect();
+    // every job arms its limits: the fetches, and a new job after each firing
+    let jobs = fetches(sc) + loops + firings.iter().sum::<f64>();
+    set.iter()
+        .zip(firings)
+        .map(|((f, l), fired)| (*f, fired, jobs.min(jobs / secs.max(1e-9) * l + loops)))
+        .collect()
 }
 
 /// The most events one run may schedule: about ten minutes of the simulator's time at its
@@ -137,7 +238,7 @@ pub enum BudgetError {
     /// More events than [`MAX_EVENTS`].
     #[error(
         "{scenario}: {field}: the run would schedule about {events:.1e} events, above the limit of {MAX_EVENTS:e} \
-         (a longer period or a shorter duration brings it down)"
+         ({hint}; no option raises this limit)"
     )]
     Work {
         /// Where: the scenario file and the line of the field (its name when it has no file).
@@ -146,6 +247,8 @@ pub enum BudgetError {
         field: String,
         /// The estimate, events.
         events: f64,
+        /// What brings it down (and why the estimate is what it is).
+        hint: String,
     },
 }
 
@@ -217,6 +320,10 @@ pub fn estimate(sc: &Scenario, runs: u64) -> (u64, String) {
     if let Some(a) = sc.processes.arrival_rate {
         parts.push(("processes.arrival_rate".into(), a * n * secs * PER_JOB));
     }
+    // a time limit: what each firing leaves, and the timers parked in the queue
+    for (field, fired, parked) in limits(sc) {
+        parts.push((field.into(), fired * PER_LIMIT + parked * PER_TIMER));
+    }
     // the trace pipeline's batches when the checkers fall behind (a loaded machine)
     let pipe = if crate::trace::pipe::worth_it() {
         crate::trace::pipe::most_in_flight() as f64
@@ -260,13 +367,8 @@ pub fn work(sc: &Scenario) -> (f64, String) {
         parts.push(("jobs.tick".into(), every(1.0 + sources, jobs.tick)));
         parts.push(("jobs.sweep_every".into(), every(1.0 + sources, jobs.sweep_every)));
     }
-    for (f, limit) in [
-        ("processes.soft_limit", sc.processes.soft_limit),
-        ("processes.hard_limit", sc.processes.hard_limit),
-    ] {
-        if let Some(l) = limit {
-            parts.push((f.into(), every(loops, l)));
-        }
+    for (field, fired, _) in limits(sc) {
+        parts.push((field.into(), fired * EVENTS_PER_LIMIT));
     }
     if let Some(p) = sc
         .pacer
@@ -321,10 +423,18 @@ pub fn check(sc: &Scenario, runs: u64) -> Result<(), BudgetError> {
     }
     let (events, field) = work(sc);
     if events > MAX_EVENTS {
+        let hint = match (field.as_str(), fleet_rate(sc).1) {
+            ("pacer.rate", Some(why)) => {
+                format!("{why}: a lower rate, fewer processes or a shorter duration brings it down")
+            }
+            ("pacer.rate", None) => "a lower rate or a shorter duration brings it down".to_string(),
+            _ => "a longer period or a shorter duration brings it down".to_string(),
+        };
         return Err(BudgetError::Work {
             scenario: sc.place(&field),
             field,
             events,
+            hint,
         });
     }
     Ok(())

@@ -12,7 +12,10 @@
 //! - **[`Tape::record`]**: the same draws, each 64-bit word written down in order (what
 //!   `pacesim run --record-choices` saves);
 //! - **[`Tape::replay`]**: the words given back in order, so the run repeats exactly
-//!   (`pacesim run --choices`); past the last word every draw is zero;
+//!   (`pacesim run --choices`); past the last word each stream draws its own seeded words
+//!   again (a run never waits on words a file does not hold: an all-zero word would keep a
+//!   normal draw's rejection loop going for ever), and [`Source::replayed`] tells how many
+//!   words the run drew against how many the file held;
 //! - **[`Tape::steer`]**: an explorer's run. A draw from a distribution that is not constant
 //!   becomes a choice among a few of its quantiles (say p1, p50, p99); operations reaching the
 //!   store at one instant are served in a chosen order; at each of the backend's kill points a
@@ -175,7 +178,8 @@ enum Mode {
 /// The decisions of one run (see the module docs), behind a [`Source`].
 pub struct Tape {
     mode: Mode,
-    // Record / Replay: the 64-bit words drawn, in order; `at`: the next to give back.
+    // Record / Replay: the 64-bit words drawn, in order; `at`: the next to give back (past
+    // the end: words drawn from the streams' own generators, counted)
     words: Vec<u64>,
     at: usize,
     // Steer: the prefix to take first, then the strategy's picks; every decision made.
@@ -263,7 +267,7 @@ impl Tape {
         Tape::new(Mode::Record)
     }
 
-    /// Give `words` back in order (zeros past the end).
+    /// Give `words` back in order; past the end, the streams' own words.
     pub fn replay(words: Vec<u64>) -> Tape {
         Tape {
             words,
@@ -482,8 +486,13 @@ impl Source {
                 w
             }
             Mode::Replay => {
-                let w = t.words.get(t.at).copied().unwrap_or(0);
-                t.at += 1;
+                // past the end the stream's own word: a zero for ever would hold a rejection
+                // loop (a normal draw's) in place
+                let w = match t.words.get(t.at) {
+                    Some(&w) => w,
+                    None => own(),
+                };
+                t.at = t.at.saturating_add(1);
                 w
             }
             Mode::Steer => own(),
@@ -562,6 +571,14 @@ impl Source {
         } else {
             0
         })
+    }
+
+    /// Replayed: how many words the run drew, and how many the tape held (a run that drew
+    /// more went on with its streams' own words past the end; either way it is not the
+    /// recorded run). `None` when not replaying.
+    pub fn replayed(&self) -> Option<(usize, usize)> {
+        let t = self.tape();
+        matches!(t.mode, Mode::Replay).then_some((t.at, t.words.len()))
     }
 
     /// The words recorded (or given) so far.
@@ -704,8 +721,12 @@ mod tests {
             .collect();
         assert_eq!(r.words(), drawn);
         let p = Source::new(Tape::replay(drawn.clone()));
-        let again: Vec<u64> = (0..4).map(|_| p.word(|| unreachable!())).collect();
-        assert_eq!(again, [8, 9, 10, 0]);
+        let again: Vec<u64> = (0..3).map(|_| p.word(|| unreachable!())).collect();
+        assert_eq!(again, [8, 9, 10]);
+        assert_eq!(p.replayed(), Some((3, 3)));
+        // past the end: the stream's own word, counted
+        assert_eq!(p.word(|| 42), 42);
+        assert_eq!(p.replayed(), Some((4, 3)));
     }
 
     #[test]

@@ -418,6 +418,11 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
         });
     }
     let require_judged = cli.require_judged;
+    // nothing runs that would write over one of its own inputs
+    let (inputs, outputs) = paths_of(&cli.command);
+    if let Err(e) = refuse_overwrite(&inputs, &outputs) {
+        return bad(e);
+    }
     match cli.command {
         Command::Run {
             file,
@@ -616,6 +621,10 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
             }
             Err(e) => bad(e),
         },
+        Command::Merge { ref inputs, .. } if let Some(missing) = inputs.iter().find(|p| !p.exists()) => bad(format!(
+            "{}: no such shard directory (give `sweep --shard` output directories, or their runs.jsonl files)",
+            missing.display()
+        )),
         Command::Merge { inputs, out } => match sweep::merge_files(&inputs, out.as_deref()) {
             Ok(s) => {
                 print!("{}", s.table());
@@ -626,6 +635,249 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
         },
         Command::Worker { run, pid } => live::worker::main(&run, pid, &crate::registry::Registered),
     }
+}
+
+/// A path a command writes: one file, or files in a directory.
+#[derive(Clone, Copy, Debug)]
+enum Output<'a> {
+    /// A file (`--trace`, `--junit`, `--record-choices`), named by its flag.
+    File(&'static str, &'a Path),
+    /// A directory (`--out`), named by its flag, and which of its files the command writes.
+    Dir(&'static str, &'a Path, Writes),
+}
+
+/// Which files of an output directory a command writes.
+#[derive(Clone, Copy, Debug)]
+enum Writes {
+    /// `explore`'s: `<stem>.json`, `.md`, `.case.toml`, `.choices.json`, `.trace.jsonl`,
+    /// `<stem>-rate.svg` / `.png`.
+    Explore,
+    /// `simulate`'s: `index.md`, and in each scenario's directory its plots and `summary.json`.
+    Report,
+    /// `sweep`'s and `merge`'s: `sweep.json`, `runs.csv`, `runs.jsonl`, `summary.csv`.
+    Sweep,
+}
+
+impl Writes {
+    /// Does the command write the file `name` of its output directory (`nested`: in one of its
+    /// subdirectories)?
+    fn writes(self, name: &str, nested: bool) -> bool {
+        match self {
+            Writes::Explore => {
+                !nested
+                    && [".json", ".md", ".case.toml", ".trace.jsonl", "-rate.svg", "-rate.png"]
+                        .iter()
+                        .any(|x| name.ends_with(x))
+            }
+            Writes::Report if nested => [".json", ".md", ".svg", ".png"].iter().any(|x| name.ends_with(x)),
+            Writes::Report => name == "index.md",
+            Writes::Sweep => !nested && ["sweep.json", "runs.csv", "runs.jsonl", "summary.csv"].contains(&name),
+        }
+    }
+}
+
+/// The files a command reads and the paths it writes (as the command line gives them; an
+/// output left to its default is under `reports/`).
+fn paths_of(cmd: &Command) -> (Vec<PathBuf>, Vec<Output<'_>>) {
+    let mut inputs: Vec<PathBuf> = Vec::new();
+    let mut outputs = Vec::new();
+    fn file<'a>(flag: &'static str, p: &'a Option<PathBuf>) -> Option<Output<'a>> {
+        p.as_deref().map(|p| Output::File(flag, p))
+    }
+    fn dir(p: &Option<PathBuf>, w: Writes) -> Option<Output<'_>> {
+        p.as_deref().map(|p| Output::Dir("--out", p, w))
+    }
+    // no files: every sims/*.toml
+    let or_default = |files: &[PathBuf]| {
+        if files.is_empty() {
+            run::default_scenarios()
+        } else {
+            files.to_vec()
+        }
+    };
+    match cmd {
+        Command::Run {
+            file: f,
+            trace,
+            junit,
+            choices,
+            record_choices,
+            ..
+        } => {
+            inputs.push(f.clone());
+            inputs.extend(choices.clone());
+            outputs.extend(file("--trace", trace));
+            outputs.extend(file("--junit", junit));
+            outputs.extend(file("--record-choices", record_choices));
+        }
+        Command::Explore {
+            file: f, out, junit, ..
+        } => {
+            inputs.push(f.clone());
+            outputs.extend(dir(out, Writes::Explore));
+            outputs.extend(file("--junit", junit));
+        }
+        Command::ExploreDefects {
+            files, expected, out, ..
+        } => {
+            inputs.extend(or_default(files));
+            inputs.push(
+                expected
+                    .clone()
+                    .unwrap_or_else(|| crate::matrix::DEFAULT_EXPECTED.into()),
+            );
+            outputs.extend(dir(out, Writes::Explore));
+        }
+        Command::ExploreMerge { reports, out, .. } => {
+            inputs.extend(reports.iter().cloned());
+            outputs.extend(dir(out, Writes::Explore));
+        }
+        Command::Check { trace, .. } => inputs.push(trace.clone()),
+        Command::Simulate { files, out, junit, .. } => {
+            inputs.extend(or_default(files));
+            outputs.extend(dir(out, Writes::Report));
+            outputs.extend(file("--junit", junit));
+        }
+        Command::Matrix {
+            files, expected, junit, ..
+        } => {
+            inputs.extend(or_default(files));
+            inputs.push(
+                expected
+                    .clone()
+                    .unwrap_or_else(|| crate::matrix::DEFAULT_EXPECTED.into()),
+            );
+            outputs.extend(file("--junit", junit));
+        }
+        Command::Live {
+            file: f,
+            trace,
+            worker_cmd,
+            junit,
+            ..
+        } => {
+            inputs.push(f.clone());
+            inputs.extend(live_inputs(f, worker_cmd.as_deref()));
+            outputs.extend(file("--trace", trace));
+            outputs.extend(file("--junit", junit));
+        }
+        Command::Conform {
+            file: f,
+            worker_cmd,
+            junit,
+            ..
+        } => {
+            inputs.push(f.clone());
+            inputs.extend(live_inputs(f, worker_cmd.as_deref()));
+            outputs.extend(file("--junit", junit));
+        }
+        Command::Sweep { file: f, out, .. } => {
+            inputs.push(f.clone());
+            outputs.extend(dir(out, Writes::Sweep));
+        }
+        Command::Merge { inputs: shards, out } => {
+            // a shard is its directory's `sweep.json` and `runs.jsonl`
+            for s in shards {
+                let d = if s.is_dir() {
+                    s.as_path()
+                } else {
+                    s.parent().unwrap_or(Path::new("."))
+                };
+                inputs.extend([d.join("sweep.json"), d.join("runs.jsonl")]);
+            }
+            outputs.extend(dir(out, Writes::Sweep));
+        }
+        Command::Backends | Command::Worker { .. } => {}
+    }
+    (inputs, outputs)
+}
+
+/// The files a live run reads besides its scenario: the words of its worker command
+/// (`--worker-cmd`, relative to the current directory, or `[live] command`) and of `[live]
+/// setup` (relative to the scenario's directory) that name files.
+fn live_inputs(scenario: &Path, worker_cmd: Option<&str>) -> Vec<PathBuf> {
+    let mut words: Vec<PathBuf> = worker_cmd
+        .map(|c| {
+            c.split_whitespace()
+                .map(|w| PathBuf::from(w.trim_matches(['\'', '"'])))
+                .collect()
+        })
+        .unwrap_or_default();
+    let base = scenario.parent().unwrap_or(Path::new("."));
+    let table = crate::scenario::read_bounded(scenario)
+        .ok()
+        .and_then(|t| toml::from_str::<toml::Table>(&t).ok());
+    if let Some(live) = table
+        .as_ref()
+        .and_then(|t| t.get("live"))
+        .and_then(toml::Value::as_table)
+    {
+        for key in ["command", "setup"] {
+            let strings: Vec<&str> = match live.get(key) {
+                Some(toml::Value::String(s)) => vec![s.as_str()],
+                Some(toml::Value::Array(a)) => a.iter().filter_map(toml::Value::as_str).collect(),
+                _ => Vec::new(),
+            };
+            words.extend(strings.into_iter().map(|w| base.join(w)));
+        }
+    }
+    words.retain(|w| w.is_file());
+    words
+}
+
+/// A file's identity: its device and inode (a symbolic link followed), when it exists.
+fn identity(p: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Refuse a command one of whose `outputs` is one of its `inputs`: the same file by identity
+/// (device and inode), so also through a symbolic or a hard link. A directory output is
+/// compared by the files in it the command would write. Writing it would destroy the input
+/// (`run x.toml --record-choices x.toml` would overwrite the scenario).
+fn refuse_overwrite(inputs: &[PathBuf], outputs: &[Output<'_>]) -> Result<(), String> {
+    let ids: Vec<((u64, u64), &Path)> = inputs
+        .iter()
+        .filter_map(|p| identity(p).map(|id| (id, p.as_path())))
+        .collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let clash = |flag: &str, written: &Path| -> Result<(), String> {
+        let Some(id) = identity(written) else { return Ok(()) };
+        match ids.iter().find(|(i, _)| *i == id) {
+            Some((_, input)) => Err(format!(
+                "{flag} {}: that is the input {} (the same file): writing it would overwrite the input; \
+                 choose another path",
+                written.display(),
+                input.display()
+            )),
+            None => Ok(()),
+        }
+    };
+    for o in outputs {
+        match *o {
+            Output::File(flag, p) => clash(flag, p)?,
+            Output::Dir(flag, d, w) => {
+                clash(flag, d)?;
+                let Ok(entries) = std::fs::read_dir(d) else { continue };
+                for e in entries.flatten() {
+                    let p = e.path();
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    if p.is_dir() {
+                        for n in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+                            if w.writes(&n.file_name().to_string_lossy(), true) {
+                                clash(flag, &n.path())?;
+                            }
+                        }
+                    } else if w.writes(&name, false) {
+                        clash(flag, &p)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Print an error; the bad-input status.
@@ -657,10 +909,11 @@ pub(crate) struct ExploreArgs {
     #[arg(long, default_value_t = 3)]
     depth: u32,
     /// Run this many processes instead of the scenario's.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     processes: Option<u32>,
-    /// Each process makes this many requests instead of the scenario's.
-    #[arg(long)]
+    /// Each process makes this many requests instead of the scenario's (at most 2^63 - 1, a
+    /// scenario file's range).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=i64::MAX as u64))]
     requests: Option<u64>,
     /// The quantiles a varied distribution's draw chooses among.
     #[arg(long, default_value = "0.01,0.5,0.99")]

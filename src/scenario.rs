@@ -590,7 +590,7 @@ impl Scenario {
                 if let Some((i, l)) = hit
                     && let Some(k) = key_of(l)
                 {
-                    (line, field) = (i + 1, format!("{table}.{k}"));
+                    (line, field) = (i + 1, format!("{table}.{}", bare(k)));
                 }
             }
             // a missing field or table: name it, not the key the parser happened to be at
@@ -609,8 +609,9 @@ impl Scenario {
                     .lines()
                     .nth(line.saturating_sub(1))
                     .filter(|l| line > 0 && l.contains('{'))
-                    .and_then(key_of);
-                field = match inline {
+                    .and_then(key_of)
+                    .map(bare);
+                field = match &inline {
                     Some(k) if table.is_empty() => format!("{k}.{key}"),
                     Some(k) => format!("{table}.{k}.{key}"),
                     None if table.is_empty() || !is_header => key.to_string(),
@@ -635,16 +636,16 @@ impl Scenario {
             ScenarioError::Invalid {
                 file: file.to_string(),
                 line,
-                field,
-                message,
+                field: bounded(&field),
+                message: bounded(&reworded(&message)),
             }
         })?;
         sc.validate_with(rules)
             .map_err(|(field, message)| ScenarioError::Invalid {
                 file: file.to_string(),
                 line: line_of_field(src, &field),
-                field,
-                message,
+                field: bounded(&field),
+                message: bounded(&reworded(&message)),
             })?;
         sc.origin = Origin {
             file: file.to_string(),
@@ -884,6 +885,12 @@ impl Scenario {
         self.origin.place(field).unwrap_or_else(|| self.name.clone())
     }
 
+    /// The hash of the text it was read from ([`crate::run::choices::text_hash`]); `None` for
+    /// a scenario built in code.
+    pub fn text_hash(&self) -> Option<String> {
+        (!self.origin.file.is_empty()).then(|| crate::run::choices::text_hash(&self.origin.src))
+    }
+
     /// Every backend some route runs this scenario with: `[pacer] backend` (`run`, sweeps)
     /// and the `compare` list (`simulate`, `matrix`), each once, in that order.
     pub fn runnable_backends(&self) -> Vec<String> {
@@ -909,6 +916,105 @@ impl Scenario {
 /// The longest scenario name, in characters: it is a directory name (at most 255 bytes on
 /// most file systems) and a table heading.
 pub const MAX_NAME_CHARS: usize = 100;
+
+/// Seed `seed + k` of a scenario run with several seeds (`--seeds`, `--cases`), within a
+/// scenario's seed range (`seed` in a file and `run --seed` stop at `i64::MAX`, so a
+/// reproducer of a seed past it would be refused); `None` past it.
+pub fn seed_plus(seed: u64, k: u64) -> Option<u64> {
+    seed.checked_add(k).filter(|s| *s <= i64::MAX as u64)
+}
+
+/// The longest message about a scenario value that is printed whole, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 400;
+
+/// The longest word of such a message quoted whole (a value echoed back), in characters.
+pub const MAX_WORD_CHARS: usize = 64;
+
+/// `message` bounded: a word (a value echoed back) longer than [`MAX_WORD_CHARS`] is cut to
+/// its start with its length, and the whole to [`MAX_MESSAGE_CHARS`], so a 100,000-character
+/// value is not printed back whole.
+pub fn bounded(message: &str) -> String {
+    let mut out = String::new();
+    for (i, word) in message.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let n = word.chars().count();
+        if n > MAX_WORD_CHARS {
+            out.extend(word.chars().take(MAX_WORD_CHARS / 2));
+            out.push_str(&format!("... ({n} characters)"));
+        } else {
+            out.push_str(word);
+        }
+    }
+    let n = out.chars().count();
+    if n > MAX_MESSAGE_CHARS {
+        let mut cut: String = out.chars().take(MAX_MESSAGE_CHARS).collect();
+        cut.push_str(&format!("... ({n} characters)"));
+        return cut;
+    }
+    out
+}
+
+/// A TOML parser's message in pacesim's words: `must be <what>, got <value>` for a value of
+/// the wrong type or an unknown name (`invalid type: string "0s", expected internally tagged
+/// enum Dist`, `unknown variant `x`, expected `global` or `per_process``); other messages as
+/// they are.
+pub fn reworded(message: &str) -> String {
+    let what = |expected: &str| -> String {
+        let e = expected.trim();
+        match e {
+            "internally tagged enum Dist" | "enum Dist" => {
+                "a distribution, e.g. { dist = \"constant\", value = \"1ms\" } or \
+                 { dist = \"lognormal\", median = \"1ms\", sigma = 0.5 }"
+                    .into()
+            }
+            "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number at least 0".into(),
+            "i8" | "i16" | "i32" | "i64" => "a whole number".into(),
+            "f32" | "f64" => "a number".into(),
+            "a boolean" | "bool" => "true or false".into(),
+            "string only" | "a string" | "string" => "a string".into(),
+            _ => e.to_string(),
+        }
+    };
+    if let Some(rest) = message.strip_prefix("unknown variant ")
+        && let Some((got, expected)) = rest.split_once(", expected ")
+    {
+        let expected = expected
+            .strip_prefix("one of ")
+            .unwrap_or(expected)
+            .replace(" or ", ", ");
+        return format!("must be one of {expected}, got {got}");
+    }
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix)
+            && let Some((got, expected)) = rest.rsplit_once(", expected ")
+        {
+            let got = got
+                .strip_prefix("string ")
+                .or_else(|| got.strip_prefix("integer "))
+                .or_else(|| got.strip_prefix("floating point "))
+                .or_else(|| got.strip_prefix("boolean "))
+                .unwrap_or(got);
+            return format!("must be {}, got {got}", what(expected));
+        }
+    }
+    message.to_string()
+}
+
+/// A dotted TOML key or table name as pacesim names fields: each segment trimmed and
+/// unquoted (`"pacer" . rate` is `pacer.rate`).
+fn bare(name: &str) -> String {
+    name.split('.')
+        .map(|seg| {
+            let seg = seg.trim();
+            let quoted = seg.len() >= 2
+                && ((seg.starts_with('"') && seg.ends_with('"')) || (seg.starts_with('\'') && seg.ends_with('\'')));
+            if quoted { &seg[1..seg.len() - 1] } else { seg }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
 
 pub use crate::time::{MAX_RATE, MIN_RATE, rate_in_range, short};
 
@@ -985,7 +1091,7 @@ fn headers(src: &str) -> Vec<String> {
             continue;
         }
         if let Some(name) = t.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
-            let name = name.trim().to_string();
+            let name = bare(name);
             let n = match counts.iter_mut().find(|c| c.0 == name) {
                 Some(c) => {
                     c.1 += 1;
@@ -998,7 +1104,7 @@ fn headers(src: &str) -> Vec<String> {
             };
             cur = format!("{name}[{n}]");
         } else if let Some(name) = t.strip_prefix('[').and_then(|r| r.split(']').next()) {
-            cur = name.trim().to_string();
+            cur = bare(name);
         }
         out.push(cur.clone());
     }
@@ -1036,7 +1142,7 @@ fn field_at_line(src: &str, line: usize) -> String {
     let text = src.lines().nth(line - 1).unwrap_or("");
     let table = hs.get(line - 1).cloned().unwrap_or_default();
     // `a . b = 1` is the key `a.b`
-    let key = key_of(text).map(|k| k.split('.').map(str::trim).collect::<Vec<_>>().join("."));
+    let key = key_of(text).map(bare);
     match key.as_deref() {
         Some(k) if table.is_empty() => k.to_string(),
         Some(k) => format!("{table}.{k}"),
@@ -1055,7 +1161,7 @@ pub fn line_of_field(src: &str, field: &str) -> usize {
     let hs = headers(src);
     let prose = in_long_string(src);
     for (i, line) in src.lines().enumerate() {
-        if !prose[i] && hs[i] == table && key_of(line) == Some(key) {
+        if !prose[i] && hs[i] == table && key_of(line).map(bare).as_deref() == Some(key) {
             return i + 1;
         }
     }
@@ -1063,7 +1169,7 @@ pub fn line_of_field(src: &str, field: &str) -> usize {
     // (`latency = { median = ... }` for `store.latency.median`)
     for (i, line) in src.lines().enumerate() {
         if let Some(k) = key_of(line).filter(|_| !prose[i]) {
-            let k = k.replace(' ', "");
+            let k = bare(k);
             let full = if hs[i].is_empty() { k } else { format!("{}.{k}", hs[i]) };
             if field == full || field.starts_with(&format!("{full}.")) {
                 return i + 1;

@@ -41,6 +41,19 @@ fn i08_the_memory_estimate_bounds_the_measured_peak() {
         ),
         ("long", base("local", 8, "", "300s", 1000.0)),
         ("jobs", sim("backfill-chunks.toml").replace("count = 2", "count = 2000")),
+        // issue 52 item 6: a restart every microsecond, and an hour-long limit's timer parked
+        // by each of 2 million jobs
+        ("hard-limit", base("row", 2, "hard_limit = \"1us\"\n", "500ms", 10.0)),
+        (
+            "parked",
+            base(
+                "row",
+                100,
+                "hard_limit = \"1h\"\n[fetch]\nduration = { dist = \"constant\", value = \"1us\" }\n",
+                "20s",
+                1e5,
+            ),
+        ),
     ];
     for (name, src) in cases {
         let f = d.join(format!("{name}.toml"));

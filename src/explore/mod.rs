@@ -1031,6 +1031,7 @@ pub fn write(dir: &std::path::Path, r: &Report) -> Result<Vec<std::path::PathBuf
             scenario: sc.name.clone(),
             backend: sc.pacer.backend.clone(),
             seed: sc.seed,
+            scenario_hash: Some(crate::run::choices::text_hash(&c.scenario)),
             body: crate::run::choices::Body::Steered {
                 bounds: Bounds {
                     kills: c.kills,

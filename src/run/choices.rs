@@ -9,8 +9,13 @@
 //! ```
 //!
 //! `mode = "steered"`: an explorer's run (each choice an index, then the first way past the
-//! end); `mode = "words"`: an ordinary run's random words, in the order drawn (zeros past the
-//! end).
+//! end); `mode = "words"`: an ordinary run's random words, in the order drawn.
+//!
+//! `scenario_hash` is a hash of the scenario file's text the choices were made on
+//! ([`text_hash`]): a replay on another text (an edited scenario whose name, backend and seed
+//! still match) is refused. A replay of words that draws more words than the file holds (or
+//! fewer) is not the recorded run: it ends (past the end each stream draws its own words), and
+//! is then refused with the counts.
 
 use crate::choice::{Bounds, Choice, Source, Tape};
 use crate::fault::KillPoint;
@@ -19,6 +24,18 @@ use std::path::Path;
 
 /// The version this build writes and reads.
 pub const VERSION: u32 = 1;
+
+/// The largest choice file read, in bytes (a recorded word is about 20 bytes of JSON).
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+
+/// The hash of a scenario file's text a choice file records (`scenario_hash`): FNV-1a, 64
+/// bits, in hex.
+pub fn text_hash(text: &str) -> String {
+    let h = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    format!("{h:016x}")
+}
 
 /// A choice file.
 // (no `deny_unknown_fields`: serde cannot combine it with the flattened body)
@@ -32,6 +49,10 @@ pub struct ChoiceFile {
     pub backend: String,
     /// The seed (the streams that are not choices draw from it).
     pub seed: u64,
+    /// The hash of the scenario file's text the choices were made on ([`text_hash`]); absent
+    /// in files written before it was recorded (then not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario_hash: Option<String>,
     /// The decisions.
     #[serde(flatten)]
     pub body: Body,
@@ -58,7 +79,21 @@ pub enum Body {
 impl ChoiceFile {
     /// Read `path`; an error names the file, and the line and column JSON gives.
     pub fn read(path: &Path) -> Result<ChoiceFile, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = {
+            use std::io::Read;
+            let mut bytes = Vec::new();
+            std::fs::File::open(path)
+                .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            if bytes.len() as u64 > MAX_FILE_BYTES {
+                return Err(format!(
+                    "{}: larger than {} MiB: not a choice file",
+                    path.display(),
+                    MAX_FILE_BYTES >> 20
+                ));
+            }
+            String::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8 text: {e}", path.display()))?
+        };
         let f: ChoiceFile = serde_json::from_str(&text)
             .map_err(|e| format!("{}:{}:{}: not a choice file: {e}", path.display(), e.line(), e.column()))?;
         if f.version != VERSION {
@@ -93,9 +128,21 @@ impl ChoiceFile {
         std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
     }
 
-    /// Check it belongs to `sc` (name, backend, seed); the error names the field.
+    /// Check it belongs to `sc` (name, backend, seed, and the text it was made on when the
+    /// file records it); the error names the field.
     pub fn fits(&self, path: &Path, sc: &Scenario) -> Result<(), String> {
         let p = path.display();
+        if let Some(h) = &self.scenario_hash
+            && let Some(now) = sc.text_hash()
+            && *h != now
+        {
+            return Err(format!(
+                "{p}: field `scenario_hash`: the choices were made on another text of scenario `{}` \
+                 (hash {h}; {} has {now}): replay them on the scenario file they were made on",
+                sc.name,
+                sc.origin.file()
+            ));
+        }
         if self.scenario != sc.name {
             return Err(format!(
                 "{p}: field `scenario`: the choices are of scenario `{}`, not `{}`",
@@ -115,6 +162,20 @@ impl ChoiceFile {
             ));
         }
         Ok(())
+    }
+
+    /// After a replay of words (`source`, from [`ChoiceFile::source`]): an error when the run
+    /// drew more words than the file holds, or fewer: it was not the recorded run.
+    pub fn replayed_whole(&self, path: &Path, source: &Source) -> Result<(), String> {
+        match source.replayed() {
+            Some((drawn, held)) if drawn != held => Err(format!(
+                "{}: field `words`: the run drew {drawn} random words, the file holds {held}: \
+                 the choices do not fit this scenario (another text of it, or a file cut short), \
+                 so the run was not the recorded one",
+                path.display()
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The source that replays it.

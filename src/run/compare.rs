@@ -239,10 +239,13 @@ pub fn plan(scenarios: &[Scenario], seeds: u64) -> Result<Vec<Planned>, CompareE
             let variant = sc.with_backend(&b).map_err(CompareError::Variant)?;
             for k in 0..seeds.max(1) {
                 let mut s = variant.clone();
-                s.seed = sc.seed.checked_add(k).ok_or_else(|| {
+                // (a scenario's seed range: the reproducer `run --seed` takes)
+                s.seed = crate::scenario::seed_plus(sc.seed, k).ok_or_else(|| {
                     CompareError::Variant(format!(
-                        "{}: --seeds {seeds}: seed {} + {k} is past the largest seed",
-                        sc.name, sc.seed
+                        "{}: --seeds {seeds}: seed {} + {k} is past the largest seed, {}",
+                        sc.name,
+                        sc.seed,
+                        i64::MAX
                     ))
                 })?;
                 v.push(Planned {

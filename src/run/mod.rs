@@ -307,12 +307,17 @@ pub fn one_with(
             source,
         },
     })?;
+    // a replay that drew other words than the file's was not the recorded run
+    if let (Choices::Replay(p), Some(f), Some(src)) = (choices, &replay, &source) {
+        f.replayed_whole(p, src).map_err(RunError::Choices)?;
+    }
     if let (Choices::Record(p), Some(src)) = (choices, &source) {
         let f = choices::ChoiceFile {
             version: choices::VERSION,
             scenario: sc.name.clone(),
             backend: sc.pacer.backend.clone(),
             seed: sc.seed,
+            scenario_hash: sc.text_hash(),
             body: choices::Body::Words { words: src.words() },
         };
         f.write(p).map_err(RunError::Choices)?;

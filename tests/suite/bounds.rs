@@ -225,7 +225,10 @@ fn i07_a_time_limit_too_small_to_make_progress_is_refused() {
     let d = tmp("i07");
     let f = d.join("s.toml");
     std::fs::write(&f, with("hard_limit = \"1ns\"")).unwrap();
+    // (each firing a restart to keep: by memory first, issue 52 item 6; then by work)
     let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(e.contains("processes.hard_limit: the run would need about"), "{e}");
+    let e = refused(&["run", f.to_str().unwrap(), "--max-memory", "1000TiB"]);
     assert!(e.contains("processes.hard_limit: the run would schedule about"), "{e}");
     // a lock polled every nanosecond
     std::fs::write(
@@ -409,4 +412,109 @@ fn i07_the_library_routes_refuse_what_the_budget_refuses() {
         Err(SimError::Budget(e)) => assert_eq!(e, want),
         other => panic!("{:?}", other.err().map(|e| e.to_string())),
     }
+}
+
+// ---- issue 52, item 6: time limits, parked timers and fleets that pace alone ----
+
+/// Item 6: `hard_limit = "1us"` killed and restarted every process every microsecond (4
+/// million restarts a second of virtual time: 755 MB and 1.3 GB of trace in 9 s for one
+/// second), `soft_limit = "10us"` ended a job every 10 us, and a job's time limits park a
+/// timer each in the queue until they pass (`hard_limit = "1h"` at 1e5 jobs a second: 86 B a
+/// job). The estimate counts each firing and each parked timer: refused up front, naming the
+/// field and `--max-memory`. (Nothing here runs the scenarios refused.)
+#[test]
+fn s52_06_time_limits_and_their_parked_timers_are_counted_up_front() {
+    let d = tmp("s52-06");
+    let f = d.join("s.toml");
+    let file = f.to_str().unwrap();
+    for (limit, field) in [
+        ("hard_limit = \"1us\"", "processes.hard_limit"),
+        ("soft_limit = \"10us\"", "processes.soft_limit"),
+    ] {
+        let src = format!(
+            "name = \"lim\"\nduration = \"60s\"\n[pacer]\nbackend = \"row\"\nrate = 10.0\n[processes]\ncount = 4\n{limit}\n"
+        );
+        let sc = Scenario::parse("s.toml", &src).unwrap();
+        let e = pacesim::budget::check(&sc, 1).expect_err(limit).to_string();
+        assert!(
+            e.contains(&format!("s.toml:8: {field}: the run would need about")),
+            "{e}"
+        );
+        std::fs::write(&f, &src).unwrap();
+        let e = refused(&["run", file, "--max-wall", "60s"]);
+        assert!(e.contains(&format!("{field}: the run would need about")), "{e}");
+        assert!(e.contains("(--max-memory to change it)"), "{e}");
+    }
+    // parked timers: every job of 2e7 parks its hour-long limit
+    let src = "name = \"parked\"\nduration = \"100s\"\n[pacer]\nbackend = \"row\"\nrate = 1e5\n[processes]\n\
+               count = 100\nhard_limit = \"1h\"\n[fetch]\nduration = { dist = \"constant\", value = \"1us\" }\n";
+    let sc = Scenario::parse("s.toml", src).unwrap();
+    let (bytes, field) = pacesim::budget::estimate(&sc, 1);
+    assert_eq!(field, "processes.hard_limit");
+    assert!(bytes > 2_000_000_000, "{bytes}");
+    // a realistic limit (the stranded scenarios': 1,500 s) costs next to nothing
+    let sc = Scenario::parse("s.toml", &src.replace("1h", "1500s").replace("1e5", "7.0")).unwrap();
+    assert!(pacesim::budget::estimate(&sc, 1).0 < 64 << 20);
+}
+
+/// Item 6: a design whose processes pace alone (`local`) fetches at N times the ceiling, and
+/// a `fail_open` fallback does while the store is out; the estimates counted the ceiling
+/// alone (1,000 `local` processes at 1e7/s were accepted: about 13 hours). Refused up front,
+/// naming the rate and why; the same fleet sharing one pace still runs.
+#[test]
+fn s52_06_fleets_that_pace_alone_are_counted_n_times() {
+    let d = tmp("s52-06n");
+    let f = d.join("s.toml");
+    let file = f.to_str().unwrap();
+    let local =
+        "name = \"alone\"\nduration = \"10s\"\n[pacer]\nbackend = \"local\"\nrate = 1e7\n[processes]\ncount = 1000\n";
+    let sc = Scenario::parse("s.toml", local).unwrap();
+    assert!(pacesim::budget::check(&sc, 1).is_err(), "1,000 x 1e7/s accepted");
+    std::fs::write(&f, local).unwrap();
+    let e = refused(&["run", file, "--max-wall", "60s"]);
+    assert!(e.contains("s.toml:5: pacer.rate: the run would need about"), "{e}");
+    let e = refused(&["run", file, "--max-wall", "60s", "--max-memory", "100TiB"]);
+    assert!(e.contains("pacer.rate: the run would schedule about"), "{e}");
+    assert!(e.contains("each of the 1000 pacers paces alone"), "{e}");
+    assert!(e.contains("no option raises this limit"), "{e}");
+    // the same numbers through a shared pace: the ceiling bounds them
+    let shared = Scenario::parse("s.toml", &local.replace("local", "row")).unwrap();
+    pacesim::budget::check(&shared, 1).unwrap();
+    // fail_open while the store is out: every process at the full rate
+    let open = "name = \"open\"\nduration = \"100s\"\n[pacer]\nbackend = \"row\"\nrate = 1e5\nfallback = \"fail_open\"\n\
+                [processes]\ncount = 1000\n[[faults]]\nkind = \"store_outage\"\nat = \"0s\"\nduration = \"100s\"\nmode = \"refuse\"\n";
+    let sc = Scenario::parse("s.toml", open).unwrap();
+    let e = pacesim::budget::check(&sc, 1).expect_err("fail_open").to_string();
+    assert!(e.contains("pacer.rate"), "{e}");
+    let closed = Scenario::parse("s.toml", &open.replace("fail_open", "fail_closed")).unwrap();
+    pacesim::budget::check(&closed, 1).unwrap();
+}
+
+// ---- issue 52, item 19: a kill point every compared backend must reach ----
+
+/// Issue 52 item 19: a kill at a point `[pacer] backend` reaches but another backend of the
+/// `compare` list never does is refused, by `run` too (which runs `[pacer] backend` alone):
+/// `simulate` would run the other, whose kill never fires, and pass it quietly.
+#[test]
+fn s52_19_a_kill_point_the_rest_of_compare_never_reaches_is_refused() {
+    let kill = "[[faults]]\nkind = \"kill\"\nat = \"1s\"\npoint = \"holding_lock\"\n";
+    let src = FOUR_LIMITERS
+        .replace("\"row\"", "\"advisory\"")
+        .replace("rate = 50.0", "rate = 50.0\ncompare = [\"advisory\", \"row\"]");
+    // alone, advisory reaches it
+    Scenario::parse(
+        "t.toml",
+        &format!("{}{kill}", FOUR_LIMITERS.replace("\"row\"", "\"advisory\"")),
+    )
+    .unwrap();
+    let e = err(&format!("{src}{kill}"));
+    assert!(
+        e.contains("faults[0].point: the kill can never happen: backend `row` never reaches `holding_lock`"),
+        "{e}"
+    );
+    let d = tmp("s52-19");
+    let f = d.join("s.toml");
+    std::fs::write(&f, format!("{src}{kill}")).unwrap();
+    let e = refused(&["run", f.to_str().unwrap()]);
+    assert!(e.contains("backend `row` never reaches `holding_lock`"), "{e}");
 }

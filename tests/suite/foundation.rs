@@ -292,3 +292,90 @@ fn check_reads_a_trace_and_agrees_with_run() {
     assert_eq!(c["burst_needed"], 4);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+// ---- issue 52, item 16: the shrunk case is written as it ran ----
+
+/// Issue 52 item 16: when the shrinker cuts processes, the case it writes is the scenario
+/// its shrunk run ran (its processes and requests), not the text it started from; and that
+/// case replays to the same violation. Five processes of one request each: a race of one
+/// request each needs three, and the requests are already as few as can be (so no later pass
+/// rewrites the text).
+#[test]
+fn s52_16_a_case_shrunk_to_fewer_processes_is_written_with_them() {
+    use pacesim::explore::{self, Method, Options, Site};
+    common::two_step::racy();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("foundation-s52-16-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("spread.toml");
+    let text = common::two_step::SPREAD.replace("count = 3\nrequests = 3", "count = 5\nrequests = 1");
+    assert_ne!(text, common::two_step::SPREAD);
+    std::fs::write(&file, &text).unwrap();
+    let o = Options {
+        method: Method::Random,
+        vary: vec![Site::StoreLatency, Site::Start],
+        schedules: Some(20_000),
+        ..Options::default()
+    };
+    let (report, _) = explore::from_file(&file, None, None, &o, &mut |_| {}).expect("explores");
+    let c = report.counterexample.as_ref().expect("the race is found");
+    assert_eq!(c.found.processes, 5);
+    assert!(c.shrunk.processes < 5, "{:?}", c.shrunk);
+    let written = Scenario::parse("case.toml", &c.scenario).unwrap();
+    assert_eq!(
+        (written.processes.count, written.processes.requests),
+        (c.shrunk.processes, c.shrunk.requests),
+        "the written case is not the shrunk run's scenario:\n{}",
+        c.scenario
+    );
+    assert_eq!(written.duration.0 as f64 / 1e9, c.shrunk.seconds);
+    // replayed, it breaks the same property the same way
+    let out = dir.join("out");
+    explore::write(&out, &report).unwrap();
+    let stem = explore::stem(&report);
+    let s = pacesim::run::one_with(
+        &out.join(format!("{stem}.case.toml")),
+        None,
+        None,
+        None,
+        pacesim::run::Choices::Replay(&out.join(format!("{stem}.choices.json"))),
+    )
+    .unwrap();
+    assert_eq!(s.processes, c.shrunk.processes);
+    assert!(s.checks[c.violation.check.as_str()].failed(), "{:?}", s.checks);
+    assert_eq!(s.checks[c.violation.check.as_str()].detail, c.violation.detail);
+}
+
+// ---- issue 52, item 5: a replayed tape never holds a draw in its rejection loop ----
+
+/// Issue 52 item 5: a replayed tape of zeros, or one that has run out, gave every draw zero
+/// words, and a normal draw (a log-normal's) rejects those for ever. Past its end the tape
+/// gives the stream's own words: each draw ends, and the tape counts how far it went. (On a
+/// thread, waited for with a bound: a draw that loops fails the test rather than hang it.)
+#[test]
+fn s52_05_a_draw_from_a_tape_of_zeros_or_past_its_end_ends() {
+    use pacesim::choice::{Source, Tape, enter};
+    use pacesim::dist::Dist;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let source = Source::new(Tape::replay(vec![0; 1000]));
+        let _in = enter(source.clone());
+        let mut rng = pacesim::rng::stream(1, pacesim::rng::Entity::Store);
+        let d = Dist::Lognormal {
+            median: pacesim::time::Nanos(1_000_000),
+            sigma: 0.5,
+        };
+        let draws: Vec<u64> = (0..10).map(|_| d.sample(&mut rng).0).collect();
+        let _ = tx.send((draws, source.replayed()));
+    });
+    let (draws, replayed) = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("ten log-normal draws from a tape of zeros end");
+    assert_eq!(draws.len(), 10);
+    let (drawn, held) = replayed.expect("a replay");
+    assert_eq!(held, 1000);
+    assert!(
+        drawn > held,
+        "the zeros were all drawn, then the stream's own words: {drawn}"
+    );
+}
