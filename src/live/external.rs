@@ -372,10 +372,7 @@ pub(super) fn store_env(t: &Targets) -> Vec<(String, String)> {
     let mut env = Vec::new();
     if let Some(pg) = &t.pg {
         let s = &pg.settings;
-        let options = match &s.options {
-            Some(o) if !o.trim().is_empty() => format!("{o} -c search_path={}", pg.schema),
-            _ => format!("-c search_path={}", pg.schema),
-        };
+        let options = crate::live::pg::search_path_options(s.options.as_deref(), &pg.schema);
         let auth = match &s.password {
             Some(p) => format!("{}:{}", enc(&s.user), enc(p)),
             None => enc(&s.user),

@@ -57,6 +57,17 @@ pub fn is_own_schema(name: &str) -> bool {
         && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// Server options (`PGOPTIONS`, or a connection's `options`) with the run's `schema` first on
+/// the `search_path`, after any `options` already given: what every connection to the run's
+/// database gets (a worker's, pacesim's own [`crate::live::adapter::PgLink`], a setup's), so an
+/// unqualified table name finds the run's schema.
+pub fn search_path_options(options: Option<&str>, schema: &str) -> String {
+    match options {
+        Some(o) if !o.trim().is_empty() => format!("{o} -c search_path={schema}"),
+        _ => format!("-c search_path={schema}"),
+    }
+}
+
 /// `name` as a quoted SQL identifier (`"` doubled), for the one place a schema name goes into
 /// a statement's text (DDL takes no parameters).
 pub fn quote_ident(name: &str) -> String {
