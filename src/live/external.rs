@@ -486,6 +486,11 @@ const HARNESS_EVENTS: &[&str] = &[
     "header",
 ];
 
+/// At most this many characters of a worker's line are quoted in a message (redacted first).
+const QUOTED: usize = 200;
+/// At most this many characters of a worker's stderr line are forwarded (redacted first).
+const FORWARDED: usize = 2000;
+
 /// Read one stdout line of worker `pid`, stamped `now` unless it gives its own `t` (ns since
 /// `PACESIM_CLOCK_ORIGIN_NS`). `Err` says what is wrong with it.
 pub fn parse_line(line: &str, pid: u32, now: u64) -> Result<Line, String> {
@@ -715,13 +720,16 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                                 soft_deadline = None;
                             }
                             Err(why) => {
-                                let shown: String = crate::live::settings::redact_known(&line).chars().take(120).collect();
-                                fatal = Some(format!(
-                                    "worker {pid} (`{}`) printed on stdout, line {lines}: {shown:?}, which {why}. \
+                                // the line and the reason (which can quote a field name of
+                                // the line) are the worker's text: redacted, the line bounded
+                                let shown = crate::live::settings::excerpt(&line, &[], QUOTED);
+                                fatal = Some(crate::live::settings::redact_known(&format!(
+                                    "worker {pid} (`{}`) printed on stdout, line {lines}: {shown:?}, which {}. \
                                      stdout is for event lines only (see docs/live.md, \"Your own worker program\"); \
                                      write logs to stderr",
-                                    ctx.cmd.display()
-                                ));
+                                    ctx.cmd.display(),
+                                    crate::live::settings::excerpt(&why, &[], 2 * QUOTED)
+                                )));
                                 stopping = true;
                                 group.signal(libc::SIGKILL);
                             }
@@ -733,7 +741,7 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                     Ok(Some(line)) => {
                         // the worker's own text: any secret pacesim knows (PGPASSWORD, the
                         // URLs' passwords) is redacted before it is shown or quoted
-                        let line = crate::live::settings::redact_known(&line);
+                        let line = crate::live::settings::excerpt(&line, &[], FORWARDED);
                         if ctx.forward_stderr {
                             eprintln!("worker {pid}: {line}");
                         }
@@ -741,7 +749,7 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                         if t.len() == 4 {
                             t.pop_front();
                         }
-                        t.push_back(line.chars().take(200).collect());
+                        t.push_back(crate::live::settings::excerpt(&line, &[], QUOTED));
                     }
                     _ => err_open = false,
                 },
