@@ -372,10 +372,7 @@ pub(super) fn store_env(t: &Targets) -> Vec<(String, String)> {
     let mut env = Vec::new();
     if let Some(pg) = &t.pg {
         let s = &pg.settings;
-        let options = match &s.options {
-            Some(o) if !o.trim().is_empty() => format!("{o} -c search_path={}", pg.schema),
-            _ => format!("-c search_path={}", pg.schema),
-        };
+        let options = crate::live::pg::search_path_options(s.options.as_deref(), &pg.schema);
         let auth = match &s.password {
             Some(p) => format!("{}:{}", enc(&s.user), enc(p)),
             None => enc(&s.user),
@@ -488,6 +485,11 @@ const HARNESS_EVENTS: &[&str] = &[
     "end",
     "header",
 ];
+
+/// At most this many characters of a worker's line are quoted in a message (redacted first).
+const QUOTED: usize = 200;
+/// At most this many characters of a worker's stderr line are forwarded (redacted first).
+const FORWARDED: usize = 2000;
 
 /// Read one stdout line of worker `pid`, stamped `now` unless it gives its own `t` (ns since
 /// `PACESIM_CLOCK_ORIGIN_NS`). `Err` says what is wrong with it.
@@ -718,13 +720,16 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                                 soft_deadline = None;
                             }
                             Err(why) => {
-                                let shown: String = crate::live::settings::redact_known(&line).chars().take(120).collect();
-                                fatal = Some(format!(
-                                    "worker {pid} (`{}`) printed on stdout, line {lines}: {shown:?}, which {why}. \
+                                // the line and the reason (which can quote a field name of
+                                // the line) are the worker's text: redacted, the line bounded
+                                let shown = crate::live::settings::excerpt(&line, &[], QUOTED);
+                                fatal = Some(crate::live::settings::redact_known(&format!(
+                                    "worker {pid} (`{}`) printed on stdout, line {lines}: {shown:?}, which {}. \
                                      stdout is for event lines only (see docs/live.md, \"Your own worker program\"); \
                                      write logs to stderr",
-                                    ctx.cmd.display()
-                                ));
+                                    ctx.cmd.display(),
+                                    crate::live::settings::excerpt(&why, &[], 2 * QUOTED)
+                                )));
                                 stopping = true;
                                 group.signal(libc::SIGKILL);
                             }
@@ -736,7 +741,7 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                     Ok(Some(line)) => {
                         // the worker's own text: any secret pacesim knows (PGPASSWORD, the
                         // URLs' passwords) is redacted before it is shown or quoted
-                        let line = crate::live::settings::redact_known(&line);
+                        let line = crate::live::settings::excerpt(&line, &[], FORWARDED);
                         if ctx.forward_stderr {
                             eprintln!("worker {pid}: {line}");
                         }
@@ -744,7 +749,7 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                         if t.len() == 4 {
                             t.pop_front();
                         }
-                        t.push_back(line.chars().take(200).collect());
+                        t.push_back(crate::live::settings::excerpt(&line, &[], QUOTED));
                     }
                     _ => err_open = false,
                 },

@@ -57,6 +57,17 @@ pub fn is_own_schema(name: &str) -> bool {
         && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// Server options (`PGOPTIONS`, or a connection's `options`) with the run's `schema` first on
+/// the `search_path`, after any `options` already given: what every connection to the run's
+/// database gets (a worker's, pacesim's own [`crate::live::adapter::PgLink`], a setup's), so an
+/// unqualified table name finds the run's schema.
+pub fn search_path_options(options: Option<&str>, schema: &str) -> String {
+    match options {
+        Some(o) if !o.trim().is_empty() => format!("{o} -c search_path={schema}"),
+        _ => format!("-c search_path={schema}"),
+    }
+}
+
 /// `name` as a quoted SQL identifier (`"` doubled), for the one place a schema name goes into
 /// a statement's text (DDL takes no parameters).
 pub fn quote_ident(name: &str) -> String {
@@ -151,10 +162,35 @@ pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// A lease older than this is abandoned (its run was SIGKILLed or its host is gone).
 pub const LEASE_STALE: Duration = Duration::from_secs(60);
 
-/// Take the lease of `schema` for `owner` (before the schema exists).
-pub async fn take_lease(c: &Client, schema: &str, owner: &str) -> Result<(), tokio_postgres::Error> {
+/// The lease table's schema and name, as [`LEASES`] spells them together.
+const LEASE_SCHEMA: &str = "pacesim_lease";
+const LEASE_TABLE: &str = "runs";
+
+/// Why the lease table cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// The lease schema or table is not pacesim's alone: another role owns it, or it has a
+    /// trigger, a rule or a row-level security policy pacesim did not make (any of which
+    /// would run as pacesim's role, often a superuser, on every write). Nothing was written.
+    #[error("{0}")]
+    Untrusted(String),
+    /// The server's error.
+    #[error(transparent)]
+    Pg(#[from] tokio_postgres::Error),
+}
+
+/// Create the lease table if it is missing, and make sure that what is there is pacesim's
+/// own: the schema [`LEASES`] is in and the table itself owned by the connection's role (or by
+/// a superuser, who could do anything as that role anyway; never by a group it merely belongs
+/// to, whose other members could add a trigger), an
+/// ordinary table with pacesim's three columns, and no trigger, rule or row-level security
+/// policy on it (pacesim makes none). Anything else is refused before pacesim reads or writes
+/// a row ([`LeaseError::Untrusted`], naming the object and what to do): `CREATE ... IF NOT
+/// EXISTS` alone would reuse whatever someone else made under that name.
+pub async fn ensure_lease_table(c: &Client) -> Result<(), LeaseError> {
+    check_lease_table(c).await?;
     let create = format!(
-        "CREATE SCHEMA IF NOT EXISTS pacesim_lease;
+        "CREATE SCHEMA IF NOT EXISTS {LEASE_SCHEMA};
          CREATE TABLE IF NOT EXISTS {LEASES} (
              schema_name text PRIMARY KEY, owner text NOT NULL, heartbeat timestamptz NOT NULL)"
     );
@@ -162,12 +198,129 @@ pub async fn take_lease(c: &Client, schema: &str, owner: &str) -> Result<(), tok
     if c.batch_execute(&create).await.is_err() {
         c.batch_execute(&create).await?;
     }
+    check_lease_table(c).await
+}
+
+/// [`ensure_lease_table`]'s check of what exists now (nothing yet is fine).
+async fn check_lease_table(c: &Client) -> Result<(), LeaseError> {
+    let me: String = c.query_one("SELECT current_user::text", &[]).await?.get(0);
+    let refuse = |what: String, todo: &str| {
+        LeaseError::Untrusted(format!(
+            "refusing the lease table {LEASES}: {what}; pacesim writes its leases only to a schema and table \
+             its own role (`{me}`) or a superuser owns, with no trigger, rule or policy on it, since any of \
+             those would run as pacesim's role on every write. {todo}"
+        ))
+    };
+    let drop_schema = format!(
+        "drop the schema (`DROP SCHEMA {LEASE_SCHEMA} CASCADE`, when no live run is going: pacesim makes it again)"
+    );
+    let drop_it = format!("Look at it, then {drop_schema}, or run pacesim as the role that owns it");
+    let Some(schema) = c
+        .query_opt(
+            "SELECT n.oid, pg_get_userbyid(n.nspowner)::text,
+                    n.nspowner = r.oid OR (SELECT rolsuper FROM pg_roles WHERE oid = n.nspowner)
+               FROM pg_namespace n, pg_roles r
+              WHERE n.nspname = $1 AND r.rolname = current_user",
+            &[&LEASE_SCHEMA],
+        )
+        .await?
+    else {
+        return Ok(());
+    };
+    let (nsp, owner, ours): (u32, String, bool) = (schema.get(0), schema.get(1), schema.get(2));
+    if !ours {
+        return Err(refuse(
+            format!("its schema {LEASE_SCHEMA} is owned by role `{owner}`, neither pacesim's nor a superuser"),
+            &drop_it,
+        ));
+    }
+    let Some(t) = c
+        .query_opt(
+            "SELECT c.relkind::text, pg_get_userbyid(c.relowner)::text,
+                    c.relowner = r.oid OR (SELECT rolsuper FROM pg_roles WHERE oid = c.relowner),
+                    c.relrowsecurity OR c.relforcerowsecurity,
+                    coalesce((SELECT array_agg(tgname::text ORDER BY tgname) FROM pg_trigger WHERE tgrelid = c.oid), '{}'),
+                    coalesce((SELECT array_agg(rulename::text ORDER BY rulename) FROM pg_rewrite WHERE ev_class = c.oid), '{}'),
+                    coalesce((SELECT array_agg(polname::text ORDER BY polname) FROM pg_policy WHERE polrelid = c.oid), '{}'),
+                    coalesce((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
+                               WHERE attrelid = c.oid AND attnum > 0 AND NOT attisdropped), '{}')
+               FROM pg_class c, pg_roles r
+              WHERE c.relnamespace = $1 AND c.relname = $2 AND r.rolname = current_user",
+            &[&nsp, &LEASE_TABLE],
+        )
+        .await?
+    else {
+        return Ok(());
+    };
+    let kind: String = t.get(0);
+    let owner: String = t.get(1);
+    let ours: bool = t.get(2);
+    let rls: bool = t.get(3);
+    let (triggers, rules, policies, columns): (Vec<String>, Vec<String>, Vec<String>, Vec<String>) =
+        (t.get(4), t.get(5), t.get(6), t.get(7));
+    let names = |v: &[String]| v.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    if kind != "r" {
+        return Err(refuse(
+            format!("it is not an ordinary table (relkind `{kind}`)"),
+            &drop_it,
+        ));
+    }
+    if !ours {
+        return Err(refuse(
+            format!("it is owned by role `{owner}`, neither pacesim's nor a superuser"),
+            &drop_it,
+        ));
+    }
+    if !triggers.is_empty() {
+        return Err(refuse(
+            format!("it has trigger(s) {} that pacesim did not make", names(&triggers)),
+            &format!("Drop them (`DROP TRIGGER <name> ON {LEASES}`), or {drop_schema}"),
+        ));
+    }
+    if !rules.is_empty() {
+        return Err(refuse(
+            format!("it has rule(s) {} that pacesim did not make", names(&rules)),
+            &format!("Drop them (`DROP RULE <name> ON {LEASES}`), or {drop_schema}"),
+        ));
+    }
+    if rls || !policies.is_empty() {
+        return Err(refuse(
+            format!(
+                "it has row-level security{} that pacesim did not make",
+                if policies.is_empty() {
+                    " enabled".to_string()
+                } else {
+                    format!(" policies {}", names(&policies))
+                }
+            ),
+            &format!(
+                "Drop them (`DROP POLICY <name> ON {LEASES}; ALTER TABLE {LEASES} DISABLE ROW LEVEL SECURITY`) \
+                 or {drop_schema}"
+            ),
+        ));
+    }
+    if columns != ["schema_name", "owner", "heartbeat"] {
+        return Err(refuse(
+            format!(
+                "its columns are {}, not pacesim's (`schema_name`, `owner`, `heartbeat`)",
+                names(&columns)
+            ),
+            &drop_it,
+        ));
+    }
+    Ok(())
+}
+
+/// Take the lease of `schema` for `owner` (before the schema exists), in a lease table
+/// [`ensure_lease_table`] made or found to be pacesim's own.
+pub async fn take_lease(c: &Client, schema: &str, owner: &str) -> Result<(), LeaseError> {
+    ensure_lease_table(c).await?;
     c.execute(
         &format!("INSERT INTO {LEASES} VALUES ($1, $2, clock_timestamp())"),
         &[&schema, &owner],
     )
-    .await
-    .map(drop)
+    .await?;
+    Ok(())
 }
 
 /// Refresh the lease of `schema`.

@@ -198,39 +198,47 @@ return out
 /// The `state_lost` fault: delete this run's keys (those under `prefix`, found by SCAN, and
 /// `named` ones under it however new) and return what each held (one script: read, then `DEL`). Only keys
 /// under the run's own prefix: never another run's, never the run's lease.
+/// Keys and values are bytes: a key or value that is not UTF-8 is deleted like any other, and
+/// comes back with its bytes read lossily (it names none of pacesim's own keys).
 pub fn lose_state(con: &mut Connection, prefix: &str, named: &[&str]) -> RedisResult<Vec<(String, String)>> {
     let mut keys = keys_with_prefix(con, prefix)?;
-    keys.extend(named.iter().map(|n| format!("{prefix}{n}")));
+    keys.extend(named.iter().map(|n| format!("{prefix}{n}").into_bytes()));
     keys.sort();
     keys.dedup();
     let script = Script::new(LOSE_LUA);
     let mut call = script.prepare_invoke();
     for k in &keys {
-        call.key(k);
+        call.key(k.as_slice());
     }
-    let v: Vec<String> = call.invoke(con)?;
+    let v: Vec<Vec<u8>> = call.invoke(con)?;
     Ok(v.chunks(2)
         .filter_map(|p| match p {
-            [k, v] => Some((k.clone(), v.clone())),
+            [k, v] => Some((
+                String::from_utf8_lossy(k).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            )),
             _ => None,
         })
         .collect())
 }
 
-/// Keys under `prefix` (SCAN, not KEYS, so a big server is not blocked).
-pub fn keys_with_prefix(con: &mut Connection, prefix: &str) -> RedisResult<Vec<String>> {
+/// Keys under `prefix` (SCAN, not KEYS, so a big server is not blocked), as bytes: a key is
+/// any bytes, and one that is not UTF-8 is listed (and deleted) like any other, never an
+/// error that stops a cleanup.
+pub fn keys_with_prefix(con: &mut Connection, prefix: &str) -> RedisResult<Vec<Vec<u8>>> {
     let pattern = format!("{}*", glob_escape(prefix));
     let mut cursor: u64 = 0;
     let mut out = Vec::new();
     loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
             .arg(&pattern)
             .arg("COUNT")
             .arg(1000)
             .query(con)?;
-        out.extend(keys);
+        // SCAN's MATCH is the server's glob; the prefix is compared again here, as bytes
+        out.extend(keys.into_iter().filter(|k| is_under_prefix(k, prefix)));
         if next == 0 {
             return Ok(out);
         }
@@ -243,7 +251,23 @@ pub fn keys_with_prefix(con: &mut Connection, prefix: &str) -> RedisResult<Vec<S
 /// run's keys (`pacesim:live:<run>:...`) are provably abandoned only while a lease says so (its
 /// heartbeat older than [`crate::live::pg::LEASE_STALE`]), never because a lease is missing.
 pub fn lease_key(run_id: &str) -> String {
-    format!("pacesim:lease:{run_id}")
+    format!("{LEASE_PREFIX}{run_id}")
+}
+
+/// Where the leases are.
+const LEASE_PREFIX: &str = "pacesim:lease:";
+
+/// The run id a lease key names, if `key` (any bytes) is `pacesim:lease:<run id>` with a run
+/// id of pacesim's own form ([`is_own_run_id`]); `None` for anything else, never an error.
+pub fn run_of_lease_key(key: &[u8]) -> Option<&str> {
+    let run = std::str::from_utf8(key.strip_prefix(LEASE_PREFIX.as_bytes())?).ok()?;
+    is_own_run_id(run).then_some(run)
+}
+
+/// True when `key` (any bytes) is under `prefix`: compared as bytes, so a key that is not
+/// UTF-8 is still found under its run's prefix.
+pub fn is_under_prefix(key: &[u8], prefix: &str) -> bool {
+    key.starts_with(prefix.as_bytes())
 }
 
 /// True when `run_id` is exactly one pacesim makes (`<pid>_<8 hex digits>`,
@@ -306,18 +330,28 @@ fn server_ms(con: &mut Connection) -> RedisResult<u64> {
 /// host is gone), and then that lease. Keys without such a lease (another tool's, another
 /// version's, a run still taking its lease) are never touched. Returns how many keys went.
 pub fn delete_abandoned(con: &mut Connection) -> RedisResult<usize> {
-    let mut runs: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
-    for k in keys_with_prefix(con, "pacesim:lease:")? {
-        if let Some(run) = k.strip_prefix("pacesim:lease:") {
-            runs.insert(run.to_string());
-        }
-    }
+    // only lease keys naming a run id of pacesim's own form: any other key under
+    // `pacesim:lease:` (not UTF-8, not a string, another tool's) is never read nor touched
+    let runs: std::collections::BTreeSet<String> = keys_with_prefix(con, LEASE_PREFIX)?
+        .iter()
+        .filter_map(|k| run_of_lease_key(k))
+        .map(str::to_string)
+        .collect();
     let stale_ms = crate::live::pg::LEASE_STALE.as_millis() as u64;
     let now = server_ms(con)?;
     let mut n = 0;
-    for run in runs.into_iter().filter(|r| is_own_run_id(r)) {
-        let value: Option<String> = redis::cmd("GET").arg(lease_key(&run)).query(con)?;
-        let Some(beat) = value.as_deref().and_then(lease_heartbeat) else {
+    for run in runs {
+        // a lease of another type (a hash someone wrote) is not pacesim's: skipped, never an error
+        let value: Option<Vec<u8>> = match redis::cmd("GET").arg(lease_key(&run)).query(con) {
+            Ok(v) => v,
+            Err(e) if e.code() == Some("WRONGTYPE") => continue,
+            Err(e) => return Err(e),
+        };
+        let Some(beat) = value
+            .as_deref()
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(lease_heartbeat)
+        else {
             continue;
         };
         if now.saturating_sub(beat) <= stale_ms {

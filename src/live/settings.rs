@@ -427,36 +427,202 @@ pub fn redact_url(url: &str) -> String {
     out
 }
 
-/// `text` with each of `secrets` replaced by `***`. A secret of four or more characters goes
-/// wherever it appears; a shorter one only as a whole word (so a password `ab` does not
-/// garble every message).
+/// `text` with each of `secrets` replaced by `***`, in whatever form it is quoted: as written,
+/// JSON-escaped (`\"`, `\\`, `\u00e9`, surrogate pairs), as Python's `repr` writes it (`\'`,
+/// `\xNN`, `\uNNNN`, `\UNNNNNNNN`, or a bytes repr's `\xc3\xa9`), as Rust's `Debug` writes it
+/// (`\u{e9}`), percent-encoded (`%C3%A9`, `+` for a space), hex digits in either case, any mix
+/// of these, and any of them escaped once more (a JSON line inside a JSON string or a repr). A
+/// secret of four or more characters goes wherever it appears; a shorter one only as a whole
+/// word (so a password `ab` does not garble every message).
 pub fn redact_all(text: &str, secrets: &[String]) -> String {
-    let mut secrets: Vec<&str> = secrets.iter().map(String::as_str).filter(|s| !s.is_empty()).collect();
-    // longest first, so a secret holding a shorter one goes whole
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    let mut out = text.to_string();
-    for sec in secrets {
-        if sec.chars().count() >= 4 {
-            out = out.replace(sec, "***");
-        } else {
-            out = replace_word(&out, sec);
-        }
-    }
-    out
+    render(text, &secret_spans(text, secrets), usize::MAX, text.len()).0
 }
 
-fn replace_word(text: &str, word: &str) -> String {
-    let is_word = |c: char| c.is_alphanumeric() || c == '_';
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while let Some(j) = text[i..].find(word).map(|j| j + i) {
-        let before = text[..j].chars().next_back().is_none_or(|c| !is_word(c));
-        let after = text[j + word.len()..].chars().next().is_none_or(|c| !is_word(c));
-        out.push_str(&text[i..j]);
-        out.push_str(if before && after { "***" } else { word });
-        i = j + word.len();
+/// How deep escapes nest in [`redact_all`]: a secret's character escaped once (`\"`), and that
+/// escape escaped once more (`\\\"`).
+const ESCAPE_DEPTH: u8 = 2;
+
+/// The byte ranges of `text` that quote one of `secrets` in any of [`redact_all`]'s forms,
+/// overlapping ones merged (a secret that holds a shorter one goes whole).
+fn secret_spans(text: &str, secrets: &[String]) -> Vec<std::ops::Range<usize>> {
+    let mut secrets: Vec<Vec<char>> = secrets
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| s.chars().collect())
+        .collect();
+    secrets.sort();
+    secrets.dedup();
+    let mut spans = Vec::new();
+    for sec in &secrets {
+        spans_of(text, sec, &mut spans);
     }
-    out.push_str(&text[i..]);
+    spans.sort_by_key(|r| (r.start, r.end));
+    let mut merged: Vec<std::ops::Range<usize>> = Vec::new();
+    for r in spans {
+        match merged.last_mut() {
+            Some(m) if r.start < m.end => m.end = m.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
+/// `text` up to byte `stop` with each of `spans` (merged, in order) as `***`, at most `max`
+/// characters of it; and whether anything was left out. A span that starts before `stop` goes
+/// whole, wherever it ends.
+fn render(text: &str, spans: &[std::ops::Range<usize>], max: usize, stop: usize) -> (String, bool) {
+    let mut out = String::with_capacity(text.len().min(stop).min(max.saturating_mul(4)));
+    let mut n = 0;
+    let mut i = 0;
+    let mut spans = spans.iter().peekable();
+    while i < stop {
+        if n >= max {
+            return (out, true);
+        }
+        if let Some(r) = spans.peek()
+            && r.start == i
+        {
+            out.push_str("***");
+            n += 3;
+            i = r.end;
+            spans.next();
+            continue;
+        }
+        let c = text[i..].chars().next().expect("a char boundary");
+        out.push(c);
+        n += 1;
+        i += c.len_utf8();
+    }
+    (out, i < text.len())
+}
+
+fn spans_of(text: &str, secret: &[char], spans: &mut Vec<std::ops::Range<usize>>) {
+    let bytes = text.as_bytes();
+    let whole_word = secret.len() < 4;
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    let mut i = 0;
+    while i < bytes.len() {
+        if !text.is_char_boundary(i) {
+            i += 1;
+            continue;
+        }
+        let end = match_at(bytes, i, secret).filter(|&end| {
+            !whole_word
+                || (text[..i].chars().next_back().is_none_or(|c| !is_word(c))
+                    && text[end..].chars().next().is_none_or(|c| !is_word(c)))
+        });
+        match end {
+            Some(end) if end > i => {
+                spans.push(i..end);
+                i = end;
+            }
+            _ => i += 1,
+        }
+    }
+}
+
+/// The furthest end of `secret` quoted in any of [`redact_all`]'s forms from byte `pos`.
+fn match_at(text: &[u8], pos: usize, secret: &[char]) -> Option<usize> {
+    let mut cur = vec![pos];
+    for &c in secret {
+        let mut next = Vec::new();
+        for &p in &cur {
+            char_ends(text, p, c, ESCAPE_DEPTH, false, &mut next);
+        }
+        next.sort_unstable();
+        next.dedup();
+        if next.is_empty() {
+            return None;
+        }
+        cur = next;
+    }
+    cur.last().copied()
+}
+
+/// The ends of every way character `c` can be written at `pos`: itself (ASCII case folded when
+/// `fold`, inside an escape's hex digits), or, `depth` above 0, one of its escapes with each of
+/// the escape's characters written in any way of depth `depth - 1`.
+fn char_ends(text: &[u8], pos: usize, c: char, depth: u8, fold: bool, out: &mut Vec<usize>) {
+    let mut buf = [0u8; 4];
+    let lit = c.encode_utf8(&mut buf).as_bytes();
+    if starts_with(text, pos, lit, fold) {
+        out.push(pos + lit.len());
+    }
+    if depth == 0 || pos >= text.len() || !matches!(text[pos], b'\\' | b'%' | b'+') {
+        return;
+    }
+    for form in escapes(c) {
+        if depth == 1 {
+            if starts_with(text, pos, form.as_bytes(), true) {
+                out.push(pos + form.len());
+            }
+            continue;
+        }
+        let mut cur = vec![pos];
+        for x in form.chars() {
+            let mut next = Vec::new();
+            for &p in &cur {
+                char_ends(text, p, x, depth - 1, true, &mut next);
+            }
+            next.sort_unstable();
+            next.dedup();
+            cur = next;
+            if cur.is_empty() {
+                break;
+            }
+        }
+        out.extend(cur);
+    }
+}
+
+fn starts_with(text: &[u8], pos: usize, pat: &[u8], fold: bool) -> bool {
+    text.get(pos..pos + pat.len())
+        .is_some_and(|t| if fold { t.eq_ignore_ascii_case(pat) } else { t == pat })
+}
+
+/// The escaped forms of `c` (ASCII, hex in lower case; matched with case folded).
+fn escapes(c: char) -> Vec<String> {
+    let mut out = Vec::new();
+    let short = match c {
+        '\\' => Some("\\\\"),
+        '"' => Some("\\\""),
+        '\'' => Some("\\'"),
+        '/' => Some("\\/"),
+        '\n' => Some("\\n"),
+        '\r' => Some("\\r"),
+        '\t' => Some("\\t"),
+        '\u{8}' => Some("\\b"),
+        '\u{c}' => Some("\\f"),
+        '\u{7}' => Some("\\a"),
+        '\u{b}' => Some("\\v"),
+        '\0' => Some("\\0"),
+        ' ' => Some("+"),
+        _ => None,
+    };
+    out.extend(short.map(str::to_string));
+    let n = c as u32;
+    if n < 0x100 {
+        out.push(format!("\\x{n:02x}"));
+    }
+    if n <= 0xffff {
+        out.push(format!("\\u{n:04x}"));
+    } else {
+        let mut units = [0u16; 2];
+        out.push(
+            c.encode_utf16(&mut units)
+                .iter()
+                .map(|u| format!("\\u{u:04x}"))
+                .collect(),
+        );
+    }
+    out.push(format!("\\U{n:08x}"));
+    out.push(format!("\\u{{{n:x}}}"));
+    let mut buf = [0u8; 4];
+    let utf8 = c.encode_utf8(&mut buf).as_bytes();
+    if utf8.len() > 1 {
+        out.push(utf8.iter().map(|b| format!("\\x{b:02x}")).collect());
+    }
+    out.push(utf8.iter().map(|b| format!("%{b:02x}")).collect());
     out
 }
 
@@ -512,6 +678,40 @@ pub fn redact_known(text: &str) -> String {
         redact_all(text, &secrets)
     }
 }
+
+/// A bounded, redacted excerpt of text pacesim did not write (a worker's or a setup's line):
+/// `secrets` and every secret of [`known_secrets`] replaced by `***` in any quoted form
+/// ([`redact_all`]), then cut to at most `max` characters, with how many were cut. Redacted
+/// before it is cut, so no cut leaves part of a secret.
+pub fn excerpt(text: &str, secrets: &[String], max: usize) -> String {
+    let mut all = known_secrets();
+    all.extend(secrets.iter().cloned());
+    // Only the first EXCERPT_WINDOW bytes are searched (a worker's 10 MB line costs no more
+    // than that), and of those only what lies before the last form a secret could still be
+    // cut in is shown: a secret is shown whole as `***`, never in part.
+    let (window, stop) = if text.len() > EXCERPT_WINDOW {
+        let mut end = EXCERPT_WINDOW;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let longest = all.iter().map(|s| s.chars().count()).max().unwrap_or(0);
+        (&text[..end], end.saturating_sub(MAX_FORM * longest + 16))
+    } else {
+        (text, text.len())
+    };
+    let spans = secret_spans(window, &all);
+    let (mut out, cut) = render(window, &spans, max, stop);
+    if cut {
+        out.push_str(&format!("... ({} characters in all)", text.chars().count()));
+    }
+    out
+}
+
+/// How much of a line [`excerpt`] searches for secrets.
+const EXCERPT_WINDOW: usize = 16 * 1024;
+/// The longest any one character of a secret can be written in [`redact_all`]'s forms (an
+/// astral character as a surrogate pair, each of whose characters is escaped once more).
+const MAX_FORM: usize = 128;
 
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -650,5 +850,33 @@ mod tests {
         );
         // a short secret goes only as a whole word
         assert_eq!(redact_all("ab abc xab ab.", &["ab".to_string()]), "*** abc xab ***.");
+    }
+
+    /// Issue 52 item 1: escaped forms go, and an excerpt never shows part of a secret, however
+    /// long the line and wherever it is cut.
+    #[test]
+    fn escaped_secrets_go_and_excerpts_never_cut_one() {
+        let pw = vec!["Sek\\r3t\"PW9".to_string(), "Sekrét99x".to_string()];
+        for (text, shown) in [
+            (r#"{"P": "Sek\\r3t\"PW9"}"#, r#"{"P": "***"}"#),
+            (r#"{'P': 'Sek\\r3t"PW9'}"#, r#"{'P': '***'}"#),
+            (r#""Sekr\u00e9t99x", "Sekr\u00E9t99x""#, r#""***", "***""#),
+            (
+                "'Sekr\\xe9t99x' b'Sekr\\xc3\\xa9t99x' Sekr%C3%A9t99x",
+                "'***' b'***' ***",
+            ),
+            (r#""{\"Sek\\\\r3t\\\"PW9\": 1}""#, r#""{\"***\": 1}""#),
+        ] {
+            assert_eq!(redact_all(text, &pw), shown, "{text}");
+        }
+        let long = format!("{}{}{}", "a".repeat(EXCERPT_WINDOW - 6), pw[0], "b".repeat(100));
+        let e = excerpt(&long, &pw, usize::MAX);
+        assert!(
+            !e.contains("Sek") && e.ends_with("characters in all)"),
+            "{}",
+            &e[e.len() - 80..]
+        );
+        let e = excerpt(&format!("x{}{}", pw[1], "c".repeat(500)), &pw, 10);
+        assert_eq!(e, "x***cccccc... (510 characters in all)");
     }
 }

@@ -269,14 +269,15 @@ async fn command(cmd: &WorkerCommand, env: &[(String, String)], verbose: bool) -
         readers.push(tokio::spawn(async move {
             let mut lines = BufReader::new(pipe).lines();
             while let Ok(Some(line)) = lines.next_line().await {
+                // the setup's own text: redacted, and bounded, before it is shown or kept
                 if verbose {
-                    eprintln!("[setup] {}", crate::live::settings::redact_known(&line));
+                    eprintln!("[setup] {}", crate::live::settings::excerpt(&line, &[], 2000));
                 }
                 let mut t = tail.lock().expect("setup output");
                 if t.len() == TAIL_LINES {
                     t.pop_front();
                 }
-                t.push_back(line);
+                t.push_back(crate::live::settings::excerpt(&line, &[], 300));
             }
         }));
     }

@@ -55,6 +55,17 @@ impl Stores {
         let owner = owner();
         if used == StoreUse::Postgres {
             let (settings, admin) = PgSettings::try_from_env()?.connect_resolving_user(t).await?;
+            // the lease table is pacesim's own, or nothing of it is read or written
+            pg::ensure_lease_table(&admin).await.map_err(|e| {
+                LiveError::Setup(match e {
+                    pg::LeaseError::Untrusted(m) => m,
+                    e => format!(
+                        "the lease table {}: {}",
+                        pg::LEASES,
+                        crate::live::settings::error_chain(&e)
+                    ),
+                })
+            })?;
             // Schemas left by runs whose lease went stale (SIGKILLed, or their host is gone):
             // never a schema another live run, on any host, still renews.
             if let Ok(orphans) = pg::orphan_schemas(&admin).await {
@@ -101,7 +112,10 @@ impl Stores {
             tokio::task::spawn_blocking(move || {
                 let mut c = r2.connect(None, t)?;
                 lredis::take_lease(&mut c, &id, &o)?;
-                lredis::delete_abandoned(&mut c).map(drop)
+                // a failed start leaves no lease behind (each failed run would leak one more)
+                lredis::delete_abandoned(&mut c).map(drop).inspect_err(|_| {
+                    let _ = lredis::drop_lease(&mut c, &id);
+                })
             })
             .await
             .map_err(|e| LiveError::Setup(e.to_string()))?

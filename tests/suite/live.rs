@@ -957,3 +957,74 @@ fn state_lost_deletes_the_runs_state_and_matches_the_simulator() {
     );
     assert!(other_key_kept, "another run's key survives");
 }
+
+/// Issue 52 item 15: a backend's own table (`Open::tables`) is found by its unqualified name
+/// on a worker's connection (`PgLink`), as `Open::tables` and CONTRIBUTING say: the run's
+/// schema is first on the connection's `search_path`, after any `PGOPTIONS` given.
+#[test]
+fn a_backends_own_table_is_found_by_its_unqualified_name() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((pgs, rt)) = stores("a_backends_own_table_is_found_by_its_unqualified_name") else {
+        return;
+    };
+    use pacesim::live::adapter::PgLink;
+    use pacesim::live::proto::{PgStore, WorkerSpec};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let run_id = format!("{}_{nanos:08x}", std::process::id());
+    let schema = pg::schema_name(&run_id);
+    let admin = rt.block_on(pgs.connect(Duration::from_secs(3))).unwrap();
+    rt.block_on(async {
+        pg::create_schema(&admin, &schema, 1).await.unwrap();
+        pg::create_own_tables(
+            &admin,
+            &schema,
+            &[
+                "CREATE TABLE team_log (x int)".to_string(),
+                "INSERT INTO team_log VALUES (52)".to_string(),
+            ],
+        )
+        .await
+        .unwrap();
+    });
+    let mut seen = Vec::new();
+    for options in [None, Some("-c statement_timeout=0")] {
+        let mut settings = pgs.clone();
+        settings.options = options.map(str::to_string);
+        let spec = WorkerSpec {
+            run_id: run_id.clone(),
+            pid: 0,
+            incarnation: 0,
+            done: 0,
+            scenario: scenario(FOUR_LIMITERS),
+            origin: None,
+            dest: "127.0.0.1:9".into(),
+            pg: Some(PgStore {
+                settings,
+                schema: schema.clone(),
+            }),
+            redis: None,
+        };
+        let got = rt.block_on(async {
+            let mut link = PgLink::new(&spec, Duration::from_secs(3))?;
+            let rc = link.client().await.map_err(|e| format!("{e:?}"))?;
+            let row = rc
+                .client
+                .query_one("SELECT x FROM team_log", &[])
+                .await
+                .map_err(|e| pacesim::live::settings::error_chain(&e))?;
+            Ok::<i32, String>(row.get(0))
+        });
+        seen.push((options, got));
+    }
+    rt.block_on(pg::drop_schema(&admin, &schema)).unwrap();
+    for (options, got) in seen {
+        assert_eq!(
+            got,
+            Ok(52),
+            "options {options:?}: the unqualified name did not find the run's table"
+        );
+    }
+}

@@ -411,3 +411,298 @@ while True:
     }
     let _ = std::fs::remove_dir_all(file.parent().unwrap());
 }
+
+/// Issue 52 item 1: a worker or `[live] setup` that prints its environment as JSON
+/// (`json.dumps(os.environ)`, with and without `ensure_ascii`) or as a Python repr, and a
+/// worker whose event line has the password as a field name: no form of the password (as is,
+/// JSON- or repr-escaped, percent-encoded) reaches the forwarded `worker N:` lines, the quoted
+/// stderr or the final error of `live`, `conform` and setup. Passwords with `\`, `"` and
+/// non-ASCII (the server trusts loopback: the password is handed on and ignored).
+#[test]
+fn no_escaped_secret_reaches_pacesims_output() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if servers("no_escaped_secret_reaches_pacesims_output").is_none() {
+        return;
+    }
+    let body = "name = \"s\"\nduration = \"2s\"\n[pacer]\nbackend = \"row\"\nrate = 10.0\n[processes]\ncount = 1\n";
+    let file = scenario_file("escaped", body);
+    let dir = file.parent().unwrap().to_path_buf();
+    let dump = "import json, os, sys\n\
+                env = dict(os.environ)\n\
+                for line in (json.dumps(env), json.dumps(env, ensure_ascii=False), repr(env), ascii(env)):\n\
+                \x20   print(line, file=sys.stderr)\n";
+    std::fs::write(dir.join("dump.py"), format!("{dump}sys.stdout.flush()\nsys.exit(3)\n")).unwrap();
+    // stdout: an event line whose field name is the password
+    std::fs::write(
+        dir.join("field.py"),
+        "import json, os, sys, time\n\
+         print(json.dumps({'ev': 'grant', os.environ['PGPASSWORD']: 1}), flush=True)\n\
+         print(json.dumps({'ev': 'grant', os.environ['PGPASSWORD']: 1}, ensure_ascii=False), flush=True)\n\
+         time.sleep(30)\n",
+    )
+    .unwrap();
+    let setup_file = scenario_file(
+        "escaped-setup",
+        &format!("{body}[live]\ncommand = [\"python3\", \"dump.py\"]\nsetup = [\"python3\", \"dump.py\"]\n"),
+    );
+    std::fs::write(
+        setup_file.with_file_name("dump.py"),
+        format!("{dump}print('setup env printed', flush=True)\nsys.exit(3)\n"),
+    )
+    .unwrap();
+    let f = file.display().to_string();
+    let dump_cmd = format!("python3 {}", dir.join("dump.py").display());
+    let field_cmd = format!("python3 {}", dir.join("field.py").display());
+    let sf = setup_file.display().to_string();
+    for pw in ["Sek\\r3t\"PW9", "Sekrét99x", "Zq\\u00e9\"'/%+ ✓😀7"] {
+        let forms = crate::fuzz_secrets::escaped_forms(pw);
+        let tail: String = pw.chars().skip(pw.chars().count() - 3).collect();
+        for (what, args) in [
+            (
+                "live, env dumps",
+                vec!["live", f.as_str(), "--worker-cmd", dump_cmd.as_str()],
+            ),
+            (
+                "conform, env dumps",
+                vec!["conform", f.as_str(), "--worker-cmd", dump_cmd.as_str()],
+            ),
+            (
+                "live, field name",
+                vec!["live", f.as_str(), "--worker-cmd", field_cmd.as_str()],
+            ),
+            ("setup, env dumps", vec!["live", sf.as_str()]),
+        ] {
+            let (code, out, err) = common::pacesim_env(&args, &[("PGPASSWORD", pw)]);
+            assert_eq!(code, 2, "{what} ({pw}): {out}{err}");
+            for form in &forms {
+                assert!(
+                    !err.contains(form.as_str()) && !out.contains(form.as_str()),
+                    "{what}: the password {pw:?} leaked as {form:?}:\n{err}"
+                );
+            }
+            assert!(!err.contains(tail.as_str()), "{what}: part of {pw:?} leaked:\n{err}");
+            assert!(err.contains("***"), "{what}: {err}");
+            match what {
+                "live, field name" => assert!(err.contains("printed on stdout, line 1"), "{what}: {err}"),
+                "setup, env dumps" => assert!(err.contains("[live] setup `python3 dump.py` failed"), "{what}: {err}"),
+                _ => {
+                    assert!(err.contains("exited (exit status: 3)"), "{what}: {err}");
+                    assert!(err.contains("worker 0: {\""), "{what}: the lines are forwarded: {err}");
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(setup_file.parent().unwrap());
+}
+
+/// Issue 52 item 2: the lease table is pacesim's own or it is refused, before any row is read
+/// or written: a lease schema or table another role (no superuser) owns, a trigger, a rule, row-level
+/// security, or a view in its place. Each is made in a database of this test's own (so the
+/// server's real lease table, which concurrent runs use, is never touched), and a trigger or
+/// rule that would have run records that it did in a table the test reads.
+#[test]
+fn a_lease_table_pacesim_does_not_own_or_that_has_triggers_is_refused() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((pgs, rt)) = servers("a_lease_table_pacesim_does_not_own_or_that_has_triggers_is_refused") else {
+        return;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let tag = format!("{}_{nanos:x}", std::process::id());
+    let db = format!("pacesim_t52_lease_{tag}");
+    let role = format!("pacesim_t52_hostile_{tag}");
+    let admin = rt.block_on(pgs.connect(Duration::from_secs(3))).unwrap();
+    let made = rt.block_on(async {
+        admin.batch_execute(&format!("CREATE DATABASE {db}")).await?;
+        admin.batch_execute(&format!("CREATE ROLE {role} NOLOGIN")).await
+    });
+    if let Err(e) = made {
+        let _ = rt.block_on(admin.batch_execute(&format!("DROP DATABASE IF EXISTS {db}")));
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "LIVE TESTS NOT RUN (lease table): cannot create a database and a role: {e}"
+        );
+        return;
+    }
+    let mut in_db = pgs.clone();
+    in_db.dbname = db.clone();
+    let c = rt.block_on(in_db.connect(Duration::from_secs(3))).unwrap();
+    let table = "CREATE TABLE pacesim_lease.runs (schema_name text PRIMARY KEY, owner text NOT NULL, \
+                 heartbeat timestamptz NOT NULL)";
+    let cases = [
+        (
+            format!("CREATE SCHEMA pacesim_lease AUTHORIZATION {role}; {table}; ALTER TABLE pacesim_lease.runs OWNER TO {role}"),
+            format!("its schema pacesim_lease is owned by role `{role}`, neither pacesim's nor a superuser"),
+        ),
+        (
+            format!("CREATE SCHEMA pacesim_lease; {table}; ALTER TABLE pacesim_lease.runs OWNER TO {role}"),
+            format!("it is owned by role `{role}`, neither pacesim's nor a superuser"),
+        ),
+        (
+            format!(
+                "CREATE SCHEMA pacesim_lease; {table};
+                 CREATE FUNCTION public.evil() RETURNS trigger LANGUAGE plpgsql AS
+                   $$BEGIN INSERT INTO public.fired VALUES ('trigger ' || current_user); RETURN NEW; END$$;
+                 CREATE TRIGGER evil BEFORE INSERT OR UPDATE OR DELETE ON pacesim_lease.runs
+                   FOR EACH ROW EXECUTE FUNCTION public.evil()"
+            ),
+            "it has trigger(s) `evil` that pacesim did not make".to_string(),
+        ),
+        (
+            format!(
+                "CREATE SCHEMA pacesim_lease; {table};
+                 CREATE RULE evil_rule AS ON INSERT TO pacesim_lease.runs DO ALSO INSERT INTO public.fired VALUES ('rule')"
+            ),
+            "it has rule(s) `evil_rule` that pacesim did not make".to_string(),
+        ),
+        (
+            format!(
+                "CREATE SCHEMA pacesim_lease; {table}; ALTER TABLE pacesim_lease.runs ENABLE ROW LEVEL SECURITY;
+                 CREATE POLICY spy ON pacesim_lease.runs USING (true)"
+            ),
+            "it has row-level security policies `spy`".to_string(),
+        ),
+        (
+            "CREATE SCHEMA pacesim_lease; CREATE VIEW pacesim_lease.runs AS
+               SELECT ''::text AS schema_name, ''::text AS owner, now() AS heartbeat"
+                .to_string(),
+            "it is not an ordinary table".to_string(),
+        ),
+    ];
+    let file = scenario_file(
+        "lease-table",
+        "name = \"s\"\nduration = \"1s\"\n[pacer]\nbackend = \"row\"\nrate = 10.0\n[processes]\ncount = 1\n",
+    );
+    let reset = "DROP SCHEMA IF EXISTS pacesim_lease CASCADE; DROP FUNCTION IF EXISTS public.evil();
+                 DROP TABLE IF EXISTS public.fired; CREATE TABLE public.fired (what text)";
+    let mut outcomes = Vec::new();
+    for (sql, says) in &cases {
+        rt.block_on(c.batch_execute(&format!("{reset}; {sql}"))).unwrap();
+        let (code, out, err) = common::pacesim_env(&["live", &file.display().to_string()], &[("PGDATABASE", &db)]);
+        let fired: i64 = rt
+            .block_on(c.query_one("SELECT count(*) FROM public.fired", &[]))
+            .unwrap()
+            .get(0);
+        let schemas: i64 = rt
+            .block_on(c.query_one(
+                "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'pacesim\\_live\\_%'",
+                &[],
+            ))
+            .unwrap()
+            .get(0);
+        outcomes.push((says.clone(), code, fired, schemas, format!("{out}{err}")));
+    }
+    // pacesim's own lease table, made by it in a clean database, is accepted
+    rt.block_on(c.batch_execute(reset)).unwrap();
+    let (clean_code, _, clean_err) =
+        common::pacesim_env(&["live", &file.display().to_string()], &[("PGDATABASE", &db)]);
+    drop(c);
+    rt.block_on(async {
+        let _ = admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+            .await;
+        let _ = admin.batch_execute(&format!("DROP ROLE IF EXISTS {role}")).await;
+    });
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+    for (says, code, fired, schemas, text) in outcomes {
+        assert_eq!(code, 2, "{says}: not refused:\n{text}");
+        assert!(
+            text.contains("refusing the lease table pacesim_lease.runs") && text.contains(&says),
+            "{says}:\n{text}"
+        );
+        assert!(text.contains("DROP"), "the error says what to do: {text}");
+        assert_eq!(fired, 0, "{says}: a trigger or rule ran as pacesim's role:\n{text}");
+        assert_eq!(schemas, 0, "{says}: a run schema was made:\n{text}");
+    }
+    assert!(
+        clean_code == 0 || clean_code == 1,
+        "pacesim's own lease table: {clean_err}"
+    );
+}
+
+/// Issue 52 item 3: Redis keys are bytes. A key under `pacesim:lease:` that is not UTF-8
+/// (`SET pacesim:lease:<0xff> x`) does not stop a run, and is left alone; a run's own keys
+/// that are not UTF-8 (a worker's) are deleted by its cleanup, with its lease. In a Redis
+/// database of this test's own (`/13`), so no other run meets the key meanwhile.
+#[test]
+fn a_key_that_is_not_utf8_never_blocks_a_run_or_its_cleanup() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if servers("a_key_that_is_not_utf8_never_blocks_a_run_or_its_cleanup").is_none()
+        || !python_ok("a_key_that_is_not_utf8_never_blocks_a_run_or_its_cleanup")
+    {
+        return;
+    }
+    let base = RedisSettings::from_env().url;
+    let Some(url) = base
+        .strip_suffix('/')
+        .or(Some(base.as_str()))
+        .filter(|u| u.matches('/').count() == 2)
+        .map(|u| format!("{u}/13"))
+    else {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "LIVE TESTS NOT RUN (byte keys): REDIS_URL {base} names a database"
+        );
+        return;
+    };
+    let db = RedisSettings { url: url.clone() };
+    let mut con = db.connect(None, Duration::from_secs(2)).unwrap();
+    let stray: Vec<u8> = [
+        &b"pacesim:lease:"[..],
+        &[0xff, 0xfe],
+        format!("t52-{}", std::process::id()).as_bytes(),
+    ]
+    .concat();
+    let _: () = redis::cmd("SET").arg(&stray[..]).arg("x").query(&mut con).unwrap();
+    let file = scenario_file(
+        "byte-keys",
+        "name = \"s\"\nduration = \"1s\"\n[pacer]\nbackend = \"redis_gcra\"\nrate = 10.0\n[processes]\ncount = 1\n",
+    );
+    std::fs::write(
+        file.with_file_name("w.py"),
+        "import os, time, urllib.request, redis\n\
+         r = redis.Redis.from_url(os.environ['PACESIM_REDIS_URL'])\n\
+         p = os.environ['PACESIM_REDIS_PREFIX'].encode()\n\
+         r.set(p + b'\\xff\\xfe-mine', b'\\x80')\n\
+         r.hset(p + b'\\xc3(', b'\\xff', b'\\xfe')\n\
+         while True:\n\
+         \x20   urllib.request.urlopen(os.environ['PACESIM_DESTINATION_URL']).read()\n\
+         \x20   time.sleep(0.1)\n",
+    )
+    .unwrap();
+    let cmd = format!("python3 {}", file.with_file_name("w.py").display());
+    let (code, out, err) = common::pacesim_env(
+        &["live", &file.display().to_string(), "--worker-cmd", &cmd],
+        &[("REDIS_URL", &url)],
+    );
+    let run_id = err
+        .lines()
+        .find_map(|l| l.strip_prefix("live: run "))
+        .and_then(|l| l.split(':').next())
+        .map(str::to_string);
+    let left = run_id
+        .as_deref()
+        .map(|id| lredis::keys_with_prefix(&mut con, &lredis::key_prefix(id)).unwrap());
+    let lease: bool = run_id
+        .as_deref()
+        .is_some_and(|id| redis::cmd("EXISTS").arg(lredis::lease_key(id)).query(&mut con).unwrap());
+    let stray_kept: bool = redis::cmd("EXISTS").arg(&stray[..]).query(&mut con).unwrap();
+    // everything this test made goes, whatever the outcome
+    let _: i64 = redis::cmd("DEL").arg(&stray[..]).query(&mut con).unwrap();
+    if let Some(id) = &run_id {
+        let _ = lredis::delete_prefix(&mut con, &lredis::key_prefix(id));
+        let _ = lredis::drop_lease(&mut con, id);
+    }
+    let _ = std::fs::remove_dir_all(file.parent().unwrap());
+    assert!(code == 0 || code == 1, "the run failed:\n{out}{err}");
+    assert!(!err.contains("warning: live cleanup"), "{err}");
+    let left = left.expect("the run names its id");
+    assert!(left.is_empty(), "the run's own keys were left: {left:?}\n{err}");
+    assert!(!lease, "the run's lease was left:\n{err}");
+    assert!(stray_kept, "a key that is not the run's was deleted");
+}

@@ -384,7 +384,14 @@ impl PgLink {
             return Ok(std::sync::Arc::clone(r));
         }
         self.client = None;
-        let client = self.target.settings.connect(self.timeout).await.map_err(|m| {
+        // the run's schema first on the search_path, as for an external worker (`PGOPTIONS`):
+        // a backend's own table (`Open::tables`) is found by its unqualified name
+        let mut settings = self.target.settings.clone();
+        settings.options = Some(crate::live::pg::search_path_options(
+            settings.options.as_deref(),
+            &self.target.schema,
+        ));
+        let client = settings.connect(self.timeout).await.map_err(|m| {
             if m.detail.contains("timed out") {
                 StoreFailure(StoreErrorKind::Timeout)
             } else {
