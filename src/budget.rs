@@ -217,7 +217,7 @@ pub fn overlap(sc: &Scenario) -> (usize, crate::time::Nanos, usize) {
 pub enum BudgetError {
     /// More memory than `--max-memory`.
     #[error(
-        "{scenario}: {field}: the run would need about {} of memory, above the limit of {} \
+        "{scenario}: {field}: the run would need about {} of memory, above the limit of {}{why} \
          (--max-memory to change it)",
         human(*estimate),
         human(*limit)
@@ -231,6 +231,9 @@ pub enum BudgetError {
         estimate: u64,
         /// The limit, bytes.
         limit: u64,
+        /// Why the estimate is what it is, when the field alone does not say (`: `local`:
+        /// each of the 1000 pacers paces alone, ...`); else empty.
+        why: String,
     },
     /// More fault windows open at once than [`MAX_OVERLAP`].
     #[error(
@@ -417,11 +420,16 @@ pub fn check(sc: &Scenario, runs: u64) -> Result<(), BudgetError> {
     let (estimate, field) = estimate(sc, runs);
     let limit = limit();
     if estimate > limit {
+        let why = match (field.as_str(), fleet_rate(sc).1) {
+            ("pacer.rate", Some(why)) => format!(": {why}"),
+            _ => String::new(),
+        };
         return Err(BudgetError::Memory {
             scenario: sc.place(&field),
             field,
             estimate,
             limit,
+            why,
         });
     }
     let (windows, at, i) = overlap(sc);
