@@ -62,6 +62,19 @@ const PER_TIMER: f64 = 128.0;
 /// (about 44 events' time measured at `hard_limit = "1us"`).
 const EVENTS_PER_LIMIT: f64 = 48.0;
 
+/// A backend's stated detail for a scenario (its options in force and its facts, as a trace
+/// header's `backend_detail`), by the backend's name: the registry, a layer above this one,
+/// gives it ([`set_detail`]); until it does (a scenario built and run in code without the
+/// registry), the estimates count the ceiling alone.
+pub type DetailOf = fn(&str, &Scenario) -> Option<serde_json::Value>;
+
+static DETAIL: std::sync::OnceLock<DetailOf> = std::sync::OnceLock::new();
+
+/// Where the estimates read a backend's facts (the registry sets it).
+pub fn set_detail(f: DetailOf) {
+    let _ = DETAIL.set(f);
+}
+
 /// How fast the fleet of `sc` may fetch, at most, for its backend(s), against the shared
 /// ceiling: a design whose processes pace alone (`local`: [`crate::backend::Facts`]'s
 /// `process_spacing_ns`) fetches at each process's own pace, N times it; a `fail_open`
@@ -90,7 +103,7 @@ fn fleet_rate(sc: &Scenario) -> (f64, Option<String>) {
         .min(secs);
     let mut best = (sc.pacer.rate, None);
     for b in sc.compared_backends() {
-        let Some(detail) = crate::registry::spec(&b).and_then(|s| s.detail(sc).ok()) else {
+        let Some(detail) = DETAIL.get().and_then(|d| d(&b, sc)) else {
             continue;
         };
         let per_thread = detail.get("per").and_then(serde_json::Value::as_str) == Some("thread");
@@ -204,7 +217,7 @@ pub fn overlap(sc: &Scenario) -> (usize, crate::time::Nanos, usize) {
 pub enum BudgetError {
     /// More memory than `--max-memory`.
     #[error(
-        "{scenario}: {field}: the run would need about {} of memory, above the limit of {} \
+        "{scenario}: {field}: the run would need about {} of memory, above the limit of {}{why} \
          (--max-memory to change it)",
         human(*estimate),
         human(*limit)
@@ -218,6 +231,9 @@ pub enum BudgetError {
         estimate: u64,
         /// The limit, bytes.
         limit: u64,
+        /// Why the estimate is what it is, when the field alone does not say (`: `local`:
+        /// each of the 1000 pacers paces alone, ...`); else empty.
+        why: String,
     },
     /// More fault windows open at once than [`MAX_OVERLAP`].
     #[error(
@@ -404,11 +420,16 @@ pub fn check(sc: &Scenario, runs: u64) -> Result<(), BudgetError> {
     let (estimate, field) = estimate(sc, runs);
     let limit = limit();
     if estimate > limit {
+        let why = match (field.as_str(), fleet_rate(sc).1) {
+            ("pacer.rate", Some(why)) => format!(": {why}"),
+            _ => String::new(),
+        };
         return Err(BudgetError::Memory {
             scenario: sc.place(&field),
             field,
             estimate,
             limit,
+            why,
         });
     }
     let (windows, at, i) = overlap(sc);

@@ -162,6 +162,7 @@ impl SimBuilder {
                 field,
                 estimate: kept as u64,
                 limit: crate::budget::limit(),
+                why: String::new(),
             }));
         }
         let mut c = Collect::default();

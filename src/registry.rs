@@ -302,7 +302,15 @@ pub fn register(specs: Vec<BackendSpec>) -> Result<(), String> {
 
 /// Every backend: pacesim's ([`REGISTRY`]), then the registered ones ([`register`]).
 pub fn all() -> impl Iterator<Item = &'static BackendSpec> {
+    // the budget, a layer below, reads backends' facts through us
+    crate::budget::set_detail(detail_of);
     REGISTRY.iter().chain(REGISTERED.get().into_iter().flatten().copied())
+}
+
+/// The stated detail of backend `name` for `sc` (its options in force and facts), if it is one
+/// and builds: what the memory and work estimates read ([`crate::budget::set_detail`]).
+fn detail_of(name: &str, sc: &Scenario) -> Option<serde_json::Value> {
+    spec(name).and_then(|s| s.detail(sc).ok())
 }
 
 /// Names of every backend.

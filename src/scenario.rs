@@ -885,10 +885,10 @@ impl Scenario {
         self.origin.place(field).unwrap_or_else(|| self.name.clone())
     }
 
-    /// The hash of the text it was read from ([`crate::run::choices::text_hash`]); `None` for
-    /// a scenario built in code.
+    /// The hash of the text it was read from ([`text_hash`]); `None` for a scenario built in
+    /// code.
     pub fn text_hash(&self) -> Option<String> {
-        (!self.origin.file.is_empty()).then(|| crate::run::choices::text_hash(&self.origin.src))
+        (!self.origin.file.is_empty()).then(|| text_hash(&self.origin.src))
     }
 
     /// Every backend some route runs this scenario with: `[pacer] backend` (`run`, sweeps)
@@ -916,6 +916,15 @@ impl Scenario {
 /// The longest scenario name, in characters: it is a directory name (at most 255 bytes on
 /// most file systems) and a table heading.
 pub const MAX_NAME_CHARS: usize = 100;
+
+/// The hash of a scenario file's text a choice file records (`scenario_hash`,
+/// [`crate::run::choices`]): FNV-1a, 64 bits, in hex.
+pub fn text_hash(text: &str) -> String {
+    let h = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    format!("{h:016x}")
+}
 
 /// Seed `seed + k` of a scenario run with several seeds (`--seeds`, `--cases`), within a
 /// scenario's seed range (`seed` in a file and `run --seed` stop at `i64::MAX`, so a

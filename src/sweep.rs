@@ -301,6 +301,21 @@ impl Plan {
             });
         }
         let base = Scenario::parse(label, text)?;
+        // every seed a run takes is one `run --seed` takes (its reproducer's)
+        if crate::scenario::seed_plus(base.seed, seeds.saturating_sub(1)).is_none() {
+            return Err(ScenarioError::Invalid {
+                file: label.into(),
+                line: crate::scenario::line_of_field(text, "seed"),
+                field: "seed".into(),
+                message: format!(
+                    "with --seeds {seeds}, seed {} + {} is past the largest seed, {}",
+                    base.seed,
+                    seeds - 1,
+                    i64::MAX
+                ),
+            }
+            .into());
+        }
         let doc: toml::Table = toml::from_str(text).map_err(|source| SweepError::Toml {
             label: label.into(),
             source,

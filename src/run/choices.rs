@@ -28,14 +28,7 @@ pub const VERSION: u32 = 1;
 /// The largest choice file read, in bytes (a recorded word is about 20 bytes of JSON).
 pub const MAX_FILE_BYTES: u64 = 1 << 30;
 
-/// The hash of a scenario file's text a choice file records (`scenario_hash`): FNV-1a, 64
-/// bits, in hex.
-pub fn text_hash(text: &str) -> String {
-    let h = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
-    format!("{h:016x}")
-}
+pub use crate::scenario::text_hash;
 
 /// A choice file.
 // (no `deny_unknown_fields`: serde cannot combine it with the flattened body)

@@ -473,6 +473,10 @@ fn s52_06_fleets_that_pace_alone_are_counted_n_times() {
     std::fs::write(&f, local).unwrap();
     let e = refused(&["run", file, "--max-wall", "60s"]);
     assert!(e.contains("s.toml:5: pacer.rate: the run would need about"), "{e}");
+    assert!(
+        e.contains("`local`: each of the 1000 pacers paces alone, at up to the rate (--max-memory to change it)"),
+        "{e}"
+    );
     let e = refused(&["run", file, "--max-wall", "60s", "--max-memory", "100TiB"]);
     assert!(e.contains("pacer.rate: the run would schedule about"), "{e}");
     assert!(e.contains("each of the 1000 pacers paces alone"), "{e}");
@@ -486,6 +490,10 @@ fn s52_06_fleets_that_pace_alone_are_counted_n_times() {
     let sc = Scenario::parse("s.toml", open).unwrap();
     let e = pacesim::budget::check(&sc, 1).expect_err("fail_open").to_string();
     assert!(e.contains("pacer.rate"), "{e}");
+    assert!(
+        e.contains("`row` fails open: each of the 1000 processes paces at the rate while the store is out"),
+        "{e}"
+    );
     let closed = Scenario::parse("s.toml", &open.replace("fail_open", "fail_closed")).unwrap();
     pacesim::budget::check(&closed, 1).unwrap();
 }

@@ -1251,7 +1251,13 @@ fn s52_messages_name_the_flag_the_line_and_quote_values_short() {
         FOUR_LIMITERS.replace("duration", "seed = 9223372036854775807\nduration"),
     )
     .unwrap();
-    for args in [["simulate", file, "--seeds", "2"], ["matrix", file, "--cases", "2"]] {
+    let sweep_out = d.join("sweep");
+    let sweep_out = sweep_out.to_str().unwrap();
+    for args in [
+        vec!["simulate", file, "--seeds", "2"],
+        vec!["matrix", file, "--cases", "2"],
+        vec!["sweep", file, "--seeds", "2", "--out", sweep_out],
+    ] {
         let (code, out, e) = pacesim(&args);
         assert_eq!(code, 2, "{args:?}: {out}{e}");
         assert!(e.contains("is past the largest seed, 9223372036854775807"), "{e}");
