@@ -301,6 +301,20 @@ impl Plan {
             });
         }
         let base = Scenario::parse(label, text)?;
+        let doc: toml::Table = toml::from_str(text).map_err(|source| SweepError::Toml {
+            label: label.into(),
+            source,
+        })?;
+        let points_n = axes.iter().try_fold(1u64, |n, a| n.checked_mul(a.values.len() as u64));
+        match points_n.and_then(|p| p.checked_mul(seeds)) {
+            Some(r) if r <= MAX_RUNS => {}
+            _ => {
+                return Err(SweepError::TooManyRuns {
+                    points: points_n.map_or_else(|| "too many".to_string(), |p| p.to_string()),
+                    seeds,
+                });
+            }
+        }
         // every seed a run takes is one `run --seed` takes (its reproducer's)
         if crate::scenario::seed_plus(base.seed, seeds.saturating_sub(1)).is_none() {
             return Err(ScenarioError::Invalid {
@@ -315,20 +329,6 @@ impl Plan {
                 ),
             }
             .into());
-        }
-        let doc: toml::Table = toml::from_str(text).map_err(|source| SweepError::Toml {
-            label: label.into(),
-            source,
-        })?;
-        let points_n = axes.iter().try_fold(1u64, |n, a| n.checked_mul(a.values.len() as u64));
-        match points_n.and_then(|p| p.checked_mul(seeds)) {
-            Some(r) if r <= MAX_RUNS => {}
-            _ => {
-                return Err(SweepError::TooManyRuns {
-                    points: points_n.map_or_else(|| "too many".to_string(), |p| p.to_string()),
-                    seeds,
-                });
-            }
         }
         let mut points = Vec::new();
         for values in cross_product(&axes) {
