@@ -1,4 +1,6 @@
-//! `ceiling`: the aggregate rate ceiling, over every window length.
+//! `ceiling`: the aggregate rate ceiling, over every window length. A run that fetched
+//! nothing (no arrival: every store operation failed, say) is not judged: no arrival cannot
+//! show the rate held.
 //!
 //! A 1 s window is not enough: four limiters' 40 requests at 50/s fit inside one second (bound
 //! 51) yet overshoot 4x over 0.2 s. So the check is conformance to GCRA(interval, tolerance),
@@ -168,6 +170,8 @@ impl Ceiling {
             authorised,
             cut_off,
             lock_design,
+            // (no arrival yet: not judged if none comes)
+            arrivals.is_empty(),
         )));
         for m in [arrivals, slots] {
             f.ahead(m.tat().unwrap_or(0));
@@ -177,6 +181,11 @@ impl Ceiling {
             f.instant(t);
             f.word(m);
         }
+    }
+
+    /// Did nothing reach the destination (no arrival)?
+    pub fn fetched_nothing(&self) -> bool {
+        self.arrivals.is_empty()
     }
 
     /// Smallest burst the destination arrivals conform to.
@@ -286,6 +295,16 @@ impl Checker for Ceiling {
         self.release_slots(u64::MAX);
         let rate = self.rate;
         let arrivals = match self.arrivals.first_exceeding(self.burst) {
+            // nothing reached the destination: nothing to judge the ceiling on (a run whose
+            // every store operation failed is no pass)
+            None if self.arrivals.is_empty() => Verdict {
+                name: "ceiling",
+                status: Status::NotJudged,
+                detail: witness!(
+                    "{}arrivals at the destination: the run fetched nothing",
+                    super::NOT_JUDGED
+                ),
+            },
             None => Verdict {
                 name: "ceiling",
                 status: Status::Pass,

@@ -13,7 +13,9 @@
 //! so its re-enqueued task is the process's, and the process waits from asking to its fetch.
 //!
 //! A verdict only when the header states a bound (`[checks] wait_bound`): it fails when some
-//! process waited longer. Without one it always passes and says it is reported, not judged:
+//! process waited longer. A run that fetched nothing is not judged (Jain's index over no
+//! fetches means nothing), unless a wait already broke the bound. Without a bound it passes
+//! and says it is reported, not judged:
 //! the index alone cannot say starvation (a walk lock is unfair by design, and a process
 //! that asks rarely fetches rarely), and what wait is too long is the team's to say.
 //!
@@ -151,20 +153,21 @@ impl Fairness {
         self.bound.is_some()
     }
 
-    /// An explorer's form at `now` ([`crate::form`]): without a wait bound nothing (it always
-    /// passes); with one, the waits it follows (relative to now) and as slack the longest wait
+    /// An explorer's form at `now` ([`crate::form`]): without a wait bound only whether
+    /// anything was fetched (it passes, or with nothing fetched is not judged); with one, the waits it follows (relative to now) and as slack the longest wait
     /// so far (a longer one is worse). Waits through a broker make it absolute. (The counts
     /// are the report's.)
     pub fn form(&self, f: &mut crate::form::Form) {
         use crate::choice::fingerprint;
         let Fairness {
-            counts: _,
+            counts,
             own,
             longest,
             bound,
             broker,
         } = self;
-        f.word(fingerprint(bound));
+        // (whether anything was fetched: with nothing, the report is not judged)
+        f.word(fingerprint(&(bound, counts.iter().all(|&c| c == 0))));
         if bound.is_none() {
             return;
         }
@@ -304,6 +307,18 @@ impl Fairness {
             None => String::new(),
         };
         let longest = self.longest.map_or(0, |l| l.0);
+        let starved = self.bound.is_some_and(|b| longest > b);
+        if !starved && self.counts.iter().all(|&c| c == 0) {
+            // Jain's index over no fetches is no fairness (0/0): nothing to judge
+            return vec![Verdict {
+                name: "fairness",
+                status: Status::NotJudged,
+                detail: witness!(
+                    "{}arrivals at the destination: the run fetched nothing{wait}",
+                    crate::check::NOT_JUDGED
+                ),
+            }];
+        }
         let (pass, judged) = match self.bound {
             None => (true, " (reported, not a verdict: no [checks] wait_bound)".to_string()),
             Some(b) if longest <= b => (true, witness!("; within the wait bound {:.3}s", b as f64 / 1e9)),

@@ -4,13 +4,13 @@
 //!
 //! | verdict | property | applies when |
 //! |---------|----------|--------------|
-//! | `ceiling`, `slot_ceiling` | [`ceiling`]: arrivals / granted slots conform to the rate | always |
+//! | `ceiling`, `slot_ceiling` | [`ceiling`]: arrivals / granted slots conform to the rate (not judged with none) | always |
 //! | `backoff_coherence` | [`backoff`]: one multiplier schedule for the fleet, slots spaced by it | grants or multiplier changes |
-//! | `self_heal` | [`self_heal`]: the pace resumes within one interval after a kill | a crash |
+//! | `self_heal` | [`self_heal`]: the pace resumes within one interval after a kill, and kills never leave the fleet's requests unserved for long (not judged when no fetch followed any kill) | a crash |
 //! | `degradation` | [`degradation`]: within the rate and not zero while the store is out | an outage or partition window |
 //! | `liveness` | [`liveness`]: throughput reaches the effective rate under demand | pace backends, rate/concurrency locks |
 //! | `mutual_exclusion` | [`mutual_exclusion`]: at most K critical sections | lock events |
-//! | `fairness` | [`fairness`]: Jain's index and the longest wait for permission (a verdict against `[checks] wait_bound`; reported only without one) | always |
+//! | `fairness` | [`fairness`]: Jain's index and the longest wait for permission (a verdict against `[checks] wait_bound`; reported only without one; not judged when nothing was fetched) | always |
 //! | `work_heal` | [`work_heal`]: every download's event finalised or recovered by the sweep; no source re-strands forever | `job_event` events (`[jobs]`) |
 //!
 //! A trace that declares platforms (`backend_detail.platforms`) has `ceiling`,

@@ -61,6 +61,18 @@
 //! being measured, the measurement stops there: stalls and recovery gaps seen before are
 //! judged, nothing after, and the detail lists the kill as cut short.
 //!
+//! 6. **Starved demand**: after the first kill, a request for permission (while the shared
+//!    pace paces the fleet) followed by no fetch start at all, by anyone, for longer than ten
+//!    normal spacings (and a burst's quiet) times the multiplier plus the slack, up to the
+//!    next fetch start or the end of the run, fails: a kill ends its victim's wait, so in a
+//!    kill storm whose restarts keep asking and being killed no single wait looks long, yet
+//!    the fleet's demand goes unserved (one fetch in 2 s among hundreds of kills is no heal).
+//!
+//! **Not judged**: with no failure, a run in which no kill was measured (no fetch started
+//! after a kill while the shared pace paced the fleet: the run ended first, nothing asked
+//! again, or every kill came while the store was out or a process in its fallback) has
+//! shown nothing healing, nor failing to: the verdict is not judged, saying which.
+//!
 //! The detail reports the largest stall after any kill; a list of kills (a storm) names a
 //! few, how many more, and the last.
 
@@ -180,6 +192,14 @@ pub struct SelfHeal {
     asks_after_kill: u64,
     restarts_after_kill: u64,
     fetches_after_kill: u64,
+    // after the first kill, while the shared pace paces the fleet: the earliest request for
+    // permission no fetch start has followed yet (a kill ends a process's wait, not the
+    // fleet's demand: a stream of kills whose restarts keep asking starves a fleet whose waits
+    // each look short)
+    // (when, and the silence after it that is a wedge: fixed when it is asked)
+    unserved: Option<(u64, u64)>,
+    // the last kill (for a verdict not judged: when it came)
+    last_kill: u64,
     end: u64,
 }
 
@@ -248,6 +268,8 @@ impl SelfHeal {
             asks_after_kill: 0,
             restarts_after_kill: 0,
             fetches_after_kill: 0,
+            unserved: None,
+            last_kill: 0,
             end: 0,
         }
     }
@@ -374,6 +396,9 @@ impl SelfHeal {
     /// what is being measured after a kill is judged on what was seen until now, and nothing
     /// after (the fallback's pace is not the shared one: `degradation` judges that time).
     fn interrupt(&mut self, d: &Demand, t: u64, why: &str) {
+        // a request for permission before the store went out (or a process fell back) is
+        // not the shared pace's to serve now
+        self.unserved = None;
         if let Some(r) = &self.recovering
             && r.gaps.len() < MIN_GAPS
         {
@@ -392,6 +417,58 @@ impl SelfHeal {
         }
         // what follows is the fallback's or the outage's time, not a stall after these kills
         self.last_judged = None;
+    }
+
+    /// Does the shared pace pace the fleet now (no store window open, no process in its
+    /// fallback, no operation from an outage still unanswered)?
+    fn paced_by_the_store(&self) -> bool {
+        self.outages.is_empty() && self.in_fallback.is_empty() && self.stranded.is_empty()
+    }
+
+    /// How long a request for permission after a kill may go without any fetch start before
+    /// the kills starved the demand: a wedge's ten normal spacings (and a burst's quiet) under
+    /// the multiplier in force, plus the slack (the normal spacing is the fleet's own, the
+    /// median gap of its last fetch starts, when longer than the interval: a lock design's
+    /// pace is its holders' throughput).
+    fn starve_bound(&self) -> u64 {
+        let m = self.global_m.max(self.starts.back().map_or(1.0, |s| s.m)).max(1.0);
+        let normal = (self.base as f64).max(self.pre_norm().unwrap_or(0.0)) * m;
+        ((10 + self.burst - 1) as f64 * normal) as u64 + self.slack
+    }
+
+    /// A request for permission at `asked` after a kill, and no fetch start until `to` (the
+    /// end of the run, `at_end`): the kills starved the demand when that is longer than
+    /// `bound`.
+    fn starved(&mut self, asked: u64, bound: u64, to: u64, at_end: bool) {
+        let silence = to.saturating_sub(asked);
+        if silence <= bound {
+            return;
+        }
+        let first = self.first_kill.unwrap_or(asked);
+        // with no fetch at all after the first kill this account comes first (one kill's
+        // wedge names that kill, and stays first); with some, a wedge or lost capacity the
+        // stalls show is the plainer witness
+        let severity = match (self.fetches_after_kill, self.kills) {
+            (0, k) if k > 1 => 4,
+            (0, _) => 3,
+            _ => 2,
+        };
+        self.fail(
+            severity,
+            witness!(
+                "kills starved the demand: after the first kill at {}, a request for permission at {} was followed by no fetch start for {}{} (allowed {}: ten normal spacings x multiplier{}); {} kills, {} requests for permission and {} restarts after the first, {} fetch starts",
+                secs(first),
+                secs(asked),
+                secs(silence),
+                if at_end { " to the end of the run" } else { "" },
+                secs(bound),
+                self.slack_note,
+                self.kills,
+                self.asks_after_kill,
+                self.restarts_after_kill,
+                self.fetches_after_kill
+            ),
+        );
     }
 
     /// The silence from the last fetch start `last` after kill `k` to the end of the run: a
@@ -605,18 +682,29 @@ impl SelfHeal {
             failure,
             failures: _,
             first_kill,
-            asks_after_kill,
+            asks_after_kill: _,
             restarts_after_kill: _,
-            fetches_after_kill,
+            fetches_after_kill: _,
+            unserved,
+            last_kill: _,
             end: _,
         } = self;
         f.word(fingerprint(&(
             (base, burst, slack, global_m.to_bits(), paced_backend, kills),
             (unjudged.is_empty(), outages, in_fallback, stranded),
             (failure.as_ref().map(|x| x.0), first_kill.is_some()),
-            // (whether a kill starved the demand: asks, and no fetch, after the first)
-            (*asks_after_kill > 0, *fetches_after_kill > 0),
+            // (a kill measured: else the verdict is not judged)
+            self.largest.is_some(),
         )));
+        // (the earliest request for permission no fetch has followed since the first kill:
+        // kills starved the demand when it waits longer than a wedge)
+        match unserved {
+            Some((a, bound)) => {
+                f.instant(*a);
+                f.word(*bound);
+            }
+            None => f.word(u64::MAX - 7),
+        }
         // a smaller round trip is worse: it leaves a smaller allowance for the gap it is in
         f.less_is_worse((*round_trip).max(MIN_ROUND_TRIP) as i64);
         // The normal spacing before a kill is the median of the gaps between the starts before
@@ -792,13 +880,26 @@ impl SelfHeal {
         self.end = self.end.max(t);
         if self.first_kill.is_some() {
             match ev {
-                Event::OpSent { op, .. } if op.asks_permission() => self.asks_after_kill += 1,
+                Event::OpSent { op, .. } if op.asks_permission() => {
+                    self.asks_after_kill += 1;
+                    if self.unserved.is_none() && self.paced_by_the_store() {
+                        self.unserved = Some((t, self.starve_bound()));
+                    }
+                }
                 Event::Restart { .. } => self.restarts_after_kill += 1,
-                Event::FetchStart { .. } => self.fetches_after_kill += 1,
+                Event::FetchStart { .. } => {
+                    self.fetches_after_kill += 1;
+                    if let Some((a, bound)) = self.unserved.take() {
+                        self.starved(a, bound, t, false);
+                    }
+                }
                 _ => {}
             }
         } else if matches!(ev, Event::Crash { .. }) {
             self.first_kill = Some(t);
+        }
+        if matches!(ev, Event::Crash { .. }) {
+            self.last_kill = t;
         }
         match ev {
             Event::Crash { pid, point, .. }
@@ -941,23 +1042,39 @@ impl SelfHeal {
             self.trailing(d, &k, last, last.m.max(self.global_m));
         }
         self.finish_recovery(d, end);
-        if let Some(k) = self.first_kill
-            && self.fetches_after_kill == 0
-            && self.asks_after_kill > 0
-            && self.unjudged.is_empty()
-        {
-            // a stream of kills that starved the fleet: this account before the stall it also
-            // is (one kill's wedge names that kill, and stays first)
-            self.fail(
-                if self.kills > 1 { 4 } else { 3 },
+        if let Some((a, bound)) = self.unserved.take() {
+            // a stream of kills that starved the fleet to the end: this account before the
+            // stall it also is (one kill's wedge names that kill, and stays first)
+            self.starved(a, bound, end, true);
+        }
+        if self.failure.is_none() && self.largest.is_none() {
+            // no kill was measured: no fetch started after one while the shared pace paced the
+            // fleet (the run ended first, nothing asked, or the store was out): nothing healed
+            // or failed to, which is no pass
+            let why = if !self.unjudged.is_empty() && self.fetches_after_kill == 0 {
                 witness!(
-                    "kills starved the demand: after the first kill at {}, processes asked for permission {} times ({} restarts) and not one fetch started by the end at {}",
-                    secs(k),
-                    self.asks_after_kill,
-                    self.restarts_after_kill,
-                    secs(end)
-                ),
-            );
+                    "a fetch after a kill while the shared pace paces the fleet: {}",
+                    summarised(&self.unjudged, ", ", "more").trim_start_matches(", ")
+                )
+            } else if !self.unjudged.is_empty() {
+                witness!(
+                    "a kill while the shared pace paces the fleet; not judged (store out, fallback in force, or a store operation sent during an outage still unanswered): {}",
+                    summarised(&self.unjudged, ", ", "more").trim_start_matches(", ")
+                )
+            } else {
+                witness!(
+                    "a fetch after a kill: {} kill(s), the last at {}, and no fetch started after one by the end at {} ({} requests for permission after the first)",
+                    self.kills,
+                    secs(self.last_kill),
+                    secs(end),
+                    self.asks_after_kill
+                )
+            };
+            return vec![Verdict {
+                name: "self_heal",
+                status: Status::NotJudged,
+                detail: witness!("{}{why}", crate::check::NOT_JUDGED),
+            }];
         }
         let largest = match &self.largest {
             Some((g, who)) => witness!(

@@ -1167,8 +1167,14 @@ fn self_heal_does_not_judge_a_kill_while_an_operation_from_an_outage_hangs() {
         thread: 0,
         op: OpKind::TryLock,
     });
-    let d = passes(&check(&h, &ev), "self_heal");
-    assert!(d.contains("not judged"), "{d}");
+    // (its only kill not judged: the check is not judged, never passed; issue 52 item 11)
+    let v = &check(&h, &ev)["self_heal"];
+    assert_eq!(v.status, Status::NotJudged, "{}", v.detail);
+    let d = &v.detail;
+    assert!(
+        d.starts_with("not judged: needs a kill while the shared pace paces the fleet"),
+        "{d}"
+    );
     assert!(d.contains("pid 3 killed at 9.999s (holding_lock)"), "{d}");
     ev.push(Event::StoreError {
         t: 7 * S + 500 * MS,
@@ -1178,6 +1184,120 @@ fn self_heal_does_not_judge_a_kill_while_an_operation_from_an_outage_hangs() {
     });
     let d = fails(&check(&h, &ev), "self_heal");
     assert!(d.contains("did not return to normal"), "{d}");
+}
+
+// ---- nothing judged is never a pass (issue 52 item 11) ------------------------------------
+
+/// Live with every store operation failing: 170 requests for permission, each refused, and not
+/// one fetch. `ceiling` and `fairness` (Jain's index over zero fetches) were passes; with
+/// nothing fetched they are not judged, and say so. No check passes such a run.
+#[test]
+fn a_run_that_fetched_nothing_is_not_judged_on_ceiling_or_fairness() {
+    let h = header("row", 4, 7.0, json!({"fallback": "fail_closed"}));
+    let mut ev = Vec::new();
+    for k in 0..170u64 {
+        let (t, pid) = (k * 11 * MS, (k % 4) as u32);
+        ev.push(Event::OpSent {
+            t,
+            pid,
+            thread: 0,
+            op: OpKind::Reserve,
+        });
+        ev.push(Event::StoreError {
+            t: t + MS,
+            pid,
+            thread: 0,
+            error: StoreErrorKind::Refused,
+        });
+    }
+    ev.push(end(2 * S));
+    let v = check(&h, &ev);
+    for name in ["ceiling", "fairness"] {
+        let c = &v[name];
+        assert_eq!(c.status, Status::NotJudged, "{name}: {}", c.detail);
+        assert!(
+            c.detail
+                .starts_with("not judged: needs arrivals at the destination: the run fetched nothing"),
+            "{name}: {}",
+            c.detail
+        );
+    }
+    for (name, c) in &v {
+        assert!(!c.passed(), "{name} passes a run that fetched nothing: {}", c.detail);
+    }
+    // one fetch is something to judge
+    ev.extend(fetch(S, 0, 200));
+    let v = check(&h, &ev);
+    passes(&v, "ceiling");
+    passes(&v, "fairness");
+}
+
+/// A kill storm (live: ~260 kills in 2 s, one fetch): each process killed every few ms and
+/// restarted at once, asking again each time; one fetch starts after the first kill, then none
+/// for 1.5 s while the restarted processes keep asking. Each process's wait is cut short by its
+/// kill, so no wait looked long; the fleet's demand went unserved for far longer than ten
+/// intervals: `self_heal` fails, it does not pass.
+#[test]
+fn self_heal_fails_a_kill_storm_that_leaves_one_fetch() {
+    let h = header("row", 4, 7.0, json!({}));
+    let mut ev = Vec::new();
+    let mut t = 10 * MS;
+    let mut k = 0u32;
+    while t < 2 * S {
+        let pid = k % 4;
+        ev.push(Event::OpSent {
+            t,
+            pid,
+            thread: 0,
+            op: OpKind::Reserve,
+        });
+        ev.push(Event::Crash {
+            t: t + 3 * MS,
+            pid,
+            point: CrashPoint::Immediate,
+        });
+        ev.push(Event::Restart { t: t + 4 * MS, pid });
+        t += 7 * MS + u64::from(k % 3) * MS;
+        k += 1;
+    }
+    assert!(k > 200, "{k} kills");
+    // the one fetch, 0.5 s in
+    ev.extend(reserve(500 * MS, 1, 500 * MS, 1.0));
+    ev.extend(fetch(500 * MS + MS, 1, 200));
+    ev.push(end(2 * S));
+    let d = fails(&check(&h, &ev), "self_heal");
+    assert!(d.contains("kills starved the demand"), "{d}");
+    assert!(d.len() < 2000, "a short witness: {} bytes", d.len());
+}
+
+/// A kill so near the end that the run ends before any fetch could follow it: nothing healed
+/// and nothing failed to, so `self_heal` is not judged (it passed as "no demand").
+#[test]
+fn self_heal_is_not_judged_when_the_run_ends_before_a_fetch_follows_the_kill() {
+    let h = header("row", 4, 7.0, json!({}));
+    let mut ev = paced_row(13, None);
+    ev.push(Event::Crash {
+        t: 13 * I,
+        pid: 1,
+        point: CrashPoint::Immediate,
+    });
+    ev.push(end(13 * I + 50 * MS));
+    let v = &check(&h, &ev)["self_heal"];
+    assert_eq!(v.status, Status::NotJudged, "{}", v.detail);
+    assert!(
+        v.detail.starts_with("not judged: needs a fetch after a kill"),
+        "{}",
+        v.detail
+    );
+    // the same kill with the pace going on after it is judged, and passes
+    let mut ev = paced_row(30, None);
+    ev.push(Event::Crash {
+        t: 13 * I,
+        pid: 1,
+        point: CrashPoint::Immediate,
+    });
+    ev.push(end(30 * I));
+    passes(&check(&h, &ev), "self_heal");
 }
 
 // ---- degradation ------------------------------------------------------------------------------
