@@ -448,15 +448,22 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
             },
         ) {
             Ok(s) => {
+                // (a run replayed from a choice file is reproduced by replaying it again)
+                let again = |f: &Path, s: &Summary| run_reproduce(f, s.seed, &s.backend, choices.as_deref());
                 if let Some(j) = &junit
-                    && let Err(e) = junit::write(j, &junit::from_summaries([(file.as_path(), &s)]))
+                    && let Err(e) = junit::write(j, &junit::from_summaries_with([(file.as_path(), &s)], again))
                 {
                     return bad(format!("{}: {e}", j.display()));
                 }
-                print_summary(&s, Some(&file), json);
+                print_summary_reproducing(&s, (!s.all_pass()).then(|| again(&file, &s)), json);
                 verdict_status(&s, require_judged)
             }
-            Err(e) => run_error(e),
+            Err(mut e) => {
+                if let (Some(c), run::RunError::NoProgress { reproduce, .. }) = (&choices, &mut e) {
+                    reproduce.push_str(&format!(" --choices {}", shell_word(c)));
+                }
+                run_error(e)
+            }
         },
         Command::Explore {
             file,
@@ -1246,6 +1253,32 @@ fn print_summary(s: &Summary, file: Option<&Path>, json: bool) {
     let reproduce = file
         .filter(|_| !s.all_pass())
         .map(|f| run::reproduce(f, s.seed, &s.backend));
+    print_summary_reproducing(s, reproduce, json);
+}
+
+/// `run`'s reproducer: [`run::reproduce`], with `--choices FILE` when the run replayed a
+/// choice file (without it the command runs the scenario's seeded draws: another run).
+fn run_reproduce(file: &Path, seed: u64, backend: &str, choices: Option<&Path>) -> String {
+    let mut cmd = run::reproduce(file, seed, backend);
+    if let Some(c) = choices {
+        cmd.push_str(&format!(" --choices {}", shell_word(c)));
+    }
+    cmd
+}
+
+/// A path as one word of a POSIX shell's command line (quoted when it needs it, as
+/// [`run::reproduce`] quotes the scenario's).
+fn shell_word(p: &Path) -> String {
+    let cmd = crate::summary::reproduce(p, 0, "");
+    let prefix = format!("{} run ", crate::summary::program());
+    cmd.strip_prefix(&prefix)
+        .and_then(|r| r.strip_suffix(" --seed 0 --backend "))
+        .unwrap_or(&cmd)
+        .to_string()
+}
+
+/// [`print_summary`] with the reproducer given (`None`: none printed).
+fn print_summary_reproducing(s: &Summary, reproduce: Option<String>, json: bool) {
     if json {
         let text = serde_json::to_string(s).expect("summary serialises");
         println!("{}", with_reproduce(text, reproduce.as_deref()));

@@ -801,3 +801,47 @@ fn merge_refuses_a_counterexample_larger_than_its_exploration() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("larger than what was explored"), "{err}");
 }
+
+/// Item 14: `run --choices` prints a reproducer that replays the choices: run, it gives the
+/// same trace and the same failure.
+#[test]
+fn the_reproducer_of_a_replayed_run_replays_its_choices() {
+    let dir = tmp("reproduce");
+    let out = dir.join("out");
+    let (code, _, err) = pacesim(&[
+        "explore",
+        RACERS,
+        "--backend",
+        "local",
+        "--processes",
+        "3",
+        "--requests",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let case = out.join("explore-three-racers-local.case.toml");
+    let choices = out.join("explore-three-racers-local.choices.json");
+    let (code, first, err) = pacesim(&[
+        "run",
+        case.to_str().unwrap(),
+        "--choices",
+        choices.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 1, "{first}{err}");
+    let first: serde_json::Value = serde_json::from_str(first.trim()).unwrap();
+    let cmd = first["reproduce"].as_str().expect("a reproducer").to_string();
+    assert!(cmd.contains("--choices"), "{cmd}");
+    // the printed command, run (its words are plain: no quoting here)
+    let words: Vec<&str> = cmd.split_whitespace().skip(1).chain(["--json"]).collect();
+    let (code, again, err) = pacesim(&words);
+    assert_eq!(code, 1, "{cmd}: {again}{err}");
+    let again: serde_json::Value = serde_json::from_str(again.trim()).unwrap();
+    assert_eq!(again["trace_hash"], first["trace_hash"], "{cmd}");
+    assert_eq!(again["checks"], first["checks"], "{cmd}");
+    // the table's `reproduce:` line says the same
+    let (_, table, _) = pacesim(&["run", case.to_str().unwrap(), "--choices", choices.to_str().unwrap()]);
+    assert!(table.contains(&format!("reproduce: {cmd}")), "{table}");
+}
