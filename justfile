@@ -66,7 +66,9 @@ own-backend:
 # second each), redis_gcra at 3 x 1, 2 x 2 and 3 x 2 with and without a kill (3 x 2 with a
 # kill about 45 s) and at 3 x 3 without (about a minute; with a kill: `just explore-deep`), and
 # local_divided (each process paces alone: judged against its own spacing and the live
-# processes' share) without and with a kill (docs/explore.md).
+# processes' share) without and with a kill (docs/explore.md). Each exits 1 on a violation and
+# also when its budget (--schedules, --time, --max-memory) stops it before the tree ends: the
+# budgets given are large enough for these trees.
 # Search schedules instead of sampling them.
 explore:
     cargo build --release --quiet

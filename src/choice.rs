@@ -205,7 +205,15 @@ pub struct Tape {
     // nothing is pruned
     #[cfg(test)]
     audit: Option<Vec<(Key, usize)>>,
+    // the explorer's limits, asked now and then during a run with the bytes the seen states
+    // take ([`Source::halt`]); whether they stopped this run
+    halt: Option<Halt>,
+    halted: bool,
 }
+
+/// An explorer's limits (a deadline, a memory limit, a signal), asked now and then during a
+/// steered run with the bytes the seen states take: `true` stops the run part way.
+pub type Halt = Box<dyn FnMut(u64) -> bool + Send>;
 
 /// A state a run added to the seen states: its handle, the decisions made before it, its
 /// instant.
@@ -259,6 +267,8 @@ impl Tape {
             ended: None,
             #[cfg(test)]
             audit: None,
+            halt: None,
+            halted: false,
         }
     }
 
@@ -296,6 +306,13 @@ impl Tape {
     pub fn pruning(mut self, seen: Seen, from: usize) -> Tape {
         self.seen = Some(seen);
         self.visit_from = from;
+        self
+    }
+
+    /// Stop the run part way when `halt` says so ([`Source::halt`]): an explorer's limits hold
+    /// inside a run too, not only between runs.
+    pub fn halting(mut self, halt: Halt) -> Tape {
+        self.halt = Some(halt);
         self
     }
 
@@ -451,14 +468,18 @@ struct Shared {
     // invariant: true when a decision past the prefix (or its last) was made since the last
     // `take_fresh`
     fresh: AtomicBool,
+    // the tape prunes (it holds the seen states): fixed when the source is made
+    prunes: AtomicBool,
 }
 
 impl Source {
     /// A source over `tape`.
     pub fn new(tape: Tape) -> Source {
+        let prunes = AtomicBool::new(tape.seen.is_some());
         Source(Arc::new(Shared {
             tape: Mutex::new(tape),
             fresh: AtomicBool::new(false),
+            prunes,
         }))
     }
 
@@ -604,6 +625,14 @@ impl Source {
         self.0.fresh.swap(false, Ordering::Relaxed) && self.tape().seen.is_some()
     }
 
+    /// Will the world ask [`Source::visit`] about its state after this event (a decision past
+    /// the prefix was made, in a run that prunes)? Unlike [`Source::take_fresh`], clears
+    /// nothing.
+    #[inline]
+    pub fn would_visit(&self) -> bool {
+        self.0.fresh.load(Ordering::Relaxed) && self.0.prunes.load(Ordering::Relaxed)
+    }
+
     /// A state the run reached past its prefix ([`crate::form`]): `true` when no seen state
     /// covers it (it is now seen); `false` when one does, whose continuations were or will be
     /// explored there: this run stops. `limit`: the scenario's duration (virtual ns).
@@ -655,6 +684,24 @@ impl Source {
     #[cfg(test)]
     pub(crate) fn take_audit(&self) -> Vec<(Key, usize)> {
         self.tape().audit.take().unwrap_or_default()
+    }
+
+    /// Must the run stop now (the explorer's limits: [`Tape::halting`])? The simulator asks
+    /// now and then; once `true`, always `true`.
+    pub fn halt(&self) -> bool {
+        let mut t = self.tape();
+        if !t.halted {
+            let bytes = t.seen.as_ref().map_or(0, Seen::bytes);
+            if let Some(h) = t.halt.as_mut() {
+                t.halted = h(bytes);
+            }
+        }
+        t.halted
+    }
+
+    /// Did the explorer's limits stop the run part way ([`Source::halt`])?
+    pub fn halted(&self) -> bool {
+        self.tape().halted
     }
 
     /// The states seen, back from a run that pruned.

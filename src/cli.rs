@@ -51,7 +51,8 @@ pub(crate) struct Cli {
     pub max_wall: Option<crate::time::Nanos>,
     /// A check that is not judged (the run lacks the events or facts it needs) fails the
     /// command, exit 1, instead of being reported as `-`: for CI, so missing evidence never
-    /// reads as green (`run`, `check`, `live`, `simulate`, `matrix`).
+    /// reads as green (`run`, `check`, `live`, `conform`, `simulate`, `matrix`, `sweep`,
+    /// `merge`, `explore`, `explore-merge`).
     #[arg(long, global = true)]
     pub require_judged: bool,
 }
@@ -92,8 +93,12 @@ pub(crate) enum Command {
     /// Every latency draw, the order of operations reaching the store at one instant, and
     /// kills at the backend's kill points become choices, walked exhaustively (depth first, states already seen pruned) or by
     /// PCT, random or coverage-guided runs. Every checker judges every schedule; the first
-    /// violation is shrunk and, with --out, written as a runnable case. Exit 0: no violation;
-    /// 1: a violation; 2: bad input.
+    /// violation is shrunk and, with --out, written as a runnable case. Exit 0: no violation
+    /// (the whole tree within the bounds, or every sampled schedule asked for); 1: a violation,
+    /// or an exploration stopped before its end by --schedules, --time or --max-memory, or one
+    /// that judged no schedule (INCOMPLETE, NOTHING JUDGED: not a pass unless
+    /// --allow-incomplete); 2: bad input; 130/143/129: stopped by SIGINT/SIGTERM/SIGHUP (the
+    /// partial report, --out files and JUnit written first).
     Explore {
         /// Scenario file (sims/*.toml).
         file: PathBuf,
@@ -153,6 +158,10 @@ pub(crate) enum Command {
         /// Write the merged report here (a directory, as `explore --out`).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Exit 0 for a merged exploration that is incomplete or judged nothing (still
+        /// reported as such).
+        #[arg(long)]
+        allow_incomplete: bool,
     },
     /// Run the checkers on a trace file (from `run --trace` or a live run).
     Check {
@@ -445,15 +454,22 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
             },
         ) {
             Ok(s) => {
+                // (a run replayed from a choice file is reproduced by replaying it again)
+                let again = |f: &Path, s: &Summary| run_reproduce(f, s.seed, &s.backend, choices.as_deref());
                 if let Some(j) = &junit
-                    && let Err(e) = junit::write(j, &junit::from_summaries([(file.as_path(), &s)]))
+                    && let Err(e) = junit::write(j, &junit::from_summaries_with([(file.as_path(), &s)], again))
                 {
                     return bad(format!("{}: {e}", j.display()));
                 }
-                print_summary(&s, Some(&file), json);
+                print_summary_reproducing(&s, (!s.all_pass()).then(|| again(&file, &s)), json);
                 verdict_status(&s, require_judged)
             }
-            Err(e) => run_error(e),
+            Err(mut e) => {
+                if let (Some(c), run::RunError::NoProgress { reproduce, .. }) = (&choices, &mut e) {
+                    reproduce.push_str(&format!(" --choices {}", shell_word(c)));
+                }
+                run_error(e)
+            }
         },
         Command::Explore {
             file,
@@ -468,9 +484,12 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
             backend.as_deref(),
             seed,
             *args,
-            out.as_deref(),
-            json,
-            junit.as_deref(),
+            Outputs {
+                out: out.as_deref(),
+                json,
+                junit: junit.as_deref(),
+                require_judged,
+            },
         ),
         Command::ExploreDefects {
             files,
@@ -480,7 +499,21 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
             json,
             out,
         } => explore_defects(files, expected.as_deref(), schedules, search_seed, json, out.as_deref()),
-        Command::ExploreMerge { reports, json, out } => explore_merge(&reports, json, out.as_deref()),
+        Command::ExploreMerge {
+            reports,
+            json,
+            out,
+            allow_incomplete,
+        } => explore_merge(
+            &reports,
+            Outputs {
+                out: out.as_deref(),
+                json,
+                junit: None,
+                require_judged,
+            },
+            allow_incomplete,
+        ),
         Command::Check { trace, rate, json } => summary_status(run::check(&trace, rate), json, require_judged),
         Command::Simulate {
             files,
@@ -942,11 +975,19 @@ pub(crate) struct ExploreArgs {
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=8))]
     order_width: u32,
     /// Stop after this many schedules (default: 1000000 exhaustive, 10000 otherwise).
+    /// Exhaustive: a tree not explored to its end by then is INCOMPLETE (exit 1).
     #[arg(long)]
     schedules: Option<u64>,
-    /// Stop after this long (e.g. 60s).
+    /// Stop after this long (e.g. 60s), inside a run too. Exhaustive: a tree not explored to
+    /// its end by then is INCOMPLETE (exit 1).
     #[arg(long, value_parser = crate::time::parse_duration)]
     time: Option<crate::time::Nanos>,
+    /// Exit 0 for an exploration stopped before its end by --schedules, --time or
+    /// --max-memory, or one that judged no schedule (it is still reported as INCOMPLETE or
+    /// NOTHING JUDGED, and JUnit skips it). A violation is exit 1 and a signal 128 + its
+    /// number all the same.
+    #[arg(long)]
+    allow_incomplete: bool,
     /// The explorer's own seed (pct, random, coverage).
     #[arg(long, default_value_t = 0)]
     search_seed: u64,
@@ -1023,9 +1064,14 @@ impl ExploreArgs {
                     .0,
             ),
         };
-        let shard = crate::sweep::Shard::resolve(self.shard.as_deref(), self.shards, &|k| std::env::var(k).ok())
-            .map_err(|e| e.to_string())?
-            .map(|(s, _)| (s.index, s.count));
+        let resolved = crate::sweep::Shard::resolve(self.shard.as_deref(), self.shards, &|k| std::env::var(k).ok())
+            .map_err(|e| e.to_string())?;
+        let shard = resolved.map(|(s, _)| (s.index, s.count));
+        // (a shard the command line did not name: the report says where it came from)
+        let shard_from = resolved
+            .map(|(_, from)| from)
+            .filter(|f| *f != "--shard")
+            .map(String::from);
         let sampled = method != Method::Exhaustive;
         let checks = self.checks.as_deref().map(list).unwrap_or_default();
         let known = crate::check::names();
@@ -1060,25 +1106,60 @@ impl ExploreArgs {
             checks,
             shrink: !self.no_shrink,
             shrink_runs: crate::explore::shrink::MAX_RUNS,
+            shard_from,
+            interrupt: Some(&crate::explore::INTERRUPT),
         })
     }
 }
 
-/// `pacesim explore`.
-fn explore(
-    file: &Path,
-    backend: Option<&str>,
-    seed: Option<u64>,
-    args: ExploreArgs,
-    out: Option<&Path>,
+/// Where an exploration's report goes, and how its status is judged.
+#[derive(Copy, Clone, Debug)]
+struct Outputs<'a> {
+    out: Option<&'a Path>,
     json: bool,
-    junit: Option<&Path>,
-) -> i32 {
+    junit: Option<&'a Path>,
+    require_judged: bool,
+}
+
+/// The `explore` command's handler of SIGINT, SIGTERM and SIGHUP: the explorer stops at its
+/// next check and the command writes what it explored; a second signal ends the process at
+/// once (the default action, restored here).
+extern "C" fn stop_exploring(n: libc::c_int) {
+    crate::explore::INTERRUPT.store(n, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: signal(2) is async-signal-safe; SIG_DFL is a valid disposition.
+    unsafe {
+        libc::signal(n, libc::SIG_DFL);
+    }
+}
+
+/// Catch SIGINT, SIGTERM and SIGHUP for an exploration ([`stop_exploring`]).
+fn catch_stop_signals() {
+    for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic and calls signal(2), both
+        // async-signal-safe.
+        unsafe {
+            libc::signal(s, stop_exploring as extern "C" fn(libc::c_int) as libc::sighandler_t);
+        }
+    }
+}
+
+/// `pacesim explore`.
+fn explore(file: &Path, backend: Option<&str>, seed: Option<u64>, args: ExploreArgs, to: Outputs) -> i32 {
+    let allow_incomplete = args.allow_incomplete;
     let opts = match args.options() {
         Ok(o) => o,
         Err(e) => return bad(e),
     };
+    if let (Some((i, n)), Some(from)) = (opts.shard, &opts.shard_from) {
+        eprintln!("explore: shard {i}/{n}, from {from} (the scheduler's environment; --shard i/n names one)");
+    }
+    catch_stop_signals();
     let show = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    eprintln!(
+        "explore: {} ({}): started; SIGINT (Ctrl-C) or SIGTERM stops it and writes what was explored",
+        file.display(),
+        opts.method.name()
+    );
     let mut progress = |p: &crate::explore::Progress| {
         if show {
             eprint!(
@@ -1098,12 +1179,18 @@ fn explore(
     if show {
         eprint!("\r\x1b[K");
     }
-    explore_outputs(&report, json, out, junit)
+    explore_outputs(&report, to, allow_incomplete)
 }
 
-/// Print an exploration's report (and write its files); its exit status.
-fn explore_outputs(report: &crate::explore::Report, json: bool, out: Option<&Path>, junit: Option<&Path>) -> i32 {
-    if let Some(dir) = out {
+/// Print an exploration's report (and write its files); its exit status: 1 for a violation,
+/// 128 + the signal's number when one stopped it, 1 for an exploration incomplete or that
+/// judged nothing (unless `allow_incomplete`) and, with `--require-judged`, for a check no
+/// schedule judged; else 0.
+fn explore_outputs(report: &crate::explore::Report, to: Outputs, allow_incomplete: bool) -> i32 {
+    use crate::explore::{Outcome, Stopped};
+    let outcome = report.outcome();
+    let unjudged = to.require_judged && !report.not_judged.is_empty();
+    if let Some(dir) = to.out {
         match crate::explore::write(dir, report) {
             Ok(files) => {
                 for f in files {
@@ -1113,28 +1200,34 @@ fn explore_outputs(report: &crate::explore::Report, json: bool, out: Option<&Pat
             Err(e) => return bad(e),
         }
     }
-    if let Some(j) = junit {
+    if let Some(j) = to.junit {
         let stem = crate::explore::stem(report);
         let case = junit::Case {
             scenario: format!("explore {}", report.scenario),
             backend: report.backend.clone(),
             property: format!("explore ({})", report.method.name()),
-            outcome: match &report.counterexample {
-                Some(c) => junit::CaseOutcome::Fail {
+            outcome: match (&report.counterexample, outcome) {
+                (Some(c), _) => junit::CaseOutcome::Fail {
                     witness: format!("{}: {}", c.violation.check, c.violation.detail),
                     reproduce: format!(
                         "{} run {stem}.case.toml --choices {stem}.choices.json (files written by explore --out)",
                         crate::summary::program()
                     ),
                 },
-                None => junit::CaseOutcome::Pass,
+                (None, Outcome::Incomplete(_) | Outcome::Nothing) => junit::CaseOutcome::NotJudged {
+                    needs: report.verdict(),
+                },
+                (None, _) if unjudged => junit::CaseOutcome::NotJudged {
+                    needs: format!("not judged (--require-judged): {}", report.not_judged.join(", ")),
+                },
+                (None, _) => junit::CaseOutcome::Pass,
             },
         };
         if let Err(e) = junit::write(j, &[case]) {
             return bad(format!("{}: {e}", j.display()));
         }
     }
-    if json {
+    if to.json {
         match serde_json::to_string(report) {
             Ok(s) => println!("{s}"),
             Err(e) => return bad(e),
@@ -1142,11 +1235,33 @@ fn explore_outputs(report: &crate::explore::Report, json: bool, out: Option<&Pat
     } else {
         print!("{}", crate::explore::markdown(report));
     }
-    if report.counterexample.is_some() {
-        EXIT_FAIL
-    } else {
-        EXIT_PASS
+    if let Some(Stopped::Signal(n)) = report.stopped {
+        eprintln!(
+            "explore: stopped by {}: the report above is partial",
+            crate::explore::signal_name(n)
+        );
+        return 128 + n;
     }
+    match outcome {
+        Outcome::Violation => return EXIT_FAIL,
+        Outcome::Incomplete(_) | Outcome::Nothing if !allow_incomplete => {
+            eprintln!(
+                "explore: {} (--allow-incomplete to exit 0 all the same)",
+                if outcome == Outcome::Nothing {
+                    "nothing judged: not a pass"
+                } else {
+                    "incomplete: not a pass"
+                }
+            );
+            return EXIT_FAIL;
+        }
+        _ => {}
+    }
+    if unjudged {
+        eprintln!("not judged (--require-judged): {}", report.not_judged.join(", "));
+        return EXIT_FAIL;
+    }
+    EXIT_PASS
 }
 
 /// `pacesim explore-defects`.
@@ -1207,7 +1322,7 @@ fn explore_defects(
 }
 
 /// `pacesim explore-merge`.
-fn explore_merge(files: &[PathBuf], json: bool, out: Option<&Path>) -> i32 {
+fn explore_merge(files: &[PathBuf], to: Outputs, allow_incomplete: bool) -> i32 {
     let mut reports = Vec::new();
     for f in files {
         let text = match std::fs::read_to_string(f) {
@@ -1227,7 +1342,7 @@ fn explore_merge(files: &[PathBuf], json: bool, out: Option<&Path>) -> i32 {
         }
     }
     match crate::explore::merge(&reports) {
-        Ok(m) => explore_outputs(&m, json, out, None),
+        Ok(m) => explore_outputs(&m, to, allow_incomplete),
         Err(e) => bad(e),
     }
 }
@@ -1430,6 +1545,32 @@ fn print_summary(s: &Summary, file: Option<&Path>, json: bool) {
     let reproduce = file
         .filter(|_| !s.all_pass())
         .map(|f| run::reproduce(f, s.seed, &s.backend));
+    print_summary_reproducing(s, reproduce, json);
+}
+
+/// `run`'s reproducer: [`run::reproduce`], with `--choices FILE` when the run replayed a
+/// choice file (without it the command runs the scenario's seeded draws: another run).
+fn run_reproduce(file: &Path, seed: u64, backend: &str, choices: Option<&Path>) -> String {
+    let mut cmd = run::reproduce(file, seed, backend);
+    if let Some(c) = choices {
+        cmd.push_str(&format!(" --choices {}", shell_word(c)));
+    }
+    cmd
+}
+
+/// A path as one word of a POSIX shell's command line (quoted when it needs it, as
+/// [`run::reproduce`] quotes the scenario's).
+fn shell_word(p: &Path) -> String {
+    let cmd = crate::summary::reproduce(p, 0, "");
+    let prefix = format!("{} run ", crate::summary::program());
+    cmd.strip_prefix(&prefix)
+        .and_then(|r| r.strip_suffix(" --seed 0 --backend "))
+        .unwrap_or(&cmd)
+        .to_string()
+}
+
+/// [`print_summary`] with the reproducer given (`None`: none printed).
+fn print_summary_reproducing(s: &Summary, reproduce: Option<String>, json: bool) {
     if json {
         let text = serde_json::to_string(s).expect("summary serialises");
         println!("{}", with_reproduce(text, reproduce.as_deref()));

@@ -200,6 +200,10 @@ pub fn progress_bound(sc: &Scenario, burst: Option<u64>) -> u64 {
 /// How many events past the bound are handled (and tallied) to say what loops.
 const LOOP_SAMPLE: u64 = 4096;
 
+/// How often (in events, a state's form weighing one per process) a steered run asks its
+/// explorer whether to stop ([`crate::choice::Source::halt`]).
+const HALT_EVERY: u64 = 1024;
+
 /// The trace header for scenario `sc` run with a backend whose options in force are `detail`
 /// (`source`: `sim` or `live`).
 pub fn header_with(sc: &Scenario, backend: &str, detail: serde_json::Value, source: &str) -> Header {
@@ -466,6 +470,9 @@ impl<'a, B: Backend> Sim<'a, B> {
         // invariant: events handled in a row at `last`; `peak` the most before `last`
         let (mut same, mut peak) = (0u64, 0u64);
         let mut ev = Ev::Tick; // (overwritten by each pop)
+        // (steered: the work since the explorer's limits were last asked, in events)
+        let mut work = 0u64;
+        let form_weight = u64::from(self.sc.processes.count) * u64::from(self.sc.processes.threads.max(1));
         while self.active > 0 || self.sc.processes.arrival_rate.is_some() || self.tasks.is_some() {
             let Some(t) = self.engine.pop_into(limit, &mut ev) else {
                 break;
@@ -488,6 +495,28 @@ impl<'a, B: Backend> Sim<'a, B> {
                 }
             }
             self.turn(t, &ev);
+            if STEERED {
+                // (a form reads every process: it weighs as many events)
+                work += 1 + u64::from(self.source.as_ref().is_some_and(|s| s.would_visit())) * form_weight;
+            }
+            if STEERED
+                && work >= HALT_EVERY
+                && let Some(src) = &self.source
+                && {
+                    work = 0;
+                    src.halt()
+                }
+            {
+                // the explorer's limits (its time, its memory, a signal) hold inside a run too:
+                // it stops here, unjudged (the explorer reads `Source::halted`)
+                return Ok(Outcome {
+                    end: t,
+                    events: self.engine.processed(),
+                    store_ops: self.store.served,
+                    same_instant_peak: peak.max(same),
+                    pruned: true,
+                });
+            }
             if STEERED
                 && let Some(src) = &self.source
                 && src.take_fresh()

@@ -13,7 +13,9 @@
 //!   covers what every checker keeps ([`crate::trace::Sink::form`]), every process, the store,
 //!   the backend's sides, the pending events (the simulator, `src/sim.rs`) and the kills
 //!   left. The tree ends with "no violation in all S schedules (D distinct states) within
-//!   these bounds", or a counterexample;
+//!   these bounds", or a counterexample; stopped before its end (by `--schedules`, `--time`,
+//!   `--max-memory` or a signal, each held inside a run too: [`Stopped`]) it is INCOMPLETE, and
+//!   with no schedule judged NOTHING JUDGED: neither is a pass ([`Report::outcome`]);
 //! - **pct**: probabilistic concurrency testing (Burckhardt et al., ASPLOS 2010) carried over
 //!   to messages: each run gives the processes random priorities, serves the store's
 //!   simultaneous operations highest priority first, gives a high-priority process its fast
@@ -46,7 +48,16 @@ use crate::form::{Done, Seen};
 use crate::registry::BackendSpec;
 use crate::scenario::Scenario;
 use crate::trace::{Event, Header, Sink};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant as WallInstant};
+
+/// The signal that asked the command line's exploration to stop (0: none): the `explore`
+/// command's handlers of SIGINT, SIGTERM and SIGHUP store its number here, and the explorer
+/// ([`Options::interrupt`]) stops at its next check, inside a run too, and reports what it did.
+pub static INTERRUPT: AtomicI32 = AtomicI32::new(0);
+
+/// The deepest bug `--strategy pct --depth` states its bound for.
+pub const MAX_PCT_DEPTH: u32 = 32;
 
 /// How the explorer walks the choice tree.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -181,6 +192,11 @@ pub struct Options {
     pub shrink: bool,
     /// The most runs shrinking makes.
     pub shrink_runs: u64,
+    /// Where the shard came from when the command line did not name it (`SLURM_ARRAY_TASK_ID`,
+    /// `JOB_COMPLETION_INDEX`), as the report says.
+    pub shard_from: Option<String>,
+    /// A flag that stops the exploration when set (a signal's number: [`INTERRUPT`]).
+    pub interrupt: Option<&'static AtomicI32>,
 }
 
 impl Default for Options {
@@ -199,8 +215,63 @@ impl Default for Options {
             checks: Vec::new(),
             shrink: true,
             shrink_runs: shrink::MAX_RUNS,
+            shard_from: None,
+            interrupt: None,
         }
     }
+}
+
+/// What stopped an exploration before its tree (exhaustive) was explored to its end, or a
+/// sampled search before its schedules (`--schedules`) or time (`--time`) were spent.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stopped {
+    /// `--schedules` ran out (exhaustive).
+    Schedules,
+    /// `--time` ran out (exhaustive).
+    Time,
+    /// `--max-memory` would have been passed: the run's estimate and the seen states.
+    Memory,
+    /// A signal (its number: SIGINT 2, SIGTERM 15, SIGHUP 1).
+    Signal(i32),
+}
+
+impl Stopped {
+    /// What stopped it, in words.
+    pub fn describe(self) -> String {
+        match self {
+            Stopped::Schedules => "the schedule budget (--schedules) ran out".into(),
+            Stopped::Time => "the time budget (--time) ran out".into(),
+            Stopped::Memory => "the memory limit (--max-memory) was reached".into(),
+            Stopped::Signal(n) => format!("it was interrupted ({})", signal_name(n)),
+        }
+    }
+}
+
+/// A signal's name: `SIGINT`, `SIGTERM`, `SIGHUP`, or `signal N`.
+pub fn signal_name(n: i32) -> String {
+    match n {
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+/// What an exploration's report amounts to ([`Report::outcome`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A violation was found.
+    Violation,
+    /// No violation: exhaustive, the whole tree (this shard's part) within the bounds; or a
+    /// sampled search that judged the schedules (or spent the time) it was given.
+    Pass,
+    /// No violation in what was judged, but the exploration stopped before its end (by a
+    /// budget, the memory limit or a signal): not a pass.
+    Incomplete(Stopped),
+    /// No schedule was judged at all (`--schedules 0`, `--time 1ns`, an empty shard): not a
+    /// pass.
+    Nothing,
 }
 
 /// A property that broke on a schedule.
@@ -285,6 +356,29 @@ pub struct Report {
     /// For pct: the probability a bug of the stated depth escapes every run, at most (the
     /// bound `(1 - 1/(n k^(d-1)))^runs`).
     pub escape_bound: Option<f64>,
+    /// What stopped it before its end (`None`: it ran to its end, or found a violation
+    /// first). An exploration stopped so is incomplete: not a pass.
+    #[serde(default)]
+    pub stopped: Option<Stopped>,
+    /// The explored scenario's text, hashed (FNV-1a 64, hex): the scenario as prepared (its
+    /// processes, requests, seed, backend and held distributions in it). Shards of one
+    /// exploration share it; `explore-merge` refuses others.
+    #[serde(default)]
+    pub text_hash: String,
+    /// Runs stopped at states already seen (`--no-prune`: false).
+    #[serde(default)]
+    pub prune: bool,
+    /// Only these checks counted as violations (`--checks`; empty: every check).
+    #[serde(default)]
+    pub checks: Vec<String>,
+    /// The checks no judged schedule judged (the schedules lacked what they need): with
+    /// `--require-judged`, a failure.
+    #[serde(default)]
+    pub not_judged: Vec<String>,
+    /// Where the shard came from when the command line did not name it
+    /// (`SLURM_ARRAY_TASK_ID`, `JOB_COMPLETION_INDEX`).
+    #[serde(default)]
+    pub shard_from: Option<String>,
 }
 
 impl Report {
@@ -297,21 +391,65 @@ impl Report {
         }
     }
 
+    /// What it amounts to: a violation, a pass, incomplete, or nothing judged.
+    pub fn outcome(&self) -> Outcome {
+        if self.counterexample.is_some() {
+            Outcome::Violation
+        } else if self.schedules == 0 {
+            Outcome::Nothing
+        } else if let Some(s) = self.stopped {
+            Outcome::Incomplete(s)
+        } else if self.complete || self.method != Method::Exhaustive {
+            Outcome::Pass
+        } else {
+            // (an exhaustive report that is neither complete nor says what stopped it: an
+            // older or an edited one)
+            Outcome::Incomplete(Stopped::Schedules)
+        }
+    }
+
     /// The one-line verdict.
     pub fn verdict(&self) -> String {
-        let shard = self.shard.map_or(String::new(), |(i, n)| format!(" (shard {i}/{n})"));
-        match &self.counterexample {
-            Some(c) => format!(
-                "violation of {} after {} schedules{shard}: {}",
+        let shard = self.shard.map_or(String::new(), |(i, n)| match &self.shard_from {
+            Some(from) => format!(" (shard {i}/{n}, from {from})"),
+            None => format!(" (shard {i}/{n})"),
+        });
+        let stopped = self
+            .stopped
+            .map_or(String::new(), |s| format!(" (stopped: {})", s.describe()));
+        match (&self.counterexample, self.outcome()) {
+            (Some(c), _) => format!(
+                "violation of {} after {} schedules{shard}: {}{stopped}",
                 c.violation.check, c.found_at, c.violation.detail
             ),
-            None if self.complete => format!(
+            (None, Outcome::Nothing) => format!(
+                "NOTHING JUDGED: no schedule was explored{shard}: {}; this is not a pass",
+                match self.stopped {
+                    Some(s) => s.describe(),
+                    None => "this shard's part of the tree is empty".to_string(),
+                }
+            ),
+            (None, Outcome::Incomplete(s)) => format!(
+                "INCOMPLETE: no violation in the {} schedules judged ({} distinct states, {} pruned){shard}, but {} \
+                 before the {} ended; this is not a pass",
+                self.schedules,
+                self.states,
+                self.pruned,
+                s.describe(),
+                if self.method == Method::Exhaustive {
+                    "tree"
+                } else {
+                    "search"
+                }
+            ),
+            (None, _) if self.method == Method::Exhaustive => format!(
                 "no violation in all {} schedules ({} distinct states, {} pruned) within these bounds{shard}",
                 self.schedules, self.states, self.pruned
             ),
-            None => format!(
-                "no violation in {} schedules ({} distinct states, {} pruned){shard}; the budget ran out before the tree did",
-                self.schedules, self.states, self.pruned
+            (None, _) => format!(
+                "no violation in {} sampled schedules ({}){shard}",
+                self.schedules,
+                self.method.name()
             ),
         }
     }
@@ -350,10 +488,19 @@ pub fn prepare(file: &str, text: &str, sc: &Scenario, opts: &Options) -> Result<
     set(&mut doc, "pacer.backend", toml::Value::String(sc.pacer.backend.clone()));
     doc.insert("seed".into(), toml::Value::Integer(sc.seed as i64));
     if let Some(p) = opts.processes {
+        if p == 0 {
+            return Err(ExploreError::Options("--processes: at least 1 process".into()));
+        }
         set(&mut doc, "processes.count", toml::Value::Integer(i64::from(p)));
     }
     if let Some(r) = opts.requests {
-        set(&mut doc, "processes.requests", toml::Value::Integer(r as i64));
+        let r = i64::try_from(r).ok().filter(|&r| r > 0).ok_or_else(|| {
+            ExploreError::Options(format!(
+                "--requests: {r} is not a number of requests from 1 to {}",
+                i64::MAX
+            ))
+        })?;
+        set(&mut doc, "processes.requests", toml::Value::Integer(r));
     }
     for site in Site::ALL {
         let d = site.dist(sc);
@@ -450,6 +597,12 @@ pub struct Schedule {
     pub violation: Option<Violation>,
     /// What else broke.
     pub also: Vec<Violation>,
+    /// The explorer's limits stopped it part way (unjudged).
+    pub halted: bool,
+    /// The checks that judged it (a complete run only).
+    pub judged: Vec<&'static str>,
+    /// The checks that applied to it but could not judge it (a complete run only).
+    pub unjudged: Vec<&'static str>,
 }
 
 impl Schedule {
@@ -480,6 +633,32 @@ pub struct Explorer {
     // (tests) audit the pruning: record each run's visited states instead of pruning
     #[cfg(test)]
     audit: Option<Vec<(crate::form::Key, usize)>>,
+    // the exploration's limits, held inside its runs too (`None`: none)
+    limits: Option<std::sync::Arc<Limits>>,
+}
+
+/// An exploration's limits, checked between its runs and inside them
+/// ([`crate::choice::Tape::halting`]).
+#[derive(Debug)]
+struct Limits {
+    start: WallInstant,
+    time: Option<Duration>,
+    // the most bytes the seen states may take: `--max-memory` less the run's own estimate
+    seen_bytes: u64,
+    interrupt: Option<&'static AtomicI32>,
+}
+
+impl Limits {
+    /// What stops the exploration now, the seen states taking `seen` bytes.
+    fn cut(&self, seen: u64) -> Option<Stopped> {
+        if let Some(n) = self.interrupt.map(|f| f.load(Ordering::Relaxed)).filter(|&n| n != 0) {
+            return Some(Stopped::Signal(n));
+        }
+        if self.time.is_some_and(|t| self.start.elapsed() >= t) {
+            return Some(Stopped::Time);
+        }
+        (seen > self.seen_bytes).then_some(Stopped::Memory)
+    }
 }
 
 /// A seen state being explored: where it was reached, and the latest end of its continuations
@@ -557,7 +736,18 @@ impl Explorer {
             visit_from: 0,
             #[cfg(test)]
             audit: None,
+            limits: None,
         }
+    }
+
+    /// What stops the exploration now (its time, its memory, a signal), if anything.
+    pub fn stopping(&self) -> Option<Stopped> {
+        self.limits.as_ref().and_then(|l| l.cut(self.seen_bytes()))
+    }
+
+    /// The bytes the seen states take ([`Seen::bytes`]).
+    pub fn seen_bytes(&self) -> u64 {
+        self.seen.as_ref().map_or(0, Seen::bytes)
     }
 
     /// After a depth-first run: the states it added are being explored, its end (or where a
@@ -622,6 +812,11 @@ impl Explorer {
     ) -> Result<Schedule, ExploreError> {
         self.runs += 1;
         let mut tape = Tape::steer(self.bounds.clone(), self.kill_mask, prefix, strategy);
+        if let Some(l) = &self.limits {
+            // (the seen states are in the tape while it prunes, and grow there)
+            let (l, floor) = (l.clone(), self.seen_bytes());
+            tape = tape.halting(Box::new(move |bytes| l.cut(bytes.max(floor)).is_some()));
+        }
         let pruning = prune && self.seen.is_some();
         if pruning && let Some(seen) = self.seen.take() {
             tape = tape.pruning(seen, self.visit_from);
@@ -643,17 +838,39 @@ impl Explorer {
             self.reach = src.take_reach();
         }
         let made = src.made();
+        if src.halted() {
+            return Ok(Schedule {
+                made,
+                pruned: true,
+                violation: None,
+                also: Vec::new(),
+                halted: true,
+                judged: Vec::new(),
+                unjudged: Vec::new(),
+            });
+        }
         match res {
             Ok(o) if o.pruned => Ok(Schedule {
                 made,
                 pruned: true,
                 violation: None,
                 also: Vec::new(),
+                halted: false,
+                judged: Vec::new(),
+                unjudged: Vec::new(),
             }),
             Ok(_) => {
                 // the statuses alone; the few schedules that break a check are run again for
                 // their witness text (the same choices make the same run)
                 let mut verdicts = judge.suite.statuses();
+                let (judged, unjudged) = verdicts.iter().fold((Vec::new(), Vec::new()), |(mut j, mut u), v| {
+                    if v.judged() {
+                        j.push(v.name)
+                    } else {
+                        u.push(v.name)
+                    }
+                    (j, u)
+                });
                 if verdicts.iter().any(|v| self.counts(v)) {
                     verdicts = self.witnessed(sc, &made)?;
                 }
@@ -670,12 +887,18 @@ impl Explorer {
                     pruned: false,
                     violation: broken.first().cloned(),
                     also: broken.into_iter().skip(1).collect(),
+                    halted: false,
+                    judged,
+                    unjudged,
                 })
             }
             Err(crate::builder::SimError::NoProgress(e)) => Ok(Schedule {
                 made,
                 pruned: false,
                 also: Vec::new(),
+                halted: false,
+                judged: vec!["liveness"],
+                unjudged: Vec::new(),
                 violation: (self.checks.is_empty() || self.checks.iter().any(|c| c == "liveness")).then(|| Violation {
                     check: "liveness".into(),
                     detail: format!("the run stopped making progress: {e}"),
@@ -785,13 +1008,25 @@ pub fn explore(
     opts: &Options,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Report, ExploreError> {
+    let start = WallInstant::now();
     if opts.bounds.quantiles.is_empty() || opts.bounds.quantiles.iter().any(|q| !(*q > 0.0 && *q < 1.0)) {
         return Err(ExploreError::Options(
             "--values: each quantile must lie strictly between 0 and 1".into(),
         ));
     }
-    if let Method::Pct { depth: 0 } = opts.method {
-        return Err(ExploreError::Options("--depth: a bug depth is 1 or more".into()));
+    if let Method::Pct { depth } = opts.method
+        && !(1..=MAX_PCT_DEPTH).contains(&depth)
+    {
+        return Err(ExploreError::Options(format!(
+            "--depth: a bug depth is 1 to {MAX_PCT_DEPTH} (the bound pct states is of no use past that), not {depth}"
+        )));
+    }
+    if let Some((i, n)) = opts.shard
+        && i >= n
+    {
+        return Err(ExploreError::Options(format!(
+            "--shard {i}/{n}: the index must be below the count"
+        )));
     }
     crate::budget::check(sc, 1).map_err(|e| ExploreError::Run(e.to_string()))?;
     let (mask, points) = kill_mask(spec, sc, &opts.bounds.kill_points)?;
@@ -801,17 +1036,24 @@ pub fn explore(
     };
     let prune = opts.prune && opts.method == Method::Exhaustive;
     let mut ex = Explorer::new(spec, bounds.clone(), mask, prune, opts.checks.clone());
+    // the memory limit holds the run's own estimate and the seen states together
+    ex.limits = Some(std::sync::Arc::new(Limits {
+        start,
+        time: opts.time,
+        seen_bytes: crate::budget::limit().saturating_sub(crate::budget::estimate(sc, 1).0),
+        interrupt: opts.interrupt,
+    }));
     let (shard_i, shard_n) = opts.shard.unwrap_or((0, 1));
     let split = if shard_n > 1 { shard_depth(shard_n) } else { 0 };
     ex.visit_from = split;
-    let start = WallInstant::now();
     let mut last_progress = start;
     let (mut schedules, mut pruned, mut depth) = (0u64, 0u64, 0usize);
     let mut complete = false;
+    let mut stopped: Option<Stopped> = None;
     let mut found: Option<(u64, Schedule)> = None;
-    let out_of_budget = |schedules: u64| {
-        opts.schedules.is_some_and(|n| schedules >= n) || opts.time.is_some_and(|t| start.elapsed() >= t)
-    };
+    // the checks some judged schedule judged, and those that applied to one but could not
+    let mut judged = std::collections::BTreeSet::new();
+    let mut unjudged = std::collections::BTreeSet::new();
     let n = sc.processes.count;
     let mut k_estimate = 64usize;
     let mut coverage = strategy::Coverage::default();
@@ -820,7 +1062,12 @@ pub fn explore(
     let mut prefix: Vec<u32> = Vec::new();
     let mut subtree: (Option<Vec<u32>>, u64) = (None, 0);
     loop {
-        if out_of_budget(schedules) {
+        if opts.schedules.is_some_and(|n| schedules >= n) {
+            stopped = Some(Stopped::Schedules);
+            break;
+        }
+        if let Some(s) = ex.stopping() {
+            stopped = Some(s);
             break;
         }
         let s = match opts.method {
@@ -844,10 +1091,17 @@ pub fn explore(
                 let mut c = std::mem::take(&mut coverage);
                 let s = ex.run(sc, p, Box::new(st), false, Some(&mut c))?;
                 coverage = c;
-                coverage.finish(&s.made);
+                if !s.halted {
+                    coverage.finish(&s.made);
+                }
                 s
             }
         };
+        if s.halted {
+            // the limits stopped this run part way: it is not judged, and the exploration ends
+            stopped = ex.stopping().or(Some(Stopped::Time));
+            break;
+        }
         depth = depth.max(s.made.len());
         k_estimate = k_estimate.max(s.made.len());
         // exhaustive with shards: a subtree that is another shard's is skipped whole
@@ -864,6 +1118,8 @@ pub fn explore(
                 pruned += 1;
             } else {
                 schedules += 1;
+                judged.extend(s.judged.iter().copied());
+                unjudged.extend(s.unjudged.iter().copied());
                 if s.violation.is_some() {
                     found = Some((schedules, s));
                     break;
@@ -898,11 +1154,20 @@ pub fn explore(
             }
         }
     }
+    // a sampled search ends when its schedules or its time are spent: that is its plan, not
+    // a cut (the memory limit and a signal are)
+    if opts.method != Method::Exhaustive && matches!(stopped, Some(Stopped::Schedules | Stopped::Time)) {
+        stopped = None;
+    }
     let states = ex.states();
     let counterexample = match found {
         Some((at, s)) => Some(shrink::shrink(&mut ex, sc, text, at, s, opts)?),
         None => None,
     };
+    // (a signal that came while shrinking is the report's too)
+    if let Some(sig @ Stopped::Signal(_)) = ex.stopping() {
+        stopped = Some(sig);
+    }
     let escape_bound = match opts.method {
         Method::Pct { depth: d } if counterexample.is_none() && schedules > 0 => {
             let p = 1.0 / (f64::from(n.max(1)) * (k_estimate as f64).powi(d as i32 - 1));
@@ -910,6 +1175,7 @@ pub fn explore(
         }
         _ => None,
     };
+    let counted = |c: &&&str| opts.checks.is_empty() || opts.checks.iter().any(|x| x == **c);
     Ok(Report {
         scenario: sc.name.clone(),
         backend: spec.name.to_string(),
@@ -927,7 +1193,25 @@ pub fn explore(
         shard: opts.shard,
         counterexample,
         escape_bound,
+        stopped,
+        text_hash: text_hash(text),
+        prune,
+        checks: opts.checks.clone(),
+        not_judged: unjudged
+            .difference(&judged)
+            .filter(counted)
+            .map(|c| c.to_string())
+            .collect(),
+        shard_from: opts.shard_from.clone(),
     })
+}
+
+/// A scenario text's hash as a report records it: FNV-1a 64, 16 hex digits.
+pub fn text_hash(text: &str) -> String {
+    let h = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    format!("{h:016x}")
 }
 
 /// Kills a choice sequence fires.
@@ -937,38 +1221,159 @@ pub fn kills(made: &[Choice]) -> u32 {
 
 /// Merge the reports of a sharded exploration into one: counts summed; a violation if any
 /// shard found one (the first shard's that did); complete when every shard was.
+///
+/// Refused, with what differs: reports of different explorations (scenario text, backend,
+/// strategy, processes, requests, distributions varied, bounds, pruning, checks, shard count),
+/// a shard index not below the count, a shard given twice or missing, a report that
+/// contradicts itself (complete yet stopped, complete and sampled), counts that overflow.
 pub fn merge(reports: &[Report]) -> Result<Report, String> {
     let first = reports.first().ok_or("no reports to merge")?;
-    let shards: std::collections::BTreeSet<u64> = reports.iter().filter_map(|r| r.shard.map(|s| s.0)).collect();
     let count = first.shard.map_or(1, |s| s.1);
-    for r in reports {
-        if r.scenario != first.scenario || r.backend != first.backend || r.method != first.method {
+    if count == 0 {
+        return Err("report 1: a shard count of 0".into());
+    }
+    let mut shards = std::collections::BTreeSet::new();
+    for (k, r) in reports.iter().enumerate() {
+        let k = k + 1;
+        if r.text_hash.is_empty() {
             return Err(format!(
-                "reports of different explorations: {}/{} and {}/{}",
+                "report {k}: no scenario hash (`text_hash`): made by an older pacesim; explore the shards again"
+            ));
+        }
+        let differs = [
+            ("scenario", r.scenario != first.scenario),
+            ("backend", r.backend != first.backend),
+            ("strategy (method)", r.method != first.method),
+            ("processes", r.processes != first.processes),
+            ("requests", r.requests != first.requests),
+            ("distributions varied (vary)", r.vary != first.vary),
+            ("bounds", r.bounds != first.bounds),
+            ("pruning (prune)", r.prune != first.prune),
+            ("checks", r.checks != first.checks),
+            // (the scenario as explored: its other fields, its seed)
+            ("scenario text (text_hash)", r.text_hash != first.text_hash),
+        ];
+        if let Some((what, _)) = differs.iter().find(|d| d.1) {
+            return Err(format!(
+                "report {k} is of another exploration than report 1: its {what} differs \
+                 ({}/{} and {}/{}); merge only the shards of one exploration",
                 first.scenario, first.backend, r.scenario, r.backend
             ));
         }
-        if r.shard.map_or(1, |s| s.1) != count {
-            return Err("reports of different shard counts".into());
+        let (i, n) = r.shard.unwrap_or((0, 1));
+        if n != count {
+            return Err(format!(
+                "report {k}: a shard count of {n}, report 1's is {count}: reports of different shard counts"
+            ));
+        }
+        if i >= n {
+            return Err(format!("report {k}: shard {i}/{n}: the index is not below the count"));
+        }
+        if !shards.insert(i) {
+            return Err(format!("report {k}: shard {i}/{n} is given twice"));
+        }
+        if r.complete && (r.stopped.is_some() || r.method != Method::Exhaustive) {
+            return Err(format!(
+                "report {k}: says it is complete, yet {}",
+                if r.method != Method::Exhaustive {
+                    "a sampled search is never complete".to_string()
+                } else {
+                    format!(
+                        "it was stopped ({})",
+                        r.stopped.map_or(String::new(), Stopped::describe)
+                    )
+                }
+            ));
+        }
+        if let Some(c) = &r.counterexample {
+            check_case(r, c).map_err(|e| format!("report {k}: {e}"))?;
         }
     }
-    if shards.len() as u64 != count || reports.len() as u64 != count {
+    if shards.len() as u64 != count {
+        let missing: Vec<u64> = (0..count).filter(|i| !shards.contains(i)).take(10).collect();
         return Err(format!(
-            "{} of {count} shards given (each exactly once): {:?}",
+            "{} of {count} shards given (each exactly once); missing: {}{}",
             shards.len(),
-            shards
+            missing
+                .iter()
+                .map(|i| format!("{i}/{count}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if (count - shards.len() as u64) > missing.len() as u64 {
+                ", ..."
+            } else {
+                ""
+            }
         ));
     }
+    let sum = |what: &str, f: &dyn Fn(&Report) -> u64| -> Result<u64, String> {
+        reports
+            .iter()
+            .try_fold(0u64, |a, r| a.checked_add(f(r)))
+            .ok_or_else(|| format!("the shards' {what} overflow when summed: not the counts of one exploration"))
+    };
     let mut m = first.clone();
-    m.schedules = reports.iter().map(|r| r.schedules).sum();
-    m.pruned = reports.iter().map(|r| r.pruned).sum();
-    m.states = reports.iter().map(|r| r.states).sum();
+    m.schedules = sum("schedules", &|r| r.schedules)?;
+    m.pruned = sum("pruned runs", &|r| r.pruned)?;
+    m.states = sum("states", &|r| r.states)?;
     m.depth = reports.iter().map(|r| r.depth).max().unwrap_or(0);
-    m.seconds = reports.iter().map(|r| r.seconds).sum();
+    m.seconds = reports
+        .iter()
+        .map(|r| r.seconds)
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .sum();
     m.complete = reports.iter().all(|r| r.complete);
+    m.stopped = reports.iter().find_map(|r| r.stopped);
     m.counterexample = reports.iter().find_map(|r| r.counterexample.clone());
+    // a check not judged is one no shard judged: not judged in every shard that judged anything
+    m.not_judged = first
+        .not_judged
+        .iter()
+        .filter(|c| {
+            reports
+                .iter()
+                .filter(|r| r.schedules > 0)
+                .all(|r| r.not_judged.contains(c))
+        })
+        .cloned()
+        .collect();
+    // (pct: each shard's own seeds; the bug escapes all of them)
+    m.escape_bound = match m.counterexample {
+        None => reports.iter().map(|r| r.escape_bound).product::<Option<f64>>(),
+        Some(_) => None,
+    };
     m.shard = None;
+    m.shard_from = None;
     Ok(m)
+}
+
+/// A report's counterexample is of its exploration, no larger: its scenario parses, names the
+/// report's scenario and backend, has no more processes, requests or time than were explored,
+/// and is within `--max-memory`. (`--out` runs it again to write its trace.)
+fn check_case(r: &Report, c: &Counterexample) -> Result<(), String> {
+    let sc = Scenario::parse("the counterexample's scenario", &c.scenario).map_err(|e| e.to_string())?;
+    if sc.name != r.scenario || sc.pacer.backend != r.backend {
+        return Err(format!(
+            "its counterexample is of {}/{}, not of the exploration {}/{}",
+            sc.name, sc.pacer.backend, r.scenario, r.backend
+        ));
+    }
+    let seconds = sc.duration.as_secs_f64();
+    if sc.processes.count > r.processes
+        || sc.processes.requests.unwrap_or(u64::MAX) > r.requests.unwrap_or(u64::MAX)
+        || seconds > c.found.seconds + 1e-9
+    {
+        return Err(format!(
+            "its counterexample ({} processes x {} requests, {seconds} s) is larger than what was explored \
+             ({} processes x {} requests, {} s)",
+            sc.processes.count,
+            sc.processes.requests.map_or("open".into(), |q| q.to_string()),
+            r.processes,
+            r.requests.map_or("open".into(), |q| q.to_string()),
+            c.found.seconds
+        ));
+    }
+    crate::budget::check(&sc, 1).map_err(|e| format!("its counterexample: {e}"))
 }
 
 /// `pacesim explore FILE`: load the scenario (with `backend`, `seed` if given), prepare it,
@@ -1026,6 +1431,8 @@ pub fn write(dir: &std::path::Path, r: &Report) -> Result<Vec<std::path::PathBuf
     if let Some(c) = &r.counterexample {
         put(format!("{stem}.case.toml"), c.scenario.clone(), &mut files)?;
         let sc = Scenario::parse(&format!("{stem}.case.toml"), &c.scenario).map_err(|e| e.to_string())?;
+        // (it runs again below, for its trace: within the memory limit as every run)
+        crate::budget::check(&sc, 1).map_err(|e| e.to_string())?;
         let cf = crate::run::choices::ChoiceFile {
             version: crate::run::choices::VERSION,
             scenario: sc.name.clone(),
@@ -1133,6 +1540,12 @@ pub fn markdown(r: &Report) -> String {
         ),
     );
     row("schedules judged", r.schedules.to_string());
+    if let Some(st) = r.stopped {
+        row("stopped before its end", st.describe());
+    }
+    if !r.not_judged.is_empty() {
+        row("checks no schedule judged", r.not_judged.join(", "));
+    }
     row("runs pruned at a state seen", r.pruned.to_string());
     row("distinct states", r.states.to_string());
     row("deepest run (choices)", r.depth.to_string());

@@ -58,7 +58,8 @@ pub fn shrink(
     let start = ex.runs;
     if opts.shrink {
         let check = best.violation.check.clone();
-        let spent = |ex: &Explorer| ex.runs - start >= opts.shrink_runs;
+        // (the exploration's limits hold while shrinking too: the case found so far stands)
+        let spent = |ex: &Explorer| ex.runs - start >= opts.shrink_runs || ex.stopping().is_some();
         // the same property broken by `sc` with a kill budget of `k`: the prefix first, then
         // (`search`) depth first afresh
         let attempt = |ex: &mut Explorer,
@@ -122,6 +123,10 @@ pub fn shrink(
             );
             // fewer processes, the fewest first
             for p in 1..best.sc.processes.count {
+                // (a count of billions is not walked once the runs are spent)
+                if spent(ex) {
+                    break;
+                }
                 let Some((sc2, t2)) = resized(&best, p, best.sc.processes.requests) else {
                     continue;
                 };
@@ -155,6 +160,9 @@ pub fn shrink(
             // fewer requests, the fewest first
             if let Some(req) = best.sc.processes.requests {
                 for r in 1..req {
+                    if spent(ex) {
+                        break;
+                    }
                     let Some((sc2, t2)) = resized(&best, best.sc.processes.count, Some(r)) else {
                         continue;
                     };

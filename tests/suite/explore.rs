@@ -387,3 +387,461 @@ fn pruning_changes_the_work_not_the_verdict() {
         }
     }
 }
+
+// ---- honest verdicts and limits (issue 52 items 7, 8, 9, 14) -------------------------------
+
+use crate::common::{pacesim, pacesim_env};
+
+const RACERS: &str = "sims/explore-three-racers.toml";
+
+/// A JUnit file's counts of skipped and failed cases.
+fn junit_counts(path: &Path) -> (String, String) {
+    let x = std::fs::read_to_string(path).unwrap();
+    let attr = |name: &str| {
+        let at = x
+            .find(&format!(" {name}=\""))
+            .unwrap_or_else(|| panic!("{name} in {x}"))
+            + name.len()
+            + 3;
+        x[at..].split('"').next().unwrap().to_string()
+    };
+    (attr("skipped"), attr("failures"))
+}
+
+/// Item 8: an exploration that judged nothing (`--schedules 0`, `--time 1ns`) or that a
+/// budget stopped before the tree ended is not a pass: it says so, exits 1, and its JUnit case
+/// is skipped, not passed; `--allow-incomplete` asks for exit 0 and still says it.
+#[test]
+fn an_exploration_that_judged_nothing_or_stopped_at_a_budget_is_not_a_pass() {
+    let dir = tmp("nothing");
+    let junit = dir.join("j.xml");
+    let j = junit.to_str().unwrap();
+    let small = ["explore", RACERS, "--processes", "2", "--requests", "1", "--junit", j];
+    for (extra, word) in [
+        (&["--schedules", "0"][..], "NOTHING JUDGED"),
+        (&["--time", "1ns"][..], "NOTHING JUDGED"),
+        (&["--schedules", "3"][..], "INCOMPLETE"),
+        (&["--strategy", "random", "--schedules", "0"][..], "NOTHING JUDGED"),
+    ] {
+        let args: Vec<&str> = small.iter().chain(extra).copied().collect();
+        let (code, out, err) = pacesim(&args);
+        assert_eq!(code, 1, "{extra:?}: {out}{err}");
+        assert!(out.contains(word) && out.contains("not a pass"), "{extra:?}: {out}");
+        assert!(!out.contains("no violation in all"), "{extra:?}: {out}");
+        assert_eq!(
+            junit_counts(&junit),
+            ("1".into(), "0".into()),
+            "{extra:?}: skipped, not passed"
+        );
+        let args: Vec<&str> = args.into_iter().chain(["--allow-incomplete"]).collect();
+        let (code, out, _) = pacesim(&args);
+        assert_eq!(code, 0, "{extra:?} --allow-incomplete: {out}");
+        assert!(out.contains(word), "{out}");
+    }
+    // the tree explored to its end is a pass, and a sampled search that ran the schedules it
+    // was given is one too
+    let (code, out, err) = pacesim(&small);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("no violation in all"), "{out}");
+    assert_eq!(junit_counts(&junit), ("0".into(), "0".into()));
+    let args: Vec<&str> = small
+        .iter()
+        .copied()
+        .chain(["--strategy", "random", "--schedules", "5"])
+        .collect();
+    let (code, out, err) = pacesim(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("no violation in 5 sampled schedules"), "{out}");
+}
+
+/// Item 8: a shard index left in the environment (Slurm) is named, and a shard that gets no
+/// schedule is not a pass, even for a defective design.
+#[test]
+fn an_implicit_shard_is_named_and_an_empty_shard_is_not_a_pass() {
+    let env = [("SLURM_ARRAY_TASK_ID", "3"), ("SLURM_ARRAY_TASK_COUNT", "4")];
+    let args = [
+        "explore",
+        RACERS,
+        "--backend",
+        "local",
+        "--processes",
+        "2",
+        "--requests",
+        "1",
+    ];
+    let (code, out, err) = pacesim_env(&args, &env);
+    assert!(err.contains("shard 3/4, from SLURM_ARRAY_TASK_ID"), "{err}");
+    assert!(
+        out.contains("from SLURM_ARRAY_TASK_ID") && out.contains("NOTHING JUDGED"),
+        "{out}"
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    let (code, out, err) = pacesim(&args);
+    assert_eq!(code, 0, "without the variable, the whole tree: {out}{err}");
+}
+
+/// `--require-judged` (docs/commands.md: every command) holds for explore: a check no
+/// schedule judged (liveness, with too little demand) fails the command; without the flag it
+/// is reported.
+#[test]
+fn explore_honours_require_judged() {
+    let args = [
+        "explore",
+        RACERS,
+        "--backend",
+        "redis_gcra",
+        "--processes",
+        "2",
+        "--requests",
+        "1",
+    ];
+    let (code, out, err) = pacesim(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("| checks no schedule judged | liveness |"), "{out}");
+    let strict: Vec<&str> = ["--require-judged"].into_iter().chain(args).collect();
+    let (code, out, err) = pacesim(&strict);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("not judged (--require-judged): liveness"), "{err}");
+    // only the checks counted (`--checks`) must be judged
+    let some: Vec<&str> = strict.iter().copied().chain(["--checks", "ceiling"]).collect();
+    let (code, out, err) = pacesim(&some);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+/// Item 7: `--depth` past what pct can state a bound for is refused at once (4294967295 used
+/// to allocate 34 GB).
+#[test]
+fn a_huge_pct_depth_is_refused_not_allocated() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(RACERS);
+    for depth in [33, 1_000_000, u32::MAX] {
+        let o = Options {
+            method: Method::Pct { depth },
+            schedules: Some(2),
+            ..Options::default()
+        };
+        let e = explore::from_file(&file, None, None, &o, &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("--depth"), "{e}");
+    }
+    let (code, _, err) = pacesim(&["explore", RACERS, "--strategy", "pct", "--depth", "4294967295"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--depth: a bug depth is 1 to 32"), "{err}");
+    // --processes 0 and a request count past the file's integers are the options' errors
+    let (code, _, err) = pacesim(&["explore", RACERS, "--processes", "0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--processes: at least 1"), "{err}");
+    let (code, _, err) = pacesim(&["explore", RACERS, "--requests", "18446744073709551615"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--requests: 18446744073709551615 is not"), "{err}");
+}
+
+/// Item 7: the seen states count against `--max-memory` with the run's own estimate (28 MiB
+/// here): a limit the table passes stops the exploration there, INCOMPLETE, exit 1.
+#[test]
+fn the_seen_states_count_against_max_memory() {
+    let args = [
+        "explore",
+        RACERS,
+        "--backend",
+        "redis_gcra",
+        "--processes",
+        "3",
+        "--requests",
+        "2",
+    ];
+    let tight: Vec<&str> = ["--max-memory", "30MiB"].into_iter().chain(args).collect();
+    let (code, out, err) = pacesim(&tight);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("INCOMPLETE") && out.contains("the memory limit (--max-memory)"),
+        "{out}"
+    );
+    let (code, out, err) = pacesim(&args);
+    assert_eq!(code, 0, "under the default limit it ends: {out}{err}");
+}
+
+/// Item 7: `--time` holds inside a run: one schedule of 3,000 processes at a million requests
+/// a second runs for many minutes (every decision reads every process's state); the
+/// exploration stops within seconds of its time, reports what it did (nothing judged, stopped
+/// by its time), and is not a pass.
+#[test]
+fn the_time_budget_holds_inside_a_run() {
+    let dir = tmp("long-run");
+    let file = dir.join("long.toml");
+    std::fs::write(
+        &file,
+        "name = \"long\"\nduration = \"10s\"\n[pacer]\nbackend = \"row\"\nrate = 1000000.0\n\
+         [processes]\ncount = 3000\n[store]\nlatency = { dist = \"lognormal\", median = \"1ms\", sigma = 0.5 }\n",
+    )
+    .unwrap();
+    let o = Options {
+        time: Some(std::time::Duration::from_millis(500)),
+        ..Options::default()
+    };
+    // (on a thread: a bounded wait for its report)
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(explore::from_file(&file, None, None, &o, &mut |_| {}).map(|r| r.0));
+    });
+    let r = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("explore --time 500ms ends within 30 s")
+        .unwrap();
+    assert_eq!(r.stopped, Some(explore::Stopped::Time), "{}", r.verdict());
+    assert_eq!(r.outcome(), explore::Outcome::Nothing, "{}", r.verdict());
+    assert!(r.verdict().contains("NOTHING JUDGED"), "{}", r.verdict());
+}
+
+/// Item 7: SIGINT and SIGTERM stop an exploration part way, and it writes what it explored:
+/// the report (marked incomplete, stopped by the signal), its `--out` files and its JUnit (a
+/// skipped case), and exits 128 + the signal's number.
+#[test]
+fn an_interrupted_exploration_writes_its_partial_report() {
+    use std::io::BufRead;
+    for (sig, name, code) in [(libc::SIGINT, "SIGINT", 130), (libc::SIGTERM, "SIGTERM", 143)] {
+        let dir = tmp(&format!("interrupted-{name}"));
+        let (out, junit) = (dir.join("out"), dir.join("j.xml"));
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
+            .args([
+                "explore",
+                RACERS,
+                "--backend",
+                "redis_gcra",
+                "--processes",
+                "3",
+                "--requests",
+                "3",
+            ])
+            .args(["--schedules", "100000000", "--json", "--out"])
+            .arg(&out)
+            .arg("--junit")
+            .arg(&junit)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // the line it prints once its handlers are in place, read on a thread: a bounded wait
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("started") {
+                    let _ = tx.send(());
+                }
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("explore started");
+        // SAFETY: signalling our own child, by its pid.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, sig);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name}: still running 60 s after it"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let err = reader.join().unwrap();
+        let mut stdout = String::new();
+        std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+        assert_eq!(status.code(), Some(code), "{name}: {err}");
+        let r: explore::Report = serde_json::from_str(stdout.trim()).expect("the report on stdout");
+        assert_eq!(r.stopped, Some(explore::Stopped::Signal(sig)), "{name}");
+        assert!(!r.complete && r.counterexample.is_none());
+        assert!(
+            r.verdict().contains(&format!("interrupted ({name})")),
+            "{}",
+            r.verdict()
+        );
+        let written: explore::Report =
+            serde_json::from_str(&std::fs::read_to_string(out.join("explore-three-racers-redis_gcra.json")).unwrap())
+                .unwrap();
+        assert_eq!(written.stopped, r.stopped);
+        assert_eq!(junit_counts(&junit), ("1".into(), "0".into()), "{name}");
+        assert!(err.contains(&format!("stopped by {name}")), "{err}");
+    }
+}
+
+/// A shard of the three racers (row, 3 x 1, no pruning) with `o` changed by `edit`.
+fn shard_of(file: &Path, i: u64, n: u64, edit: impl Fn(&mut Options)) -> explore::Report {
+    let mut o = Options {
+        processes: Some(3),
+        requests: Some(1),
+        prune: false,
+        shard: Some((i, n)),
+        ..opts(Method::Exhaustive)
+    };
+    edit(&mut o);
+    explore_file(file, &o)
+}
+
+/// Item 9: `explore-merge` refuses shards that are not of one exploration (other bounds,
+/// processes, requests, scenario text, shard counts), indices past the count, duplicates and
+/// missing shards, self-contradicting reports and counts that overflow; never a wrong
+/// "complete".
+#[test]
+fn merge_refuses_shards_of_different_explorations() {
+    let dir = tmp("merge-refuses");
+    let file = scenario_file(&dir, SPREAD, "row");
+    let parts: Vec<explore::Report> = (0..2).map(|i| shard_of(&file, i, 2, |_| {})).collect();
+    let m = explore::merge(&parts).unwrap();
+    assert!(m.complete && m.outcome() == explore::Outcome::Pass, "{}", m.verdict());
+    let refused = |other: explore::Report, want: &str| {
+        let e = explore::merge(&[parts[0].clone(), other]).unwrap_err();
+        assert!(e.contains(want), "{want}: {e}");
+    };
+    refused(shard_of(&file, 1, 2, |o| o.bounds.kills = 1), "its bounds differs");
+    refused(
+        shard_of(&file, 1, 2, |o| o.processes = Some(2)),
+        "its processes differs",
+    );
+    refused(shard_of(&file, 1, 2, |o| o.requests = Some(2)), "its requests differs");
+    // another scenario text of the same name and backend
+    let other = scenario_file(&tmp("merge-other"), &SPREAD.replace("seed = ", "seed = 1"), "row");
+    refused(shard_of(&other, 1, 2, |_| {}), "scenario text");
+    refused(shard_of(&file, 1, 3, |_| {}), "different shard counts");
+    let mut past = parts[1].clone();
+    past.shard = Some((7, 2));
+    refused(past, "not below the count");
+    refused(parts[0].clone(), "given twice");
+    let mut lying = parts[1].clone();
+    lying.stopped = Some(explore::Stopped::Time);
+    refused(lying, "says it is complete, yet it was stopped");
+    let mut huge = parts[1].clone();
+    huge.schedules = u64::MAX;
+    refused(huge, "overflow");
+    let mut old = parts[1].clone();
+    old.text_hash.clear();
+    refused(old, "older pacesim");
+    // a shard stopped by its budget merges, incomplete: not a pass
+    let cut = shard_of(&file, 1, 2, |o| o.schedules = Some(1));
+    let m = explore::merge(&[parts[0].clone(), cut]).unwrap();
+    assert!(
+        !m.complete && matches!(m.outcome(), explore::Outcome::Incomplete(_)),
+        "{}",
+        m.verdict()
+    );
+    // the command line: exit 2 and the reason; the whole merged is a pass
+    let (a, b) = (dir.join("a.json"), dir.join("b.json"));
+    std::fs::write(&a, serde_json::to_string(&parts[0]).unwrap()).unwrap();
+    std::fs::write(
+        &b,
+        serde_json::to_string(&shard_of(&file, 1, 2, |o| o.bounds.kills = 1)).unwrap(),
+    )
+    .unwrap();
+    let (code, _, err) = pacesim(&["explore-merge", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("of another exploration"), "{err}");
+    std::fs::write(&b, serde_json::to_string(&parts[1]).unwrap()).unwrap();
+    let (code, out, err) = pacesim(&["explore-merge", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+/// Item 7: `explore-merge --out` runs a shard's counterexample again for its trace: one larger
+/// than what was explored, or past `--max-memory`, is refused instead of run.
+#[test]
+fn merge_refuses_a_counterexample_larger_than_its_exploration() {
+    let dir = tmp("merge-case");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(RACERS);
+    let o = Options {
+        processes: Some(3),
+        requests: Some(3),
+        ..Options::default()
+    };
+    let r = explore::from_file(&file, Some("local"), None, &o, &mut |_| {})
+        .unwrap()
+        .0;
+    assert!(r.counterexample.is_some(), "{}", r.verdict());
+    let write = |r: &explore::Report, limit: &str| {
+        let p = dir.join("r.json");
+        std::fs::write(&p, serde_json::to_string(r).unwrap()).unwrap();
+        let out = dir.join("out");
+        pacesim(&[
+            "--max-memory",
+            limit,
+            "explore-merge",
+            p.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    let (code, _, err) = write(&r, "4GiB");
+    assert_eq!(code, 1, "the case as found merges and is written: {err}");
+    // (its run's estimate is about 28 MiB)
+    let (code, _, err) = write(&r, "20MiB");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--max-memory"), "{err}");
+    let mut edited = r.clone();
+    let c = edited.counterexample.as_mut().unwrap();
+    // (its own duration, shrunk, on a line of its own before any table)
+    let lines: Vec<String> = c
+        .scenario
+        .lines()
+        .map(|l| {
+            if l.starts_with("duration = ") {
+                "duration = \"100000s\"".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    assert!(lines.iter().any(|l| l == "duration = \"100000s\""), "{}", c.scenario);
+    c.scenario = lines.join("\n");
+    let (code, _, err) = write(&edited, "4GiB");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("larger than what was explored"), "{err}");
+}
+
+/// Item 14: `run --choices` prints a reproducer that replays the choices: run, it gives the
+/// same trace and the same failure.
+#[test]
+fn the_reproducer_of_a_replayed_run_replays_its_choices() {
+    let dir = tmp("reproduce");
+    let out = dir.join("out");
+    let (code, _, err) = pacesim(&[
+        "explore",
+        RACERS,
+        "--backend",
+        "local",
+        "--processes",
+        "3",
+        "--requests",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let case = out.join("explore-three-racers-local.case.toml");
+    let choices = out.join("explore-three-racers-local.choices.json");
+    let (code, first, err) = pacesim(&[
+        "run",
+        case.to_str().unwrap(),
+        "--choices",
+        choices.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 1, "{first}{err}");
+    let first: serde_json::Value = serde_json::from_str(first.trim()).unwrap();
+    let cmd = first["reproduce"].as_str().expect("a reproducer").to_string();
+    assert!(cmd.contains("--choices"), "{cmd}");
+    // the printed command, run (its words are plain: no quoting here)
+    let words: Vec<&str> = cmd.split_whitespace().skip(1).chain(["--json"]).collect();
+    let (code, again, err) = pacesim(&words);
+    assert_eq!(code, 1, "{cmd}: {again}{err}");
+    let again: serde_json::Value = serde_json::from_str(again.trim()).unwrap();
+    assert_eq!(again["trace_hash"], first["trace_hash"], "{cmd}");
+    assert_eq!(again["checks"], first["checks"], "{cmd}");
+    // the table's `reproduce:` line says the same
+    let (_, table, _) = pacesim(&["run", case.to_str().unwrap(), "--choices", choices.to_str().unwrap()]);
+    assert!(table.contains(&format!("reproduce: {cmd}")), "{table}");
+}

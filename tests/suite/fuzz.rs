@@ -535,3 +535,169 @@ proptest! {
         }
     }
 }
+
+// ---- explore: bounds and merges (issue 52) --------------------------------------------------
+
+mod explore_fuzz {
+    use super::config;
+    use pacesim::explore::{self, Method, Options, Outcome, Report, Stopped};
+    use proptest::prelude::*;
+    use std::path::Path;
+
+    const RACERS: &str = "sims/explore-three-racers.toml";
+
+    fn edge_u64() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            Just(0u64),
+            Just(1),
+            Just(2),
+            Just(3),
+            Just(1 << 32),
+            Just(i64::MAX as u64),
+            Just(i64::MAX as u64 + 1),
+            Just(u64::MAX),
+            0..8u64,
+        ]
+    }
+
+    fn edge_u32() -> impl Strategy<Value = u32> {
+        prop_oneof![
+            Just(0u32),
+            Just(1),
+            Just(2),
+            Just(3),
+            Just(32),
+            Just(33),
+            Just(5_000),
+            Just(u32::MAX),
+            0..5u32,
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(config(12))]
+
+        /// Explore's bounds (processes, requests, pct depth, schedules, kills; 0 and huge
+        /// included) end with an error or a verdict, quickly, never a panic; a verdict never
+        /// reads as a pass when nothing was judged, and never judges more than it was given.
+        #[test]
+        fn explore_bounds_end_with_a_verdict_or_an_error(
+            processes in edge_u32(),
+            requests in edge_u64(),
+            depth in edge_u32(),
+            schedules in edge_u64(),
+            kills in edge_u32(),
+            strategy in 0..4usize,
+            backend in prop_oneof![Just("row"), Just("redis_gcra"), Just("local")],
+        ) {
+            let method = match strategy {
+                0 => Method::Exhaustive,
+                1 => Method::Pct { depth },
+                2 => Method::Random,
+                _ => Method::Coverage,
+            };
+            let o = Options {
+                method,
+                processes: Some(processes),
+                requests: Some(requests),
+                bounds: pacesim::choice::Bounds { kills, ..Default::default() },
+                schedules: Some(schedules),
+                time: Some(std::time::Duration::from_millis(300)),
+                shrink_runs: 50,
+                ..Options::default()
+            };
+            let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(RACERS);
+            let t = std::time::Instant::now();
+            let r = explore::from_file(&file, Some(backend), None, &o, &mut |_| {});
+            let took = t.elapsed();
+            prop_assert!(took < std::time::Duration::from_secs(30), "{o:?}: {took:?}");
+            match r {
+                Ok((r, _)) => {
+                    prop_assert!(r.schedules <= schedules, "{}", r.verdict());
+                    if r.schedules == 0 && r.counterexample.is_none() {
+                        prop_assert_eq!(r.outcome(), Outcome::Nothing, "{}", r.verdict());
+                        prop_assert!(r.verdict().contains("NOTHING JUDGED"), "{}", r.verdict());
+                    }
+                    if r.outcome() == Outcome::Pass && method == Method::Exhaustive {
+                        prop_assert!(r.complete && r.stopped.is_none(), "{}", r.verdict());
+                    }
+                }
+                Err(e) => prop_assert!(!e.to_string().is_empty()),
+            }
+        }
+    }
+
+    /// Two shards of one exploration (row, 3 x 1, no pruning), made once.
+    fn shards() -> &'static [Report] {
+        static SHARDS: std::sync::OnceLock<Vec<Report>> = std::sync::OnceLock::new();
+        SHARDS.get_or_init(|| {
+            let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(RACERS);
+            (0..2)
+                .map(|i| {
+                    let o = Options {
+                        processes: Some(3),
+                        requests: Some(1),
+                        prune: false,
+                        shard: Some((i, 2)),
+                        ..Options::default()
+                    };
+                    explore::from_file(&file, None, None, &o, &mut |_| {}).unwrap().0
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(config(64))]
+
+        /// A shard's report edited (its fields, or its JSON text) is refused or merged, never a
+        /// wrong "complete": an edit that makes it another exploration's, an index out of
+        /// place, a stop it contradicts or counts that overflow are refused; an honest
+        /// incomplete shard makes the whole incomplete; text edits never panic.
+        #[test]
+        fn an_edited_shard_is_refused_or_merged_never_a_wrong_complete(
+            field in 0..11usize,
+            value in edge_u64(),
+            cut in 0..2000usize,
+            byte in any::<u8>(),
+        ) {
+            let parts = shards();
+            let mut b = parts[1].clone();
+            // (whether the edit leaves it one shard of this exploration, complete)
+            let same = match field {
+                0 => { b.bounds.kills = 1 + (value % 3) as u32; false }
+                1 => { b.processes = b.processes.wrapping_add(1 + (value % 5) as u32); false }
+                2 => { b.requests = Some(value.max(2)); false }
+                3 => { b.text_hash = format!("{value:016x}"); false }
+                4 => { b.shard = Some((value, 2)); value == 1 }
+                5 => { b.shard = Some((1, value)); value == 2 }
+                6 => { b.stopped = Some(Stopped::Time); false }
+                7 => { b.schedules = u64::MAX; false }
+                8 => { b.complete = false; b.stopped = Some(Stopped::Schedules); false }
+                9 => { b.backend = "local".into(); false }
+                _ => { b.method = Method::Random; false }
+            };
+            match explore::merge(&[parts[0].clone(), b]) {
+                Ok(m) => {
+                    if m.complete || m.outcome() == Outcome::Pass {
+                        prop_assert!(same, "edit {field} ({value}) merged to a pass: {}", m.verdict());
+                    }
+                    prop_assert!(m.schedules >= parts[0].schedules);
+                }
+                Err(e) => prop_assert!(!same, "edit {field} ({value}) refused: {e}"),
+            }
+            // the JSON text cut short or a byte changed: read or refused, merged or refused
+            let text = serde_json::to_string(&parts[1]).unwrap();
+            let mut bytes = text.into_bytes();
+            let at = cut % bytes.len();
+            if byte % 2 == 0 {
+                bytes.truncate(at);
+            } else {
+                bytes[at] = byte;
+            }
+            if let Ok(r) = serde_json::from_slice::<Report>(&bytes) {
+                let _ = explore::merge(&[parts[0].clone(), r]);
+            }
+        }
+    }
+}
