@@ -528,10 +528,10 @@ fn a_huge_pct_depth_is_refused_not_allocated() {
     // --processes 0 and a request count past the file's integers are the options' errors
     let (code, _, err) = pacesim(&["explore", RACERS, "--processes", "0"]);
     assert_eq!(code, 2);
-    assert!(err.contains("--processes: at least 1"), "{err}");
+    assert!(err.contains("--processes"), "{err}");
     let (code, _, err) = pacesim(&["explore", RACERS, "--requests", "18446744073709551615"]);
     assert_eq!(code, 2);
-    assert!(err.contains("--requests: 18446744073709551615 is not"), "{err}");
+    assert!(err.contains("--requests") && !err.contains("-1"), "{err}");
 }
 
 /// Item 7: the seen states count against `--max-memory` with the run's own estimate (28 MiB
