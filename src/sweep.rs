@@ -693,6 +693,30 @@ pub fn summary_csv(m: &Manifest, points: &[PointSummary]) -> String {
     out
 }
 
+/// The files [`write`] writes into a sweep's output directory.
+const WRITES: [&str; 4] = ["sweep.json", "runs.csv", "runs.jsonl", "summary.csv"];
+
+/// Refuse to write into `dir` when that would overwrite one of `inputs` (the same file by
+/// identity, through links too): the directory itself given as a shard, or one of the files
+/// [`write`] writes. The command line checks the paths it is given (`--out`); this checks the
+/// default directory, known only once the scenario is read.
+fn refuse_overwrite(dir: &Path, inputs: &[&Path]) -> Result<(), SweepError> {
+    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    for input in inputs {
+        let written = std::iter::once(dir.to_path_buf()).chain(WRITES.iter().map(|n| dir.join(n)));
+        if let Some(output) = written.into_iter().find(|w| same(w, input)) {
+            return Err(SweepError::Overwrite {
+                output,
+                input: input.to_path_buf(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Write a sweep's (or a merge's) outputs into `dir`.
 pub fn write(dir: &Path, m: &Manifest, rows: &[Row]) -> Result<(), SweepError> {
     let io = |source| SweepError::Io {
@@ -709,6 +733,7 @@ pub fn write(dir: &Path, m: &Manifest, rows: &[Row]) -> Result<(), SweepError> {
         ("runs.jsonl", runs_jsonl(rows)),
         ("summary.csv", summary_csv(m, &summarise(m, rows))),
     ];
+    debug_assert!(files.iter().map(|f| f.0).eq(WRITES));
     for (name, text) in files {
         std::fs::write(dir.join(name), text).map_err(io)?;
     }
@@ -910,12 +935,13 @@ pub fn sweep_file(
     let resolved = Shard::resolve(shard, shards, &|k| std::env::var(k).ok())?;
     let shard = resolved.map(|r| r.0);
     let plan = Plan::new(file, axes, seeds)?;
+    let dir = out.map_or_else(|| default_out(&plan.manifest.scenario, shard), Path::to_path_buf);
+    refuse_overwrite(&dir, &[file])?;
     let rows = plan.run(shard)?;
     let manifest = Manifest {
         shard,
         ..plan.manifest.clone()
     };
-    let dir = out.map_or_else(|| default_out(&manifest.scenario, shard), Path::to_path_buf);
     write(&dir, &manifest, &rows)?;
     Ok(Swept {
         manifest,
@@ -931,6 +957,7 @@ pub fn merge_files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Swept, Swee
     let shards = inputs.iter().map(|p| read_shard(p)).collect::<Result<Vec<_>, _>>()?;
     let (manifest, rows) = merge(shards)?;
     let dir = out.map_or_else(|| default_out(&manifest.scenario, None), Path::to_path_buf);
+    refuse_overwrite(&dir, &inputs.iter().map(PathBuf::as_path).collect::<Vec<_>>())?;
     write(&dir, &manifest, &rows)?;
     Ok(Swept {
         manifest,
@@ -1017,6 +1044,19 @@ pub enum SweepError {
         key: String,
         /// The dotted prefix of its path that is not a table.
         table: String,
+    },
+    /// The output directory (the default one: `--out` is checked on the command line) would
+    /// overwrite an input.
+    #[error(
+        "{}: that is the input {} (the same file): writing it would overwrite the input; give --out another directory",
+        output.display(),
+        input.display()
+    )]
+    Overwrite {
+        /// The path that would be written.
+        output: PathBuf,
+        /// The input it is.
+        input: PathBuf,
     },
     /// `--shard` is not `i/n` with `0 <= i < n`.
     #[error("--shard `{spec}`: expected i/n with 0 <= i < n, e.g. 0/4")]

@@ -235,3 +235,53 @@ fn a_run_with_a_check_not_judged_is_no_pass_and_require_judged_fails_the_sweep()
     assert_eq!(code, 0, "{err}");
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// Issue 52 item 4, the default output directory: `merge` of a sweep's own directory, with no
+/// `--out`, would write the merged outputs over the files it reads (`reports/sweep/<scenario>`,
+/// known only once the scenario is read, so the command line cannot check it). Refused, exit 2,
+/// the directory untouched; with another `--out` the same merge goes ahead.
+#[test]
+fn merge_into_its_own_default_directory_is_refused() {
+    let d = tmp("default-out");
+    let f = d.join("s.toml");
+    std::fs::write(&f, SCENARIO).unwrap();
+    let run = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"));
+        cmd.args(args).current_dir(&d);
+        for v in common::SHARD_VARS {
+            cmd.env_remove(v);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["sweep", "s.toml", "--grid", "processes=2,4"]);
+    assert_eq!(code, 0, "{err}");
+    let own = std::fs::read_dir(d.join("reports/sweep"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let before = read(&own, "runs.jsonl");
+    std::fs::write(own.join("runs.csv"), "kept\n").unwrap();
+    let own_s = own.strip_prefix(&d).unwrap().to_str().unwrap().to_string();
+    let (code, err) = run(&["merge", &own_s]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("would overwrite the input") && err.contains(&own_s),
+        "{err}"
+    );
+    assert_eq!(
+        read(&own, "runs.csv"),
+        "kept\n",
+        "the refused merge wrote into its input"
+    );
+    assert_eq!(read(&own, "runs.jsonl"), before);
+    let (code, err) = run(&["merge", &own_s, "--out", "merged"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(read(&d.join("merged"), "runs.jsonl"), before);
+    let _ = std::fs::remove_dir_all(&d);
+}
