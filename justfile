@@ -97,7 +97,9 @@ deep:
 
 # `PROPTEST_RNG_SEED=N` explores cases CI never sees.
 # Fuzz the inputs deeper: mutated scenarios, edited traces, the command line (issue 17);
-# passwords of every shape through the live mode's redaction (issue 34).
+# passwords of every shape through the live mode's redaction (issue 34), and in every escaped form
+# (JSON, repr, percent), Redis keys of any bytes, explore's bounds and edited shard reports, cut or
+# edited choice files, extreme values' messages (issue 52).
 fuzz:
     PROPTEST_CASES=5000 cargo test --profile fast-test --test suite -- fuzz::  fuzz_secrets::
 
