@@ -704,7 +704,7 @@ impl Writes {
             }
             Writes::Report if nested => [".json", ".md", ".svg", ".png"].iter().any(|x| name.ends_with(x)),
             Writes::Report => name == "index.md",
-            Writes::Sweep => !nested && ["sweep.json", "runs.csv", "runs.jsonl", "summary.csv"].contains(&name),
+            Writes::Sweep => !nested && sweep::WRITES.contains(&name),
         }
     }
 }
@@ -728,6 +728,8 @@ fn paths_of(cmd: &Command) -> (Vec<PathBuf>, Vec<Output<'_>>) {
             files.to_vec()
         }
     };
+    // no --expected: the matrix's own
+    let expected_or_default = |e: &Option<PathBuf>| e.clone().unwrap_or_else(|| crate::matrix::DEFAULT_EXPECTED.into());
     match cmd {
         Command::Run {
             file: f,
@@ -754,11 +756,7 @@ fn paths_of(cmd: &Command) -> (Vec<PathBuf>, Vec<Output<'_>>) {
             files, expected, out, ..
         } => {
             inputs.extend(or_default(files));
-            inputs.push(
-                expected
-                    .clone()
-                    .unwrap_or_else(|| crate::matrix::DEFAULT_EXPECTED.into()),
-            );
+            inputs.push(expected_or_default(expected));
             outputs.extend(dir(out, Writes::Explore));
         }
         Command::ExploreMerge { reports, out, .. } => {
@@ -775,11 +773,7 @@ fn paths_of(cmd: &Command) -> (Vec<PathBuf>, Vec<Output<'_>>) {
             files, expected, junit, ..
         } => {
             inputs.extend(or_default(files));
-            inputs.push(
-                expected
-                    .clone()
-                    .unwrap_or_else(|| crate::matrix::DEFAULT_EXPECTED.into()),
-            );
+            inputs.push(expected_or_default(expected));
             outputs.extend(file("--junit", junit));
         }
         Command::Live {
@@ -1797,17 +1791,7 @@ mod tests {
         let sc = crate::scenario::Scenario::parse("t.toml", crate::scenario::FOUR_LIMITERS).unwrap();
         let sim = crate::registry::simulate(&sc, None, None).unwrap();
         assert!(sim.all_judged(), "{:?}", sim.checks);
-        let mut c = conform::Conformance {
-            sim: sim.clone(),
-            live: sim,
-            sim_stall_ms: None,
-            live_stall_ms: None,
-            calibration: None,
-            cost: None,
-            sim_cost: None,
-            rate_difference: 0.0,
-            worker: None,
-        };
+        let mut c = conform::Conformance::of(sim.clone(), sim);
         assert!(conform_not_judged(&c).is_empty());
         assert_eq!(conform_status(&c, &[], true), EXIT_PASS);
         c.live.checks.get_mut("liveness").unwrap().verdict = crate::check::Status::NotJudged;

@@ -928,9 +928,11 @@ pub fn text_hash(text: &str) -> String {
 
 /// Seed `seed + k` of a scenario run with several seeds (`--seeds`, `--cases`), within a
 /// scenario's seed range (`seed` in a file and `run --seed` stop at `i64::MAX`, so a
-/// reproducer of a seed past it would be refused); `None` past it.
-pub fn seed_plus(seed: u64, k: u64) -> Option<u64> {
-    seed.checked_add(k).filter(|s| *s <= i64::MAX as u64)
+/// reproducer of a seed past it would be refused); past it, what is wrong.
+pub fn seed_plus(seed: u64, k: u64) -> Result<u64, String> {
+    seed.checked_add(k)
+        .filter(|s| *s <= i64::MAX as u64)
+        .ok_or_else(|| format!("seed {seed} + {k} is past the largest seed, {}", i64::MAX))
 }
 
 /// The longest message about a scenario value that is printed whole, in characters.

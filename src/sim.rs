@@ -495,42 +495,25 @@ impl<'a, B: Backend> Sim<'a, B> {
                 }
             }
             self.turn(t, &ev);
-            if STEERED {
+            if STEERED && let Some(src) = &self.source {
                 // (a form reads every process: it weighs as many events)
-                work += 1 + u64::from(self.source.as_ref().is_some_and(|s| s.would_visit())) * form_weight;
-            }
-            if STEERED
-                && work >= HALT_EVERY
-                && let Some(src) = &self.source
-                && {
+                work += 1 + u64::from(src.would_visit()) * form_weight;
+                // the explorer's limits (its time, its memory, a signal) hold inside a run too,
+                // asked every so often; and a run at a state an earlier run reached stops: either
+                // way here, unjudged (the explorer reads `Source::halted`)
+                let halt = work >= HALT_EVERY && {
                     work = 0;
                     src.halt()
+                };
+                if halt || (src.take_fresh() && self.form(src).is_some_and(|key| !src.visit(key, limit.0))) {
+                    return Ok(Outcome {
+                        end: t,
+                        events: self.engine.processed(),
+                        store_ops: self.store.served,
+                        same_instant_peak: peak.max(same),
+                        pruned: true,
+                    });
                 }
-            {
-                // the explorer's limits (its time, its memory, a signal) hold inside a run too:
-                // it stops here, unjudged (the explorer reads `Source::halted`)
-                return Ok(Outcome {
-                    end: t,
-                    events: self.engine.processed(),
-                    store_ops: self.store.served,
-                    same_instant_peak: peak.max(same),
-                    pruned: true,
-                });
-            }
-            if STEERED
-                && let Some(src) = &self.source
-                && src.take_fresh()
-                && let Some(key) = self.form(src)
-                && !src.visit(key, limit.0)
-            {
-                // an explorer's run at a state an earlier run reached: it stops here, unjudged
-                return Ok(Outcome {
-                    end: t,
-                    events: self.engine.processed(),
-                    store_ops: self.store.served,
-                    same_instant_peak: peak.max(same),
-                    pruned: true,
-                });
             }
         }
         // A release of the lock never queued (nobody waited for it) counts as it would have:

@@ -316,17 +316,12 @@ impl Plan {
             }
         }
         // every seed a run takes is one `run --seed` takes (its reproducer's)
-        if crate::scenario::seed_plus(base.seed, seeds.saturating_sub(1)).is_none() {
+        if let Err(e) = crate::scenario::seed_plus(base.seed, seeds - 1) {
             return Err(ScenarioError::Invalid {
                 file: label.into(),
                 line: crate::scenario::line_of_field(text, "seed"),
                 field: "seed".into(),
-                message: format!(
-                    "with --seeds {seeds}, seed {} + {} is past the largest seed, {}",
-                    base.seed,
-                    seeds - 1,
-                    i64::MAX
-                ),
+                message: format!("with --seeds {seeds}, {e}"),
             }
             .into());
         }
@@ -694,7 +689,7 @@ pub fn summary_csv(m: &Manifest, points: &[PointSummary]) -> String {
 }
 
 /// The files [`write`] writes into a sweep's output directory.
-const WRITES: [&str; 4] = ["sweep.json", "runs.csv", "runs.jsonl", "summary.csv"];
+pub const WRITES: [&str; 4] = ["sweep.json", "runs.csv", "runs.jsonl", "summary.csv"];
 
 /// Refuse to write into `dir` when that would overwrite one of `inputs` (the same file by
 /// identity, through links too): the directory itself given as a shard, or one of the files

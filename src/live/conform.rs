@@ -671,6 +671,22 @@ fn word(v: Status) -> &'static str {
 }
 
 impl Conformance {
+    /// A conformance of two runs that agree in everything but their summaries (tests).
+    #[cfg(test)]
+    pub(crate) fn of(sim: Summary, live: Summary) -> Conformance {
+        Conformance {
+            sim,
+            live,
+            sim_stall_ms: None,
+            live_stall_ms: None,
+            calibration: None,
+            cost: None,
+            sim_cost: None,
+            rate_difference: 0.0,
+            worker: None,
+        }
+    }
+
     /// True when the achieved rates agree within `tolerance` (relative) and every check has
     /// the same verdict both ways.
     pub fn agrees(&self, tolerance: f64) -> bool {
@@ -729,17 +745,7 @@ mod tests {
         let sc = Scenario::parse("t.toml", crate::scenario::FOUR_LIMITERS).unwrap();
         let sim = crate::registry::simulate(&sc, None, None).unwrap();
         let mut live = sim.clone();
-        let mut c = Conformance {
-            sim,
-            live: live.clone(),
-            sim_stall_ms: None,
-            live_stall_ms: None,
-            calibration: None,
-            cost: None,
-            sim_cost: None,
-            rate_difference: 0.0,
-            worker: None,
-        };
+        let mut c = Conformance::of(sim, live.clone());
         assert!(c.agrees(0.02) && c.disagreements(0.02).is_empty());
         c.rate_difference = 0.05;
         let d = c.disagreements(0.02);

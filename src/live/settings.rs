@@ -523,20 +523,28 @@ fn spans_of(text: &str, secret: &[char], spans: &mut Vec<std::ops::Range<usize>>
 
 /// The furthest end of `secret` quoted in any of [`redact_all`]'s forms from byte `pos`.
 fn match_at(text: &[u8], pos: usize, secret: &[char]) -> Option<usize> {
+    ends_of(text, pos, secret.iter().copied(), ESCAPE_DEPTH, false)
+        .last()
+        .copied()
+}
+
+/// Every end of `chars` quoted from byte `pos`, each char as written or in an escaped form
+/// `depth` levels deep ([`char_ends`]), sorted, each once; empty when none matches.
+fn ends_of(text: &[u8], pos: usize, chars: impl Iterator<Item = char>, depth: u8, fold: bool) -> Vec<usize> {
     let mut cur = vec![pos];
-    for &c in secret {
+    for c in chars {
         let mut next = Vec::new();
         for &p in &cur {
-            char_ends(text, p, c, ESCAPE_DEPTH, false, &mut next);
+            char_ends(text, p, c, depth, fold, &mut next);
         }
         next.sort_unstable();
         next.dedup();
         if next.is_empty() {
-            return None;
+            return next;
         }
         cur = next;
     }
-    cur.last().copied()
+    cur
 }
 
 /// The ends of every way character `c` can be written at `pos`: itself (ASCII case folded when
@@ -558,20 +566,7 @@ fn char_ends(text: &[u8], pos: usize, c: char, depth: u8, fold: bool, out: &mut 
             }
             continue;
         }
-        let mut cur = vec![pos];
-        for x in form.chars() {
-            let mut next = Vec::new();
-            for &p in &cur {
-                char_ends(text, p, x, depth - 1, true, &mut next);
-            }
-            next.sort_unstable();
-            next.dedup();
-            cur = next;
-            if cur.is_empty() {
-                break;
-            }
-        }
-        out.extend(cur);
+        out.extend(ends_of(text, pos, form.chars(), depth - 1, true));
     }
 }
 
