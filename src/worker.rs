@@ -840,24 +840,7 @@ impl Sink for Tracked<'_> {
     }
     // invariant: no kind below opens or closes a section (`Sections::observe` ignores them),
     // so they pass straight on, to be built in place (see `Sink`'s docs)
-    fn op_sent(&mut self, t: u64, pid: u32, thread: u16, op: OpKind) {
-        self.out.op_sent(t, pid, thread, op);
-    }
-    fn grant(&mut self, t: u64, pid: u32, thread: u16, slot: i64, now: i64, interval: u64, multiplier: f64) {
-        self.out.grant(t, pid, thread, slot, now, interval, multiplier);
-    }
-    fn reply(&mut self, t: u64, pid: u32, thread: u16, op: OpKind, wait: u64) {
-        self.out.reply(t, pid, thread, op, wait);
-    }
-    fn fetch_start(&mut self, t: u64, pid: u32, thread: u16) {
-        self.out.fetch_start(t, pid, thread);
-    }
-    fn arrival(&mut self, t: u64, pid: u32, thread: u16, status: u16) {
-        self.out.arrival(t, pid, thread, status);
-    }
-    fn fetch_end(&mut self, t: u64, pid: u32, thread: u16, status: u16) {
-        self.out.fetch_end(t, pid, thread, status);
-    }
+    crate::trace::event::with_events!(crate::trace::event::own_methods [[forward out]]);
 }
 
 /// A process as an explorer fingerprints it ([`Process::explored_form`]).
@@ -1007,29 +990,7 @@ mod tests {
         let mut tracked = Tracked::new(&mut out, &mut sections);
         for ev in &kinds {
             direct.event(ev);
-            match *ev {
-                Event::OpSent { t, pid, thread, op } => tracked.op_sent(t, pid, thread, op),
-                Event::Grant {
-                    t,
-                    pid,
-                    thread,
-                    slot,
-                    now,
-                    interval,
-                    multiplier,
-                } => tracked.grant(t, pid, thread, slot, now, interval, multiplier),
-                Event::Reply {
-                    t,
-                    pid,
-                    thread,
-                    op,
-                    wait,
-                } => tracked.reply(t, pid, thread, op, wait),
-                Event::FetchStart { t, pid, thread } => tracked.fetch_start(t, pid, thread),
-                Event::Arrival { t, pid, thread, status } => tracked.arrival(t, pid, thread, status),
-                Event::FetchEnd { t, pid, thread, status } => tracked.fetch_end(t, pid, thread, status),
-                _ => unreachable!(),
-            }
+            assert!(ev.to_own_method(&mut tracked), "{ev:?} has its own method");
         }
         assert_eq!(out.events, direct.events);
         for ev in &kinds {

@@ -1,7 +1,7 @@
 //! The canonical encoding: one compact JSON line per header or event, and the [`Writer`] that
 //! streams the trace hash and writes the lines.
 
-use super::{Event, Header, Sink, TraceHash};
+use super::{Event, Header, Sink, TraceHash, Val, Walk};
 use serde::Serialize;
 use std::io::{self, Write};
 
@@ -12,104 +12,12 @@ pub fn encode_line<T: Serialize>(v: &T, buf: &mut Vec<u8>) {
 }
 
 /// The canonical encoding of one event, appended to `buf`: byte for byte what
-/// [`encode_line`] (serde_json) writes, but written by hand for the frequent events, since the
-/// file holds every event and serde's generic path is most of a run's cost when a trace file
-/// is written. Rare events go through serde_json. The tests compare the two on every variant.
+/// [`encode_line`] (serde_json) writes, but written by hand from the event's field walk
+/// ([`Event::visit`]), since the file holds every event and serde's generic path is most of a
+/// run's cost when a trace file is written. The tests compare the two on every variant.
+#[inline]
 pub fn encode_event(ev: &Event, buf: &mut Vec<u8>) {
-    let mut j = Json(buf);
-    match *ev {
-        Event::OpSent { t, pid, thread, op } => {
-            j.head("op_sent", t);
-            j.uint("pid", pid.into());
-            j.thread(thread);
-            j.string("op", op.name());
-        }
-        Event::Grant {
-            t,
-            pid,
-            thread,
-            slot,
-            now,
-            interval,
-            multiplier,
-        } => {
-            j.head("grant", t);
-            j.uint("pid", pid.into());
-            j.thread(thread);
-            j.int("slot", slot);
-            j.int("now", now);
-            j.uint("interval", interval);
-            j.float("multiplier", multiplier);
-        }
-        Event::Deny { t, pid } => {
-            j.head("deny", t);
-            j.uint("pid", pid.into());
-        }
-        Event::Reply {
-            t,
-            pid,
-            thread,
-            op,
-            wait,
-        } => {
-            j.head("reply", t);
-            j.uint("pid", pid.into());
-            j.thread(thread);
-            j.string("op", op.name());
-            j.uint("wait", wait);
-        }
-        Event::FetchStart { t, pid, thread } => {
-            j.head("fetch_start", t);
-            j.uint("pid", pid.into());
-            j.thread(thread);
-        }
-        Event::Arrival { t, pid, thread, status } => {
-            j.head("arrival", t);
-            j.uint("pid", pid.into());
-            j.thread(thread);
-            j.uint("status", status.into());
-        }
-        Event::FetchEnd { t, pid, thread, status } => {
-            j.head("fetch_end", t);
-            j.uint("pid", pid.into());
-            j.thread(thread);
-            j.uint("status", status.into());
-        }
-        Event::Multiplier {
-            t,
-            pid,
-            from,
-            to,
-            cause,
-        } => {
-            j.head("multiplier", t);
-            match pid {
-                Some(pid) => j.uint("pid", pid.into()),
-                None => j.raw("pid", "null"),
-            }
-            j.float("from", from);
-            j.float("to", to);
-            j.string("cause", cause.name());
-        }
-        Event::LockAcquired { t, pid, lock } => {
-            j.head("lock_acquired", t);
-            j.uint("pid", pid.into());
-            j.uint("lock", lock.into());
-        }
-        Event::LockReleased { t, pid, lock, reason } => {
-            j.head("lock_released", t);
-            j.uint("pid", pid.into());
-            j.uint("lock", lock.into());
-            j.string("reason", reason.name());
-        }
-        Event::Restart { t, pid } => {
-            j.head("restart", t);
-            j.uint("pid", pid.into());
-        }
-        Event::End { t } => j.head("end", t),
-        _ => return encode_line(ev, buf),
-    }
-    buf.extend_from_slice(b"}\n");
+    ev.visit(&mut Json(buf));
 }
 
 /// A compact JSON object being written field by field, as serde_json's compact formatter
@@ -117,19 +25,6 @@ pub fn encode_event(ev: &Event, buf: &mut Vec<u8>) {
 struct Json<'a>(&'a mut Vec<u8>);
 
 impl Json<'_> {
-    /// `{"ev":"<tag>","t":<t>`: every event starts so (serde's internal tag, then `t`).
-    fn head(&mut self, tag: &str, t: u64) {
-        self.0.extend_from_slice(b"{\"ev\":\"");
-        self.0.extend_from_slice(tag.as_bytes());
-        self.0.extend_from_slice(b"\",\"t\":");
-        self.0.extend_from_slice(itoa::Buffer::new().format(t).as_bytes());
-    }
-    /// `,"thread":<n>` unless `n` is 0 (serde skips a zero thread).
-    fn thread(&mut self, n: u16) {
-        if n != 0 {
-            self.uint("thread", n.into());
-        }
-    }
     /// `,"<key>":`
     fn key(&mut self, key: &str) {
         self.0.extend_from_slice(b",\"");
@@ -184,6 +79,36 @@ impl Json<'_> {
         }
         self.0.extend_from_slice(&bytes[start..]);
         self.0.push(b'"');
+    }
+}
+
+/// Every event is written so: `{"ev":"<name>"` (serde's internal tag), then each field in
+/// order (`t` first), a thread of 0 left out (serde skips it), then `}` and a newline.
+impl Walk for Json<'_> {
+    #[inline(always)]
+    fn kind(&mut self, name: &'static str, _tag: u64) {
+        self.0.extend_from_slice(b"{\"ev\":\"");
+        self.0.extend_from_slice(name.as_bytes());
+        self.0.push(b'"');
+    }
+    #[inline(always)]
+    fn field(&mut self, key: &'static str, v: Val) {
+        match v {
+            Val::U(v) => self.uint(key, v),
+            Val::Pid(p) | Val::MaybePid(Some(p)) => self.uint(key, p.into()),
+            Val::Thread(0) => {}
+            Val::Thread(n) => self.uint(key, n.into()),
+            Val::MaybePid(None) => self.raw(key, "null"),
+            Val::I(v) => self.int(key, v),
+            Val::F(v) => self.float(key, v),
+            Val::B(b) => self.raw(key, if b { "true" } else { "false" }),
+            Val::Op(op) => self.string(key, op.name()),
+            Val::Name(s) => self.string(key, s),
+        }
+    }
+    #[inline(always)]
+    fn done(&mut self) {
+        self.0.extend_from_slice(b"}\n");
     }
 }
 

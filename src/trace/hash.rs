@@ -16,7 +16,7 @@ use super::{
     BackfillState, CrashPoint, FallbackMode, FaultKind, JobState, MultiplierCause, ReleaseReason, StoreErrorKind,
     UncappedReason,
 };
-use super::{Event, Header, OpKind, encode_line};
+use super::{Event, Header, OpKind, Val, Walk, encode_line};
 
 const SEED: u64 = 0x243f_6a88_85a3_08d3; // pi's fraction
 const K: u64 = 0x9e37_79b9_7f4a_7c15; // golden ratio
@@ -26,6 +26,54 @@ const ADD: u64 = 0xbf58_476d_1ce4_e5b9;
 /// as before threads were traced).
 fn loop_word(pid: u32, thread: u16) -> u64 {
     u64::from(pid) | (u64::from(thread) << 32)
+}
+
+/// An event's fields into the hash: each as one word, a string as its length and bytes, a
+/// process and its loop's thread as one word ([`loop_word`]: a `pid` is held until the next
+/// field says whether a `thread` follows).
+struct Fold<'a> {
+    h: &'a mut TraceHash,
+    pid: Option<u32>,
+}
+
+impl Fold<'_> {
+    #[inline(always)]
+    fn flush(&mut self) {
+        if let Some(p) = self.pid.take() {
+            self.h.word(p.into());
+        }
+    }
+}
+
+impl Walk for Fold<'_> {
+    #[inline(always)]
+    fn kind(&mut self, _name: &'static str, tag: u64) {
+        self.h.word(tag);
+    }
+    #[inline(always)]
+    fn field(&mut self, _name: &'static str, v: Val) {
+        if let Val::Thread(n) = v {
+            let pid = self.pid.take().unwrap_or(0);
+            self.h.word(loop_word(pid, n));
+            return;
+        }
+        self.flush();
+        match v {
+            Val::Pid(p) => self.pid = Some(p),
+            Val::U(w) => self.h.word(w),
+            Val::I(w) => self.h.word(w as u64),
+            Val::F(x) => self.h.word(x.to_bits()),
+            Val::B(b) => self.h.word(b.into()),
+            Val::Op(op) => self.h.op(op),
+            Val::Name(s) => self.h.str(s),
+            Val::MaybePid(p) => self.h.word(p.map_or(0, |p| (1 << 32) | u64::from(p))),
+            Val::Thread(_) => unreachable!("taken above"),
+        }
+    }
+    #[inline(always)]
+    fn done(&mut self) {
+        self.flush();
+    }
 }
 
 /// A running trace hash.
@@ -93,176 +141,10 @@ impl TraceHash {
         self.bytes(&buf);
     }
 
-    /// Adds one event.
+    /// Adds one event: its tag, then each field ([`Event::visit`]).
     #[inline(always)]
     pub fn event(&mut self, ev: &Event) {
-        match ev {
-            Event::OpSent { t, pid, thread, op } => {
-                self.word(1);
-                self.word(*t);
-                self.word(loop_word(*pid, *thread));
-                self.op(*op);
-            }
-            Event::Grant {
-                t,
-                pid,
-                thread,
-                slot,
-                now,
-                interval,
-                multiplier,
-            } => {
-                self.word(2);
-                self.word(*t);
-                self.word(loop_word(*pid, *thread));
-                self.word(*slot as u64);
-                self.word(*now as u64);
-                self.word(*interval);
-                self.word(multiplier.to_bits());
-            }
-            Event::Deny { t, pid } => {
-                self.word(3);
-                self.word(*t);
-                self.word((*pid).into());
-            }
-            Event::Reply {
-                t,
-                pid,
-                thread,
-                op,
-                wait,
-            } => {
-                self.word(4);
-                self.word(*t);
-                self.word(loop_word(*pid, *thread));
-                self.op(*op);
-                self.word(*wait);
-            }
-            Event::StoreError { t, pid, thread, error } => {
-                self.word(5);
-                self.word(*t);
-                self.word(loop_word(*pid, *thread));
-                self.str(error.name());
-            }
-            Event::FetchStart { t, pid, thread } => {
-                self.word(6);
-                self.word(*t);
-                self.word(loop_word(*pid, *thread));
-            }
-            Event::Arrival { t, pid, thread, status } => {
-                self.word(7);
-                self.word(*t);
-                self.word(loop_word(*pid, *thread));
-                self.word((*status).into());
-            }
-            Event::FetchEnd { t, pid, thread, status } => {
-                self.word(8);
-                self.word(*t);
-                self.word(loop_word(*pid, *thread));
-                self.word((*status).into());
-            }
-            Event::Multiplier {
-                t,
-                pid,
-                from,
-                to,
-                cause,
-            } => {
-                self.word(9);
-                self.word(*t);
-                self.word(pid.map_or(0, |p| (1 << 32) | u64::from(p)));
-                self.word(from.to_bits());
-                self.word(to.to_bits());
-                self.str(cause.name());
-            }
-            Event::LockAcquired { t, pid, lock } => {
-                self.word(10);
-                self.word(*t);
-                self.word((*pid).into());
-                self.word((*lock).into());
-            }
-            Event::LockReleased { t, pid, lock, reason } => {
-                self.word(11);
-                self.word(*t);
-                self.word((*pid).into());
-                self.word((*lock).into());
-                self.str(reason.name());
-            }
-            Event::Uncapped { t, pid, reason } => {
-                self.word(12);
-                self.word(*t);
-                self.word((*pid).into());
-                self.str(reason.name());
-            }
-            Event::Fallback {
-                t,
-                pid,
-                enter,
-                mode,
-                multiplier,
-            } => {
-                self.word(13);
-                self.word(*t);
-                self.word((*pid).into());
-                self.word((*enter).into());
-                self.str(mode.name());
-                self.word(multiplier.to_bits());
-            }
-            Event::Crash { t, pid, point } => {
-                self.word(14);
-                self.word(*t);
-                self.word((*pid).into());
-                self.str(point.name());
-            }
-            Event::Restart { t, pid } => {
-                self.word(15);
-                self.word(*t);
-                self.word((*pid).into());
-            }
-            Event::Fault { t, id, kind, start } => {
-                self.word(16);
-                self.word(*t);
-                self.word((*id).into());
-                self.str(kind.name());
-                self.word((*start).into());
-            }
-            Event::End { t } => {
-                self.word(17);
-                self.word(*t);
-            }
-            Event::JobEvent {
-                t,
-                source,
-                event,
-                pid,
-                state,
-            } => {
-                self.word(18);
-                self.word(*t);
-                self.word((*source).into());
-                self.word((*event).into());
-                self.word(pid.map_or(0, |p| (1 << 32) | u64::from(p)));
-                self.str(state.name());
-            }
-            Event::Backfill {
-                t,
-                source,
-                state,
-                chunks,
-            } => {
-                self.word(19);
-                self.word(*t);
-                self.word((*source).into());
-                self.str(state.name());
-                self.word((*chunks).into());
-            }
-            Event::Platform { t, pid, platform } => {
-                self.word(20);
-                self.word(*t);
-                self.word((*pid).into());
-                self.word((*platform).into());
-            }
-        }
+        ev.visit(&mut Fold { h: self, pid: None });
     }
 
     /// The hash so far (finalised, so a prefix's value says nothing about the whole's).

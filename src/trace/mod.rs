@@ -15,6 +15,7 @@
 //! here.
 
 mod encode;
+pub mod event;
 pub mod handoff;
 mod hash;
 pub mod pipe;
@@ -22,6 +23,7 @@ mod read;
 mod schema;
 
 pub use encode::{Writer, encode_event, encode_line};
+pub use event::{Event, Field, FieldValue, Kind, PidValue, Val, Walk};
 pub use hash::TraceHash;
 pub use read::{ReadError, read};
 pub use schema::*;
@@ -63,51 +65,9 @@ pub trait Sink {
             None => false,
         }
     }
-    /// `op_sent` (see the trait's docs).
-    #[inline]
-    fn op_sent(&mut self, t: u64, pid: u32, thread: u16, op: OpKind) {
-        self.event(&Event::OpSent { t, pid, thread, op });
-    }
-    /// `grant` (see the trait's docs).
-    #[inline]
-    #[allow(clippy::too_many_arguments)]
-    fn grant(&mut self, t: u64, pid: u32, thread: u16, slot: i64, now: i64, interval: u64, multiplier: f64) {
-        self.event(&Event::Grant {
-            t,
-            pid,
-            thread,
-            slot,
-            now,
-            interval,
-            multiplier,
-        });
-    }
-    /// `reply` (see the trait's docs).
-    #[inline]
-    fn reply(&mut self, t: u64, pid: u32, thread: u16, op: OpKind, wait: u64) {
-        self.event(&Event::Reply {
-            t,
-            pid,
-            thread,
-            op,
-            wait,
-        });
-    }
-    /// `fetch_start` (see the trait's docs).
-    #[inline]
-    fn fetch_start(&mut self, t: u64, pid: u32, thread: u16) {
-        self.event(&Event::FetchStart { t, pid, thread });
-    }
-    /// `arrival` (see the trait's docs).
-    #[inline]
-    fn arrival(&mut self, t: u64, pid: u32, thread: u16, status: u16) {
-        self.event(&Event::Arrival { t, pid, thread, status });
-    }
-    /// `fetch_end` (see the trait's docs).
-    #[inline]
-    fn fetch_end(&mut self, t: u64, pid: u32, thread: u16, status: u16) {
-        self.event(&Event::FetchEnd { t, pid, thread, status });
-    }
+    // `op_sent`, `grant`, `reply`, `fetch_start`, `arrival`, `fetch_end`: the kinds marked
+    // `hot` in `src/trace/event.rs`, each a method with its fields as arguments.
+    event::with_events!(crate::trace::event::own_methods[[event]]);
 }
 
 /// Fans one stream out to several sinks.

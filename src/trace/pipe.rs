@@ -85,38 +85,7 @@ impl Sink for Batcher<'_> {
         self.push(*ev);
     }
     // (the kinds of every fetch, built in place: see the trait's docs)
-    fn op_sent(&mut self, t: u64, pid: u32, thread: u16, op: OpKind) {
-        self.push(Event::OpSent { t, pid, thread, op });
-    }
-    fn grant(&mut self, t: u64, pid: u32, thread: u16, slot: i64, now: i64, interval: u64, multiplier: f64) {
-        self.push(Event::Grant {
-            t,
-            pid,
-            thread,
-            slot,
-            now,
-            interval,
-            multiplier,
-        });
-    }
-    fn reply(&mut self, t: u64, pid: u32, thread: u16, op: OpKind, wait: u64) {
-        self.push(Event::Reply {
-            t,
-            pid,
-            thread,
-            op,
-            wait,
-        });
-    }
-    fn fetch_start(&mut self, t: u64, pid: u32, thread: u16) {
-        self.push(Event::FetchStart { t, pid, thread });
-    }
-    fn arrival(&mut self, t: u64, pid: u32, thread: u16, status: u16) {
-        self.push(Event::Arrival { t, pid, thread, status });
-    }
-    fn fetch_end(&mut self, t: u64, pid: u32, thread: u16, status: u16) {
-        self.push(Event::FetchEnd { t, pid, thread, status });
-    }
+    super::event::with_events!(crate::trace::event::own_methods [[by_value push]]);
 }
 
 impl Batcher<'_> {

@@ -338,3 +338,31 @@ fn every_relative_link_in_the_docs_resolves() {
     );
     assert!(broken.is_empty(), "broken links:\n  {}", broken.join("\n  "));
 }
+
+/// docs/traces.md's table of events is made from the one description of the events
+/// (`src/trace/event.rs`): a field added there and not here fails, naming the regeneration.
+/// `PACESIM_BLESS=1` rewrites it.
+#[test]
+fn the_event_table_is_made_from_the_event_descriptions() {
+    const BEGIN: &str = "<!-- made from src/trace/event.rs (docs::the_event_table_is_made_from_the_event_descriptions; PACESIM_BLESS=1 remakes it) -->\n";
+    const END: &str = "<!-- end of the made table -->\n";
+    let path = root().join("docs/traces.md");
+    let doc = read("docs/traces.md");
+    let a = doc.find(BEGIN).expect("docs/traces.md: the made table's first marker") + BEGIN.len();
+    let b = a + doc[a..]
+        .find(END)
+        .expect("docs/traces.md: the made table's last marker");
+    let made = pacesim::trace::event::markdown_table();
+    if doc[a..b] != made {
+        if std::env::var_os("PACESIM_BLESS").is_some() {
+            std::fs::write(&path, format!("{}{made}{}", &doc[..a], &doc[b..])).unwrap();
+            return;
+        }
+        panic!(
+            "docs/traces.md's table of events differs from src/trace/event.rs's events; remake it with \
+             PACESIM_BLESS=1 cargo test --profile fast-test --test suite -- docs::the_event_table\n\
+             made:\n{made}\nin the docs:\n{}",
+            &doc[a..b]
+        );
+    }
+}
