@@ -539,9 +539,7 @@ with_events!(define_events []);
 /// by the mode in brackets: `[event]` (the trait's default: build the event, hand it to
 /// `event`), `[#[attrs] by_ref m]` (build it, hand `&event` to `self.m`), `[by_value m]` (hand
 /// it over by value), `[forward field]` (call the same method of `self.field`).
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __pacesim_own_method {
+macro_rules! own_method {
     ($mode:tt; ; $($rest:tt)*) => {};
     ([event]; hot; $name:ident $V:ident; $($f:ident: $ty:ty),*) => {
         #[doc = concat!("`", stringify!($name), "`, as its own method (see the trait's docs).")]
@@ -575,7 +573,7 @@ macro_rules! __pacesim_own_method {
 
 /// The [`Sink`](crate::trace::Sink) methods of the hot kinds (`op_sent`, `grant`, `reply`,
 /// `fetch_start`, `arrival`, `fetch_end`), each with its fields as arguments, in a `Sink`
-/// trait or impl: `with_events!(own_methods [mode])`, the mode as `__pacesim_own_method`
+/// trait or impl: `with_events!(own_methods [mode])`, the mode as `own_method`
 /// says.
 macro_rules! own_methods {
     ([$mode:tt] $(
@@ -584,9 +582,10 @@ macro_rules! own_methods {
             $( $(#[doc = $fdoc:literal])* $(#[serde($($sa:tt)*)])? $f:ident : $ty:ty ),* $(,)?
         }
     ),* $(,)?) => {
-        $( $crate::__pacesim_own_method!($mode; $($hot)?; $name $V; $($f: $ty),*); )*
+        $( $crate::trace::event::own_method!($mode; $($hot)?; $name $V; $($f: $ty),*); )*
     };
 }
+pub(crate) use own_method;
 pub(crate) use own_methods;
 
 /// A field as the docs' table writes it: its name, then what it takes (the names, or its
