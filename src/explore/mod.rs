@@ -39,15 +39,16 @@
 pub mod defects;
 #[cfg(test)]
 mod prune_audit;
+pub mod seen;
 pub mod shrink;
 pub mod strategy;
 
 use crate::choice::{Bounds, Choice, Kind, Source, Tape};
 use crate::fault::KillPoint;
-use crate::form::{Done, Seen};
 use crate::registry::BackendSpec;
 use crate::scenario::Scenario;
 use crate::trace::{Event, Header, Sink};
+use seen::{Done, Seen};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant as WallInstant};
 
