@@ -917,7 +917,7 @@ fn self_heal_form_keeps_what_its_verdict_reads() {
     assert!(verdict(&earlier).failed());
     // mid-stall: after the kill (37 intervals) and the replies in the gap, before the fetch at 41
     let now = 40 * I + 50 * MS;
-    let mut seen = pacesim::explore::seen::Seen::default();
+    let seen = pacesim::explore::seen::Seen::default();
     seen.insert(self_heal_key(&h, &base, now, false));
     for (what, ev) in [("faster round trips", &faster), ("an earlier gap start", &earlier)] {
         assert_eq!(
