@@ -108,10 +108,16 @@ fuzz:
 # Then R1 as whole processes against the outside bare loop ../shared/bench/r1-bare and the
 # in-repo one (benches/perf/bare.rs), all built with pacesim's release settings (PROFILE=fat:
 # fat LTO for all; REPS=N repetitions): one line per case with both ratios, by wall and CPU.
+# Last, exhaustive exploration as whole processes, each tree to its end: schedules, distinct
+# states, wall and CPU seconds, peak memory (benches/outside/explore.sh: redis_gcra 3 x 2 with
+# a kill and 3 x 3 without; the example crate's sliding log with OWN_BACKEND=its program; the
+# 3 x 3 with a kill with DEEP=1; THREADS=N for --threads).
 # Performance figures, release build.
 bench *ARGS:
     cargo bench --bench perf -- {{ARGS}}
     benches/outside/r1-bare.sh
+    cargo build --release --quiet
+    benches/outside/explore.sh
 
 # `just bench-scale --duration 60s` for a quick look.
 # 100,000 processes at 10,000/s for an hour of virtual time: wall time, peak memory (< 500 MB).

@@ -27,7 +27,8 @@
 //! Nothing here reads a clock or iterates a hash map. A source sits behind a mutex only because
 //! a run may be built on one thread and run on another (the trace pipeline's producer).
 
-use crate::form::{Key, Seen, Stop};
+use crate::explore::seen::{Seen, Stop};
+use crate::form::Key;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -301,6 +302,7 @@ impl Tape {
     }
 
     /// Prune: a run stops at a state in `seen` (or adds the state to it): see [`Source::visit`].
+    /// The table may be shared with runs on other threads ([`Seen`]).
     /// States reached before `from` decisions are neither compared nor added (a shard's
     /// prefix: their continuations are partly another shard's).
     pub fn pruning(mut self, seen: Seen, from: usize) -> Tape {
@@ -647,17 +649,20 @@ impl Source {
         if made < t.visit_from {
             return true;
         }
-        let Some(seen) = t.seen.as_mut() else {
+        let Some(seen) = t.seen.as_ref() else {
             return true;
         };
-        if let Some(stop) = seen.find(&key, limit) {
-            t.stop = Some(stop);
-            return false;
-        }
         let now = key.now;
-        let at = seen.insert(key);
-        t.opened.push(Opened { at, depth: made, now });
-        true
+        match seen.find_or_insert(key, limit) {
+            Err(stop) => {
+                t.stop = Some(stop);
+                false
+            }
+            Ok(at) => {
+                t.opened.push(Opened { at, depth: made, now });
+                true
+            }
+        }
     }
 
     /// The world ended the run at `end` (virtual ns); `cut`: by the scenario's duration, with

@@ -46,7 +46,8 @@ pub(crate) struct Cli {
     #[arg(long, global = true, value_parser = run::budget::parse_size)]
     pub max_memory: Option<u64>,
     /// Stop (exit 2) a command still running after this wall-clock time (e.g. 10m, 90s); not
-    /// for live runs, which end at their scenario's duration and clean up.
+    /// for live runs, which end at their scenario's duration and clean up. `explore` stops
+    /// itself then, as at its `--time`, and writes its partial report (INCOMPLETE, exit 1).
     #[arg(long, global = true, value_parser = crate::time::parse_duration)]
     pub max_wall: Option<crate::time::Nanos>,
     /// A check that is not judged (the run lacks the events or facts it needs) fails the
@@ -405,6 +406,10 @@ pub fn version() -> &'static str {
     })
 }
 
+/// How long past `--max-wall` the watchdog lets an exploration write its partial report
+/// (it stops itself at `--max-wall`), nanoseconds.
+const EXPLORE_GRACE: u64 = 30_000_000_000;
+
 /// Run the CLI; returns the process exit status.
 pub(crate) fn main_with(cli: Cli) -> i32 {
     if let Some(m) = cli.max_memory {
@@ -418,10 +423,14 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
     if cli.max_wall.is_some_and(|w| w.0 == 0) {
         return bad("--max-wall must be above 0 (it is how long the command may run)");
     }
+    // an exploration stops itself at --max-wall as at --time, and writes its partial report
+    // (INCOMPLETE); the watchdog gives it a grace period for that
+    let exploring = matches!(cli.command, Command::Explore { .. });
     if let Some(w) = cli.max_wall {
         // a watchdog: the run itself cannot be interrupted part way, the process can
+        let grace = if exploring { EXPLORE_GRACE } else { 0 };
         std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_nanos(w.0));
+            std::thread::sleep(std::time::Duration::from_nanos(w.0.saturating_add(grace)));
             eprintln!("error: --max-wall {w}: still running after {w} of wall-clock time; stopped");
             std::process::exit(EXIT_BAD_INPUT);
         });
@@ -475,7 +484,7 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
             file,
             backend,
             seed,
-            args,
+            mut args,
             out,
             json,
             junit,
@@ -483,7 +492,12 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
             &file,
             backend.as_deref(),
             seed,
-            *args,
+            {
+                if let Some(w) = cli.max_wall {
+                    args.time = Some(args.time.map_or(w, |t| crate::time::Nanos(t.0.min(w.0))));
+                }
+                *args
+            },
             Outputs {
                 out: out.as_deref(),
                 json,
@@ -994,6 +1008,12 @@ pub(crate) struct ExploreArgs {
     /// The shard count when the index comes from the scheduler.
     #[arg(long)]
     shards: Option<u64>,
+    /// Threads an exhaustive search walks its tree on, sharing one table of seen states
+    /// (default: every core; 1: one thread, the tree in order). The verdict and any
+    /// counterexample are the one-thread search's; the counts of schedules and states vary
+    /// with the threads' timing. Other strategies use one thread.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: Option<u32>,
     /// Judge every schedule in full, even at states already seen.
     #[arg(long)]
     no_prune: bool,
@@ -1102,6 +1122,10 @@ impl ExploreArgs {
             shrink_runs: crate::explore::shrink::MAX_RUNS,
             shard_from,
             interrupt: Some(&crate::explore::INTERRUPT),
+            threads: self.threads.map_or_else(
+                || std::thread::available_parallelism().map_or(1, usize::from),
+                |t| t as usize,
+            ),
         })
     }
 }

@@ -15,7 +15,10 @@
 //!   left. The tree ends with "no violation in all S schedules (D distinct states) within
 //!   these bounds", or a counterexample; stopped before its end (by `--schedules`, `--time`,
 //!   `--max-memory` or a signal, each held inside a run too: [`Stopped`]) it is INCOMPLETE, and
-//!   with no schedule judged NOTHING JUDGED: neither is a pass ([`Report::outcome`]);
+//!   with no schedule judged NOTHING JUDGED: neither is a pass ([`Report::outcome`]). On
+//!   more than one thread (`Options::threads`) the subtrees below a split are handed out to
+//!   threads sharing one table of seen states, with the one thread's verdict and
+//!   counterexample (`threaded`);
 //! - **pct**: probabilistic concurrency testing (Burckhardt et al., ASPLOS 2010) carried over
 //!   to messages: each run gives the processes random priorities, serves the store's
 //!   simultaneous operations highest priority first, gives a high-priority process its fast
@@ -39,15 +42,16 @@
 pub mod defects;
 #[cfg(test)]
 mod prune_audit;
+pub mod seen;
 pub mod shrink;
 pub mod strategy;
 
 use crate::choice::{Bounds, Choice, Kind, Source, Tape};
 use crate::fault::KillPoint;
-use crate::form::{Done, Seen};
 use crate::registry::BackendSpec;
 use crate::scenario::Scenario;
 use crate::trace::{Event, Header, Sink};
+use seen::{Done, Seen};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant as WallInstant};
 
@@ -197,6 +201,9 @@ pub struct Options {
     pub shard_from: Option<String>,
     /// A flag that stops the exploration when set (a signal's number: [`INTERRUPT`]).
     pub interrupt: Option<&'static AtomicI32>,
+    /// Threads an exhaustive search walks its tree on (1: one, in order; more: subtrees
+    /// handed out to threads that share one seen-state table). Other strategies use one.
+    pub threads: usize,
 }
 
 impl Default for Options {
@@ -217,6 +224,7 @@ impl Default for Options {
             shrink_runs: shrink::MAX_RUNS,
             shard_from: None,
             interrupt: None,
+            threads: 1,
         }
     }
 }
@@ -379,6 +387,13 @@ pub struct Report {
     /// (`SLURM_ARRAY_TASK_ID`, `JOB_COMPLETION_INDEX`).
     #[serde(default)]
     pub shard_from: Option<String>,
+    /// Threads the search walked its tree on (exhaustive; 1: one, in order).
+    #[serde(default = "one")]
+    pub threads: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Report {
@@ -646,6 +661,9 @@ struct Limits {
     // the most bytes the seen states may take: `--max-memory` less the run's own estimate
     seen_bytes: u64,
     interrupt: Option<&'static AtomicI32>,
+    // set when one thread's walk stops every other (a violation found, a limit reached):
+    // their runs stop part way, unjudged
+    abort: std::sync::atomic::AtomicBool,
 }
 
 impl Limits {
@@ -766,7 +784,7 @@ impl Explorer {
                 _ => None,
             };
         }
-        let Some(seen) = self.seen.as_mut() else {
+        let Some(seen) = self.seen.as_ref() else {
             self.open.clear();
             return;
         };
@@ -815,11 +833,13 @@ impl Explorer {
         if let Some(l) = &self.limits {
             // (the seen states are in the tape while it prunes, and grow there)
             let (l, floor) = (l.clone(), self.seen_bytes());
-            tape = tape.halting(Box::new(move |bytes| l.cut(bytes.max(floor)).is_some()));
+            tape = tape.halting(Box::new(move |bytes| {
+                l.abort.load(Ordering::Relaxed) || l.cut(bytes.max(floor)).is_some()
+            }));
         }
         let pruning = prune && self.seen.is_some();
-        if pruning && let Some(seen) = self.seen.take() {
-            tape = tape.pruning(seen, self.visit_from);
+        if pruning && let Some(seen) = &self.seen {
+            tape = tape.pruning(seen.clone(), self.visit_from);
         }
         #[cfg(test)]
         if self.audit.is_some() {
@@ -829,7 +849,6 @@ impl Explorer {
         let mut judge = Judge::new(sc, &src, coverage);
         let res = self.simulate(sc, &src, &mut judge);
         if pruning {
-            self.seen = src.take_seen();
             self.reach = src.take_reach();
         }
         #[cfg(test)]
@@ -1037,13 +1056,18 @@ pub fn explore(
     let prune = opts.prune && opts.method == Method::Exhaustive;
     let mut ex = Explorer::new(spec, bounds.clone(), mask, prune, opts.checks.clone());
     // the memory limit holds the run's own estimate and the seen states together
-    ex.limits = Some(std::sync::Arc::new(Limits {
+    let limits = std::sync::Arc::new(Limits {
         start,
         time: opts.time,
-        seen_bytes: crate::budget::limit().saturating_sub(crate::budget::estimate(sc, 1).0),
+        seen_bytes: crate::budget::limit().saturating_sub(crate::budget::estimate(sc, opts.threads.max(1) as u64).0),
         interrupt: opts.interrupt,
-    }));
+        abort: std::sync::atomic::AtomicBool::new(false),
+    });
+    ex.limits = Some(limits.clone());
     let (shard_i, shard_n) = opts.shard.unwrap_or((0, 1));
+    if opts.method == Method::Exhaustive && opts.threads > 1 {
+        return threaded(spec, sc, text, opts, &bounds, mask, &limits, progress);
+    }
     let split = if shard_n > 1 { shard_depth(shard_n) } else { 0 };
     ex.visit_from = split;
     let mut last_progress = start;
@@ -1203,6 +1227,251 @@ pub fn explore(
             .map(|c| c.to_string())
             .collect(),
         shard_from: opts.shard_from.clone(),
+        threads: 1,
+    })
+}
+
+/// What one thread's walk of the tree did ([`threaded`]).
+#[derive(Default)]
+struct Walked {
+    pruned: u64,
+    depth: usize,
+    judged: std::collections::BTreeSet<&'static str>,
+    unjudged: std::collections::BTreeSet<&'static str>,
+    // the violation it found: the subtree it was in, the schedules judged by then (all
+    // threads'), the schedule
+    found: Option<(u64, u64, Schedule)>,
+    stopped: Option<Stopped>,
+    complete: bool,
+}
+
+/// What the threads of one exhaustive search share: the subtrees dealt so far, the schedules
+/// judged, whether to stop.
+struct Deal {
+    next: std::sync::atomic::AtomicU64,
+    schedules: std::sync::atomic::AtomicU64,
+    pruned: std::sync::atomic::AtomicU64,
+    depth: std::sync::atomic::AtomicUsize,
+}
+
+/// The tree walked on `opts.threads` threads: every thread walks the choices above the split
+/// depth in the same order, numbering the subtrees below it as it meets them, and explores
+/// the subtrees it takes (the next not taken, one at a time, of this shard's: every `n`th
+/// from `i` of `--shard i/n`), running once into each other one only to find where it ends.
+/// The threads share one seen-state table ([`Seen`]): a state is added past the split, so all
+/// its continuations lie in the subtree of the thread that added it, which explores them (or
+/// is stopped, and then the search is incomplete); that thread alone closes it.
+///
+/// The verdict is the single-threaded search's (pruning only ever stops a run at a state
+/// whose continuations are explored). The counts are not: which thread reaches a state first
+/// varies from run to run. A violation stops every thread; the search is then run again on
+/// one thread to its first violation, so that the counterexample (and the schedule it was
+/// found at) is the one `--threads 1` reports. Should a limit stop that run first, the
+/// violation the threads found is reported (the one in the earliest subtree).
+#[allow(clippy::too_many_arguments)]
+fn threaded(
+    spec: &'static BackendSpec,
+    sc: &Scenario,
+    text: &str,
+    opts: &Options,
+    bounds: &Bounds,
+    mask: u32,
+    limits: &std::sync::Arc<Limits>,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Report, ExploreError> {
+    use std::sync::atomic::{AtomicU64, AtomicUsize};
+    let start = limits.start;
+    let threads = opts.threads;
+    let (shard_i, shard_n) = opts.shard.unwrap_or((0, 1));
+    // (some subtrees for each thread, to even the load; the choices above are not pruned)
+    let split = shard_depth(shard_n.saturating_mul(threads as u64).saturating_mul(4));
+    let prune = opts.prune;
+    let seen = prune.then(Seen::default);
+    let deal = Deal {
+        next: AtomicU64::new(0),
+        schedules: AtomicU64::new(0),
+        pruned: AtomicU64::new(0),
+        depth: AtomicUsize::new(0),
+    };
+    let walk = |seen: Option<Seen>| -> Result<Walked, ExploreError> {
+        let mut ex = Explorer::new(spec, bounds.clone(), mask, false, opts.checks.clone());
+        ex.seen = seen;
+        ex.limits = Some(limits.clone());
+        ex.visit_from = split;
+        let mut w = Walked::default();
+        // the subtree this thread explores: the `k`th of this shard's
+        let take = || deal.next.fetch_add(1, Ordering::Relaxed) * shard_n + shard_i;
+        let mut mine_at = take();
+        let mut prefix: Vec<u32> = Vec::new();
+        let mut subtree: (Option<Vec<u32>>, u64) = (None, 0);
+        let stop = |w: &mut Walked, why: Option<Stopped>| {
+            w.stopped = why;
+            limits.abort.store(true, Ordering::Relaxed);
+        };
+        loop {
+            if limits.abort.load(Ordering::Relaxed) {
+                break;
+            }
+            if opts
+                .schedules
+                .is_some_and(|n| deal.schedules.load(Ordering::Relaxed) >= n)
+            {
+                stop(&mut w, Some(Stopped::Schedules));
+                break;
+            }
+            if let Some(st) = ex.stopping() {
+                stop(&mut w, Some(st));
+                break;
+            }
+            let head: Vec<u32> = (0..split).map(|i| prefix.get(i).copied().unwrap_or(0)).collect();
+            let next = subtree.1 + u64::from(subtree.0.is_some() && subtree.0.as_ref() != Some(&head));
+            while mine_at < next {
+                mine_at = take();
+            }
+            let s = ex.run(
+                sc,
+                prefix.clone(),
+                Box::new(crate::choice::Walk),
+                prune && next == mine_at,
+                None,
+            )?;
+            if s.halted {
+                if !limits.abort.load(Ordering::Relaxed) || ex.stopping().is_some() {
+                    stop(&mut w, ex.stopping().or(Some(Stopped::Time)));
+                }
+                break;
+            }
+            w.depth = w.depth.max(s.made.len());
+            deal.depth.fetch_max(s.made.len(), Ordering::Relaxed);
+            let head: Vec<u32> = s.made.iter().take(split).map(|c| c.index).collect();
+            if subtree.0.as_ref() != Some(&head) {
+                subtree = (Some(head), subtree.1 + u64::from(subtree.0.is_some()));
+            }
+            let mine = subtree.1 == mine_at;
+            if mine {
+                if s.pruned {
+                    w.pruned += 1;
+                    deal.pruned.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    let at = deal.schedules.fetch_add(1, Ordering::Relaxed) + 1;
+                    w.judged.extend(s.judged.iter().copied());
+                    w.unjudged.extend(s.unjudged.iter().copied());
+                    if s.violation.is_some() {
+                        w.found = Some((subtree.1, at, s));
+                        stop(&mut w, None);
+                        break;
+                    }
+                }
+            }
+            let made = if mine {
+                &s.made[..]
+            } else {
+                &s.made[..s.made.len().min(split)]
+            };
+            let next = next_walk(made, 0);
+            ex.settle(next.as_ref().map(|p| p.len() - 1));
+            match next {
+                Some(p) => prefix = p,
+                None => {
+                    w.complete = true;
+                    break;
+                }
+            }
+        }
+        Ok(w)
+    };
+    let results: Vec<Result<Walked, ExploreError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads).map(|_| scope.spawn(|| walk(seen.clone()))).collect();
+        let mut last = std::time::Instant::now();
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(20));
+            if last.elapsed() >= Duration::from_millis(500) {
+                last = std::time::Instant::now();
+                progress(&Progress {
+                    schedules: deal.schedules.load(Ordering::Relaxed),
+                    states: seen.as_ref().map_or(0, Seen::len),
+                    pruned: deal.pruned.load(Ordering::Relaxed),
+                    depth: deal.depth.load(Ordering::Relaxed),
+                    seconds: start.elapsed().as_secs_f64(),
+                });
+            }
+        }
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(ExploreError::Run("a thread of the search panicked".into())))
+            })
+            .collect()
+    });
+    let mut walks = Vec::with_capacity(threads);
+    for r in results {
+        walks.push(r?);
+    }
+    let states = seen.as_ref().map_or(0, Seen::len);
+    let schedules = deal.schedules.load(Ordering::Relaxed);
+    // the violation in the earliest subtree, if any thread found one
+    let found = walks.iter_mut().filter_map(|w| w.found.take()).min_by_key(|f| f.0);
+    let mut stopped = walks.iter().find_map(|w| w.stopped);
+    let complete = found.is_none() && stopped.is_none() && walks.iter().all(|w| w.complete);
+    let mut judged = std::collections::BTreeSet::new();
+    let mut unjudged = std::collections::BTreeSet::new();
+    for w in &walks {
+        judged.extend(w.judged.iter().copied());
+        unjudged.extend(w.unjudged.iter().copied());
+    }
+    let mut counterexample = None;
+    if let Some((_, at, s)) = found {
+        // one thread, to its first violation: the counterexample `--threads 1` reports
+        limits.abort.store(false, Ordering::Relaxed);
+        let again = Options {
+            threads: 1,
+            time: opts.time.map(|t| t.saturating_sub(start.elapsed())),
+            ..opts.clone()
+        };
+        let mut r = explore(spec, sc, text, &again, progress)?;
+        if r.counterexample.is_some() {
+            r.seconds = start.elapsed().as_secs_f64();
+            r.threads = threads;
+            return Ok(r);
+        }
+        stopped = r.stopped.or(stopped);
+        let mut ex = Explorer::new(spec, bounds.clone(), mask, false, opts.checks.clone());
+        ex.limits = Some(limits.clone());
+        counterexample = Some(shrink::shrink(&mut ex, sc, text, at, s, opts)?);
+    }
+    if let Some(sig @ Stopped::Signal(_)) = limits.cut(0) {
+        stopped = Some(sig);
+    }
+    let counted = |c: &&&str| opts.checks.is_empty() || opts.checks.iter().any(|x| x == **c);
+    Ok(Report {
+        scenario: sc.name.clone(),
+        backend: spec.name.to_string(),
+        method: opts.method,
+        processes: sc.processes.count,
+        requests: sc.processes.requests,
+        vary: opts.vary.clone(),
+        bounds: bounds.clone(),
+        schedules,
+        pruned: deal.pruned.load(Ordering::Relaxed),
+        states,
+        depth: walks.iter().map(|w| w.depth).max().unwrap_or(0),
+        seconds: start.elapsed().as_secs_f64(),
+        complete,
+        shard: opts.shard,
+        counterexample,
+        escape_bound: None,
+        stopped: if complete { None } else { stopped },
+        text_hash: text_hash(text),
+        prune,
+        checks: opts.checks.clone(),
+        not_judged: unjudged
+            .difference(&judged)
+            .filter(counted)
+            .map(|c| c.to_string())
+            .collect(),
+        shard_from: opts.shard_from.clone(),
+        threads,
     })
 }
 
@@ -1539,6 +1808,9 @@ pub fn markdown(r: &Report) -> String {
             r.bounds.order_width
         ),
     );
+    if r.threads > 1 {
+        row("threads", r.threads.to_string());
+    }
     row("schedules judged", r.schedules.to_string());
     if let Some(st) = r.stopped {
         row("stopped before its end", st.describe());

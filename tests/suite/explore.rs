@@ -388,6 +388,66 @@ fn pruning_changes_the_work_not_the_verdict() {
     }
 }
 
+/// On two threads (the subtrees below a split dealt out, one table of seen states shared) an
+/// exhaustive search gives the one thread's verdict, and its counterexample: the same
+/// violation, choices and schedule found at (the search is run again on one thread to it).
+/// A correct design is explored to its end, pruned against the shared table; unpruned, the
+/// threads judge every schedule once between them.
+#[test]
+fn threads_share_the_work_not_the_verdict() {
+    racy();
+    let dir = tmp("threads");
+    let racers = Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/explore-three-racers.toml");
+    let spread = scenario_file(&dir, SPREAD, "racy_two_step");
+    let cases: [(&Path, &str, u32, u64, u32); 3] = [
+        (&spread, "racy_two_step", 2, 2, 0),
+        (&racers, "redis_gcra", 3, 1, 0),
+        (&racers, "row", 2, 2, 1),
+    ];
+    for (file, backend, processes, requests, kills) in cases {
+        let run = |threads, prune| {
+            let o = Options {
+                processes: Some(processes),
+                requests: Some(requests),
+                bounds: pacesim::choice::Bounds {
+                    kills,
+                    restart_after: None,
+                    ..Default::default()
+                },
+                threads,
+                prune,
+                schedules: Some(2_000_000),
+                ..Options::default()
+            };
+            explore::from_file(file, Some(backend), None, &o, &mut |_| {})
+                .expect("explores")
+                .0
+        };
+        let (one, two) = (run(1, true), run(2, true));
+        eprintln!("{backend}: one thread: {}; two: {}", one.verdict(), two.verdict());
+        // unpruned, every schedule is judged once on whichever thread: the same count
+        let (one_all, two_all) = (run(1, false), run(2, false));
+        if one_all.counterexample.is_none() {
+            assert_eq!(one_all.schedules, two_all.schedules, "{backend}: every subtree once");
+            assert!(two_all.complete, "{backend}: {}", two_all.verdict());
+        }
+        assert_eq!(two.threads, 2);
+        match (&one.counterexample, &two.counterexample) {
+            (Some(a), Some(b)) => {
+                assert_eq!(a.violation, b.violation, "{backend}");
+                assert_eq!(a.found_at, b.found_at, "{backend}");
+                assert_eq!(a.choices, b.choices, "{backend}");
+            }
+            (None, None) => {
+                assert!(one.complete && two.complete, "{backend}: {}", two.verdict());
+                assert_eq!(two.stopped, None, "{backend}");
+                assert!(two.schedules > 0 && two.states > 0, "{backend}: {}", two.verdict());
+            }
+            _ => panic!("{backend}: one thread: {}; two: {}", one.verdict(), two.verdict()),
+        }
+    }
+}
+
 // ---- honest verdicts and limits (issue 52 items 7, 8, 9, 14) -------------------------------
 
 use crate::common::{pacesim, pacesim_env};
@@ -548,15 +608,63 @@ fn the_seen_states_count_against_max_memory() {
         "--requests",
         "2",
     ];
-    let tight: Vec<&str> = ["--max-memory", "30MiB"].into_iter().chain(args).collect();
+    let tight: Vec<&str> = ["--max-memory", "30MiB"]
+        .into_iter()
+        .chain(args)
+        .chain(["--threads", "1"])
+        .collect();
     let (code, out, err) = pacesim(&tight);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
         out.contains("INCOMPLETE") && out.contains("the memory limit (--max-memory)"),
         "{out}"
     );
+    // on two threads, each run's own memory counts twice: the limit is reached sooner
+    let two: Vec<&str> = ["--max-memory", "30MiB"]
+        .into_iter()
+        .chain(args)
+        .chain(["--threads", "2"])
+        .collect();
+    let (code, out, err) = pacesim(&two);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("the memory limit (--max-memory)"), "{out}");
     let (code, out, err) = pacesim(&args);
     assert_eq!(code, 0, "under the default limit it ends: {out}{err}");
+}
+
+/// Issue 50 item 4: `--max-wall` stops an exploration as its time budget does, and the partial
+/// report is written (the watchdog waits for it): INCOMPLETE, exit 1, not exit 2 with nothing.
+#[test]
+fn max_wall_stops_an_exploration_with_its_partial_report() {
+    let dir = tmp("max-wall");
+    let out_dir = dir.join("out");
+    let (code, out, err) = pacesim(&[
+        "--max-wall",
+        "2s",
+        "explore",
+        RACERS,
+        "--backend",
+        "redis_gcra",
+        "--processes",
+        "3",
+        "--requests",
+        "3",
+        "--kills",
+        "1",
+        "--restart-after",
+        "never",
+        "--schedules",
+        "1000000000",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("INCOMPLETE") || out.contains("NOTHING JUDGED"),
+        "{out}{err}"
+    );
+    let report = std::fs::read_to_string(out_dir.join("explore-three-racers-redis_gcra.json")).expect("the report");
+    assert!(report.contains("\"stopped\": \"time\""), "{report}");
 }
 
 /// Item 7: `--time` holds inside a run: one schedule of 3,000 processes at a million requests
