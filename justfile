@@ -91,9 +91,16 @@ explore-deep:
     cargo build --release --quiet
     target/release/pacesim explore sims/explore-three-racers.toml --backend redis_gcra --processes 3 --requests 3 --kills 1 --restart-after never --schedules 1000000000 --max-memory 16GiB
 
-# Deeper property testing (2,000 cases per property).
+# Deeper property testing (2,000 cases per property), and the deeper prune audit.
 deep:
     PROPTEST_CASES=2000 cargo test --profile fast-test --all-targets
+    just prune-audit
+
+# The prune audit (docs/explore.md): the explorer's pruned search against its unpruned one on
+# many small trees (every backend, kills off and on), the slice `just test` runs and the deeper
+# trees, and each planted pruning bug caught.
+prune-audit:
+    cargo test --profile fast-test --lib explore::prune_audit::pruned_search -- --include-ignored
 
 # `PROPTEST_RNG_SEED=N` explores cases CI never sees.
 # Fuzz the inputs deeper: mutated scenarios, edited traces, the command line (issue 17);

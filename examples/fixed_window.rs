@@ -28,7 +28,7 @@ use pacesim::time::Nanos;
 use pacesim::trace::{Event, OpKind};
 
 /// The fixed-window counter: `limit` requests per `window`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Hash)]
 pub struct FixedWindow {
     /// Requests allowed per window.
     pub limit: u64,
@@ -37,7 +37,7 @@ pub struct FixedWindow {
 }
 
 /// `INCR rate:<window>` (and `EXPIRE` on the first): the one operation.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Copy, Clone, Debug, PartialEq, Hash)]
 pub struct Incr;
 
 impl StoreOp for Incr {
@@ -47,7 +47,7 @@ impl StoreOp for Incr {
 }
 
 /// The script's answer.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Copy, Clone, Debug, PartialEq, Hash)]
 pub enum Answer {
     /// Within the limit: go now.
     Allowed,
@@ -63,6 +63,10 @@ pub struct Counter {
     cfg: FixedWindow,
     key: Option<(i64, u64)>,
 }
+
+// What an explorer compares of it: every field declared (a field added later fails to build
+// until it is declared here: exact, `bits` for floats, or `ignored("why")`).
+pacesim::exact_hash!(Counter { cfg, key });
 
 impl StoreSide for Counter {
     type Op = Incr;
@@ -99,7 +103,7 @@ impl StoreSide for Counter {
 
 /// A process: ask, fetch if allowed, else retry when the next window opens. If Redis fails,
 /// fail open (the prior behaviour).
-#[derive(Debug)]
+#[derive(Debug, Hash)]
 pub struct Client;
 
 impl ProcessSide for Client {

@@ -350,47 +350,8 @@ impl Tape {
     }
 }
 
-/// A fingerprint of a value's `Debug` form (what an explorer knows of a backend's state: the
-/// contract asks every side to be `Debug`), without building the string.
-pub fn fingerprint(v: &dyn std::fmt::Debug) -> u64 {
-    struct Fold(u64);
-    impl std::fmt::Write for Fold {
-        fn write_str(&mut self, s: &str) -> std::fmt::Result {
-            let mut words = s.as_bytes().chunks_exact(8);
-            for w in &mut words {
-                let w = u64::from_le_bytes(w.try_into().expect("eight bytes"));
-                self.0 = (self.0 ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(31);
-            }
-            let t = words.remainder();
-            if !t.is_empty() {
-                let w = tail_word(t);
-                self.0 = (self.0 ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(31);
-            }
-            Ok(())
-        }
-    }
-    let mut f = Fold(0x243F_6A88_85A3_08D3);
-    let _ = std::fmt::write(&mut f, format_args!("{v:?}"));
-    f.0
-}
-
-/// The last 1 to 7 bytes of a piece as one word, little-endian, its length in the top byte
-/// (so "a" and "a\0" differ). Most pieces of a `Debug` form are all tail (": ", a field name,
-/// a digit or two), so it is read without a copy: two overlapping loads, or the first, middle
-/// and last bytes.
-#[inline(always)]
-fn tail_word(t: &[u8]) -> u64 {
-    let n = t.len();
-    debug_assert!((1..8).contains(&n));
-    let w = if n >= 4 {
-        let lo = u32::from_le_bytes(t[..4].try_into().expect("four bytes"));
-        let hi = u32::from_le_bytes(t[n - 4..].try_into().expect("four bytes"));
-        u64::from(lo) | ((u64::from(hi) >> (8 * (8 - n))) << 32)
-    } else {
-        u64::from(t[0]) | (u64::from(t[n / 2]) << (8 * (n / 2))) | (u64::from(t[n - 1]) << (8 * (n - 1)))
-    };
-    w | ((n as u64) << 56)
-}
+/// A fingerprint of a value's declared parts, by hashing ([`crate::form::fingerprint`]).
+pub use crate::form::fingerprint;
 
 thread_local! {
     // invariant: true exactly while `CURRENT` holds a source
@@ -718,20 +679,6 @@ impl Source {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_tail_is_read_as_the_copy_into_a_zeroed_word_would_read_it() {
-        let mut r = crate::rng::stream(7, crate::rng::Entity::Process { pid: 0, incarnation: 0 });
-        for n in 1..8 {
-            for _ in 0..200 {
-                let t: Vec<u8> = (0..n).map(|_| rand::Rng::next_u64(&mut r) as u8).collect();
-                let mut w = [0u8; 8];
-                w[..n].copy_from_slice(&t);
-                w[7] = n as u8;
-                assert_eq!(tail_word(&t), u64::from_le_bytes(w), "{t:?}");
-            }
-        }
-    }
 
     #[test]
     fn probit_is_the_normal_quantile() {

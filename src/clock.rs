@@ -28,6 +28,12 @@ pub struct Clock {
     steps: Vec<(Instant, i64)>,
 }
 
+crate::exact_hash!(Clock {
+    offset,
+    drift_ppm: bits,
+    steps
+});
+
 impl Clock {
     /// A clock that agrees with the reference timeline.
     pub fn reference() -> Clock {

@@ -60,6 +60,19 @@ pub enum Dist {
     },
 }
 
+/// Every parameter exact, `sigma` by its bits.
+impl std::hash::Hash for Dist {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        std::mem::discriminant(self).hash(h);
+        match self {
+            Dist::Constant { value } => value.hash(h),
+            Dist::Uniform { low, high } => (low, high).hash(h),
+            Dist::Exponential { mean } => mean.hash(h),
+            Dist::Lognormal { median, sigma } => (median, sigma.to_bits()).hash(h),
+        }
+    }
+}
+
 /// The inline TOML a scenario file would use, ready to paste (`{ dist = "lognormal", median =
 /// "165us", sigma = 0.34 }`); log-normal medians are rounded to the microsecond.
 impl std::fmt::Display for Dist {

@@ -86,7 +86,7 @@ impl StuckCfg {
 }
 
 /// Where in its protocol a process is killed.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KillPoint {
     /// The store applied the process's operation; the reply never arrives.
@@ -130,7 +130,7 @@ impl From<KillPoint> for CrashPoint {
 }
 
 /// How an unreachable store fails a client.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Hash, Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutageMode {
     /// The connection is refused: an error after one round trip.

@@ -21,6 +21,10 @@
 //! scenario's duration, so that the shifted continuations end as they did, before it. The
 //! seen states are kept in [`crate::explore::seen::Seen`].
 
+mod hash;
+pub mod plant;
+pub use hash::{Bits, Floats, Fold, WIDTH, collision_odds, fingerprint, fingerprint_bits};
+
 /// A state as an explorer compares it ([`Form`], finished): its exact part (with now folded
 /// in when absolute), its instant, and its slack.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,7 +64,7 @@ impl Form {
         self.now
     }
 
-    /// Add a word to the exact part (a value's fingerprint: `crate::choice::fingerprint`).
+    /// Add a word to the exact part (a value's fingerprint: [`fingerprint`]).
     #[inline]
     pub fn word(&mut self, w: u64) {
         // (a multiply-xorshift step: order matters, and every bit of `w` reaches every bit)
@@ -73,6 +77,13 @@ impl Form {
     #[inline]
     pub fn instant(&mut self, t: u64) {
         self.word(t.wrapping_sub(self.now));
+    }
+
+    /// Add a value declared exact to the exact part, by its fingerprint ([`fingerprint`]:
+    /// hashed, never formatted).
+    #[inline]
+    pub fn exact<T: std::hash::Hash + ?Sized>(&mut self, v: &T) {
+        self.word(fingerprint(v));
     }
 
     /// An instant that matters only while ahead of now (a theoretical arrival time, a lock's

@@ -52,6 +52,14 @@ pub struct PlatformCfg {
     pub burst: Option<u64>,
 }
 
+crate::exact_hash!(PlatformCfg {
+    name,
+    share: bits,
+    rate: bits,
+    limit: bits,
+    burst
+});
+
 fn one() -> f64 {
     1.0
 }

@@ -20,8 +20,9 @@ use rand_pcg::Pcg64Mcg;
 #[repr(transparent)]
 pub struct Rng(Pcg64Mcg);
 
-/// Where the stream is (what tells two worlds apart): an explorer fingerprints a world by its
-/// `Debug` form, and two streams at different places go on differently. (`rand_pcg` hides
+/// Where the stream is (what tells two worlds apart): an explorer fingerprints a world by what
+/// it declares (`Hash`, which reads the same two words), and two streams at different places
+/// go on differently. (`rand_pcg` hides
 /// its generator's state from `Debug`, printing `Mcg128Xsl64 {}` for every stream; the next
 /// two words, drawn from a copy, name the place instead.)
 impl std::fmt::Debug for Rng {
@@ -29,6 +30,17 @@ impl std::fmt::Debug for Rng {
         use rand::Rng as _;
         let mut ahead = self.0.clone();
         write!(f, "Rng({:x}, {:x})", ahead.next_u64(), ahead.next_u64())
+    }
+}
+
+/// Where the stream is, as its `Debug` names it: the next two words, drawn from a copy.
+impl std::hash::Hash for Rng {
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        use rand::Rng as _;
+        let mut ahead = self.0.clone();
+        h.write_u64(ahead.next_u64());
+        h.write_u64(ahead.next_u64());
     }
 }
 

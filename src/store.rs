@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 
 /// Something waiting for the store's lock: a process's operation (of the backend's own type
 /// `Op`), or a foreign transaction.
-#[derive(Copy, Clone, Debug)]
+#[derive(Hash, Copy, Clone, Debug)]
 pub enum Waiter<Op> {
     /// A process's operation.
     Op {
@@ -85,12 +85,12 @@ impl<Op> Store<Op> {
     }
 
     /// An explorer's form of the store at reference time `now` ([`crate::form`]): its clock
-    /// relative to now, its stream's place, its queue and fault windows (operations by their
-    /// `Debug` form: a backend whose operations hold a clock reading says so, and the world's
+    /// relative to now, its stream's place, its queue and fault windows (operations as their
+    /// `Hash` declares them: a backend whose operations hold a clock reading says so, and the world's
     /// form is then absolute), not the count of operations served (a statistic).
     pub fn form(&self, f: &mut crate::form::Form, now: Instant)
     where
-        Op: std::fmt::Debug,
+        Op: std::hash::Hash,
     {
         // (every field named: one added later is placed here, or the build fails)
         let Store {

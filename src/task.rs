@@ -202,7 +202,7 @@ impl JobsCfg {
 }
 
 /// The options in force (every default applied).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Hash, Clone, Debug, PartialEq)]
 pub struct Jobs {
     /// Sources.
     pub sources: u32,
@@ -291,14 +291,14 @@ impl Jobs {
 }
 
 /// Where an event is (the model's side; the trace's `job_event` says the same).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq)]
 enum Phase {
     Pending,
     Running,
     Closed,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Hash, Clone, Debug)]
 struct DownloadEvent {
     source: u32,
     phase: Phase,
@@ -306,7 +306,7 @@ struct DownloadEvent {
     since: Instant,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Hash, Clone, Debug)]
 struct Source {
     // invariant: Some(event) while its event is open (pending or running).
     open: Option<u32>,
@@ -318,14 +318,14 @@ struct Source {
     backfill: Option<BackfillState>,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Hash, Clone, Debug)]
 struct Task {
     event: u32,
     first_try: Option<Instant>,
 }
 
 /// How an execution's walk ended, as the task sees it.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq)]
 pub enum End {
     /// The subprocess budget ran out (TimeoutExpired).
     Budget,
@@ -333,7 +333,7 @@ pub enum End {
     SoftLimit,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Hash, Clone, Debug)]
 struct Exec {
     task: usize,
     job: u64,
@@ -353,7 +353,7 @@ pub enum After {
 }
 
 /// The broker, the sources and their events.
-#[derive(Clone, Debug)]
+#[derive(Hash, Clone, Debug)]
 pub struct Tasks {
     /// The options in force.
     pub cfg: Jobs,

@@ -18,7 +18,7 @@ use crate::time::{Instant, Nanos};
 use crate::trace::{Event, OpKind, ReleaseReason, Sink, StoreErrorKind};
 
 /// Where a worker is in its loop.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// Not started yet.
     NotStarted,
@@ -47,7 +47,7 @@ pub enum Phase {
 }
 
 /// A kill armed for a process: it fires when the process reaches `point`.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq)]
 pub struct Armed {
     /// The protocol point.
     pub point: KillPoint,
@@ -752,7 +752,7 @@ impl<P: ProcessSide> Process<P> {
 /// The critical sections each process is in, read off the trace (`lock_acquired` /
 /// `lock_released` events, whoever wrote them): a SIGKILL ends every one of them
 /// (`holder_died`). Both drivers keep one, so a crash ends sections the same way in both.
-#[derive(Clone, Debug, Default)]
+#[derive(Hash, Clone, Debug, Default)]
 pub struct Sections {
     // invariant: held[pid] lists the locks pid's events show it holding, in acquisition order.
     held: Vec<Vec<u32>>,
@@ -880,6 +880,38 @@ impl<P: ProcessSide> std::fmt::Debug for ExploredForm<'_, P> {
             );
         }
         d.finish()
+    }
+}
+
+/// A dead process by what a restart carries over or reads (as its `Debug` prints it); a live
+/// one also by each thread's stream, operation numbers and phase.
+impl<P: ProcessSide> std::hash::Hash for ExploredForm<'_, P> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let p = self.0;
+        // (every field named: one added later is placed here, or the build fails)
+        let Process {
+            rest: _,
+            armed,
+            queued,
+            shared,
+            lends,
+            permits,
+            first: _,
+            side,
+            bound,
+            waiting,
+        } = p;
+        (armed, queued, shared, lends, permits, bound, waiting).hash(h);
+        let dead = p.threads().all(|w| w.phase == Phase::Dead);
+        for w in p.threads() {
+            (w.thread, w.pid, w.incarnation, w.fetches, w.queued, &w.armed, &w.wall).hash(h);
+            if !dead {
+                (&w.rng, w.op_seq, w.job_seq, w.phase).hash(h);
+            }
+        }
+        if !dead {
+            side.hash(h);
+        }
     }
 }
 

@@ -142,7 +142,7 @@ impl Backend for Advisory {
 }
 
 /// The server's lock manager.
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct AdvisoryStore {
     locks: LockTable,
     detect_dead: Nanos,

@@ -24,7 +24,7 @@ use crate::pacer::{Backoff, BackoffConfig, Status};
 use crate::trace::{Event, MultiplierCause, Sink};
 
 /// What a process tells the shared backoff state.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq)]
 pub enum Signal {
     /// Run the whole schedule on this response (both pieces global).
     Response(Status),
@@ -45,8 +45,13 @@ pub struct BackoffReply {
     pub decay: bool,
 }
 
+crate::exact_hash!(BackoffReply {
+    multiplier: bits,
+    decay
+});
+
 /// The placement of the two pieces, and the schedule.
-#[derive(Copy, Clone, Debug)]
+#[derive(Hash, Copy, Clone, Debug)]
 pub struct Placed {
     /// Where the multiplier lives.
     pub multiplier: Placement,
@@ -92,7 +97,7 @@ impl Placed {
 }
 
 /// The shared backoff columns in the store (used as the placement says).
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct SharedBackoff {
     placed: Placed,
     // the multiplier and clean-streak columns
@@ -157,7 +162,7 @@ impl SharedBackoff {
 /// A process's own backoff machine, and the steps every pace backend takes on it the same way
 /// (its request carries its own multiplier; after the fetch it reports the response; the
 /// store's answer to a report ends the job).
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct LocalBackoff {
     placed: Placed,
     local: Backoff,

@@ -107,7 +107,7 @@ impl Backend for ClaimRow {
 }
 
 /// The slot rows.
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct ClaimRowStore {
     rows: LockTable,
 }

@@ -59,6 +59,15 @@ pub struct FallbackCfg {
     rejoin_after: Option<Nanos>,
 }
 
+crate::exact_hash!(FallbackCfg {
+    mode,
+    policy,
+    rate: bits,
+    retry,
+    backoff,
+    rejoin_after
+});
+
 impl FallbackCfg {
     /// From the options: `mode` (the backend's default when absent), `cap` (default
     /// `processes.count - 1`, pacesim's choice: the divided pace is then `rate / count`) and
@@ -149,6 +158,15 @@ pub struct ProcFallback {
     // process paces locally without asking the store.
     breaker: Option<Instant>,
 }
+
+crate::exact_hash!(ProcFallback {
+    cfg,
+    switch,
+    last_shared,
+    own,
+    paced_by: bits,
+    breaker
+});
 
 impl ProcFallback {
     /// An explorer's form of the fallback at the process's monotonic reading `mono_now`

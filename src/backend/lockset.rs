@@ -19,7 +19,7 @@ use crate::trace::{Event, OpKind, ReleaseReason};
 use serde::{Deserialize, Serialize};
 
 /// What an advisory lock is used for.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LockUse {
     /// At most K fetches at once: the lock is held for the fetch.
@@ -38,7 +38,7 @@ impl From<LockUse> for crate::trace::LockUse {
 }
 
 /// An operation of the lock backends.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq)]
 pub enum LockOp {
     /// Try to take lock number `lock`, without blocking.
     TryLock {
@@ -78,7 +78,7 @@ impl StoreOp for LockOp {
 }
 
 /// The store's answer to a [`LockOp`].
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq)]
 pub enum LockReply {
     /// The lock is ours.
     Locked {
@@ -106,7 +106,7 @@ impl StoreReply for LockReply {
 }
 
 /// The locks in the store.
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct LockTable {
     // invariant: holders[k] is the session holding lock k, if any.
     holders: Vec<Option<Session>>,
@@ -195,7 +195,7 @@ impl LockTable {
 }
 
 /// Options of the lock-slot protocol.
-#[derive(Copy, Clone, Debug)]
+#[derive(Hash, Copy, Clone, Debug)]
 pub struct Protocol {
     /// Number of locks K.
     pub k: u32,
@@ -215,7 +215,7 @@ impl Protocol {
 }
 
 /// How a process releases its lock after the fetch.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Release {
     /// Mark the lock as being released and unlock (or, a fake rate, sleep holding it until
     /// its hold is over); a job that begins before the unlock is answered sends it again.
@@ -227,7 +227,7 @@ pub enum Release {
 
 /// One process's side of the protocol: the lock it believes it holds, and its fallback. The
 /// process side of `advisory` and `claim_row` (they differ in how they release).
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct LockProcess {
     pid: u32,
     proto: Protocol,

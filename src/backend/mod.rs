@@ -71,7 +71,7 @@ pub trait Configure: serde::de::DeserializeOwned + 'static {
 /// One connection of a process incarnation, as the store sees it: a restarted process has new
 /// sessions, and each thread of a process has its own (the records' "one connect per fetch
 /// thread for the life of the process").
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Session {
     /// Process id (stable across restarts).
     pub pid: u32,
@@ -101,13 +101,13 @@ pub enum Threads {
 }
 
 /// An operation a process sends to the store.
-pub trait StoreOp: Clone + std::fmt::Debug + Send + 'static {
+pub trait StoreOp: Clone + std::fmt::Debug + std::hash::Hash + Send + 'static {
     /// Its role in the trace (`op_sent` and `reply` events).
     fn kind(&self) -> OpKind;
 }
 
 /// A store's answer to an operation.
-pub trait StoreReply: Clone + std::fmt::Debug + Send + 'static {
+pub trait StoreReply: Clone + std::fmt::Debug + std::hash::Hash + Send + 'static {
     /// True when the reply hands the process a lock (the `holding_lock` kill point).
     fn took_lock(&self) -> bool {
         false
@@ -218,7 +218,7 @@ impl<R> Served<R> {
 /// The process side of a backend: one process incarnation's memory and decisions. With
 /// several threads per process it is shared by them or built once per thread, as
 /// [`Backend::threads`] says; [`ProcCx::thread`] names the calling thread.
-pub trait ProcessSide: Send + std::fmt::Debug {
+pub trait ProcessSide: Send + std::fmt::Debug + std::hash::Hash {
     /// The operations it sends.
     type Op: StoreOp;
     /// The replies it understands.
@@ -240,16 +240,17 @@ pub trait ProcessSide: Send + std::fmt::Debug {
     fn begin_task(&mut self, _memo: TaskMemo) {}
     /// An explorer's form of this side ([`crate::form`]), its process's monotonic clock
     /// reading `mono_now` now: what of it the process's future reads, its clock readings
-    /// relative to now. The default is its whole `Debug` form, absolute (met at its own
-    /// instant only).
+    /// relative to now. The default is its whole value as its `Hash` declares it (every field
+    /// exact: `#[derive(Hash)]`, or [`crate::exact_hash!`]), absolute (met at its own instant
+    /// only).
     fn form(&self, f: &mut crate::form::Form, _mono_now: u64) {
-        f.word(crate::choice::fingerprint(&self));
+        f.exact(self);
         f.absolute();
     }
 }
 
 /// The store side of a backend: the shared state and its atomic operation.
-pub trait StoreSide: Send + std::fmt::Debug {
+pub trait StoreSide: Send + std::fmt::Debug + std::hash::Hash {
     /// The operations it serves.
     type Op: StoreOp;
     /// The replies it sends.
@@ -283,9 +284,10 @@ pub trait StoreSide: Send + std::fmt::Debug {
     fn on_timer(&mut self, _cx: &mut StoreCx, _token: u64) {}
     /// An explorer's form of the store's state ([`crate::form`]), the store's clock reading
     /// `now` now: what of it later operations read, its clock readings relative to now. The
-    /// default is its whole `Debug` form, absolute (met at its own instant only).
+    /// default is its whole value as its `Hash` declares it (every field exact:
+    /// `#[derive(Hash)]`, or [`crate::exact_hash!`]), absolute (met at its own instant only).
     fn form(&self, f: &mut crate::form::Form, _now: Reading) {
-        f.word(crate::choice::fingerprint(&self));
+        f.exact(self);
         f.absolute();
     }
     /// Whether its operations and replies hold no instant or clock reading (durations, counts
@@ -377,7 +379,7 @@ pub fn stated<B: Backend>(b: &B) -> Result<serde_json::Value, options::OptionErr
 }
 
 /// An operation no process ever sends: the store side of a backend without a store.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq)]
 pub enum NoOp {}
 
 impl StoreOp for NoOp {
@@ -389,7 +391,7 @@ impl StoreOp for NoOp {
 impl StoreReply for NoOp {}
 
 /// The store of a backend that keeps nothing shared (a per-process pacer).
-#[derive(Copy, Clone, Debug, Default)]
+#[derive(Hash, Copy, Clone, Debug, Default)]
 pub struct NoStore;
 
 impl StoreSide for NoStore {

@@ -110,7 +110,7 @@ pub fn parse<T: DeserializeOwned>(backend: &str, table: &Table, strict: bool) ->
 }
 
 /// Behaviour when the store is unreachable.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fallback {
     /// Pace locally at the full rate (restores N x rate during an outage).
@@ -133,7 +133,7 @@ impl Fallback {
 }
 
 /// Where a piece of backoff state lives.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Placement {
     /// In the shared store, one value for every process.

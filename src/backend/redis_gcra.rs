@@ -59,6 +59,17 @@ pub enum GcraOp {
     Report(Signal),
 }
 
+/// Every part exact, multipliers by their bits.
+impl std::hash::Hash for GcraOp {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        std::mem::discriminant(self).hash(h);
+        match self {
+            GcraOp::Gcra { multiplier } => multiplier.map(f64::to_bits).hash(h),
+            GcraOp::Report(signal) => signal.hash(h),
+        }
+    }
+}
+
 impl StoreOp for GcraOp {
     fn kind(&self) -> OpKind {
         match self {
@@ -85,6 +96,21 @@ pub enum GcraReply {
     },
     /// Shared backoff state after a report.
     Backoff(BackoffReply),
+}
+
+/// Every part exact, multipliers by their bits.
+impl std::hash::Hash for GcraReply {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        std::mem::discriminant(self).hash(h);
+        match self {
+            GcraReply::Allowed { multiplier } => multiplier.to_bits().hash(h),
+            GcraReply::Denied {
+                retry_after,
+                multiplier,
+            } => (retry_after, multiplier.to_bits()).hash(h),
+            GcraReply::Backoff(reply) => reply.hash(h),
+        }
+    }
 }
 
 impl StoreReply for GcraReply {}
@@ -173,7 +199,7 @@ impl Backend for RedisGcra {
 }
 
 /// The keys in Redis.
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct GcraStore {
     // invariant: only ever advanced by an allowed request, to max(tat, now) + T.
     tat: Option<u64>,
@@ -191,7 +217,9 @@ impl StoreSide for GcraStore {
     fn form(&self, f: &mut crate::form::Form, now: Reading) {
         let GcraStore { tat, backoff, gcra } = self;
         let now = now.max(0) as u64;
-        f.word(tat.map_or(0, |t| t.saturating_sub(now)));
+        if !crate::form::plant::planted(crate::form::plant::Plant::GcraTat) {
+            f.word(tat.map_or(0, |t| t.saturating_sub(now)));
+        }
         f.word(crate::choice::fingerprint(&(backoff, gcra)));
     }
 
@@ -240,6 +268,12 @@ pub struct GcraProcess {
     // The shared multiplier as the store last reported it.
     shared_multiplier: f64,
 }
+
+crate::exact_hash!(GcraProcess {
+    backoff,
+    fallback,
+    shared_multiplier: bits
+});
 
 impl GcraProcess {
     /// What its fallback pace starts from: its own multiplier, or the shared one it last saw.

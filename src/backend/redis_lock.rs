@@ -88,7 +88,7 @@ pub struct RedisLockOptions {
 }
 
 /// The Redis walk-lock backend.
-#[derive(Clone, Debug)]
+#[derive(Hash, Clone, Debug)]
 pub struct RedisLock {
     ttl: Nanos,
     max_wait: Nanos,
@@ -112,7 +112,7 @@ fn splitmix64(x: u64) -> u64 {
 }
 
 /// One declared platform as the walker sees it.
-#[derive(Clone, Debug)]
+#[derive(Hash, Clone, Debug)]
 struct WalkPlatform {
     cfg: crate::platform::PlatformCfg,
     interval: Nanos,
@@ -296,7 +296,7 @@ impl Backend for RedisLock {
 }
 
 /// The keys in Redis: one per platform (lock index = platform index), one without platforms.
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct LockKey {
     // invariant: Some((holder, expires_at)) while lock 0's key exists.
     key: Option<(Session, Instant)>,
@@ -439,7 +439,7 @@ impl StoreSide for LockKey {
 }
 
 /// One process's walk.
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct Walker {
     cfg: RedisLock,
     // Fetches left in the current walk (0 = no walk in progress).

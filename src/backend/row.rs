@@ -46,7 +46,7 @@ use crate::trace::OpKind;
 use serde::{Deserialize, Serialize};
 
 /// Whose clock a reservation reads.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClockSource {
     /// The store's `clock_timestamp()`: one clock for everyone (correct).
@@ -56,7 +56,7 @@ pub enum ClockSource {
 }
 
 /// How a worker sleeps to its slot.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WaitMode {
     /// Sleep `slot - store_now` from when the reply arrives (skew-immune).
@@ -134,6 +134,17 @@ pub enum PaceOp {
     Report(Signal),
 }
 
+/// Every part exact, the multiplier by its bits.
+impl std::hash::Hash for PaceOp {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        std::mem::discriminant(self).hash(h);
+        match self {
+            PaceOp::Reserve { proc_now, multiplier } => (proc_now, multiplier.map(f64::to_bits)).hash(h),
+            PaceOp::Report(signal) => signal.hash(h),
+        }
+    }
+}
+
 impl StoreOp for PaceOp {
     fn kind(&self) -> OpKind {
         match self {
@@ -144,7 +155,7 @@ impl StoreOp for PaceOp {
 }
 
 /// The store's answer to a [`PaceOp`].
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq)]
 pub enum PaceReply {
     /// A slot, in the authority's clock frame, and that clock's reading when it granted.
     // (kept to two words: a simulator event carries it, and events fit one cache line)
@@ -290,7 +301,7 @@ impl Backend for Row {
 }
 
 /// The row in the store.
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct RowStore {
     // invariant: every slot granted is >= the previous slot + its interval, so slots strictly
     // increase (store clock); `None` until the first reservation creates the row.
@@ -389,6 +400,14 @@ pub struct RowProcess {
     // what paces a fallback when the multiplier is kept in the store.
     shared_multiplier: f64,
 }
+
+crate::exact_hash!(RowProcess {
+    clock,
+    wait,
+    backoff,
+    fallback,
+    shared_multiplier: bits
+});
 
 impl RowProcess {
     /// What its fallback pace starts from: its own multiplier, or the shared one it last saw.

@@ -50,6 +50,13 @@ pub struct MaxWindow {
     pub at_s: f64,
 }
 
+crate::exact_hash!(MaxWindow {
+    window_s: bits,
+    count,
+    bound,
+    at_s: bits
+});
+
 /// The ceiling checker.
 #[derive(Debug)]
 pub struct Ceiling {
@@ -78,6 +85,23 @@ pub struct Ceiling {
     // and `slot_ceiling` does not apply to it
     lock_design: bool,
 }
+
+crate::exact_hash!(Ceiling {
+    interval,
+    burst,
+    rate: bits,
+    multiplier: bits,
+    authorised: bits,
+    cut_off,
+    arrivals,
+    arrival_pids,
+    slots,
+    pending,
+    window,
+    recent,
+    max_window,
+    lock_design
+});
 
 impl Ceiling {
     /// A ceiling checker for the trace this header introduces.
@@ -166,15 +190,17 @@ impl Ceiling {
             interval,
             burst,
             rate.to_bits(),
-            multiplier,
-            authorised,
+            crate::form::fingerprint_bits(multiplier),
+            crate::form::fingerprint_bits(authorised),
             cut_off,
             lock_design,
             // (no arrival yet: not judged if none comes)
             arrivals.is_empty(),
         )));
-        for m in [arrivals, slots] {
-            f.ahead(m.tat().unwrap_or(0));
+        for (i, m) in [arrivals, slots].into_iter().enumerate() {
+            if i > 0 || !crate::form::plant::planted(crate::form::plant::Plant::CeilingTat) {
+                f.ahead(m.tat().unwrap_or(0));
+            }
             f.more_is_worse(i64::from(m.first_exceeding(*burst).is_some()));
         }
         for (t, m) in pending.sorted() {

@@ -35,7 +35,7 @@ pub fn base_interval(h: &Header) -> u64 {
 /// grant the reservation it sent before it died). Between jobs (thinking, idle in an open
 /// loop, finished) it does not wait. While at least one live process waits, demand exceeds
 /// what the pacer is giving.
-#[derive(Clone, Debug, Default)]
+#[derive(Hash, Clone, Debug, Default)]
 pub struct Demand {
     // invariant: waiting[pid] = Some(since) iff pid's thread 0 asked and has not yet started
     // its fetch.
@@ -292,7 +292,7 @@ impl Demand {
 /// When each thread loop sent the store operation it still awaits: from its `op_sent` until
 /// the reply or the error that answers it (each thread has its own connection, so a process of
 /// several threads can await several); a crash or a restart forgets all of its process's.
-#[derive(Clone, Debug, Default)]
+#[derive(Hash, Clone, Debug, Default)]
 pub struct Awaiting(LoopMap<u64>);
 
 impl Awaiting {
@@ -323,10 +323,23 @@ impl Awaiting {
 
 /// A map keyed by thread loop `(pid, thread)`: thread 0's entries in a [`PidMap`] (every
 /// one-thread trace lives there, at its speed), the other threads' in an ordered map.
-#[derive(Clone, Debug)]
+#[derive(Hash, Clone, Debug)]
 pub struct LoopMap<V> {
     first: PidMap<V>,
     others: std::collections::BTreeMap<(u32, u16), V>,
+}
+
+/// Floats by their bits, each loop's in order ([`crate::form::Floats`]).
+impl<V: crate::form::Floats> crate::form::Floats for LoopMap<V> {
+    fn hash_bits<H: std::hash::Hasher>(&self, h: &mut H) {
+        let LoopMap { first, others } = self;
+        first.hash_bits(h);
+        h.write_usize(others.len());
+        for (k, v) in others {
+            std::hash::Hash::hash(k, h);
+            v.hash_bits(h);
+        }
+    }
 }
 
 impl<V> Default for LoopMap<V> {
@@ -408,7 +421,7 @@ impl<V> LoopMap<V> {
 /// answered yet. A client timeout can outlive the window: until the answer comes, such a
 /// process waits on the store, not on the pacer. The operations in flight are the suite's
 /// ([`Shared::awaiting`]).
-#[derive(Clone, Debug, Default)]
+#[derive(Hash, Clone, Debug, Default)]
 pub struct Stranded {
     // invariant: a subset of the thread loops awaiting an answer
     stranded: LoopMap<()>,
@@ -452,7 +465,7 @@ impl Stranded {
 /// `liveness`, `self_heal`, `fairness`). [`crate::check::Suite`] feeds it every event in two
 /// halves around the checkers: [`Shared::before`] (the checkers read what the event answered)
 /// and [`Shared::after`] (they read who waited before it, as each did with its own copy).
-#[derive(Clone, Debug, Default)]
+#[derive(Hash, Clone, Debug, Default)]
 pub struct Shared {
     awaiting: Awaiting,
     // invariant: what `awaiting` returned for the event being fed
@@ -540,13 +553,29 @@ const DENSE_PIDS: u32 = 1 << 22;
 /// A map keyed by process id with `BTreeMap`'s iteration order (ascending pid) and array
 /// speed for the dense ids a simulation uses: checkers look a process up on almost every
 /// event, and an ordered tree there dominated their cost.
-#[derive(Clone, Debug)]
+#[derive(Hash, Clone, Debug)]
 pub struct PidMap<V> {
     // invariant: dense[i] is the entry of pid i (< DENSE_PIDS); spill holds pids >= DENSE_PIDS.
     dense: Vec<Option<V>>,
     spill: std::collections::BTreeMap<u32, V>,
     // invariant: the number of `Some` in `dense` plus `spill.len()`.
     len: usize,
+}
+
+/// Floats by their bits, each pid's in order ([`crate::form::Floats`]).
+impl<V: crate::form::Floats> crate::form::Floats for PidMap<V> {
+    fn hash_bits<H: std::hash::Hasher>(&self, h: &mut H) {
+        let PidMap { dense, spill, len } = self;
+        h.write_usize(dense.len());
+        for v in dense {
+            v.as_ref().hash_bits(h);
+        }
+        for (pid, v) in spill {
+            h.write_u32(*pid);
+            v.hash_bits(h);
+        }
+        h.write_usize(*len);
+    }
 }
 
 impl<V> Default for PidMap<V> {
@@ -904,6 +933,18 @@ pub struct MostlySorted<T> {
     others: std::collections::BinaryHeap<std::cmp::Reverse<T>>,
 }
 
+/// Every value, the heap's in its own order (as its `Debug` prints them).
+impl<T: std::hash::Hash> std::hash::Hash for MostlySorted<T> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let MostlySorted { in_order, others } = self;
+        in_order.hash(h);
+        h.write_usize(others.len());
+        for v in others.iter() {
+            v.0.hash(h);
+        }
+    }
+}
+
 impl<T: Ord + Copy> Default for MostlySorted<T> {
     fn default() -> Self {
         MostlySorted {
@@ -988,7 +1029,7 @@ impl<T: Ord + Copy> MostlySorted<T> {
 /// and the nearer end, which is where removals happen (the oldest entries are settled first,
 /// the newest often next), so each is O(1) in the usual case, where an ordered tree allocated
 /// and rebalanced for every response.
-#[derive(Clone, Debug)]
+#[derive(Hash, Clone, Debug)]
 pub struct IdMap<V> {
     // invariant: ascending by id, each id once.
     entries: std::collections::VecDeque<(u64, V)>,

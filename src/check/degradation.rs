@@ -35,7 +35,7 @@ use crate::pacer::BurstMeter;
 use crate::trace::{Event, FallbackMode, FaultKind, Header, StoreFallback};
 use std::collections::BTreeMap;
 
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 struct Window {
     id: u32,
     kind: FaultKind,
@@ -73,6 +73,25 @@ pub struct Degradation {
     failure: Option<String>,
     failures: u64,
 }
+
+crate::exact_hash!(Degradation {
+    base,
+    rate: bits,
+    ceiling_burst,
+    divisor,
+    tolerance,
+    detail_mode,
+    trace_mode,
+    multiplier: bits,
+    end,
+    in_fallback,
+    open,
+    closed,
+    windows,
+    summaries,
+    failure,
+    failures
+});
 
 impl Degradation {
     /// An explorer's form at `now` ([`crate::form`]): while no process is in fallback and no
@@ -114,7 +133,7 @@ impl Degradation {
                 detail_mode,
                 trace_mode,
             ),
-            multiplier,
+            crate::form::fingerprint_bits(multiplier),
             (windows, summaries, failure, failures),
         )));
         f.instant(*end);

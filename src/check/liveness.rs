@@ -102,6 +102,38 @@ pub struct Liveness {
     walk_lock: bool,
 }
 
+crate::exact_hash!(Liveness {
+    rate: bits,
+    base,
+    epsilon: bits,
+    epsilon_assumed,
+    lock_cap: bits,
+    lock_use,
+    divided,
+    processes,
+    dead,
+    shares_lost,
+    offered: bits,
+    implied,
+    m: bits,
+    target: bits,
+    slots,
+    excluded,
+    stranded,
+    heal_slack,
+    heal_until,
+    started,
+    last,
+    expected_before: bits,
+    busy_at_target,
+    busy_ns,
+    total_ns,
+    starts,
+    grants,
+    fallback_park,
+    walk_lock
+});
+
 impl Liveness {
     /// A checker for the trace this header introduces.
     pub fn new(h: &Header) -> Liveness {
@@ -226,10 +258,17 @@ impl Liveness {
                 base,
                 epsilon.to_bits(),
                 epsilon_assumed,
-                lock_cap,
+                lock_cap.map(f64::to_bits),
                 lock_use,
             ),
-            (divided, processes, dead, shares_lost, offered, implied),
+            (
+                divided,
+                processes,
+                dead,
+                shares_lost,
+                offered.map(f64::to_bits),
+                implied,
+            ),
             (m.to_bits(), target.to_bits(), excluded, stranded, heal_slack, started),
             (grants, fallback_park, walk_lock),
         )));

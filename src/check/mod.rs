@@ -127,7 +127,7 @@ pub const NOT_JUDGED: &str = "not judged: needs ";
 /// What an external worker's trace holds, for [`Suite::verdicts`]: which checks it can judge.
 /// Only traces whose header names an external `worker` are screened this way; pacesim's own
 /// workers report every event.
-#[derive(Debug, Default)]
+#[derive(Hash, Debug, Default)]
 struct Seen {
     grant: bool,
     multiplier: bool,
@@ -224,6 +224,12 @@ pub struct CheckerSpec {
     pub new: fn(&Header) -> Option<Box<dyn Checker + Send>>,
 }
 
+crate::exact_hash!(CheckerSpec {
+    name,
+    summary: ignored("its name's text: the same checker"),
+    new: ignored("its name's constructor: the same checker")
+});
+
 impl std::fmt::Debug for CheckerSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CheckerSpec").field("name", &self.name).finish()
@@ -290,6 +296,12 @@ struct Own {
     checker: Box<dyn Checker + Send>,
 }
 
+// its name only: its state is its own form (`Checker::form`) or `Sink::state`
+crate::exact_hash!(Own {
+    name,
+    checker: ignored("its state is its own form: `Checker::form`")
+});
+
 impl std::fmt::Debug for Own {
     // its name only: its state is what its `Sink::state` says (see `Suite::state`)
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -309,7 +321,7 @@ pub struct Ahead {
 
 /// Every checker, run together in one pass; only those that apply to the trace report.
 /// (`Suite::default()` is [`Suite::new`]: the registered checkers too.)
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct Suite {
     ceiling: Option<ceiling::Ceiling>,
     others: Option<Others>,
@@ -326,7 +338,7 @@ pub struct Suite {
 
 impl Suite {
     /// A fingerprint of what the suite keeps that its verdicts can still depend on, for an
-    /// explorer's pruning ([`crate::trace::Sink::state`]): its whole `Debug` form, but without
+    /// explorer's pruning ([`crate::trace::Sink::state`]): its whole value as its `Hash` declares it, but without
     /// `self_heal` while no process was killed and none may be (`kills_ahead` false): it
     /// judges kills alone, so its verdict is settled then (none), whatever else it saw.
     ///
@@ -440,7 +452,7 @@ impl Suite {
     }
 }
 
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 struct Others {
     backoff: backoff::BackoffCoherence,
     self_heal: self_heal::SelfHeal,

@@ -26,7 +26,7 @@ use crate::trace::Detail;
 use crate::trace::{Event, FaultKind, Header, OpKind, ReleaseReason, Sink, UncappedReason};
 use std::collections::{BTreeMap, BTreeSet};
 
-#[derive(Clone, Debug)]
+#[derive(Hash, Clone, Debug)]
 struct Section {
     lock: u32,
     since: u64,
@@ -34,7 +34,7 @@ struct Section {
     regranted: bool,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Hash, Clone, Debug)]
 struct Uncapped {
     since: u64,
     reason: UncappedReason,
@@ -42,7 +42,7 @@ struct Uncapped {
 }
 
 /// The mutual-exclusion checker.
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct MutualExclusion {
     k: usize,
     walk: Option<u64>,

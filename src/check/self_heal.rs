@@ -96,8 +96,10 @@ struct Start {
     m: f64,
 }
 
+crate::exact_hash!(Start { t, busy, m: bits });
+
 /// A gap between fetch starts after a kill.
-#[derive(Copy, Clone, Debug)]
+#[derive(Hash, Copy, Clone, Debug)]
 struct Gap {
     len: u64,
     from: u64,
@@ -129,6 +131,21 @@ struct Kill {
     worst: Option<Gap>,
 }
 
+crate::exact_hash!(Kill {
+    t,
+    pid,
+    point,
+    until,
+    victim_m: bits,
+    holes,
+    others,
+    last,
+    pre_norm: bits,
+    pre_busy,
+    largest,
+    worst
+});
+
 impl Kill {
     fn name(&self) -> String {
         let mut n = format!("pid {} killed at {} ({})", self.pid, secs(self.t), self.point);
@@ -146,6 +163,14 @@ struct Recovery {
     last: Option<Start>,
     busy_at_from: u64,
 }
+
+crate::exact_hash!(Recovery {
+    kill,
+    from,
+    gaps: bits,
+    last,
+    busy_at_from
+});
 
 /// The self-heal checker.
 #[derive(Debug)]
@@ -202,6 +227,36 @@ pub struct SelfHeal {
     last_kill: u64,
     end: u64,
 }
+
+crate::exact_hash!(SelfHeal {
+    base,
+    burst,
+    slack,
+    slack_note,
+    global_m: bits,
+    starts,
+    pending_slot: bits,
+    paced_backend,
+    open,
+    recovering,
+    last_judged,
+    kills,
+    unjudged,
+    outages,
+    in_fallback,
+    stranded,
+    round_trip,
+    largest,
+    failure,
+    failures,
+    first_kill,
+    asks_after_kill,
+    restarts_after_kill,
+    fetches_after_kill,
+    unserved,
+    last_kill,
+    end
+});
 
 /// Items listed in full up to this many; a longer list (a kill storm) is summarised.
 const LISTED: usize = 4;

@@ -28,13 +28,13 @@ use crate::check::{Checker, Status, Verdict};
 use crate::trace::{Event, Header, JobState, Sink};
 use std::collections::BTreeMap;
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq)]
 enum Open {
     Pending,
     Running,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Hash, Clone, Debug)]
 struct Tracked {
     source: u32,
     open: Option<Open>,
@@ -43,7 +43,7 @@ struct Tracked {
 }
 
 /// The work-heal checker.
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct WorkHeal {
     bound: Option<u64>,
     limit: u64,

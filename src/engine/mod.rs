@@ -66,11 +66,19 @@ pub struct TimerId(TimerIn);
 
 /// A handle prints as itself, not its number: the number is the engine's bookkeeping (a
 /// sequence number, which grows with every event scheduled), and an explorer fingerprints a
-/// world by its `Debug` form, where the timer a handle names shows among the pending events.
-/// Two runs that scheduled a different count of events before arming the same timeout meet.
+/// world by what it declares (`Hash`), where the timer a handle names shows among the pending
+/// events. Two runs that scheduled a different count of events before arming the same timeout
+/// meet: it hashes as a handle, not its number.
 impl std::fmt::Debug for TimerId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("TimerId")
+    }
+}
+
+impl std::hash::Hash for TimerId {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        // (its number ignored: the engine's bookkeeping, see above)
+        h.write_u8(0x71);
     }
 }
 

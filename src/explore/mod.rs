@@ -390,6 +390,14 @@ pub struct Report {
     /// Threads the search walked its tree on (exhaustive; 1: one, in order).
     #[serde(default = "one")]
     pub threads: usize,
+    /// The width of a state's fingerprint, bits ([`crate::form::WIDTH`]; 0 without pruning).
+    #[serde(default)]
+    pub fingerprint_bits: u32,
+    /// The chance that two of the distinct states seen share a fingerprint, so that one was
+    /// taken for the other and its continuations never explored, by the birthday bound
+    /// `n (n - 1) / 2 / 2^64` ([`crate::form::collision_odds`]; 0 without pruning).
+    #[serde(default)]
+    pub collision_odds: f64,
 }
 
 fn one() -> usize {
@@ -456,6 +464,11 @@ impl Report {
                 } else {
                     "search"
                 }
+            ),
+            (None, _) if self.method == Method::Exhaustive && self.prune => format!(
+                "no violation in all {} schedules ({} distinct states, {} pruned) within these bounds{shard} \
+                 ({}-bit state fingerprints: chance of a collision about {:.1e})",
+                self.schedules, self.states, self.pruned, self.fingerprint_bits, self.collision_odds
             ),
             (None, _) if self.method == Method::Exhaustive => format!(
                 "no violation in all {} schedules ({} distinct states, {} pruned) within these bounds{shard}",
@@ -780,6 +793,11 @@ impl Explorer {
         }));
         for o in &mut self.open {
             o.end = match (o.end, reach.end) {
+                (Some((a, c)), Some((b, d)))
+                    if crate::form::plant::planted(crate::form::plant::Plant::CutForgotten) =>
+                {
+                    Some((a.max(b), c && d))
+                }
                 (Some((a, c)), Some((b, d))) => Some((a.max(b), c || d)),
                 _ => None,
             };
@@ -991,7 +1009,10 @@ pub fn next_walk(made: &[Choice], floor: usize) -> Option<Vec<u32>> {
 /// and count of ways; its own inverse: the rank of a rank is the way).
 fn next_in_order(made: &[Choice], floor: usize, order: impl Fn(Kind, u32, u32) -> u32) -> Option<Vec<u32>> {
     let rank = |c: &Choice| order(c.kind, c.index, c.of);
-    let j = (floor..made.len()).rev().find(|&j| rank(&made[j]) + 1 < made[j].of)?;
+    let skip = u32::from(crate::form::plant::planted(crate::form::plant::Plant::WalkSkipsLast));
+    let j = (floor..made.len())
+        .rev()
+        .find(|&j| rank(&made[j]) + 1 + skip < made[j].of)?;
     let mut p: Vec<u32> = made[..j].iter().map(|c| c.index).collect();
     p.push(order(made[j].kind, rank(&made[j]) + 1, made[j].of));
     Some(p)
@@ -1228,6 +1249,12 @@ pub fn explore(
             .collect(),
         shard_from: opts.shard_from.clone(),
         threads: 1,
+        fingerprint_bits: if prune { crate::form::WIDTH } else { 0 },
+        collision_odds: if prune {
+            crate::form::collision_odds(states)
+        } else {
+            0.0
+        },
     })
 }
 
@@ -1472,6 +1499,12 @@ fn threaded(
             .collect(),
         shard_from: opts.shard_from.clone(),
         threads,
+        fingerprint_bits: if prune { crate::form::WIDTH } else { 0 },
+        collision_odds: if prune {
+            crate::form::collision_odds(states)
+        } else {
+            0.0
+        },
     })
 }
 
@@ -1585,6 +1618,8 @@ pub fn merge(reports: &[Report]) -> Result<Report, String> {
     m.schedules = sum("schedules", &|r| r.schedules)?;
     m.pruned = sum("pruned runs", &|r| r.pruned)?;
     m.states = sum("states", &|r| r.states)?;
+    // (shards' states are counted apart: the bound over their sum, as if one table held them)
+    m.collision_odds = crate::form::collision_odds(m.states);
     m.depth = reports.iter().map(|r| r.depth).max().unwrap_or(0);
     m.seconds = reports
         .iter()
@@ -1820,6 +1855,15 @@ pub fn markdown(r: &Report) -> String {
     }
     row("runs pruned at a state seen", r.pruned.to_string());
     row("distinct states", r.states.to_string());
+    if r.prune {
+        row(
+            "state fingerprints",
+            format!(
+                "{} bits; chance two distinct states collided about {:.1e} (birthday bound)",
+                r.fingerprint_bits, r.collision_odds
+            ),
+        );
+    }
     row("deepest run (choices)", r.depth.to_string());
     row("time", format!("{:.2} s", r.seconds));
     row("schedules per second", format!("{:.0}", r.rate()));

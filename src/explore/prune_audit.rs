@@ -193,3 +193,255 @@ fn states_merged_by_pruning_go_on_to_the_same_verdicts() {
         "a tree where some schedules break and some do not"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The differential audit: the explorer's own pruned search against its unpruned one.
+
+use crate::form::plant::{self, Plant};
+
+/// One small tree of the differential audit: a scenario's text, a backend, the bounds.
+#[derive(Clone, Debug)]
+pub(crate) struct Tree {
+    /// What it is, for a failure's message.
+    pub name: String,
+    text: String,
+    backend: &'static str,
+    opts: Options,
+}
+
+/// What the differential audit compared: trees, searches, and how many found a violation.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Differential {
+    /// Trees compared.
+    pub trees: u64,
+    /// Searches compared (each tree: every check, then each check alone), pairs of two.
+    pub searches: u64,
+    /// Of those, the ones where both found a violation.
+    pub violated: u64,
+    /// Schedules the unpruned searches ran, and the pruned ones.
+    pub full_schedules: u64,
+    /// Schedules the pruned searches ran.
+    pub pruned_schedules: u64,
+}
+
+/// The trees: generated scenarios (the three racers as they are; with a wait bound that some
+/// schedules keep and some break; with a burst of one, which the shared designs' first grants
+/// at one instant can break) x `backends` (every registered one when empty: the defective
+/// designs with them) x kills off and on, at `processes` x `requests`, store latency varied,
+/// every run short (400 ms) so that some runs are cut by the duration.
+pub(crate) fn trees(backends: &[&'static str], processes: u32, requests: u64, kills: &[u32]) -> Vec<Tree> {
+    let base =
+        include_str!("../../sims/explore-three-racers.toml").replace("duration = \"10s\"", "duration = \"400ms\"");
+    let variants = [
+        ("racers", base.clone()),
+        (
+            "racers+wait_bound",
+            base.replace("burst = 3", "burst = 3\nwait_bound = \"150ms\""),
+        ),
+        ("racers+burst1", base.replace("burst = 3", "burst = 1")),
+    ];
+    let all: Vec<&'static str> = if backends.is_empty() {
+        crate::registry::all().map(|s| s.name).collect()
+    } else {
+        backends.to_vec()
+    };
+    let mut out = Vec::new();
+    for (v, text) in &variants {
+        for &backend in &all {
+            for &k in kills {
+                let listed = format!("\"{backend}\"");
+                let text = if text.contains(&listed) {
+                    text.clone()
+                } else {
+                    text.replace("compare = [", &format!("compare = [{listed}, "))
+                };
+                out.push(Tree {
+                    name: format!("{v} x {backend} at {processes} x {requests}, {k} kill"),
+                    text,
+                    backend,
+                    opts: opts(processes, requests, vec![Site::StoreLatency], k),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Search `tree` pruned and unpruned, with every check and with each check alone (so a
+/// violation of a rare check is not hidden behind a common one's): each pair must agree on
+/// whether a violation exists. `Err` names the first disagreement.
+pub(crate) fn differential(tree: &Tree, d: &mut Differential) -> Result<(), String> {
+    let spec = crate::registry::spec(tree.backend).ok_or_else(|| format!("{}: no backend", tree.name))?;
+    let sc = Scenario::parse("audit.toml", &tree.text).map_err(|e| format!("{}: {e}", tree.name))?;
+    let sc = Scenario {
+        pacer: crate::scenario::PacerCfg {
+            backend: tree.backend.into(),
+            ..sc.pacer.clone()
+        },
+        ..sc
+    };
+    let (sc, text) = match prepare("audit.toml", &tree.text, &sc, &tree.opts) {
+        Ok(p) => p,
+        // (a backend that cannot run this scenario: not a tree)
+        Err(_) => return Ok(()),
+    };
+    d.trees += 1;
+    let sets = std::iter::once(Vec::new()).chain(crate::check::ORDER.iter().map(|c| vec![c.to_string()]));
+    for checks in sets {
+        let search = |prune: bool| {
+            let o = Options {
+                prune,
+                checks: checks.clone(),
+                shrink: false,
+                ..tree.opts.clone()
+            };
+            explore(spec, &sc, &text, &o, &mut |_| {})
+        };
+        let (full, pruned) = match (search(false), search(true)) {
+            (Ok(f), Ok(p)) => (f, p),
+            // (a check this backend's suite does not give: nothing to compare)
+            (Err(_), Err(_)) => continue,
+            (f, p) => return Err(format!("{}: {checks:?}: {f:?} against {p:?}", tree.name)),
+        };
+        d.searches += 1;
+        d.full_schedules += full.schedules;
+        d.pruned_schedules += pruned.schedules;
+        // (a search that found a violation stops there; one that did not must have finished)
+        for r in [&full, &pruned] {
+            if r.counterexample.is_none() && !r.complete {
+                return Err(format!(
+                    "{}: {checks:?}: a search did not finish: {:?}",
+                    tree.name, r.stopped
+                ));
+            }
+        }
+        let (f, p) = (full.counterexample.as_ref(), pruned.counterexample.as_ref());
+        if f.is_some() != p.is_some() {
+            let v = |c: Option<&Counterexample>| {
+                c.map_or("no violation".to_string(), |c| {
+                    format!("{} at schedule {}", c.violation.check, c.found_at)
+                })
+            };
+            return Err(format!(
+                "{}: checks {checks:?}: unpruned: {} in {} schedules; pruned: {} in {} schedules",
+                tree.name,
+                v(f),
+                full.schedules,
+                v(p),
+                pruned.schedules
+            ));
+        }
+        d.violated += u64::from(f.is_some());
+    }
+    Ok(())
+}
+
+/// The differential audit over `trees`: the first disagreement, or what was compared.
+pub(crate) fn audit_trees(trees: &[Tree]) -> Result<Differential, String> {
+    let mut d = Differential::default();
+    for t in trees {
+        differential(t, &mut d)?;
+    }
+    Ok(d)
+}
+
+/// The fast slice (`just test`, CI): two processes, one request each, kills off and on.
+fn slice() -> Vec<Tree> {
+    trees(&[], 2, 1, &[0, 1])
+}
+
+/// (Ignored: not yet seen failing on a pruning bug. Even with the whole world left out of the
+/// form, below, the two searches agree on every tree of the slice: the comparison cannot see a
+/// wrong merge on these trees yet. `just prune-audit` runs it.)
+#[test]
+#[ignore = "no power shown yet: see the_audit_catches_a_form_that_leaves_the_world_out"]
+fn pruned_search_finds_a_violation_exactly_when_the_unpruned_one_does() {
+    let d = audit_trees(&slice()).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{d:?}");
+    assert!(d.trees > 20, "{d:?}: too few trees");
+    assert!(
+        d.violated > 0 && d.violated < d.searches,
+        "{d:?}: some searches find a violation, some do not"
+    );
+    assert!(
+        d.pruned_schedules < d.full_schedules,
+        "{d:?}: the pruning pruned nothing"
+    );
+}
+
+/// The deeper audit (`just prune-audit`, `just deep`): two processes x two requests and three
+/// x one, kills off and on. Ignored in the ordinary run.
+#[test]
+#[ignore = "minutes: just prune-audit"]
+fn pruned_search_finds_a_violation_exactly_when_the_unpruned_one_does_deep() {
+    let mut t = trees(&[], 2, 2, &[0, 1]);
+    t.extend(trees(&[], 3, 1, &[0, 1]));
+    let d = audit_trees(&t).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{d:?}");
+}
+
+/// The audit's power: each planted pruning bug should fail it. NOT YET: on these trees (the
+/// slice; `redis_gcra` 2 x 2 for the TAT) the pruned and unpruned searches still agree, check by
+/// check, under every one of the six (measured: each test below fails, "the audit passed"), so
+/// they are ignored, a record of what the audit cannot see yet, not a claim. Run them with
+/// `cargo test --profile fast-test --lib explore::prune_audit::the_audit_catches -- --ignored`.
+/// (The walk's plant changes both searches alike: it needs a reference walk of its own.)
+fn caught(p: Plant, trees: &[Tree]) -> String {
+    match plant::with(p, || audit_trees(trees)) {
+        Err(e) => e,
+        Ok(d) => panic!("{p:?} planted: the audit passed ({d:?})"),
+    }
+}
+
+/// What the audit should see at the least: a form that leaves the whole world out merges states
+/// that go on differently. Measured: it does NOT fail the slice (the pruned searches ran 3,032
+/// schedules against 78,325, and still agreed on every tree, check by check): the trees'
+/// violations are everywhere or nowhere. Ignored, as a record.
+#[test]
+#[ignore = "not yet caught by the audit: see `caught`"]
+fn the_audit_catches_a_form_that_leaves_the_world_out() {
+    let e = caught(Plant::WorldLeftOut, &slice());
+    assert!(e.contains("unpruned: ") && e.contains("pruned: "), "{e}");
+}
+
+#[test]
+#[ignore = "not yet caught by the audit: see `caught`"]
+fn the_audit_catches_a_gcra_store_form_without_its_tat() {
+    let e = caught(Plant::GcraTat, &trees(&["redis_gcra"], 2, 2, &[0, 1]));
+    eprintln!("{e}");
+}
+
+#[test]
+#[ignore = "not yet caught by the audit: see `caught`"]
+fn the_audit_catches_pending_events_without_their_due_offset() {
+    let e = caught(Plant::PendingDue, &slice());
+    eprintln!("{e}");
+}
+
+#[test]
+#[ignore = "not yet caught by the audit: see `caught`"]
+fn the_audit_catches_slack_compared_the_wrong_way() {
+    let e = caught(Plant::SlackReversed, &slice());
+    eprintln!("{e}");
+}
+
+#[test]
+#[ignore = "not yet caught by the audit: see `caught`"]
+fn the_audit_catches_a_cut_continuation_forgotten_when_a_state_is_closed() {
+    let e = caught(Plant::CutForgotten, &slice());
+    eprintln!("{e}");
+}
+
+#[test]
+#[ignore = "not yet caught by the audit: see `caught`"]
+fn the_audit_catches_a_checker_form_without_a_field_its_verdict_reads() {
+    let e = caught(Plant::CeilingTat, &slice());
+    eprintln!("{e}");
+}
+
+#[test]
+#[ignore = "not yet caught by the audit: see `caught`"]
+fn the_audit_catches_a_walk_that_skips_the_last_way_of_every_choice() {
+    let e = caught(Plant::WalkSkipsLast, &slice());
+    eprintln!("{e}");
+}

@@ -144,7 +144,12 @@ impl Stripe {
         while let Some(e) = self.entries.get(i as usize) {
             i = e.next;
             let slack = self.slack_of(e);
-            let covers = slack.len() == k.slack.len() && slack.iter().zip(&k.slack).all(|(a, b)| a >= b);
+            let covers = slack.len() == k.slack.len()
+                && if crate::form::plant::planted(crate::form::plant::Plant::SlackReversed) {
+                    slack.iter().zip(&k.slack).all(|(a, b)| a <= b)
+                } else {
+                    slack.iter().zip(&k.slack).all(|(a, b)| a >= b)
+                };
             if !covers {
                 continue;
             }

@@ -104,6 +104,12 @@ pub struct BackoffConfig {
     decay_after: u32,
 }
 
+crate::exact_hash!(BackoffConfig {
+    factor: bits,
+    cap: bits,
+    decay_after
+});
+
 impl BackoffConfig {
     /// Validates and builds a schedule.
     ///
@@ -170,6 +176,12 @@ pub struct Change {
     pub cause: Status,
 }
 
+crate::exact_hash!(Change {
+    from: bits,
+    to: bits,
+    cause
+});
+
 /// The backoff state: the multiplier in force and the clean streak, with the schedule that
 /// drives them.
 ///
@@ -203,6 +215,12 @@ pub struct Backoff {
     // any non-clean response.
     clean_streak: u32,
 }
+
+crate::exact_hash!(Backoff {
+    config,
+    multiplier: bits,
+    clean_streak
+});
 
 impl Backoff {
     /// The rested state: multiplier 1.0, clean streak 0.

@@ -22,7 +22,7 @@ use super::sync::{AtomicU64, Ordering};
 use super::{Nanos, interval_for_rate, scale_interval};
 
 /// What a process paces with while the shared store is unreachable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Hash, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FallbackPolicy {
     /// Per-process pacing at the full rate: N processes reach N x rate (the
     /// behaviour of the design record closed in favour of #649).
@@ -105,6 +105,16 @@ pub struct FallbackSwitch {
     // that ends its epoch, and that exit's handoff (read after the exit) covers it.
     pacer: Option<LocalPacer>,
     policy: FallbackPolicy,
+}
+
+/// Its epoch (a relaxed load, as its `Debug` reads it), fallback pacer and policy, exact.
+impl std::hash::Hash for FallbackSwitch {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let FallbackSwitch { state, pacer, policy } = self;
+        state.load(std::sync::atomic::Ordering::Relaxed).hash(h);
+        pacer.hash(h);
+        policy.hash(h);
+    }
 }
 
 impl FallbackSwitch {

@@ -28,7 +28,7 @@ use super::{Nanos, scale_interval};
 /// assert!(first.is_allowed() && second.is_allowed());
 /// assert_eq!(third.retry_at(), Some(200_000_000));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Hash, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gcra {
     // invariant: >= 1 ns.
     interval: Nanos,
@@ -134,7 +134,7 @@ impl Gcra {
 }
 
 /// Where a trace first needed more than a given burst: see [`BurstMeter::first_exceeding`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Hash, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Exceedance {
     /// The 0-based position of the arrival in the pushed sequence.
     pub index: usize,
@@ -198,7 +198,7 @@ pub struct Exceedance {
 /// assert_eq!(meter.burst_needed(), 3);
 /// assert_eq!(meter.first_exceeding(2).map(|e| e.index), Some(2));
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Hash, Debug, Clone)]
 pub struct BurstMeter {
     // invariant: >= 1 ns; the interval `push` uses.
     interval: Nanos,

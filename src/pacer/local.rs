@@ -39,6 +39,15 @@ pub struct LocalPacer {
     interval: Nanos,
 }
 
+/// Its next slot (a relaxed load, as its `Debug` reads it) and interval, exact.
+impl std::hash::Hash for LocalPacer {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let LocalPacer { next_allowed, interval } = self;
+        next_allowed.load(std::sync::atomic::Ordering::Relaxed).hash(h);
+        interval.hash(h);
+    }
+}
+
 impl LocalPacer {
     /// A pacer at `interval` nanoseconds per request whose first slot is free at any `now`.
     ///

@@ -391,6 +391,13 @@ pub struct PlatformDetail {
     pub serialized: bool,
 }
 
+crate::exact_hash!(PlatformDetail {
+    name,
+    limit: bits,
+    burst,
+    serialized
+});
+
 /// What a backend states about its design that the checkers judge it by: typed and required
 /// ([`crate::backend::Backend::facts`]), written into the trace header's `backend_detail`
 /// beside its other options ([`Facts::with_options`]) and read back as [`Detail`]'s typed

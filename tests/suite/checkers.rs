@@ -467,7 +467,7 @@ mod check_then_write {
     use pacesim::time::Nanos;
     use pacesim::trace::{Event, OpKind};
 
-    #[derive(Clone, Debug)]
+    #[derive(Hash, Clone, Debug)]
     pub struct Gcra2 {
         pub interval: u64,
         pub burst: u64,
@@ -477,7 +477,7 @@ mod check_then_write {
         pub silent: bool,
     }
 
-    #[derive(Copy, Clone, Debug, PartialEq)]
+    #[derive(Hash, Copy, Clone, Debug, PartialEq)]
     pub enum Op {
         Check,
         Write(OpKind),
@@ -492,7 +492,7 @@ mod check_then_write {
         }
     }
 
-    #[derive(Copy, Clone, Debug, PartialEq)]
+    #[derive(Hash, Copy, Clone, Debug, PartialEq)]
     pub enum Reply {
         Room,
         Wait(Nanos),
@@ -501,7 +501,7 @@ mod check_then_write {
 
     impl StoreReply for Reply {}
 
-    #[derive(Debug)]
+    #[derive(Hash, Debug)]
     pub struct Store {
         cfg: Gcra2,
         tat: i64,
@@ -533,7 +533,7 @@ mod check_then_write {
         }
     }
 
-    #[derive(Debug)]
+    #[derive(Hash, Debug)]
     pub struct Process(OpKind);
 
     impl ProcessSide for Process {

@@ -41,7 +41,7 @@ const SCRIPT: &[Outcome] = &[
     Outcome::Grant(MS),
 ];
 
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq)]
 enum Op {
     Ask(usize),
     Report,
@@ -56,7 +56,7 @@ impl StoreOp for Op {
     }
 }
 
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq)]
 enum Reply {
     Grant(u64),
     Deny(u64),
@@ -75,7 +75,7 @@ fn reply_to(n: usize) -> Option<Reply> {
 
 struct Scripted;
 
-#[derive(Debug, Default)]
+#[derive(Hash, Debug, Default)]
 struct Proc {
     asks: usize,
     fetches: u32,
@@ -111,7 +111,7 @@ impl ProcessSide for Proc {
     }
 }
 
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 struct Store;
 
 impl StoreSide for Store {

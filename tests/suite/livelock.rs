@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 const WITHIN: Duration = Duration::from_secs(60);
 
 /// Ask for permission.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq)]
 struct Ask;
 
 impl StoreOp for Ask {
@@ -27,12 +27,12 @@ impl StoreOp for Ask {
 }
 
 /// Always: not yet, but retry now (a denial with zero wait: GCRA's `now == tat - tau` mutant).
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq)]
 struct RetryNow;
 
 impl StoreReply for RetryNow {}
 
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 struct DenyStore;
 
 impl StoreSide for DenyStore {
@@ -48,7 +48,7 @@ impl StoreSide for DenyStore {
 }
 
 /// A process that asks the store, or (`local`) decides alone and always says "retry now".
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 struct Client {
     local: bool,
 }

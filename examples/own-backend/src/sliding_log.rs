@@ -51,7 +51,7 @@ pub struct SlidingLogOptions {
 pub struct RacySlidingLogOptions(pub SlidingLogOptions);
 
 /// A sliding log in force.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Hash)]
 pub struct SlidingLog {
     /// The window.
     pub window: Nanos,
@@ -123,7 +123,7 @@ impl Configure for RacySlidingLogOptions {
 }
 
 /// An operation on the log.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Copy, Clone, Debug, PartialEq, Hash)]
 pub enum LogOp {
     /// `sliding_log`: trim, count and, below the limit, append, in one script.
     Take,
@@ -141,7 +141,7 @@ impl StoreOp for LogOp {
 }
 
 /// The store's answer.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Copy, Clone, Debug, PartialEq, Hash)]
 pub enum LogReply {
     /// Granted (a `take` or an `append`): go now.
     Granted,
@@ -223,6 +223,10 @@ pub struct LogStore {
     log: VecDeque<Reading>,
 }
 
+// Every field exact (the explorer's default form of a side, absolute); `LogStore`'s own `form`
+// below says what of it is relative to now.
+pacesim::exact_hash!(LogStore { cfg, log });
+
 impl LogStore {
     /// `ZREMRANGEBYSCORE log -inf now-window`: the window is `(now - window, now]`.
     fn trim(&mut self, now: Reading) {
@@ -253,6 +257,23 @@ impl LogStore {
 impl StoreSide for LogStore {
     type Op = LogOp;
     type Reply = LogReply;
+
+    /// An explorer's form (`pacesim::form`): the configuration exact, each grant in the log by
+    /// how far behind the store's clock it lies (the script reads only differences: `now -
+    /// window` against each entry, the oldest's `+ window - now`), so the log is met again at
+    /// another instant.
+    fn form(&self, f: &mut pacesim::form::Form, now: Reading) {
+        // (every field named: one added later fails to build until it is declared here)
+        let LogStore { cfg, log } = self;
+        f.exact(cfg);
+        f.word(log.len() as u64);
+        for &s in log {
+            f.word(now.wrapping_sub(s) as u64);
+        }
+    }
+
+    // (its operations hold nothing; its replies a duration and a count)
+    const TIMELESS_MESSAGES: bool = true;
 
     fn serve(&mut self, cx: &mut StoreCx, s: Session, op: &LogOp, now: Reading) -> Served<LogReply> {
         match op {
@@ -290,9 +311,17 @@ pub struct LogProcess {
     cfg: SlidingLog,
 }
 
+pacesim::exact_hash!(LogProcess { cfg });
+
 impl ProcessSide for LogProcess {
     type Op = LogOp;
     type Reply = LogReply;
+
+    /// An explorer's form (`pacesim::form`): its configuration, nothing of the clock.
+    fn form(&self, f: &mut pacesim::form::Form, _mono_now: u64) {
+        let LogProcess { cfg } = self;
+        f.exact(cfg);
+    }
 
     fn acquire(&mut self, _cx: &mut ProcCx) -> Step<LogOp> {
         Step::Send(if self.cfg.racy { LogOp::Check } else { LogOp::Take })

@@ -19,14 +19,14 @@ use crate::pacer::{Backoff, BackoffConfig, Change, Status};
 use crate::trace::{Event, Header, MultiplierCause};
 
 /// A step the machine took at a response, not yet seen in the trace.
-#[derive(Copy, Clone, Debug)]
+#[derive(Hash, Copy, Clone, Debug)]
 struct Due {
     change: Change,
     code: u16,
     t: u64,
 }
 
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 struct Machine {
     since: u64,
     b: Backoff,
@@ -34,7 +34,7 @@ struct Machine {
 }
 
 /// The cut-off processes' own machines.
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub(super) struct Cutoff {
     config: Option<BackoffConfig>,
     // invariant: an entry exactly for each process between its `fallback` entry and exit

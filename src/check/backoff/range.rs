@@ -12,6 +12,8 @@ pub(super) struct Range {
     pub(super) max_m: f64,
 }
 
+crate::exact_hash!(Range { cap: bits, max_m: bits });
+
 impl Range {
     /// Against the header's multiplier cap.
     pub(super) fn new(cap: f64) -> Range {

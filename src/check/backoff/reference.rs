@@ -29,14 +29,14 @@ const REST: State = State {
 
 /// One reference state: the clean streak and which pending responses it already applied
 /// (the multiplier is the same in every state: every change is observed).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Hash, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct State {
     streak: u32,
     // invariant: sorted ids of pending responses this state has applied.
     applied: Vec<u64>,
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq)]
 enum Fate {
     /// Just ended; we do not yet know whether the process reports it to the store.
     Fresh,
@@ -47,7 +47,7 @@ enum Fate {
 }
 
 /// A fresh response kept out of the maps ([`Reference::rested`]).
-#[derive(Copy, Clone, Debug)]
+#[derive(Hash, Copy, Clone, Debug)]
 struct Rested {
     id: u64,
     pid: u32,
@@ -56,7 +56,7 @@ struct Rested {
     code: u16,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Hash, Clone, Debug)]
 struct Response {
     pid: u32,
     t: u64,
@@ -111,6 +111,27 @@ pub(super) struct Reference {
     recent: VecDeque<(u32, u16, u64)>,
 }
 
+crate::exact_hash!(Reference {
+    config,
+    stated,
+    m: bits,
+    states,
+    pending,
+    next_id,
+    fresh,
+    fresh_by_id,
+    floating_since,
+    inflight,
+    rested,
+    cut_off,
+    lost_at,
+    approximate,
+    work,
+    responses,
+    changes,
+    recent
+});
+
 /// The backoff schedule a header states, each part it lacks assumed at its default.
 #[derive(Debug)]
 struct Stated {
@@ -118,6 +139,12 @@ struct Stated {
     decay_after: Option<u32>,
     cap: f64,
 }
+
+crate::exact_hash!(Stated {
+    factor: bits,
+    decay_after,
+    cap: bits
+});
 
 impl Stated {
     fn factor(&self) -> f64 {

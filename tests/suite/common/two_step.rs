@@ -37,7 +37,7 @@ impl Configure for TwoStepOptions {
     }
 }
 
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq)]
 pub enum TwoOp {
     Read,
     Write { slot: Reading },
@@ -52,7 +52,7 @@ impl StoreOp for TwoOp {
     }
 }
 
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Hash, Copy, Clone, Debug, PartialEq)]
 pub enum TwoReply {
     /// The row's `next_allowed_at`, and the store's clock when it read it.
     Next { next: Reading, now: Reading },
@@ -62,7 +62,7 @@ pub enum TwoReply {
 
 impl StoreReply for TwoReply {}
 
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct TwoStore {
     next: Reading,
     interval: Nanos,
@@ -84,7 +84,7 @@ impl StoreSide for TwoStore {
     }
 }
 
-#[derive(Debug)]
+#[derive(Hash, Debug)]
 pub struct TwoProcess;
 
 impl ProcessSide for TwoProcess {
