@@ -431,10 +431,7 @@ impl RateFigure {
             sc.configure_mesh()
                 .disable_mesh()
                 .label_style(text(LABEL - 2, BLACK))
-                .y_label_formatter(&|v| match v {
-                    SegmentValue::CenterOf(i) => fb_rows.get(*i as usize).map_or(String::new(), |l| l.backend.clone()),
-                    _ => String::new(),
-                })
+                .y_label_formatter(&|_| String::new())
                 .draw()?;
             for (j, l) in fb_rows.iter().enumerate() {
                 let c = colour(&l.backend);
@@ -447,6 +444,13 @@ impl RateFigure {
                         c.mix(0.7).filled(),
                     )
                 }))?;
+                // the row's name inside it, at the left: a variant's label is too long for the
+                // axis
+                sc.draw_series(std::iter::once(Text::new(
+                    l.backend.clone(),
+                    (xmax * 0.004, SegmentValue::Exact(j as u32 + 1)),
+                    text(LABEL - 2, BLACK),
+                )))?;
             }
         }
 
@@ -685,25 +689,19 @@ impl Figure for RateFigure {
             ))?;
         }
 
-        // the windows over the ceiling of each run that fails it: a bar along the top, one row
-        // per such run, in its colour (at least 3 px wide: one window can be an instant)
+        // the windows over the ceiling of each run that fails it: a bar along the bottom, one
+        // row per such run, in its colour (at least 3 px wide: one window can be an instant)
         let px = xmax / f64::from(top.dim_in_pixel().0.max(1));
         let marked: Vec<&RateLine> = self.lines.iter().filter(|l| !l.over.is_empty()).collect();
         for (row, l) in marked.iter().enumerate() {
-            let y1 = ymax * (1.0 - 0.025 * row as f64);
-            let y0 = y1 - ymax * 0.02;
+            let y0 = ymax * 0.025 * row as f64;
+            let y1 = y0 + ymax * 0.02;
             let c = colour(&l.backend);
             chart.draw_series(
                 l.over
                     .iter()
                     .map(|&(a, b)| Rectangle::new([(a.min(b - 3.0 * px).max(0.0), y0), (b, y1)], c.mix(0.9).filled())),
             )?;
-            chart.draw_series(l.over.iter().map(|&(a, b)| {
-                Rectangle::new(
-                    [(a.min(b - 3.0 * px).max(0.0), 0.0), (b, y0)],
-                    VIOLATION.mix(0.08).filled(),
-                )
-            }))?;
         }
 
         self.draw_fallback_strip(&strip, xmax)?;
@@ -730,9 +728,9 @@ impl Figure for RateFigure {
         if !marked.is_empty() {
             let who: Vec<&str> = marked.iter().map(|l| l.backend.as_str()).collect();
             items.push(LegendItem::new(
-                Swatch::Band(VIOLATION, 0.35),
+                Swatch::Band(colour(who[0]), 0.9),
                 format!(
-                    "over the ceiling: windows with more than ceiling x window + 1 arrivals (bar at the top, in the colour of {})",
+                    "over the ceiling: windows with more than ceiling x window + 1 arrivals (bar along the bottom, in the colour of {})",
                     who.join(", ")
                 ),
             ));

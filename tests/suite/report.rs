@@ -340,7 +340,7 @@ fn the_index_opens_with_what_a_review_must_be_told() {
         for want in [
             format!("Witness ({}): {}", fail.0, fail.1.detail),
             format!("Plot: [`{0}/rate.svg`]({0}/rate.svg)", sc.name),
-            format!("Reproduce: `pacesim run "),
+            "Reproduce: `pacesim run ".to_string(),
         ] {
             assert!(line.contains(&want), "lacks `{want}`: {line}");
         }
@@ -518,7 +518,7 @@ fn rate_plots_carry_their_verdicts() {
     }
     // the marks: for the failing runs only
     assert!(
-        legend.contains("(bar at the top, in the colour of local_divided, local)"),
+        legend.contains("(bar along the bottom, in the colour of local_divided, local)"),
         "{legend}"
     );
     std::fs::remove_dir_all(dir).unwrap();
