@@ -726,12 +726,13 @@ impl Figure for RateFigure {
             })
             .collect();
         if !marked.is_empty() {
-            let who: Vec<&str> = marked.iter().map(|l| l.backend.as_str()).collect();
+            // one bar per failing run, in its colour (its legend entry says FAIL): the entry
+            // does not list them again, which would crowd the legend out of its panel
             items.push(LegendItem::new(
-                Swatch::Band(colour(who[0]), 0.9),
+                Swatch::Band(colour(&marked[0].backend), 0.9),
                 format!(
-                    "over the ceiling: windows with more than ceiling x window + 1 arrivals (bar along the bottom, in the colour of {})",
-                    who.join(", ")
+                    "over the ceiling: windows with more than ceiling x window + 1 arrivals (a bar along the bottom per run failing the ceiling, in its colour: {})",
+                    marked.len()
                 ),
             ));
         }

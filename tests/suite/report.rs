@@ -518,7 +518,7 @@ fn rate_plots_carry_their_verdicts() {
     }
     // the marks: for the failing runs only
     assert!(
-        legend.contains("(bar along the bottom, in the colour of local_divided, local)"),
+        legend.contains("(a bar along the bottom per run failing the ceiling, in its colour: 2)"),
         "{legend}"
     );
     std::fs::remove_dir_all(dir).unwrap();
