@@ -1800,7 +1800,10 @@ fn print_table(sr: &compare::ScenarioRuns) {
             "-- across {} seeds: mean ± 95% CI half-width (Student t)",
             sr.seeds.len()
         );
-        print!("{}", report::table::across_seeds(&sr.seed_stats()).text());
+        print!(
+            "{}",
+            report::table::across_seeds(&report::table::labelled_seed_stats(sr)).text()
+        );
     }
 }
 

@@ -93,6 +93,9 @@ pub struct Row {
     pub scenario: String,
     /// Backend.
     pub backend: String,
+    /// The backend as reports name it: its name and the options in which this scenario's
+    /// differ from its defaults (`row (clock=process_monotonic)`, [`crate::registry::label`]).
+    pub label: String,
     /// Cells by property.
     pub cells: BTreeMap<String, Cell>,
     /// The first seed whose run did not finish (it stopped making progress), if any.
@@ -113,9 +116,10 @@ pub struct RunFailure {
 }
 
 impl Row {
-    /// `scenario/backend`.
+    /// `scenario/label` (`process-clock/row (clock=process_monotonic, stale_after=10s)`): a
+    /// variant is never shown by its base backend's name alone.
     pub fn key(&self) -> String {
-        format!("{}/{}", self.scenario, self.backend)
+        format!("{}/{}", self.scenario, self.label)
     }
     /// The properties that failed.
     pub fn failing(&self) -> BTreeSet<String> {
@@ -202,6 +206,7 @@ pub fn from_runs<'a>(
                 rows.push(Row {
                     scenario: v.name.clone(),
                     backend: v.pacer.backend.clone(),
+                    label: crate::registry::label(v, &v.pacer.backend),
                     cells: properties()
                         .iter()
                         .map(|p| {

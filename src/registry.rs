@@ -323,6 +323,67 @@ pub fn spec(name: &str) -> Option<&'static BackendSpec> {
     all().find(|b| b.name == name)
 }
 
+/// How reports, the matrix and plot legends name backend `backend` run with `sc`'s options:
+/// its name, then each `[pacer]` option it reads that is not its default (its absence changes
+/// the options the backend states, or the backend does not state it with the value written),
+/// as written (`row (clock=process_monotonic, stale_after=10s)`,
+/// `shared_cache (fallback=fail_open)`); the bare name when none does. One function, so a
+/// variant is named the same in every table, legend, matrix row and JSON `label`.
+pub fn label(sc: &Scenario, backend: &str) -> String {
+    let Some(spec) = spec(backend) else {
+        return backend.to_string();
+    };
+    let mut v = sc.clone();
+    v.pacer.backend = backend.to_string();
+    v.pacer.compare.clear();
+    let Ok(full) = spec.detail(&v) else {
+        return backend.to_string();
+    };
+    let mut differs = Vec::new();
+    for (k, val) in &sc.pacer.options {
+        if !spec.option_names().contains(&k.as_str()) {
+            continue;
+        }
+        let mut without = v.clone();
+        without.pacer.options.remove(k);
+        // an option whose absence changes what the backend states (or that the build
+        // requires) differs; one whose absence changes nothing is the default when the detail
+        // states it (as `fallback`, or in nanoseconds as `max_wait_ns`): an option the detail
+        // does not state (`cap`, `stale_after`) cannot be shown to be the default
+        let same_build = spec.detail(&without).ok().as_ref() == Some(&full);
+        let stated = full.get(k).is_some() || full.get(format!("{k}_ns")).is_some();
+        if !same_build || !stated {
+            differs.push(format!("{k}={}", option_text(val)));
+        }
+    }
+    if differs.is_empty() {
+        backend.to_string()
+    } else {
+        format!("{backend} ({})", differs.join(", "))
+    }
+}
+
+/// An option's value as a label shows it: strings bare, tables and arrays inline.
+fn option_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Table(t) => {
+            let parts: Vec<String> = t.iter().map(|(k, v)| format!("{k}={}", option_text(v))).collect();
+            format!("{{{}}}", parts.join(", "))
+        }
+        toml::Value::Array(a) => {
+            let parts: Vec<String> = a.iter().map(option_text).collect();
+            format!("[{}]", parts.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The backend a [`label`] names: the text before its options.
+pub fn base_of(label: &str) -> &str {
+    label.split(" (").next().unwrap_or(label)
+}
+
 /// Check the backend options of `sc` for every backend it runs: alone, each option must be
 /// one of the backend's own; with a `compare` list, each backend checks the options it uses,
 /// and an option none of them uses is an error.

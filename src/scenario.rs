@@ -178,6 +178,10 @@ pub struct RecordClaim {
     /// The finding in one sentence, as a reviewer must be told it (shown beside the figure).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Where pacesim's figure disagrees with the record's own words or numbers (shown beside
+    /// the finding, so a reviewer never reads "confirms" over a figure that says otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disagrees: Option<String>,
 }
 
 /// Whether a scenario confirms or refutes its record's claim (`[record] finding`).
@@ -186,6 +190,8 @@ pub struct RecordClaim {
 pub enum Finding {
     /// The claim holds in pacesim's model of the scenario.
     Confirms,
+    /// Part of it holds and part does not (`disagrees` says which).
+    Partly,
     /// It does not: the figure shows how.
     Refutes,
 }

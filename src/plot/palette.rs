@@ -7,8 +7,11 @@
 
 use plotters::style::RGBColor;
 
-/// The colour of `backend`: its registry entry's, else one derived from its name.
+/// The colour of `backend` (or of a variant's [`crate::registry::label`]): its registry
+/// entry's, else one derived from its name.
 pub fn colour(backend: &str) -> RGBColor {
+    // a variant's label (`row (clock=process_monotonic)`) is drawn in its backend's colour
+    let backend = crate::registry::base_of(backend);
     if let Some((r, g, b)) = crate::registry::spec(backend).and_then(|s| s.colour) {
         return RGBColor(r, g, b);
     }

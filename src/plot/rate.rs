@@ -95,6 +95,12 @@ pub struct RateLine {
     pub fallback: Vec<(f64, f64)>,
     /// Kill times, seconds.
     pub kills: Vec<f64>,
+    /// The run's verdicts, for its legend entry (`PASS`, `FAIL: ceiling burst 31`); empty:
+    /// none shown (the report sets them, [`RateFigure::set_verdict`]).
+    pub verdict: String,
+    /// Spans `(from s, to s)` where the sliding window held more than `ceiling x window + 1`
+    /// arrivals, marked on the plot when the run fails its ceiling ([`RateFigure::set_verdict`]).
+    pub over: Vec<(f64, f64)>,
 }
 
 /// `(time s, lowest, highest)`.
@@ -222,6 +228,30 @@ pub struct EffectiveCeiling {
     pub points: Vec<(f64, f64)>,
 }
 
+/// The spans `(from s, to s)` of a sliding-window series (`(time s, arrivals /s)`, each point
+/// the window ending at its time) where the window held more than
+/// `ceiling x window + 1` arrivals: more than a paced sequence with a burst of one can put in
+/// any window.
+pub fn over_spans(points: &[(f64, f64)], ceiling: f64, window_ns: u64) -> Vec<(f64, f64)> {
+    let w = window_ns as f64 / 1e9;
+    if w <= 0.0 || ceiling <= 0.0 {
+        return Vec::new();
+    }
+    let bound = ceiling * w + 1.0;
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for (i, &(t, r)) in points.iter().enumerate() {
+        if r * w > bound + 1e-9 {
+            // the bin that ends at `t`: the last one of the window, where the excess arrived
+            let from = if i > 0 { points[i - 1].0 } else { t };
+            match out.last_mut() {
+                Some(last) if from <= last.1 => last.1 = last.1.max(t),
+                _ => out.push((from, t)),
+            }
+        }
+    }
+    out
+}
+
 /// The colour a violation is marked in.
 const VIOLATION: RGBColor = RGBColor(214, 39, 40);
 
@@ -235,8 +265,12 @@ impl RateFigure {
         let mut lines: Vec<RateLine> = runs
             .iter()
             .map(|(b, tl, achieved)| {
-                let (points, band) = mean_and_band(&sliding(tl.arrivals(), window_ns));
+                let raw = sliding(tl.arrivals(), window_ns);
+                let over = over_spans(&raw, ceiling, window_ns);
+                let (points, band) = mean_and_band(&raw);
                 RateLine {
+                    verdict: String::new(),
+                    over,
                     backend: b.to_string(),
                     points,
                     band,
@@ -289,6 +323,18 @@ impl RateFigure {
         };
         fig.add_platforms(runs, end);
         fig
+    }
+
+    /// Show backend `label`'s verdicts in its legend entry, and mark the windows over the
+    /// ceiling when its run fails the `ceiling` check (`fails_ceiling`); otherwise they are not
+    /// drawn (a burst the design allows is not a violation).
+    pub fn set_verdict(&mut self, label: &str, verdict: &str, fails_ceiling: bool) {
+        for l in self.lines.iter_mut().filter(|l| l.backend == label) {
+            l.verdict = verdict.to_string();
+            if !fails_ceiling {
+                l.over.clear();
+            }
+        }
     }
 
     /// With platforms: the per-platform panels, on a window for their own bins.
@@ -385,10 +431,7 @@ impl RateFigure {
             sc.configure_mesh()
                 .disable_mesh()
                 .label_style(text(LABEL - 2, BLACK))
-                .y_label_formatter(&|v| match v {
-                    SegmentValue::CenterOf(i) => fb_rows.get(*i as usize).map_or(String::new(), |l| l.backend.clone()),
-                    _ => String::new(),
-                })
+                .y_label_formatter(&|_| String::new())
                 .draw()?;
             for (j, l) in fb_rows.iter().enumerate() {
                 let c = colour(&l.backend);
@@ -401,6 +444,13 @@ impl RateFigure {
                         c.mix(0.7).filled(),
                     )
                 }))?;
+                // the row's name inside it, at the left: a variant's label is too long for the
+                // axis
+                sc.draw_series(std::iter::once(Text::new(
+                    l.backend.clone(),
+                    (xmax * 0.004, SegmentValue::Exact(j as u32 + 1)),
+                    text(LABEL - 2, BLACK),
+                )))?;
             }
         }
 
@@ -508,6 +558,11 @@ impl RateFigure {
                     format!("{} (mean: {})", l.backend, means.join(", "))
                 } else {
                     format!("{} (achieved {}/s over all platforms)", l.backend, num(l.achieved, 1))
+                };
+                let label = if l.verdict.is_empty() {
+                    label
+                } else {
+                    format!("{label}: {}", l.verdict)
                 };
                 LegendItem::new(Swatch::Line(colour(&l.backend)), label)
             })
@@ -634,6 +689,21 @@ impl Figure for RateFigure {
             ))?;
         }
 
+        // the windows over the ceiling of each run that fails it: a bar along the bottom, one
+        // row per such run, in its colour (at least 3 px wide: one window can be an instant)
+        let px = xmax / f64::from(top.dim_in_pixel().0.max(1));
+        let marked: Vec<&RateLine> = self.lines.iter().filter(|l| !l.over.is_empty()).collect();
+        for (row, l) in marked.iter().enumerate() {
+            let y0 = ymax * 0.025 * row as f64;
+            let y1 = y0 + ymax * 0.02;
+            let c = colour(&l.backend);
+            chart.draw_series(
+                l.over
+                    .iter()
+                    .map(|&(a, b)| Rectangle::new([(a.min(b - 3.0 * px).max(0.0), y0), (b, y1)], c.mix(0.9).filled())),
+            )?;
+        }
+
         self.draw_fallback_strip(&strip, xmax)?;
 
         let mut items: Vec<LegendItem> = self
@@ -644,12 +714,28 @@ impl Figure for RateFigure {
                     .same_as
                     .as_ref()
                     .map_or(String::new(), |o| format!("; same line as {o}"));
+                let verdict = if l.verdict.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", l.verdict)
+                };
                 LegendItem::new(
                     Swatch::Line(colour(&l.backend)),
-                    format!("{} (achieved {}/s{same})", l.backend, num(l.achieved, 1)),
+                    format!("{} (achieved {}/s{same}){verdict}", l.backend, num(l.achieved, 1)),
                 )
             })
             .collect();
+        if !marked.is_empty() {
+            // one bar per failing run, in its colour (its legend entry says FAIL): the entry
+            // does not list them again, which would crowd the legend out of its panel
+            items.push(LegendItem::new(
+                Swatch::Band(colour(&marked[0].backend), 0.9),
+                format!(
+                    "over the ceiling: windows with more than ceiling x window + 1 arrivals (a bar along the bottom per run failing the ceiling, in its colour: {})",
+                    marked.len()
+                ),
+            ));
+        }
         items.push(LegendItem::new(
             Swatch::Dashed(BLACK),
             format!("ceiling {}/s", num(self.ceiling, 3)),
@@ -759,5 +845,25 @@ mod tests {
         assert_eq!(s[1], (0.1, 2.0));
         assert_eq!(s[10], (1.0, 4.0));
         assert_eq!(s[11], (1.1, 3.0)); // the first bin left the window
+    }
+}
+
+#[cfg(test)]
+mod over_tests {
+    use super::over_spans;
+
+    #[test]
+    fn windows_over_the_ceiling_are_the_bins_over_the_bound() {
+        // 10/s, 1 s window: the bound is 11 arrivals; bins of 0.5 s
+        let pts = [
+            (0.0, 0.0),
+            (0.5, 10.0),
+            (1.0, 12.0),
+            (1.5, 13.0),
+            (2.0, 11.0),
+            (2.5, 12.0),
+        ];
+        assert_eq!(over_spans(&pts, 10.0, 1_000_000_000), vec![(0.5, 1.5), (2.0, 2.5)]);
+        assert!(over_spans(&pts, 20.0, 1_000_000_000).is_empty());
     }
 }

@@ -62,7 +62,7 @@ impl SeedsFigure {
                     .map(|b| {
                         let values: Vec<f64> = sr.of(b).iter().filter_map(|r| headline(&r.row, key)).collect();
                         BoxData {
-                            backend: b.clone(),
+                            backend: crate::registry::label(sc, b),
                             spread: stats::spread(&values),
                             ci: stats::mean_ci(&values, stats::LEVEL),
                             values,

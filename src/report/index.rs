@@ -1,7 +1,8 @@
 //! `index.md`: the report's front page, plain Markdown so it renders on any git host. It opens
-//! with what a design review reads first (per design record, the claims pacesim confirms and
-//! refutes: each scenario whose `[record]` states a `finding`, with its figure, its plot and
-//! the command that reproduces it), then the verdict matrix (rows: scenario and backend; columns: check names), then per scenario its
+//! with what a design review reads first: the designs that fail ([`failing`]: property,
+//! witness, plot, reproduce command), then per design record the claims pacesim confirms and
+//! refutes ([`review`]: each scenario whose `[record]` states a `finding`, with the figure of
+//! every design it compares and the command that reproduces it), then the verdict matrix (rows: scenario and backend; columns: check names), then per scenario its
 //! description, a reading generated from the numbers, the comparison table, statistics across
 //! seeds, and every plot (the SVG inline; a PNG of the same name sits beside it).
 
@@ -29,6 +30,7 @@ pub fn markdown(all: &[ScenarioRuns], written: &[Written], command: &str) -> Str
         if seeds == 1 { "" } else { "s" },
         command,
     );
+    md.push_str(&failing(all, written));
     md.push_str(&review(all, written));
     md.push_str("## Verdict matrix\n\n");
     md.push_str(&verdict_matrix(all));
@@ -49,10 +51,106 @@ pub fn markdown(all: &[ScenarioRuns], written: &[Written], command: &str) -> Str
     md
 }
 
-/// The reviewer's section: per design record (the `[record] source` up to its first comma), the
-/// claims pacesim refutes, then those it confirms, each with the scenario's note, the figure of
-/// its own backend's first-seed run, its plot and the command that reproduces the run. Empty
-/// when no scenario states a finding.
+/// The heading the report opens with (the HTML report's test looks for it).
+pub const FAILING_HEADING: &str = "Designs that fail";
+
+/// The report's first section: every design (scenario and labelled backend, first seed) that
+/// fails a check, each with the property, its one-line witness, its rate plot and the command
+/// that reproduces it. Says so when none fails.
+pub fn failing(all: &[ScenarioRuns], written: &[Written]) -> String {
+    let mut md = format!("## {FAILING_HEADING}\n\n");
+    let mut n = 0;
+    for (sr, w) in all.iter().zip(written) {
+        for run in sr.base() {
+            let s = &run.row.summary;
+            let fails: Vec<(&String, &crate::summary::CheckOut)> = s.checks.iter().filter(|c| c.1.failed()).collect();
+            let Some((first, out)) = fails.first() else {
+                continue;
+            };
+            n += 1;
+            let names: Vec<String> = fails.iter().map(|c| c.0.clone()).collect();
+            let _ = write!(
+                md,
+                "- **{}** in [{}](#{}): fails **{}**. Witness ({first}): {}.",
+                md_text(&super::label(sr, &run.backend)),
+                md_text(&sr.scenario.name),
+                anchor(&sr.scenario.name),
+                and_list(&names),
+                md_text(&out.detail)
+            );
+            if let Some(plot) = rate_plot(w) {
+                let _ = write!(md, " Plot: {plot}.");
+            }
+            let _ = writeln!(md, " Reproduce: `{}`.", reproduce_cmd(sr, run));
+        }
+    }
+    if n == 0 {
+        md.push_str("No design fails a check in these scenarios.\n");
+    }
+    md.push('\n');
+    md
+}
+
+/// A link to a scenario's rate plot (SVG, and its PNG), if it has one.
+fn rate_plot(w: &Written) -> Option<String> {
+    let (stem, _) = w.plots.iter().find(|p| p.0 == "rate").or_else(|| w.plots.first())?;
+    Some(format!(
+        "[`{dir}/{stem}.svg`]({dir}/{stem}.svg) ([PNG]({dir}/{stem}.png))",
+        dir = w.dir
+    ))
+}
+
+/// The command that reproduces `run` exactly.
+fn reproduce_cmd(sr: &ScenarioRuns, run: &Run) -> String {
+    let sc = &sr.scenario;
+    let file = sc.origin.file();
+    let file = if file.is_empty() {
+        format!("sims/{}.toml", sc.name)
+    } else {
+        file.to_string()
+    };
+    crate::run::reproduce(std::path::Path::new(&file), run.seed, &run.backend)
+}
+
+/// Arrivals per second of `run` within each fault window (`kind from–to s: rate/s`), from its
+/// time series (to the series' bin width): the figure a claim about an outage is about.
+fn fault_rates(run: &Run) -> Vec<String> {
+    let tl = &run.timeline;
+    let grid = tl.arrivals();
+    let width = grid.width().max(1);
+    let bands = crate::plot::fault_bands(tl.faults(), tl.end() as f64 / 1e9);
+    bands
+        .iter()
+        .filter(|(_, a, b)| b > a)
+        .map(|(k, a, b)| {
+            let (from, to) = ((a * 1e9) as u64, (b * 1e9) as u64);
+            let count: u64 = grid
+                .cells()
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| {
+                    let t = *i as u64 * width;
+                    t >= from && t < to
+                })
+                .map(|(_, c)| u64::from(*c))
+                .sum();
+            format!(
+                "{} {}–{} s: {:.2}/s",
+                k.name().replace('_', " "),
+                num(*a, 3),
+                num(*b, 3),
+                count as f64 / (b - a)
+            )
+        })
+        .collect()
+}
+
+/// The record's claims, after [`failing`]: per design record (the `[record] source` up to its
+/// first comma), the claims pacesim refutes, then those it partly confirms, then those it
+/// confirms, each with the scenario's note, where the record disagrees with the figure
+/// (`[record] disagrees`), its plot, and the figure of every design the scenario compares
+/// (first seed; the rate within each fault window too) with the command that reproduces it.
+/// Empty when no scenario states a finding.
 pub fn review(all: &[ScenarioRuns], written: &[Written]) -> String {
     use crate::scenario::Finding;
     use std::collections::BTreeMap;
@@ -69,11 +167,14 @@ pub fn review(all: &[ScenarioRuns], written: &[Written]) -> String {
     if by_record.is_empty() {
         return String::new();
     }
-    let mut md = String::from("## For a design review: what pacesim confirms and refutes\n\n");
+    let mut md = String::from("## The records' claims: what pacesim confirms and refutes\n\n");
     md.push_str(
-        "Each claim below is a design record's, quoted in its scenario's section; the figure is \
-         the scenario's own backend at its own seed, the plot the scenario's first, and the \
-         command reproduces the run exactly.\n",
+        "Each claim below is a design record's, quoted in its scenario's section. A claim that \
+         a design breaks the ceiling is confirmed by that design's FAIL. Under each claim, the \
+         figure of every design the scenario compares, at the scenario's seed (with a fault, the \
+         rate during the fault window too), and the command that reproduces it exactly; where \
+         pacesim's figure disagrees with the record's words or numbers, it is said beside the \
+         finding.\n",
     );
     for (record, mut items) in by_record {
         items.sort_by_key(|&(f, i)| (std::cmp::Reverse(f), i));
@@ -84,6 +185,7 @@ pub fn review(all: &[ScenarioRuns], written: &[Written]) -> String {
             let r = sc.record.as_ref().expect("listed for its record");
             let verb = match f {
                 Finding::Refutes => "**refutes**",
+                Finding::Partly => "**partly** confirms",
                 Finding::Confirms => "confirms",
             };
             let _ = write!(
@@ -96,37 +198,34 @@ pub fn review(all: &[ScenarioRuns], written: &[Written]) -> String {
             if let Some(n) = &r.note {
                 let _ = write!(md, ". {}", md_text(n));
             }
-            let own = sr
-                .base()
-                .into_iter()
-                .find(|run| run.backend == sc.pacer.backend)
-                .or_else(|| sr.base().into_iter().next());
-            if let Some(run) = own {
+            if let Some(d) = &r.disagrees {
+                let _ = write!(md, " **Where the record disagrees:** {}", md_text(d));
+            }
+            if let Some(plot) = rate_plot(w) {
+                let _ = write!(md, " Plot: {plot}.");
+            }
+            md.push('\n');
+            // the figure of every design the scenario compares (the claim may be about any of
+            // them: the per-process pacers of a proof run on a shared design), and within each
+            // fault window, the rate during it
+            let ceiling = num(sc.pacer.rate, 3);
+            for run in sr.base() {
                 let _ = write!(
                     md,
-                    " Figure: {} {}.",
-                    run.backend,
-                    run_phrase(run, &num(sc.pacer.rate, 3))
+                    "  - {}{}: {}",
+                    md_text(&super::label(sr, &run.backend)),
+                    if run.backend == sc.pacer.backend && sr.backends.len() > 1 {
+                        " (the scenario's own)"
+                    } else {
+                        ""
+                    },
+                    run_phrase(run, &ceiling)
                 );
-                let plot = w.plots.iter().find(|p| p.0 == "rate").or_else(|| w.plots.first());
-                if let Some((stem, _)) = plot {
-                    let _ = write!(
-                        md,
-                        " Plot: [`{dir}/{stem}.svg`]({dir}/{stem}.svg) ([PNG]({dir}/{stem}.png)).",
-                        dir = w.dir
-                    );
+                let during = fault_rates(run);
+                if !during.is_empty() {
+                    let _ = write!(md, "; during {}", during.join("; "));
                 }
-                let file = sc.origin.file();
-                let file = if file.is_empty() {
-                    format!("sims/{}.toml", sc.name)
-                } else {
-                    file.to_string()
-                };
-                let _ = write!(
-                    md,
-                    " Reproduce: `{}`.",
-                    crate::run::reproduce(std::path::Path::new(&file), run.seed, &run.backend)
-                );
+                let _ = writeln!(md, ". Reproduce: `{}`.", reproduce_cmd(sr, run));
             }
             md.push('\n');
         }
@@ -155,12 +254,13 @@ fn short_verdict(sr: &ScenarioRuns) -> String {
     let (mut pass, mut fail, mut unjudged) = (Vec::new(), Vec::new(), Vec::new());
     for r in &base {
         let s = &r.row.summary;
+        let name = md_text(&super::label(sr, &r.backend));
         if !s.all_pass() {
-            fail.push(r.backend.clone());
+            fail.push(name);
         } else if !s.all_judged() {
-            unjudged.push(format!("{} ({})", r.backend, s.not_judged().join(", ")));
+            unjudged.push(format!("{name} ({})", s.not_judged().join(", ")));
         } else {
-            pass.push(r.backend.clone());
+            pass.push(name);
         }
     }
     if fail.is_empty() && unjudged.is_empty() {
@@ -207,7 +307,7 @@ pub fn verdict_matrix(all: &[ScenarioRuns]) -> String {
                 "| [{}](#{}) | {} |",
                 md_text(&sr.scenario.name),
                 anchor(&sr.scenario.name),
-                b
+                md_text(&super::label(sr, b))
             );
             for n in &names {
                 let seen: Vec<crate::check::Status> = runs
@@ -316,9 +416,10 @@ pub fn reading(sr: &ScenarioRuns) -> String {
     let mut groups: Vec<(Vec<String>, String)> = Vec::new();
     for r in &base {
         let p = run_phrase(r, &ceiling);
+        let name = super::label(sr, &r.backend);
         match groups.iter_mut().find(|g| g.1 == p) {
-            Some(g) => g.0.push(r.backend.clone()),
-            None => groups.push((vec![r.backend.clone()], p)),
+            Some(g) => g.0.push(name),
+            None => groups.push((vec![name], p)),
         }
     }
     let parts: Vec<String> = groups
@@ -343,12 +444,16 @@ pub fn reading(sr: &ScenarioRuns) -> String {
         .map(|r| r.row.derived.utilisation)
         .fold(f64::NEG_INFINITY, f64::max);
     if base.len() > 1 && conforming.len() == 1 {
-        let _ = write!(out, " Only {} passes every check.", conforming[0].backend);
+        let _ = write!(
+            out,
+            " Only {} passes every check.",
+            super::label(sr, &conforming[0].backend)
+        );
     } else if base.len() > 1 && !conforming.is_empty() {
         let top: Vec<String> = conforming
             .iter()
             .filter(|r| (r.row.derived.utilisation - best).abs() < 0.0005)
-            .map(|r| r.backend.clone())
+            .map(|r| super::label(sr, &r.backend))
             .collect();
         let _ = write!(
             out,
@@ -375,7 +480,7 @@ pub fn reading(sr: &ScenarioRuns) -> String {
     if sc.checks.wait_bound.is_some() {
         for r in &base {
             if let Some(f) = r.row.summary.checks.get("fairness") {
-                let _ = write!(out, " {} fairness: {}.", r.backend, f.detail);
+                let _ = write!(out, " {} fairness: {}.", super::label(sr, &r.backend), f.detail);
             }
         }
     }
@@ -391,7 +496,8 @@ pub fn reading(sr: &ScenarioRuns) -> String {
                 let _ = write!(
                     out,
                     " Download events ({}): work_heal {verdict}: {}.",
-                    r.backend, c.detail
+                    super::label(sr, &r.backend),
+                    c.detail
                 );
             }
         }
@@ -410,7 +516,7 @@ pub fn seeds_reading(sr: &ScenarioRuns) -> Option<String> {
         .map(|s| {
             format!(
                 "{} achieved {}/s and a max-window ratio of {}",
-                s.backend,
+                super::label(sr, &s.backend),
                 table::ci_cell(Some(&s.achieved_rate), 2),
                 table::ci_cell(Some(&s.max_window_overshoot), 3)
             )
@@ -451,7 +557,13 @@ fn scenario_section(sr: &ScenarioRuns, w: &Written) -> String {
         "{}, ceiling {}/s, backends compared: {}. Figures: [`{}/summary.json`]({}/summary.json).\n",
         sc.processes.describe(),
         num(sc.pacer.rate, 3),
-        sr.backends.join(", "),
+        md_text(
+            &sr.backends
+                .iter()
+                .map(|b| super::label(sr, b))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         w.dir,
         w.dir
     );
@@ -470,7 +582,7 @@ fn scenario_section(sr: &ScenarioRuns, w: &Written) -> String {
     md.push('\n');
     if let Some(r) = seeds_reading(sr) {
         let _ = writeln!(md, "**Across seeds.** {r}\n");
-        md.push_str(&table::across_seeds(&sr.seed_stats()).markdown());
+        md.push_str(&table::across_seeds(&table::labelled_seed_stats(sr)).markdown());
         md.push('\n');
     }
     for (stem, caption) in &w.plots {

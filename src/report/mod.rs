@@ -3,12 +3,13 @@
 //! and writes `reports/`.
 //!
 //! 1. [`table`] formats the figures (the same cells go to the terminal and to `index.md`).
-//! 2. [`write()`] draws the plots (`src/plot/`), writes `<scenario>/summary.json` and
-//!    `index.md` ([`index`]).
+//! 2. [`write()`] draws the plots (`src/plot/`), writes `<scenario>/summary.json`,
+//!    `index.md` ([`index`]) and the same page as one self-contained `index.html` ([`html`]).
 //!
 //! Everything written is deterministic: the same scenarios and seeds give byte-identical files
 //! (no timestamps, ordered collections only, fixed float formatting).
 
+pub mod html;
 pub mod index;
 pub mod table;
 
@@ -48,7 +49,7 @@ pub fn distinct_dirs<'a>(
     let mut seen: std::collections::BTreeMap<String, &crate::scenario::Scenario> = std::collections::BTreeMap::new();
     for sc in scenarios {
         let s = slug(&sc.name);
-        if s.eq_ignore_ascii_case("index.md") {
+        if s.eq_ignore_ascii_case("index.md") || s.eq_ignore_ascii_case("index.html") {
             return Err(ReportError::Reserved {
                 place: sc.place("name"),
                 name: sc.name.clone(),
@@ -76,13 +77,61 @@ pub struct ScenarioJson<'a> {
     pub description: &'a str,
     /// Backends compared.
     pub backends: &'a [String],
+    /// Each compared backend as reports name it ([`crate::registry::label`]), in `backends`'
+    /// order: its name and the options in which it differs from its defaults.
+    pub labels: Vec<String>,
     /// Seeds run.
     pub seeds: &'a [u64],
     /// Every run, backend-major then seed.
-    pub runs: Vec<&'a Row>,
+    pub runs: Vec<RunJson<'a>>,
     /// Mean and 95% CI across seeds per backend (only with more than one seed).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub across_seeds: Vec<SeedStats>,
+}
+
+/// One run in `summary.json`: its [`label`] and the run's figures (every field of
+/// `pacesim run --json`, names unchanged).
+#[derive(Debug, Serialize)]
+pub struct RunJson<'a> {
+    /// The backend as reports name it ([`label`]).
+    pub label: String,
+    /// The run.
+    #[serde(flatten)]
+    pub row: &'a Row,
+}
+
+/// How the reports name backend `backend` on scenario `sr` ([`crate::registry::label`]).
+pub fn label(sr: &ScenarioRuns, backend: &str) -> String {
+    crate::registry::label(&sr.scenario, backend)
+}
+
+/// A run's verdicts as a plot legend states them: `PASS`, `PASS (not judged: ...)`, or
+/// `FAIL: ` and each failing check, the ceiling's with the burst the arrivals needed
+/// (`FAIL: ceiling burst 31`).
+pub fn legend_verdict(row: &Row) -> String {
+    let s = &row.summary;
+    let fails: Vec<String> = s
+        .checks
+        .iter()
+        .filter(|c| c.1.failed())
+        .map(|(n, _)| {
+            if n == "ceiling" {
+                format!("ceiling burst {}", s.burst_needed)
+            } else if n == "slot_ceiling" {
+                format!("slot_ceiling burst {}", s.slot_burst_needed)
+            } else {
+                n.clone()
+            }
+        })
+        .collect();
+    let unjudged = s.not_judged();
+    if !fails.is_empty() {
+        format!("FAIL: {}", fails.join(", "))
+    } else if unjudged.is_empty() {
+        "PASS".to_string()
+    } else {
+        format!("PASS (not judged: {})", unjudged.join(", "))
+    }
 }
 
 /// What [`write()`] wrote for one scenario (paths relative to the output directory).
@@ -123,7 +172,9 @@ pub enum ReportError {
         dir: String,
     },
     /// A scenario's directory would be the report's own `index.md`.
-    #[error("{place}: name: a scenario named `{name}` would write its report over the report's index.md: rename it")]
+    #[error(
+        "{place}: name: a scenario named `{name}` would write its report over the report's index.md or index.html: rename it"
+    )]
     Reserved {
         /// Where it is named (`file:line`).
         place: String,
@@ -151,8 +202,9 @@ fn is_generated(p: &Path) -> bool {
         || p.file_name().is_some_and(|n| n == "summary.json")
 }
 
-/// Write `out/<scenario>/` (plots and `summary.json`) for every scenario, and `out/index.md`,
-/// which names `command` as the way to regenerate it.
+/// Write `out/<scenario>/` (plots and `summary.json`) for every scenario, `out/index.md`,
+/// which names `command` as the way to regenerate it, and `out/index.html`, the same page
+/// self-contained ([`html`]).
 pub fn write(out: &Path, all: &[ScenarioRuns], command: &str) -> Result<Vec<Written>, ReportError> {
     distinct_dirs(all.iter().map(|sr| &sr.scenario))?;
     std::fs::create_dir_all(out).map_err(ReportError::io(out))?;
@@ -160,7 +212,9 @@ pub fn write(out: &Path, all: &[ScenarioRuns], command: &str) -> Result<Vec<Writ
     let written: Vec<Written> = written.into_iter().collect::<Result<_, _>>()?;
     let md = index::markdown(all, &written, command);
     let p = out.join("index.md");
-    std::fs::write(&p, md).map_err(ReportError::io(&p))?;
+    std::fs::write(&p, &md).map_err(ReportError::io(&p))?;
+    let p = out.join("index.html");
+    std::fs::write(&p, html::page(&md, out)).map_err(ReportError::io(&p))?;
     Ok(written)
 }
 
@@ -187,11 +241,18 @@ fn write_scenario(out: &Path, sr: &ScenarioRuns) -> Result<Written, ReportError>
     let sc = &sr.scenario;
     let seed = sr.seeds[0];
 
+    // every plot names a variant by its label, drawn in its backend's colour
+    let labels: Vec<String> = base.iter().map(|r| label(sr, &r.backend)).collect();
     let runs: Vec<(&str, &Timeline, f64)> = base
         .iter()
-        .map(|r| (r.backend.as_str(), &r.timeline, r.row.summary.achieved_rate))
+        .zip(&labels)
+        .map(|(r, l)| (l.as_str(), &r.timeline, r.row.summary.achieved_rate))
         .collect();
-    let fig = plot::rate::RateFigure::new(&sc.name, seed, sc.pacer.rate, &runs);
+    let mut fig = plot::rate::RateFigure::new(&sc.name, seed, sc.pacer.rate, &runs);
+    for (r, l) in base.iter().zip(&labels) {
+        let fails_ceiling = r.row.summary.checks.get("ceiling").is_some_and(|c| c.failed());
+        fig.set_verdict(l, &legend_verdict(&r.row), fails_ceiling);
+    }
     plot::write(&fig, &dir, "rate")?;
     w.plots.push((
         "rate".into(),
@@ -250,8 +311,16 @@ fn write_scenario(out: &Path, sr: &ScenarioRuns) -> Result<Written, ReportError>
         scenario: &sc.name,
         description: &sc.description,
         backends: &sr.backends,
+        labels: sr.backends.iter().map(|b| label(sr, b)).collect(),
         seeds: &sr.seeds,
-        runs: sr.runs.iter().map(|r| &r.row).collect(),
+        runs: sr
+            .runs
+            .iter()
+            .map(|r| RunJson {
+                label: label(sr, &r.backend),
+                row: &r.row,
+            })
+            .collect(),
         across_seeds: if sr.seeds.len() > 1 {
             sr.seed_stats()
         } else {

@@ -69,7 +69,11 @@ pub fn cell(row: &Row, key: &str) -> String {
             "-".to_string()
         }
     };
+    // with platforms there is no fleet-wide ceiling: each platform is judged at its own limit
+    // (the verdicts), and a fleet-wide burst or utilisation would read as a failure it is not
+    let fleet_wide = s.backend_detail.platforms().is_empty();
     match key {
+        "ceiling" | "util" | "max1s" | "burst" if !fleet_wide => "-".to_string(),
         "backend" => s.backend.clone(),
         "fetches" => s.fetches.to_string(),
         "last" => format!("{:.3}", s.last_start_s),
@@ -102,10 +106,30 @@ pub fn comparison(sr: &ScenarioRuns) -> Table {
         rows: sr
             .base()
             .iter()
-            .map(|r| cols.iter().map(|c| cell(&r.row, c.0)).collect())
+            .map(|r| {
+                cols.iter()
+                    .map(|c| {
+                        if c.0 == "backend" {
+                            super::label(sr, &r.backend)
+                        } else {
+                            cell(&r.row, c.0)
+                        }
+                    })
+                    .collect()
+            })
             .collect(),
         left: cols.iter().map(|c| c.0 == "backend" || c.0 == "verdicts").collect(),
     }
+}
+
+/// A scenario's statistics across seeds with each backend named by its label
+/// ([`super::label`]), for [`across_seeds`].
+pub fn labelled_seed_stats(sr: &ScenarioRuns) -> Vec<SeedStats> {
+    let mut stats = sr.seed_stats();
+    for s in &mut stats {
+        s.backend = super::label(sr, &s.backend);
+    }
+    stats
 }
 
 /// `mean ± half-width` (or just the mean for one seed), with `digits` decimals.

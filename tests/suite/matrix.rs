@@ -42,6 +42,7 @@ fn the_matrix_equals_the_expected_matrix() {
 
 #[test]
 fn flipping_a_backend_to_its_defect_turns_the_matrix_red() {
+    // (a flipped row is named by what differs, issue 53: `row (fallback=fail_open)`)
     // outage-divided with the fallback flipped to fail_open: N x rate during the outage
     let mut sc = load("outage-divided.toml");
     sc.pacer.set("fallback", "'fail_open'");
@@ -52,7 +53,7 @@ fn flipping_a_backend_to_its_defect_turns_the_matrix_red() {
     assert!(
         diffs
             .iter()
-            .any(|d| d.starts_with("outage-divided/row: degradation must pass but FAILED")),
+            .any(|d| d.starts_with("outage-divided/row (fallback=fail_open): degradation must pass but FAILED")),
         "{diffs:?}"
     );
 
@@ -65,7 +66,7 @@ fn flipping_a_backend_to_its_defect_turns_the_matrix_red() {
     assert!(
         diffs
             .iter()
-            .any(|d| d.starts_with("backoff-global/row: backoff_coherence must pass but FAILED")),
+            .any(|d| d.starts_with("backoff-global/row (backoff=per_process): backoff_coherence must pass but FAILED")),
         "{diffs:?}"
     );
 }

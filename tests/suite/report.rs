@@ -309,11 +309,42 @@ fn the_index_opens_with_what_a_review_must_be_told() {
     .unwrap();
     report::write(&dir, &all, "pacesim simulate (test)").unwrap();
     let index = std::fs::read_to_string(dir.join("index.md")).unwrap();
+    let failing = index.find("## Designs that fail").expect("the failing designs first");
     let review = index
-        .find("## For a design review: what pacesim confirms and refutes")
+        .find("## The records' claims: what pacesim confirms and refutes")
         .expect("the review section");
     let matrix = index.find("## Verdict matrix").unwrap();
-    assert!(review < matrix, "the review comes first");
+    assert!(
+        failing < review && review < matrix,
+        "the failing designs, then the claims, then the matrix"
+    );
+    // every failing design, with its property, witness, plot and reproduce command
+    let first = &index[failing..review];
+    for r in all.iter().flat_map(|sr| sr.base()) {
+        if r.row.summary.all_pass() {
+            continue;
+        }
+        let sc = &all
+            .iter()
+            .find(|sr| sr.runs.iter().any(|x| std::ptr::eq(x, r)))
+            .unwrap()
+            .scenario;
+        let line = first
+            .lines()
+            .find(|l| {
+                l.contains(&format!("in [{}](#{})", sc.name, sc.name))
+                    && l.contains(&format!("--backend {}`", r.backend))
+            })
+            .unwrap_or_else(|| panic!("{} {} not listed first:\n{first}", sc.name, r.backend));
+        let fail = r.row.summary.checks.iter().find(|c| c.1.failed()).unwrap();
+        for want in [
+            format!("Witness ({}): {}", fail.0, fail.1.detail),
+            format!("Plot: [`{0}/rate.svg`]({0}/rate.svg)", sc.name),
+            "Reproduce: `pacesim run ".to_string(),
+        ] {
+            assert!(line.contains(&want), "lacks `{want}`: {line}");
+        }
+    }
     let section = &index[review..matrix];
     let pace = section.find("### global-pace-row").unwrap();
     let lock = section.find("### platform-lock-and-backfill").unwrap();
@@ -379,4 +410,347 @@ fn the_index_says_not_judged_never_all_pass() {
     assert!(!index.contains("every check passes"), "{index}");
     assert!(index.contains("no check fails, but liveness not judged"), "{index}");
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Issue 53 item 1: a variant is named by what differs from its backend's defaults, the same
+/// way in the comparison table, the matrix, the plots' legends and `summary.json`'s `label`.
+#[test]
+fn variants_are_named_by_what_differs() {
+    use pacesim::registry::label;
+    let clock = load("process-clock.toml");
+    assert_eq!(label(&clock, "row"), "row (clock=process_monotonic, stale_after=10s)");
+    let open = load("outage-fail-open.toml");
+    assert_eq!(label(&open, "row"), "row (fallback=fail_open)");
+    assert_eq!(label(&open, "shared_cache"), "shared_cache (fallback=fail_open)");
+    // an option written with its default value is no difference; one the backend cannot be
+    // shown to default (not in its stated detail) is
+    let divided = load("outage-divided-record-cap.toml");
+    assert_eq!(label(&divided, "row"), "row (cap=2)");
+    let four = load("four-limiters.toml");
+    for b in ["row", "shared_cache", "redis_gcra", "local_divided", "local"] {
+        assert_eq!(label(&four, b), b, "no option differs");
+    }
+
+    let dir = scratch("labels");
+    let all = compare::run_all(
+        &[clock, open],
+        Options {
+            seeds: 1,
+            series: true,
+            progress: false,
+        },
+    )
+    .unwrap();
+    report::write(&dir, &all, "pacesim simulate (test)").unwrap();
+    let index = std::fs::read_to_string(dir.join("index.md")).unwrap();
+    for want in [
+        // matrix row, comparison table row, the failing designs
+        "| [process-clock](#process-clock) | row (clock=process_monotonic, stale_after=10s) |",
+        "| shared_cache (fallback=fail_open) |",
+        "- **shared_cache (fallback=fail_open)** in [outage-fail-open](#outage-fail-open)",
+    ] {
+        assert!(index.contains(want), "lacks `{want}`:\n{index}");
+    }
+    // no table row names a variant by its base name alone
+    for l in index.lines().filter(|l| l.starts_with("| ")) {
+        for bare in ["| row |", "| shared_cache |", "| redis_gcra |"] {
+            assert!(!l.contains(bare), "a variant by its base name: {l}");
+        }
+    }
+    let legend = svg_text(&std::fs::read_to_string(dir.join("outage-fail-open/rate.svg")).unwrap());
+    assert!(
+        legend.contains("shared_cache (fallback=fail_open) (achieved"),
+        "{legend}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("outage-fail-open/summary.json")).unwrap()).unwrap();
+    assert_eq!(json["runs"][1]["backend"], "shared_cache", "field names stay");
+    assert_eq!(json["runs"][1]["label"], "shared_cache (fallback=fail_open)");
+    assert_eq!(json["labels"][0], "row (fallback=fail_open)");
+    // the matrix names its rows the same way
+    let m = pacesim::matrix::run(&[load("process-clock.toml")], 1).unwrap();
+    let t = pacesim::matrix::table(&m);
+    assert!(
+        t.contains("process-clock/row (clock=process_monotonic, stale_after=10s)"),
+        "{t}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The text of an SVG, each text element's words joined by single spaces (the legend wraps
+/// long entries over several elements).
+fn svg_text(svg: &str) -> String {
+    let mut words = Vec::new();
+    let mut rest = svg;
+    while let Some(i) = rest.find("<text") {
+        let after = &rest[i..];
+        let open_end = after.find('>').unwrap();
+        let close = after.find("</text>").unwrap();
+        words.extend(after[open_end + 1..close].split_whitespace().map(str::to_string));
+        rest = &after[close..];
+    }
+    words.join(" ")
+}
+
+/// Issue 53 item 2: each curve's legend entry carries its verdicts, and the windows over the
+/// ceiling of a run that fails it are marked on the rate plot.
+#[test]
+fn rate_plots_carry_their_verdicts() {
+    let dir = scratch("verdicts");
+    let all = compare::run_all(
+        &[load("four-limiters.toml")],
+        Options {
+            seeds: 1,
+            series: true,
+            progress: false,
+        },
+    )
+    .unwrap();
+    report::write(&dir, &all, "pacesim simulate (test)").unwrap();
+    let legend = svg_text(&std::fs::read_to_string(dir.join("four-limiters/rate.svg")).unwrap());
+    for want in [
+        "row (achieved 50/s): PASS",
+        "local (achieved 216.7/s): FAIL: ceiling burst 31, slot_ceiling burst 31",
+        "local_divided (achieved 54.2/s): FAIL: ceiling burst 4",
+        "over the ceiling: windows with more than ceiling x window + 1 arrivals",
+    ] {
+        assert!(legend.contains(want), "lacks `{want}`: {legend}");
+    }
+    // the marks: for the failing runs only
+    assert!(
+        legend.contains("(a bar along the bottom per run failing the ceiling, in its colour: 2)"),
+        "{legend}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A headless Chromium on this machine, if any: `PACESIM_CHROMIUM`, else `chromium`,
+/// `chromium-browser` or `google-chrome` on `PATH`.
+fn browser() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("PACESIM_CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH")?;
+    for dir in std::env::split_paths(&path) {
+        for name in ["chromium", "chromium-browser", "google-chrome"] {
+            let p = dir.join(name);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// Under CI (`.ci/run` sets it) a missing browser fails the browser tests.
+const BROWSER_REQUIRED: &str = "PACESIM_BROWSER_REQUIRED";
+
+/// The browser, or `None` after a loud `BROWSER TESTS NOT RUN` (a failure under CI).
+fn browser_or_skip(test: &str) -> Option<PathBuf> {
+    match browser() {
+        Some(b) => Some(b),
+        None if std::env::var_os(BROWSER_REQUIRED).is_some() => {
+            panic!(
+                "{test}: {BROWSER_REQUIRED} is set and no chromium was found (PACESIM_CHROMIUM, or chromium on PATH)"
+            )
+        }
+        None => {
+            eprintln!(
+                "BROWSER TESTS NOT RUN ({test}): no chromium on PATH (set PACESIM_CHROMIUM, or install \
+                 Debian's chromium); the HTML report was not opened in a browser"
+            );
+            None
+        }
+    }
+}
+
+/// Run the headless browser on `page` with `extra` flags and a fresh profile: (stdout, stderr).
+fn headless(browser: &Path, page: &Path, profile: &Path, extra: &[String]) -> (String, String) {
+    let _ = std::fs::remove_dir_all(profile);
+    let mut cmd = Command::new(browser);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=10000",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .args(extra)
+    .arg(format!("file://{}", page.display()));
+    let out = cmd.output().unwrap_or_else(|e| panic!("{}: {e}", browser.display()));
+    let _ = std::fs::remove_dir_all(profile);
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The value of `data-<name>` on the dumped `<html>` element.
+fn html_data<'a>(dom: &'a str, name: &str) -> Option<&'a str> {
+    let start = dom.find("<html")?;
+    let head = &dom[start..start + dom[start..].find('>')?];
+    let key = format!("data-{name}=\"");
+    let i = head.find(&key)? + key.len();
+    Some(&head[i..i + head[i..].find('"')?])
+}
+
+/// Open `dir/index.html` headless and say everything wrong with it: a script error or any
+/// console message, a plot of `index.md` missing on the page, a link that does not resolve (a
+/// `#` link to no element, a file link to no file), the one-page sections missing, or a
+/// failing design of `index.md`'s first section missing from the page's.
+fn page_problems(browser: &Path, dir: &Path) -> Vec<String> {
+    let mut bad = Vec::new();
+    let page = dir.join("index.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let md = std::fs::read_to_string(dir.join("index.md")).unwrap();
+    let (dom, log) = headless(browser, &page, &dir.join("profile"), &["--dump-dom".to_string()]);
+    if html_data(&dom, "ready") != Some("1") {
+        bad.push(format!(
+            "the page's script did not finish: {}",
+            &dom[..dom.len().min(300)]
+        ));
+    }
+    match html_data(&dom, "errors") {
+        Some("") => {}
+        e => bad.push(format!("script errors: {e:?}")),
+    }
+    for l in log.lines().filter(|l| l.contains(":CONSOLE")) {
+        bad.push(format!("console: {l}"));
+    }
+    let plots = md.lines().filter(|l| l.starts_with("![")).count();
+    if html_data(&dom, "plots") != Some(plots.to_string().as_str()) {
+        bad.push(format!(
+            "{plots} plots in index.md, on the page: {:?}",
+            html_data(&dom, "plots")
+        ));
+    }
+    match html_data(&dom, "broken-links") {
+        Some("") => {}
+        l => bad.push(format!("links to nothing on the page: {l:?}")),
+    }
+    // every other link is to a file beside the page
+    for part in html.split("href=\"").skip(1) {
+        let href = &part[..part.find('"').unwrap()];
+        if href.starts_with('#') {
+            continue;
+        }
+        if href.contains("://") || href.starts_with("//") {
+            bad.push(format!("a link off the page's folder: {href}"));
+        } else if !dir.join(href).is_file() {
+            bad.push(format!("a link to a missing file: {href}"));
+        }
+    }
+    // nothing loaded from anywhere: no src, no stylesheet link
+    for what in [" src=\"", "<link ", "<iframe", "@import"] {
+        if html.contains(what) {
+            bad.push(format!("the page loads something (`{what}`)"));
+        }
+    }
+    for id in [
+        "designs-that-fail",
+        "the-records-claims-what-pacesim-confirms-and-refutes",
+        "verdict-matrix",
+    ] {
+        if !dom.contains(&format!("id=\"{id}\"")) {
+            bad.push(format!("no one-page section `{id}`"));
+        }
+    }
+    // the first section lists every failing design index.md lists
+    let first = |text: &str, open: &str, close: &str| -> String {
+        let a = text.find(open).map_or(text.len(), |i| i);
+        let b = text[a..].find(close).map_or(text.len(), |i| a + i);
+        text[a..b].to_string()
+    };
+    let md_first = first(&md, "## Designs that fail", "\n## ");
+    let dom_first = first(&dom, "id=\"designs-that-fail\"", "<h2");
+    for l in md_first.lines().filter(|l| l.starts_with("- **")) {
+        let design = &l[4..l[4..].find("**").unwrap() + 4];
+        if !dom_first.contains(&format!("<strong>{design}</strong>")) {
+            bad.push(format!("the page's first section lacks {design}"));
+        }
+    }
+    bad
+}
+
+/// Issue 53 item 4: the HTML report is one self-contained page that renders in a real headless
+/// browser with every plot, every link resolving, no script error and the one-page sections
+/// first; a screenshot is kept for looking at (`target/tmp/report-browser/index.png`).
+#[test]
+fn the_html_report_renders_in_a_headless_browser() {
+    let Some(browser) = browser_or_skip("the_html_report_renders_in_a_headless_browser") else {
+        return;
+    };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-browser");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenarios = vec![
+        load("four-limiters.toml"),
+        load("outage-fail-open.toml"),
+        load("backfill-chunk-outlives-valve.toml"),
+        load("backoff-per-process-lock-in.toml"),
+    ];
+    let all = compare::run_all(
+        &scenarios,
+        Options {
+            seeds: 2,
+            series: true,
+            progress: false,
+        },
+    )
+    .unwrap();
+    report::write(&dir, &all, "pacesim simulate (test)").unwrap();
+    let bad = page_problems(&browser, &dir);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    // the screenshot, of the top of the page (the failing designs first)
+    let shot = dir.join("index.png");
+    headless(
+        &browser,
+        &dir.join("index.html"),
+        &dir.join("profile"),
+        &[
+            "--window-size=1280,1800".to_string(),
+            format!("--screenshot={}", shot.display()),
+        ],
+    );
+    let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot {}: {e}", shot.display()));
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "a blank screenshot? {} bytes",
+        png.len()
+    );
+    eprintln!("screenshot: {}", shot.display());
+
+    // and the check fails on what it must catch: a script error, a missing plot, a link to
+    // nothing, a missing section
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let first_plot = html.find("<figure class=\"plot").unwrap();
+    let plot_end = first_plot + html[first_plot..].find("</figure>").unwrap() + "</figure>".len();
+    let broken = [
+        (
+            "script error",
+            html.replacen("<body>", "<body><script>undefined_function();</script>", 1),
+        ),
+        ("missing plot", format!("{}{}", &html[..first_plot], &html[plot_end..])),
+        (
+            "broken link",
+            html.replacen("<body>", "<body><a href=\"#nowhere\">x</a>", 1),
+        ),
+        (
+            "missing section",
+            html.replacen("id=\"designs-that-fail\"", "id=\"something-else\"", 1),
+        ),
+    ];
+    for (what, page) in broken {
+        std::fs::write(dir.join("index.html"), page).unwrap();
+        assert!(!page_problems(&browser, &dir).is_empty(), "{what} passed the check");
+    }
+    std::fs::write(dir.join("index.html"), html).unwrap();
 }

@@ -1231,3 +1231,74 @@ fn the_records_dispatch_cap_divides_an_outage_to_two_thirds_of_the_rate() {
     let d = &dflt.checks["degradation"];
     assert!(d.passed() && d.detail.contains("70 arrivals = 7.00/s"), "{}", d.detail);
 }
+
+/// Issue 53: the record's backfill chunk (~10 min) is compared with the 30 min sweep, never
+/// with the ~15 min valve. Three sources backfilling: the third's task waits behind two 600 s
+/// chunks (1,200 s), the valve fires at 900 s and its chunk walks uncapped beside the holder's.
+/// By hand: valves at 900 s and again each time a source is queued behind two chunks (3,600 and
+/// 5,400 s); 1,815 of 7,200 s with two walks at once; a burst of 751.
+#[test]
+fn a_backfill_chunk_outlives_the_valve() {
+    let sc = load("backfill-chunk-outlives-valve.toml");
+    let evs = trace(&sc);
+    let valves: Vec<f64> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Uncapped {
+                t,
+                reason: UncappedReason::SafetyValve,
+                ..
+            } => Some(secs(*t)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(valves, [900.0, 3600.0, 5400.0]);
+    let s = summary(&sc);
+    assert_eq!(s.burst_needed, 751);
+    assert!(s.checks["ceiling"].failed(), "{:?}", s.checks);
+    let me = &s.checks["mutual_exclusion"];
+    assert!(
+        me.passed()
+            && me
+                .detail
+                .contains("6 overlap(s) excused, 1815.000s in all, first at 900.000s"),
+        "{}",
+        me.detail
+    );
+    // the fleet runs at twice the rate while a valve's walk runs: 600 s after the first valve
+    // the two walks have each made 300 fetches at 0.5/s
+    let during = arrivals_between(&evs, 900.0, 1200.0);
+    assert!((290..=310).contains(&during), "{during} arrivals in 900-1200 s");
+}
+
+/// Issue 53: per-process backoff locks two processes at the cap. The 429 lands on whichever
+/// process reserves next, not on the one whose request caused it: pids 1 and 2 get a 429 on
+/// every request, never see a clean response and never decay; pids 0 and 3 never see one.
+#[test]
+fn per_process_backoff_locks_two_processes_at_the_cap() {
+    let sc = load("backoff-per-process-lock-in.toml");
+    let evs = trace(&sc);
+    let mut per: std::collections::BTreeMap<u64, (u32, u32)> = std::collections::BTreeMap::new();
+    for e in &evs {
+        if let Event::Arrival { pid, status, .. } = e {
+            let c = per.entry(*pid as u64).or_default();
+            c.0 += 1;
+            if *status == 429 {
+                c.1 += 1;
+            }
+        }
+    }
+    let want: std::collections::BTreeMap<u64, (u32, u32)> = [(0, (26, 0)), (1, (25, 25)), (2, (26, 26)), (3, (25, 0))]
+        .into_iter()
+        .collect();
+    assert_eq!(per, want, "pid -> (requests, 429s)");
+    let s = summary(&sc);
+    assert_eq!((s.fetches, s.status_429), (102, 51));
+    // and the two locked in stay at the cap to the end
+    let last: std::collections::BTreeMap<u64, f64> = multipliers(&evs)
+        .into_iter()
+        .filter_map(|(_, pid, _, to)| pid.map(|p| (p as u64, to)))
+        .collect();
+    assert_eq!(last.get(&1), Some(&8.0), "{last:?}");
+    assert_eq!(last.get(&2), Some(&8.0), "{last:?}");
+}
