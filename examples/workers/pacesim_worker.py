@@ -58,3 +58,10 @@ def jobs():
     while _REQUESTS is None or n < int(_REQUESTS):
         yield n
         n += 1
+
+
+def ready():
+    """Optional: say this process has started up (imports done, connected). The scenario's
+    clock (its faults, its duration) starts when every worker is ready: at this line, or at
+    its first event line or fetch if it prints none."""
+    print(json.dumps({"ev": "ready"}), flush=True)

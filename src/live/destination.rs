@@ -28,11 +28,39 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
 /// A running destination.
-#[derive(Debug)]
 pub struct DestinationServer {
     /// Where it listens.
     pub addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for DestinationServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DestinationServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DestinationServer {
+    /// Move the `destination_throttle` windows `by` ns later on the run clock: an external
+    /// program's run starts the scenario's clock when its workers are ready.
+    pub fn delay_throttles(&self, by: u64) {
+        if by == 0 || self.shared.throttles.is_empty() {
+            return;
+        }
+        let moved = self
+            .shared
+            .throttles
+            .iter()
+            .map(|&(a, b, s)| (a + by, b + by, s))
+            .collect();
+        let mut d = self.shared.dest.lock().expect("destination lock");
+        let placeholder = Destination::new(&DestinationCfg::default(), rng::stream(0, Entity::Destination));
+        let old = std::mem::replace(&mut *d, placeholder);
+        *d = old.with_throttles(moved);
+    }
 }
 
 impl Drop for DestinationServer {
@@ -43,6 +71,8 @@ impl Drop for DestinationServer {
 
 struct Shared {
     dest: Mutex<Destination>,
+    // the throttle windows the destination was given, as the scenario states them
+    throttles: Vec<(u64, u64, u16)>,
     clock: Arc<OnceLock<RunClock>>,
     log: EventLog,
     external: Option<External>,
@@ -117,11 +147,15 @@ async fn start_with(
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
-        dest: Mutex::new(Destination::new(cfg, rng::stream(seed, Entity::Destination)).with_throttles(throttles)),
+        dest: Mutex::new(
+            Destination::new(cfg, rng::stream(seed, Entity::Destination)).with_throttles(throttles.clone()),
+        ),
+        throttles,
         clock,
         log,
         external,
     });
+    let server = Arc::clone(&shared);
     let task = tokio::spawn(async move {
         loop {
             let Ok((sock, _)) = listener.accept().await else {
@@ -131,7 +165,11 @@ async fn start_with(
             tokio::spawn(serve(sock, Arc::clone(&shared)));
         }
     });
-    Ok(DestinationServer { addr, task })
+    Ok(DestinationServer {
+        addr,
+        task,
+        shared: server,
+    })
 }
 
 async fn serve(sock: TcpStream, shared: Arc<Shared>) {

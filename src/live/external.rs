@@ -13,7 +13,13 @@
 //! {"ev":"grant","slot":1700000000123456000,"now":1700000000120000000,"interval":50000000,"multiplier":1.0}
 //! {"ev":"point","name":"mid_reservation"}      a kill point reached: the harness may SIGKILL it here
 //! {"ev":"job_start"} / {"ev":"job_end"}        a job's bounds, for the hard and soft time limits
+//! {"ev":"ready"}                               started up (imports done, connected): optional
 //! ```
+//!
+//! The scenario's clock (its faults and its duration) starts when every worker is ready: its
+//! first line on stdout (an event or `ready`) or its first arrival at the destination, whichever
+//! comes first (`runner.rs`); a worker not ready within `[live] ready_timeout` fails the run,
+//! named.
 //!
 //! stdout is for those lines only: anything else there fails the run with the line quoted
 //! (log to stderr, which the harness forwards prefixed with the worker's index).
@@ -273,6 +279,11 @@ pub(super) struct ExtCtx {
     pub(super) notes: Arc<Mutex<Vec<String>>>,
     /// Forward the workers' stderr to ours (prefixed).
     pub(super) forward_stderr: bool,
+    /// Each worker printed a line on stdout (an event or `{"ev":"ready"}`): it is ready.
+    pub(super) ready: Vec<std::sync::atomic::AtomicBool>,
+    /// When every worker was ready, on the run clock: the scenario's time 0 (its faults and
+    /// its duration count from here). 0 until then.
+    pub(super) start: std::sync::atomic::AtomicU64,
 }
 
 impl ExtCtx {
@@ -297,7 +308,17 @@ impl ExtCtx {
         }
     }
 
-    fn arrivals(&self, pid: u32) -> u64 {
+    /// The scenario's time 0 on the run clock (when every worker was ready).
+    pub(super) fn start(&self) -> u64 {
+        self.start.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Worker `pid` is ready: it printed a line, or reached the destination.
+    pub(super) fn is_ready(&self, pid: u32) -> bool {
+        self.ready[pid as usize].load(std::sync::atomic::Ordering::Relaxed) || self.arrivals(pid) > 0
+    }
+
+    pub(super) fn arrivals(&self, pid: u32) -> u64 {
         self.log
             .lock()
             .expect("event log")
@@ -472,6 +493,8 @@ pub enum Line {
     JobStart,
     /// A job ended.
     JobEnd,
+    /// The worker started up (`{"ev":"ready"}`): the run's clock may start.
+    Ready,
 }
 
 /// The events only the harness records: a worker printing one is refused.
@@ -514,6 +537,7 @@ pub fn parse_line(line: &str, pid: u32, now: u64) -> Result<Line, String> {
         }
         "job_start" => return Ok(Line::JobStart),
         "job_end" => return Ok(Line::JobEnd),
+        "ready" => return Ok(Line::Ready),
         e if HARNESS_EVENTS.contains(&e) => {
             let article = if e.starts_with(['a', 'e', 'i', 'o', 'u']) {
                 "an"
@@ -692,7 +716,12 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                         if restart.is_some() || stopping || fatal.is_some() || line.trim().is_empty() {
                             continue;
                         }
-                        match parse_line(&line, pid, ctx.clock.now()) {
+                        let parsed = parse_line(&line, pid, ctx.clock.now());
+                        if parsed.is_ok() {
+                            ctx.ready[pid as usize].store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        match parsed {
+                            Ok(Line::Ready) => {}
                             Ok(Line::Event(ev)) => {
                                 if let Event::OpSent { t, .. } = ev {
                                     sent = Some(t);
@@ -787,7 +816,7 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                 // that quietly shrank.
                 let requests = ctx.sc.processes.requests;
                 let done = ctx.fetches_done(pid);
-                let duration = ctx.sc.duration.0;
+                let duration = ctx.start() + ctx.sc.duration.0;
                 let slack = (duration / 50).max(250_000_000);
                 let finished = match requests {
                     Some(r) => done >= r,

@@ -125,6 +125,7 @@ pub(super) async fn fault(
     seed: u64,
     n: u32,
     clock: RunClock,
+    start: u64,
     log: EventLog,
     proxies: Arc<Vec<Proxy>>,
     cmds: Arc<Vec<mpsc::UnboundedSender<Cmd>>>,
@@ -133,12 +134,15 @@ pub(super) async fn fault(
     mut state: StateStores,
 ) {
     let mut rng: Rng = rng::stream(seed ^ (id as u64).wrapping_mul(0x9e37_79b9), Entity::Faults);
-    let edge = |start: bool, t: u64| {
+    // The schedule's times count from the scenario's time 0, `start` on the run clock (when
+    // every worker was ready); what is logged is on the run clock.
+    let clock = RunClock::from_parts(clock.origin() + start, clock.wall_at_origin() + start as i64);
+    let edge = |on: bool, t: u64| {
         log.lock().expect("event log").push(Event::Fault {
-            t,
+            t: t + start,
             id,
             kind: f.fault_kind(),
-            start,
+            start: on,
         });
     };
     let update = |g: &dyn Fn(&mut crate::live::proxy::ProxyState)| {
@@ -185,7 +189,7 @@ pub(super) async fn fault(
             clock.sleep_until_precise(at.0).await;
             let t = clock.now().max(at.0);
             edge(true, t);
-            for p in lose_state(&mut state, t, &log).await {
+            for p in lose_state(&mut state, t + start, &log).await {
                 eprintln!("warning: {p}");
             }
             edge(false, t);

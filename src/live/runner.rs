@@ -83,8 +83,13 @@ pub struct LiveRun {
     /// Problems during cleanup (none normally).
     pub warnings: Vec<String>,
     /// What the run could not do as asked, or saw go wrong without failing it (an external
-    /// worker that never reached the destination, a kill point armed that never fired).
+    /// worker that never reached the destination, a kill point armed that never fired, a kill
+    /// that landed before its target asked the store for anything).
     pub notes: Vec<String>,
+    /// When every worker was ready, ns on the trace's clock: the scenario's time 0, from which
+    /// its faults and its duration count (0 for pacesim's own workers, which start on `go`; an
+    /// external program's start-up otherwise).
+    pub ready_ns: u64,
 }
 
 impl LiveRun {
@@ -231,6 +236,7 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
     }
     let os_pids: Arc<Mutex<Vec<u32>>> = Arc::default();
     let notes: Arc<Mutex<Vec<String>>> = Arc::default();
+    let ready_at: Arc<std::sync::atomic::AtomicU64> = Arc::default();
     let inner = tokio::spawn(run_inner(
         sc.clone(),
         opts.clone(),
@@ -239,6 +245,7 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
         stores.redis.clone(),
         Arc::clone(&os_pids),
         Arc::clone(&notes),
+        Arc::clone(&ready_at),
         cancel,
     ));
     let r = inner.await;
@@ -261,9 +268,14 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
         Ok(Err(e)) => return Err(e),
         Err(e) => return Err(LiveError::Worker(format!("the live runner panicked: {e}"))),
     };
-    let summary = summary::from_trace("live", &trace[..]).map_err(|e| LiveError::Worker(format!("live trace: {e}")))?;
+    let mut summary =
+        summary::from_trace("live", &trace[..]).map_err(|e| LiveError::Worker(format!("live trace: {e}")))?;
     let worker_os_pids = os_pids.lock().expect("pids").clone();
-    let notes = notes.lock().expect("notes").clone();
+    let mut notes = notes.lock().expect("notes").clone();
+    let ready_ns = ready_at.load(std::sync::atomic::Ordering::Relaxed);
+    let mut c = trace::Collect::default();
+    trace::read("live", &trace[..], &mut c).map_err(|e| LiveError::Worker(format!("live trace: {e}")))?;
+    untested_kills(&c.events, &mut summary.checks, &mut notes);
     Ok(LiveRun {
         summary,
         trace,
@@ -273,7 +285,96 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
         worker_os_pids,
         warnings,
         notes,
+        ready_ns,
     })
+}
+
+/// How long the workers have to get ready (`[live] ready_timeout`, default 30 s).
+fn ready_timeout(sc: &Scenario) -> u64 {
+    sc.live
+        .as_ref()
+        .and_then(|l| l.ready_timeout)
+        .map_or(30_000_000_000, |t| t.0)
+}
+
+fn secs(ns: u64) -> String {
+    format!("{:.2} s", ns as f64 / 1e9)
+}
+
+/// The message when external workers were not all ready within `wait`: each one that was not,
+/// with its last stderr lines.
+fn not_ready(x: &ExtCtx, finished: &[bool], wait: u64) -> String {
+    let late: Vec<u32> = (0..x.sc.processes.count)
+        .filter(|&p| !finished[p as usize] && !x.is_ready(p))
+        .collect();
+    let names = late.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    format!(
+        "worker{} {names} (`{}`) not ready within {} ([live] ready_timeout): a worker is ready at its \
+         first line on stdout (an event, or {{\"ev\":\"ready\"}} once started up) or its first request \
+         to the destination; the scenario's clock starts when every worker is ready{}",
+        if late.len() > 1 { "s" } else { "" },
+        x.cmd.display(),
+        secs(wait),
+        late.first().map_or(String::new(), |&p| x.tail(p)),
+    )
+}
+
+/// A kill that landed before its target asked the store for anything (no `op_sent`, `grant`,
+/// `deny`, `reply`, `store_error`, lock, fallback or fetch since it started) tested nothing of
+/// the design's healing: it is noted, and `self_heal` is not judged on it (never a pass; a
+/// failure another kill caused stands).
+pub fn untested_kills(
+    events: &[Event],
+    checks: &mut std::collections::BTreeMap<String, summary::CheckOut>,
+    notes: &mut Vec<String>,
+) {
+    use crate::check::Status;
+    let mut asked: std::collections::BTreeMap<u32, bool> = std::collections::BTreeMap::new();
+    let (mut kills, mut untested) = (0usize, Vec::new());
+    for e in events {
+        match e {
+            Event::OpSent { pid, .. }
+            | Event::Grant { pid, .. }
+            | Event::Deny { pid, .. }
+            | Event::Reply { pid, .. }
+            | Event::StoreError { pid, .. }
+            | Event::LockAcquired { pid, .. }
+            | Event::Fallback { pid, .. }
+            | Event::Uncapped { pid, .. }
+            | Event::Arrival { pid, .. } => {
+                asked.insert(*pid, true);
+            }
+            Event::Restart { pid, .. } => {
+                asked.insert(*pid, false);
+            }
+            Event::Crash { t, pid, .. } => {
+                kills += 1;
+                if !asked.get(pid).copied().unwrap_or(false) {
+                    untested.push(format!("process {pid} at {}", secs(*t)));
+                }
+                asked.insert(*pid, false);
+            }
+            _ => {}
+        }
+    }
+    if untested.is_empty() {
+        return;
+    }
+    let what = format!(
+        "{} of {kills} kill(s) landed before the process asked the store for anything (it had not started its \
+         protocol: nothing of the design's healing was tested): {}",
+        untested.len(),
+        untested.join(", ")
+    );
+    notes.push(format!("{what}; self_heal is not judged on it"));
+    if let Some(v) = checks.get_mut("self_heal") {
+        if v.verdict == Status::Pass || untested.len() == kills {
+            v.verdict = Status::NotJudged;
+            v.detail = format!("not judged: {what} (was: {})", v.detail);
+        } else {
+            v.detail = format!("{}; also {what}", v.detail);
+        }
+    }
 }
 
 fn store_faults(sc: &Scenario) -> bool {
@@ -297,6 +398,7 @@ async fn run_inner(
     redis_target: Option<(RedisSettings, String)>,
     os_pids: Arc<Mutex<Vec<u32>>>,
     notes: Arc<Mutex<Vec<String>>>,
+    ready_at: Arc<std::sync::atomic::AtomicU64>,
     mut cancel: watch::Receiver<bool>,
 ) -> Result<Vec<u8>, LiveError> {
     let n = sc.processes.count;
@@ -457,6 +559,8 @@ async fn run_inner(
             tails: (0..n).map(|_| Mutex::default()).collect(),
             notes: Arc::clone(&notes),
             forward_stderr: opts.verbose,
+            ready: (0..n).map(|_| Default::default()).collect(),
+            start: Default::default(),
         })
     });
     let ctx = Arc::new(Ctx {
@@ -479,7 +583,6 @@ async fn run_inner(
         cmds.push(tx);
         match &ext_ctx {
             Some(x) => {
-                let _ = ready_tx.send(pid);
                 set.spawn(external::supervise(Arc::clone(x), pid, rx));
             }
             None => {
@@ -494,25 +597,38 @@ async fn run_inner(
         }
     };
 
-    // 4. Every worker connected: fix the origin and go.
+    // 4. Every worker ready: pacesim's own connected (then the origin is fixed and they get
+    // `go`); an external one printed its first line or reached the destination (the
+    // scenario's clock starts there: faults and the duration count from it).
     let mut ready = 0;
     let mut failure: Option<String> = None;
-    let barrier = tokio::time::sleep(Duration::from_secs(60));
+    let wait = ready_timeout(&sc);
+    let barrier = tokio::time::sleep(Duration::from_nanos(wait));
     tokio::pin!(barrier);
+    let mut poll = tokio::time::interval(Duration::from_millis(5));
+    let mut finished = vec![false; n as usize];
     while ready < n && failure.is_none() {
         tokio::select! {
-            r = ready_rx.recv() => match r {
+            r = ready_rx.recv(), if ext_ctx.is_none() => match r {
                 Some(_) => ready += 1,
                 None => failure = Some("a worker exited before connecting".into()),
             },
-            Some(r) = set.join_next() => {
-                failure = Some(match r {
-                    Ok((_, Ended::Failed(m))) => m,
-                    Ok((pid, e)) => format!("worker {pid} ended before the run started ({e:?})"),
-                    Err(e) => e.to_string(),
-                });
+            _ = poll.tick(), if ext_ctx.is_some() => {
+                if let Some(x) = &ext_ctx {
+                    ready = (0..n).filter(|&p| finished[p as usize] || x.is_ready(p)).count() as u32;
+                }
             }
-            _ = &mut barrier => failure = Some("workers did not connect within 60 s".into()),
+            Some(r) = set.join_next() => match r {
+                // an external worker that made all its requests before the others were ready
+                Ok((pid, Ended::Finished)) if ext_ctx.is_some() => finished[pid as usize] = true,
+                Ok((_, Ended::Failed(m))) => failure = Some(m),
+                Ok((pid, e)) => failure = Some(format!("worker {pid} ended before the run started ({e:?})")),
+                Err(e) => failure = Some(e.to_string()),
+            },
+            _ = &mut barrier => failure = Some(match &ext_ctx {
+                None => format!("workers did not connect within {}", secs(wait)),
+                Some(x) => not_ready(x, &finished, wait),
+            }),
             _ = cancelled(&mut cancel) => failure = Some(String::new()),
         }
     }
@@ -535,6 +651,18 @@ async fn run_inner(
         }
     };
     let _ = go_tx.send(Some((clock.origin(), clock.wall_at_origin())));
+    // The scenario's time 0 on the run clock: the origin itself for pacesim's own workers
+    // (they start on `go`), when the last one was ready for an external program's.
+    let start = match &ext_ctx {
+        Some(x) => {
+            let t = clock.now();
+            x.start.store(t, std::sync::atomic::Ordering::Relaxed);
+            dest.delay_throttles(t);
+            t
+        }
+        None => 0,
+    };
+    ready_at.store(start, std::sync::atomic::Ordering::Relaxed);
 
     // 5. Faults.
     let cmds = Arc::new(cmds);
@@ -551,6 +679,7 @@ async fn run_inner(
             sc.seed,
             n,
             clock,
+            start,
             Arc::clone(&log),
             Arc::clone(&proxies),
             Arc::clone(&cmds),
@@ -561,7 +690,7 @@ async fn run_inner(
     }
 
     // The run ends when every supervisor ends, at the duration, or on a signal.
-    let duration = sc.duration.0;
+    let duration = start + sc.duration.0;
     let mut by_deadline = false;
     let mut interrupted = false;
     let mut failures = Vec::new();
@@ -752,4 +881,48 @@ async fn drain(set: &mut tokio::task::JoinSet<(u32, Ended)>) {
     })
     .await;
     set.abort_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Status;
+    use crate::summary::CheckOut;
+    use crate::trace::{CrashPoint, OpKind};
+
+    fn checks() -> std::collections::BTreeMap<String, CheckOut> {
+        [(
+            "self_heal".to_string(),
+            CheckOut {
+                verdict: Status::Pass,
+                detail: "1 kill(s)".into(),
+            },
+        )]
+        .into()
+    }
+
+    #[test]
+    fn a_kill_before_the_target_asked_the_store_is_noted_and_self_heal_not_judged() {
+        let crash = |t| Event::Crash {
+            t,
+            pid: 1,
+            point: CrashPoint::Immediate,
+        };
+        let ask = |t| Event::OpSent {
+            t,
+            pid: 1,
+            thread: 0,
+            op: OpKind::Reserve,
+        };
+        // killed before it asked: a note, and a pass becomes not judged
+        let (mut c, mut notes) = (checks(), Vec::new());
+        untested_kills(&[crash(2_020_000_000), ask(2_080_000_000)], &mut c, &mut notes);
+        assert_eq!(c["self_heal"].verdict, Status::NotJudged, "{:?}", c["self_heal"]);
+        assert!(notes[0].contains("process 1 at 2.02 s"), "{notes:?}");
+        // killed after it asked: judged as it was
+        let (mut c, mut notes) = (checks(), Vec::new());
+        untested_kills(&[ask(1_000_000_000), crash(2_020_000_000)], &mut c, &mut notes);
+        assert_eq!(c["self_heal"].verdict, Status::Pass);
+        assert!(notes.is_empty());
+    }
 }

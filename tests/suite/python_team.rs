@@ -38,9 +38,9 @@ fn env_of(v: &Value) -> Vec<(String, String)> {
 
 /// The servers and psycopg, or why not.
 fn ready() -> Result<(), String> {
-    let py = Command::new("python3").args(["-c", "import psycopg"]).output();
+    let py = Command::new("python3").args(["-c", "import psycopg, pytest"]).output();
     if !py.is_ok_and(|o| o.status.success()) {
-        return Err("python3 has no psycopg (pip install 'psycopg[binary]')".into());
+        return Err("python3 has no psycopg or pytest (pip install 'psycopg[binary]' pytest)".into());
     }
     let pg = pacesim::live::settings::PgSettings::from_env();
     if std::net::TcpStream::connect((pg.host.as_str(), pg.port)).is_err() && !pg.host.starts_with('/') {
@@ -90,7 +90,11 @@ fn run_lines(tag: &str, lines: &[String], env: &[(String, String)]) -> PathBuf {
         cmd.env("PGHOST", &local_pg.host)
             .env("PGPORT", local_pg.port.to_string())
             .env("REDIS_URL", &local_redis.url)
-            .env("PATH", &path);
+            .env("PATH", &path)
+            // the pytest plugin from the source tree (the wheel's install puts it on the path)
+            .env("PYTHONPATH", plugin_dir())
+            .env("PYTEST_PLUGINS", "pytest_pacesim")
+            .env("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1");
         let out = cmd.output().unwrap();
         assert!(
             out.status.success(),
@@ -104,6 +108,10 @@ fn run_lines(tag: &str, lines: &[String], env: &[(String, String)]) -> PathBuf {
     dir
 }
 
+fn plugin_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("python/pytest-pacesim")
+}
+
 /// Every JUnit file in `files` parses and has cases, none failing.
 fn junit_passes(dir: &Path, files: &[&str]) {
     for f in files {
@@ -111,11 +119,20 @@ fn junit_passes(dir: &Path, files: &[&str]) {
         let doc = roxmltree::Document::parse(&xml).unwrap();
         let root = doc.root_element();
         assert_eq!(root.tag_name().name(), "testsuites");
+        // pacesim's counts on the root; pytest's (--junitxml) on its one testsuite
+        let counted = if root.attribute("tests").is_some() {
+            root
+        } else {
+            root.children()
+                .find(|n| n.has_tag_name("testsuite"))
+                .expect("a testsuite")
+        };
         assert!(
-            root.attribute("tests").unwrap().parse::<u32>().unwrap() > 0,
+            counted.attribute("tests").unwrap().parse::<u32>().unwrap() > 0,
             "{f}: {xml}"
         );
-        assert_eq!(root.attribute("failures"), Some("0"), "{f}: {xml}");
+        assert_eq!(counted.attribute("failures"), Some("0"), "{f}: {xml}");
+        assert_eq!(counted.attribute("errors").unwrap_or("0"), "0", "{f}: {xml}");
     }
 }
 
@@ -170,15 +187,22 @@ fn the_github_workflow_runs_here() {
         installs.iter().any(|l| l.contains("pacesim")),
         "installs pacesim: {installs:?}"
     );
-    for want in ["pacesim live pacesim.toml --junit", "pacesim conform pacesim.toml"] {
-        assert!(lines.iter().any(|l| l.starts_with(want)), "runs `{want}`: {lines:?}");
-    }
+    assert!(
+        installs.iter().any(|l| l.contains("pytest-pacesim")),
+        "installs the pytest plugin: {installs:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("python -m pytest test_pacer.py --junitxml")),
+        "runs the template's pytest tests: {lines:?}"
+    );
     if let Err(why) = ready() {
         println!("LIVE TESTS NOT RUN: {why}");
         return;
     }
     let dir = run_lines("github", &lines, &env);
-    junit_passes(&dir, &["reports/live.xml", "reports/conform.xml"]);
+    junit_passes(&dir, &["reports/pytest.xml", "reports/live.xml", "reports/conform.xml"]);
     assert_eq!(uploads, ["reports/"]);
     assert!(dir.join("reports/simulated/index.md").exists(), "the plots' report");
     assert!(dir.join("reports/live.jsonl").exists(), "the live trace");
@@ -218,4 +242,79 @@ fn the_gitlab_job_runs_here() {
     junit_passes(&dir, &junit.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(dir.join("reports/simulated/index.md").exists(), "the plots' report");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 51: the template's pytest test through the plugin (`pytest-pacesim`'s `pacesim`
+/// fixture) fails for a defective worker, the ceiling's witness and the reproduce command in
+/// pytest's output. (The correct worker's pass is `the_github_workflow_runs_here`.)
+#[test]
+fn the_pytest_plugin_fails_a_defective_worker_with_the_witness() {
+    if let Err(why) = ready() {
+        println!("LIVE TESTS NOT RUN: {why}");
+        return;
+    }
+    let dir = run_lines("pytest-defective", &["mkdir -p reports".to_string()], &[]);
+    let bin = bin_dir("pytest-defective");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let pg = pacesim::live::settings::PgSettings::from_env();
+    let out = Command::new("python3")
+        .args([
+            "-m",
+            "pytest",
+            "test_pacer.py",
+            "-k",
+            "holds_live",
+            "-p",
+            "no:cacheprovider",
+        ])
+        .current_dir(&dir)
+        .env("PATH", &path)
+        .env("PGHOST", &pg.host)
+        .env("PGPORT", pg.port.to_string())
+        .env("PYTHONPATH", plugin_dir())
+        .env("PYTEST_PLUGINS", "pytest_pacesim")
+        .env("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+        .env("PACESIM_WORKER", "python defective_worker.py")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&bin);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1), "pytest fails:\n{text}");
+    assert!(text.contains("ceiling FAILED: "), "the witness:\n{text}");
+    assert!(
+        text.contains("reproduce: pacesim live pacesim.toml --worker-cmd 'python defective_worker.py'"),
+        "the reproduce command:\n{text}"
+    );
+}
+
+/// Issue 51 item 4: what a new user reads is true of a clone.
+#[test]
+fn the_install_docs_exist_and_the_small_items_are_documented() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |f: &str| std::fs::read_to_string(root.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    assert!(read("pyproject.toml").contains("docs/install.md") && root.join("docs/install.md").exists());
+    assert!(
+        !read("README.md").contains("../shared/seeds"),
+        "a clone has no ../shared/seeds/"
+    );
+    let commands = read("docs/commands.md");
+    for c in ["| `pacesim live FILE", "| `pacesim conform FILE"] {
+        let row = commands.lines().find(|l| l.starts_with(c)).expect(c);
+        assert!(row.contains("[--junit FILE]"), "{row}");
+    }
+    let live = read("docs/live.md");
+    assert!(live.contains("| `PGDATABASE` | `test`"), "PGDATABASE's default");
+    assert!(
+        live.contains("declares `backend = \"local\"`"),
+        "the backend of a worker with no store"
+    );
+    assert!(
+        live.contains("`{\"ev\":\"ready\"}`") && live.contains("ready_timeout"),
+        "readiness"
+    );
 }
