@@ -27,8 +27,8 @@
 //! Nothing here reads a clock or iterates a hash map. A source sits behind a mutex only because
 //! a run may be built on one thread and run on another (the trace pipeline's producer).
 
-use crate::explore::seen::{Seen, Stop};
 use crate::form::Key;
+use crate::form::seen::{Seen, Stop};
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -19,10 +19,11 @@
 //! A seen state met at another instant covers only once its every continuation was explored
 //! (the explorer closes it), and only when none of them reached the run's end by the
 //! scenario's duration, so that the shifted continuations end as they did, before it. The
-//! seen states are kept in [`crate::explore::seen::Seen`].
+//! seen states are kept in [`seen::Seen`].
 
 mod hash;
 pub mod plant;
+pub mod seen;
 pub use hash::{Bits, Floats, Fold, WIDTH, collision_odds, fingerprint, fingerprint_bits};
 
 /// A state as an explorer compares it ([`Form`], finished): its exact part (with now folded

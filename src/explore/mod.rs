@@ -42,7 +42,10 @@
 pub mod defects;
 #[cfg(test)]
 mod prune_audit;
-pub mod seen;
+
+/// The seen-state table, kept beside the forms it compares (`crate::form::seen`): the choice
+/// source, a layer below, stops runs at its states.
+pub use crate::form::seen;
 pub mod shrink;
 pub mod strategy;
 

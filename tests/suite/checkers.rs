@@ -898,7 +898,7 @@ fn self_heal_key(h: &Header, events: &[Event], now: u64, kills_ahead: bool) -> p
 }
 
 /// What `self_heal` reads of its past is in its form, and what it does not read is not: an
-/// explorer that stops at a state covered by one seen ([`pacesim::explore::seen::Seen`]) must not stop
+/// explorer that stops at a state covered by one seen ([`pacesim::form::seen::Seen`]) must not stop
 /// a run whose verdict differs. Mid-stall after a kill, a state whose gap began earlier, or
 /// whose round trips in the gap were faster (less allowance), fails where the seen one passes
 /// and is not covered by it; one whose fetch long before the kill came later (not read once no
@@ -917,7 +917,7 @@ fn self_heal_form_keeps_what_its_verdict_reads() {
     assert!(verdict(&earlier).failed());
     // mid-stall: after the kill (37 intervals) and the replies in the gap, before the fetch at 41
     let now = 40 * I + 50 * MS;
-    let seen = pacesim::explore::seen::Seen::default();
+    let seen = pacesim::form::seen::Seen::default();
     seen.insert(self_heal_key(&h, &base, now, false));
     for (what, ev) in [("faster round trips", &faster), ("an earlier gap start", &earlier)] {
         assert_eq!(

@@ -784,7 +784,9 @@ fn the_live_summary_reproduces_and_a_closed_pipe_is_no_panic() {
     .unwrap();
     let cmd = format!("python3 {}", script.display());
     let (code, out, err) = live_file(&f, &cmd);
-    assert_eq!(code, 0, "{out}{err}");
+    // (a verdict either way: three unpaced fetchers that start together may need a burst of 3;
+    // what is asserted is the summary's lines, not the worker's design)
+    assert!(code == 0 || code == 1, "exit {code}: {out}{err}");
     assert!(out.contains("slots -"), "{out}");
     assert!(
         out.contains("reproduce: pacesim live ") && out.contains("--worker-cmd"),

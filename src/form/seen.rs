@@ -145,7 +145,7 @@ impl Stripe {
             i = e.next;
             let slack = self.slack_of(e);
             let covers = slack.len() == k.slack.len()
-                && if crate::form::plant::planted(crate::form::plant::Plant::SlackReversed) {
+                && if super::plant::planted(super::plant::Plant::SlackReversed) {
                     slack.iter().zip(&k.slack).all(|(a, b)| a <= b)
                 } else {
                     slack.iter().zip(&k.slack).all(|(a, b)| a >= b)
