@@ -228,24 +228,45 @@ pub struct EffectiveCeiling {
     pub points: Vec<(f64, f64)>,
 }
 
-/// The spans `(from s, to s)` of a sliding-window series (`(time s, arrivals /s)`, each point
-/// the window ending at its time) where the window held more than
-/// `ceiling x window + 1` arrivals: more than a paced sequence with a burst of one can put in
-/// any window.
-pub fn over_spans(points: &[(f64, f64)], ceiling: f64, window_ns: u64) -> Vec<(f64, f64)> {
-    let w = window_ns as f64 / 1e9;
-    if w <= 0.0 || ceiling <= 0.0 {
+/// The spans `(from s, to s)` where a run's arrivals (binned: `grid`) outran the ceiling: the
+/// ceiling check's bucket overdrawn beyond its burst, and a window ending there holding more
+/// than `ceiling x window + 1` arrivals, the plot's own window or a horizon of ten intervals
+/// of the ceiling (so the stretches that ran over, and up to a horizon after them, not the
+/// paced stretches after those while the debt they left stands). The horizon sees what the
+/// plot's window cannot: a run at twice a 0.5/s ceiling never puts more than one arrival in
+/// a 1 s window, yet runs over. The bucket is a GCRA at `ceiling`/s with `burst`, each bin's
+/// arrivals taken at its end (so a span is never marked early).
+pub fn over_spans(grid: &Grid<u32>, ceiling: f64, burst: u64, window_ns: u64) -> Vec<(f64, f64)> {
+    if ceiling <= 0.0 {
         return Vec::new();
     }
-    let bound = ceiling * w + 1.0;
+    let interval = 1.0 / ceiling;
+    let w = grid.width() as f64 / 1e9;
+    let allowed = burst.max(1) as f64 * interval + 1e-9;
+    // (bins in the plot's window, and in the horizon)
+    let short = ((window_ns as f64 / 1e9 / w).round() as usize).max(1);
+    let long = ((10.0 * interval / w).round() as usize).max(short);
+    let over = |sum: u64, k: usize| sum as f64 > ceiling * k as f64 * w + 1.0 + 1e-9;
+    let cells = grid.cells();
+    let (mut tat, mut near, mut far) = (0.0_f64, 0_u64, 0_u64);
     let mut out: Vec<(f64, f64)> = Vec::new();
-    for (i, &(t, r)) in points.iter().enumerate() {
-        if r * w > bound + 1e-9 {
-            // the bin that ends at `t`: the last one of the window, where the excess arrived
-            let from = if i > 0 { points[i - 1].0 } else { t };
+    for (i, &n) in cells.iter().enumerate() {
+        let (from, to) = (i as f64 * w, (i + 1) as f64 * w);
+        if n > 0 {
+            tat = tat.max(to) + f64::from(n) * interval;
+        }
+        near += u64::from(n);
+        far += u64::from(n);
+        if i >= short {
+            near -= u64::from(cells[i - short]);
+        }
+        if i >= long {
+            far -= u64::from(cells[i - long]);
+        }
+        if tat - to > allowed && (over(near, short) || over(far, long)) {
             match out.last_mut() {
-                Some(last) if from <= last.1 => last.1 = last.1.max(t),
-                _ => out.push((from, t)),
+                Some(last) if from <= last.1 => last.1 = to,
+                _ => out.push((from, to)),
             }
         }
     }
@@ -266,7 +287,7 @@ impl RateFigure {
             .iter()
             .map(|(b, tl, achieved)| {
                 let raw = sliding(tl.arrivals(), window_ns);
-                let over = over_spans(&raw, ceiling, window_ns);
+                let over = over_spans(tl.arrivals(), ceiling, tl.header().map_or(1, |h| h.burst), window_ns);
                 let (points, band) = mean_and_band(&raw);
                 RateLine {
                     verdict: String::new(),
@@ -731,7 +752,7 @@ impl Figure for RateFigure {
             items.push(LegendItem::new(
                 Swatch::Band(colour(&marked[0].backend), 0.9),
                 format!(
-                    "over the ceiling: windows with more than ceiling x window + 1 arrivals (a bar along the bottom per run failing the ceiling, in its colour: {})",
+                    "over the ceiling: where arrivals outran it by more than the burst allowed (the ceiling check's bucket overdrawn; a bar along the bottom per run failing the ceiling, in its colour: {})",
                     marked.len()
                 ),
             ));
@@ -851,19 +872,46 @@ mod tests {
 #[cfg(test)]
 mod over_tests {
     use super::over_spans;
+    use crate::timeline::Grid;
+
+    fn grid(counts: &[u32], width_ns: u64) -> Grid<u32> {
+        let mut g = Grid::new(width_ns, 10_000);
+        for (i, &n) in counts.iter().enumerate() {
+            *g.at(i as u64 * width_ns) += n;
+        }
+        g
+    }
 
     #[test]
-    fn windows_over_the_ceiling_are_the_bins_over_the_bound() {
-        // 10/s, 1 s window: the bound is 11 arrivals; bins of 0.5 s
-        let pts = [
-            (0.0, 0.0),
-            (0.5, 10.0),
-            (1.0, 12.0),
-            (1.5, 13.0),
-            (2.0, 11.0),
-            (2.5, 12.0),
-        ];
-        assert_eq!(over_spans(&pts, 10.0, 1_000_000_000), vec![(0.5, 1.5), (2.0, 2.5)]);
-        assert!(over_spans(&pts, 20.0, 1_000_000_000).is_empty());
+    fn a_burst_over_the_allowed_one_is_marked_where_it_lands() {
+        // 10/s, burst 2, bins of 0.1 s: one arrival a bin is paced; five at once overdraw the
+        // bucket, and the bin they land in holds more than 10 x 0.1 + 1
+        let g = grid(&[1, 1, 5, 0, 0, 0, 0, 1, 1], 100_000_000);
+        let s = over_spans(&g, 10.0, 2, 100_000_000);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert!((s[0].0 - 0.2).abs() < 1e-9 && (s[0].1 - 0.3).abs() < 1e-9, "{s:?}");
+        assert!(over_spans(&g, 10.0, 5, 100_000_000).is_empty());
+        assert!(over_spans(&grid(&[1; 9], 100_000_000), 10.0, 1, 100_000_000).is_empty());
+    }
+
+    #[test]
+    fn a_sustained_excess_no_window_shows_is_marked() {
+        // one arrival a second at a 0.5/s ceiling, burst 2: never more than one in a 1 s
+        // window, yet over the ceiling (marked once 20 s, ten intervals, hold 12)
+        let g = grid(&[1; 30], 1_000_000_000);
+        let s = over_spans(&g, 0.5, 2, 1_000_000_000);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert!(s[0].0 <= 12.0 && (s[0].1 - 30.0).abs() < 1e-9, "{s:?}");
+    }
+
+    #[test]
+    fn the_paced_stretch_after_an_excess_is_not_marked() {
+        // twice the ceiling for 40 s, then at the ceiling for 60 s: the debt stands, but only
+        // the excess is marked (and up to a horizon, 20 s, after it)
+        let mut counts = vec![1_u32; 40];
+        counts.extend((0..60).map(|i| u32::from(i % 2 == 0)));
+        let s = over_spans(&grid(&counts, 1_000_000_000), 0.5, 2, 1_000_000_000);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert!(s[0].1 <= 60.0, "{s:?}");
     }
 }

@@ -512,13 +512,13 @@ fn rate_plots_carry_their_verdicts() {
         "row (achieved 50/s): PASS",
         "local (achieved 216.7/s): FAIL: ceiling burst 31, slot_ceiling burst 31",
         "local_divided (achieved 54.2/s): FAIL: ceiling burst 4",
-        "over the ceiling: windows with more than ceiling x window + 1 arrivals",
+        "over the ceiling: where arrivals outran it by more than the burst allowed",
     ] {
         assert!(legend.contains(want), "lacks `{want}`: {legend}");
     }
     // the marks: for the failing runs only
     assert!(
-        legend.contains("(a bar along the bottom per run failing the ceiling, in its colour: 2)"),
+        legend.contains("a bar along the bottom per run failing the ceiling, in its colour: 2)"),
         "{legend}"
     );
     std::fs::remove_dir_all(dir).unwrap();
