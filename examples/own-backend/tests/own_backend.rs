@@ -137,7 +137,7 @@ fn the_matrix_passes_with_the_racy_twin_failing_ceiling() {
     assert_eq!(o.status.code(), Some(0), "{t}");
     assert!(t.contains("matches sims/expected-matrix.toml"), "{t}");
     assert!(
-        t.contains("sliding_log_racy ceiling (seed 1): arrivals need burst"),
+        t.contains("sliding_log_racy (window=200ms) ceiling (seed 1): arrivals need burst"),
         "{t}"
     );
     // and an expectation that is wrong fails it: the racy twin is not excused
