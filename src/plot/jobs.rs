@@ -379,7 +379,7 @@ impl Figure for JobsFigure {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB> {
         let (main, legend) = split_legend(root);
         let title = format!(
-            "{}: download events per source, from tick to finalised or stranded (seed {})",
+            "{}: download events per source, tick to close (seed {})",
             self.scenario, self.seed
         );
         let body = main.margin(8, 0, 0, 0).titled(&title, text(TITLE, BLACK))?;
