@@ -319,6 +319,22 @@ fn not_ready(x: &ExtCtx, finished: &[bool], wait: u64) -> String {
     )
 }
 
+/// The process an event shows asking the store for permission (or answered by it, or acting on
+/// its answer), if it is such an event.
+fn asked_the_store(e: &Event) -> Option<u32> {
+    match *e {
+        Event::OpSent { pid, .. }
+        | Event::Grant { pid, .. }
+        | Event::Deny { pid, .. }
+        | Event::Reply { pid, .. }
+        | Event::StoreError { pid, .. }
+        | Event::LockAcquired { pid, .. }
+        | Event::Fallback { pid, .. }
+        | Event::Uncapped { pid, .. } => Some(pid),
+        _ => None,
+    }
+}
+
 /// A kill that landed before its target asked the store for anything (no `op_sent`, `grant`,
 /// `deny`, `reply`, `store_error`, lock, fallback or fetch since it started) tested nothing of
 /// the design's healing: it is noted, and `self_heal` is not judged on it (never a pass; a
@@ -333,16 +349,11 @@ pub fn untested_kills(
     let (mut kills, mut untested) = (0usize, Vec::new());
     for e in events {
         match e {
-            Event::OpSent { pid, .. }
-            | Event::Grant { pid, .. }
-            | Event::Deny { pid, .. }
-            | Event::Reply { pid, .. }
-            | Event::StoreError { pid, .. }
-            | Event::LockAcquired { pid, .. }
-            | Event::Fallback { pid, .. }
-            | Event::Uncapped { pid, .. }
-            | Event::Arrival { pid, .. } => {
+            Event::Arrival { pid, .. } => {
                 asked.insert(*pid, true);
+            }
+            e if let Some(pid) = asked_the_store(e) => {
+                asked.insert(pid, true);
             }
             Event::Restart { pid, .. } => {
                 asked.insert(*pid, false);
@@ -817,14 +828,7 @@ fn external_outcome(
     let mut killed = vec![false; n as usize];
     for e in log.lock().expect("event log").iter() {
         match e {
-            Event::OpSent { pid, .. }
-            | Event::Grant { pid, .. }
-            | Event::Deny { pid, .. }
-            | Event::Reply { pid, .. }
-            | Event::StoreError { pid, .. }
-            | Event::LockAcquired { pid, .. }
-            | Event::Fallback { pid, .. }
-            | Event::Uncapped { pid, .. } => asked[*pid as usize] = true,
+            e if let Some(pid) = asked_the_store(e) => asked[pid as usize] = true,
             Event::Crash { pid, .. } => killed[*pid as usize] = true,
             _ => {}
         }
