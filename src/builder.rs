@@ -220,15 +220,11 @@ fn check_scenario<B: Backend>(sc: &Scenario, backend: &B) -> Result<(), OptionEr
     let mut points = None;
     for (i, f) in sc.faults.iter().enumerate() {
         if let crate::fault::FaultSpec::Kill { point: Some(p), .. } = f
-            && !points.get_or_insert_with(|| backend.kill_points()).contains(p)
+            && let Err(e) = p.reached_by(backend.name(), points.get_or_insert_with(|| backend.kill_points()))
         {
             return Err(OptionError::new(
                 format!("faults[{i}].point"),
-                format!(
-                    "the kill can never happen: backend `{}` never reaches `{}`",
-                    backend.name(),
-                    p.name()
-                ),
+                format!("the kill can never happen: {e}"),
             ));
         }
     }

@@ -124,8 +124,8 @@ pub struct Bounds {
     pub quantiles: Vec<f64>,
     /// At most this many kills fire at protocol points.
     pub kills: u32,
-    /// The protocol points a kill may fire at (as the backend names them, `mid_reservation`).
-    pub kill_points: Vec<String>,
+    /// The protocol points a kill may fire at (written by name, `mid_reservation`).
+    pub kill_points: Vec<KillPoint>,
     /// A killed process restarts after this long (nanoseconds); `None`: it stays dead.
     pub restart_after: Option<u64>,
     /// The most operations ordered at one instant (more are served in arrival order).
@@ -169,6 +169,132 @@ impl Default for Bounds {
     }
 }
 
+/// Where in its protocol a process is killed: the one type every route names a kill point by
+/// (a scenario's `[[faults]] point`, `[live] kill_points`, a backend's
+/// [`kill_points`](crate::backend::Backend::kill_points), a steered run's
+/// [`Bounds::kill_points`] and its kill mask ([`KillPoint::bit`]), and the trace's `crash`
+/// events, [`crate::trace::CrashPoint::At`]). Its serde name is the name scenario files,
+/// traces, choice files and `--kill-points` write ([`KillPoint::name`]).
+#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillPoint {
+    /// The store applied the process's operation; the reply never arrives.
+    MidReservation,
+    /// Right after the process acquired a lock.
+    HoldingLock,
+    /// While the process's transaction (holding the row lock) is open.
+    InTransaction,
+    /// While sleeping until its slot.
+    SleepingToSlot,
+    /// After the fetch request left, before the response.
+    MidFetch,
+}
+
+impl KillPoint {
+    /// Every point, in declaration order (its bit's order: [`KillPoint::bit`]).
+    pub const ALL: &'static [KillPoint] = &[
+        KillPoint::MidReservation,
+        KillPoint::HoldingLock,
+        KillPoint::InTransaction,
+        KillPoint::SleepingToSlot,
+        KillPoint::MidFetch,
+    ];
+
+    /// Name as written in scenario files, traces, choice files and `--kill-points` (the serde
+    /// name).
+    pub const fn name(self) -> &'static str {
+        match self {
+            KillPoint::MidReservation => "mid_reservation",
+            KillPoint::HoldingLock => "holding_lock",
+            KillPoint::InTransaction => "in_transaction",
+            KillPoint::SleepingToSlot => "sleeping_to_slot",
+            KillPoint::MidFetch => "mid_fetch",
+        }
+    }
+
+    /// The point named `name`; an error naming it and every point otherwise.
+    pub fn parse(name: &str) -> Result<KillPoint, String> {
+        KillPoint::ALL
+            .iter()
+            .copied()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| {
+                let all: Vec<&str> = KillPoint::ALL.iter().map(|p| p.name()).collect();
+                format!("no kill point `{name}` (one of {})", all.join(", "))
+            })
+    }
+
+    /// The point's bit in a steered run's kill mask ([`Tape::steer`]).
+    pub const fn bit(self) -> u32 {
+        1 << self as u32
+    }
+
+    /// The kill mask of `points`: each one's [`bit`](KillPoint::bit).
+    pub fn mask(points: &[KillPoint]) -> u32 {
+        points.iter().fold(0, |m, p| m | p.bit())
+    }
+
+    /// The one reachability check: does backend `backend`, whose processes can be found at
+    /// `reached` (its [`kill_points`](crate::backend::Backend::kill_points), or an external
+    /// worker's `[live] kill_points`), ever reach this point? A kill armed at a point it never
+    /// reaches would never fire, and the run would pass quietly, so every route refuses it
+    /// with this error.
+    pub fn reached_by(self, backend: &str, reached: &[KillPoint]) -> Result<(), Unreachable> {
+        if reached.contains(&self) {
+            return Ok(());
+        }
+        Err(Unreachable {
+            backend: backend.to_string(),
+            point: self,
+            reached: reached.to_vec(),
+        })
+    }
+}
+
+impl std::fmt::Display for KillPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for KillPoint {
+    type Err = String;
+    fn from_str(s: &str) -> Result<KillPoint, String> {
+        KillPoint::parse(s)
+    }
+}
+
+/// A kill point a backend never reaches ([`KillPoint::reached_by`]): the backend, the point,
+/// and the points it does reach.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unreachable {
+    /// The backend (`external` for an external worker).
+    pub backend: String,
+    /// The point asked for.
+    pub point: KillPoint,
+    /// The points it reaches.
+    pub reached: Vec<KillPoint>,
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let reached: Vec<&str> = self.reached.iter().map(|p| p.name()).collect();
+        write!(
+            f,
+            "backend `{}` never reaches `{}` (it reaches: {})",
+            self.backend,
+            self.point,
+            if reached.is_empty() {
+                "none".to_string()
+            } else {
+                reached.join(", ")
+            }
+        )
+    }
+}
+
+impl std::error::Error for Unreachable {}
+
 #[derive(Debug)]
 enum Mode {
     Record,
@@ -191,7 +317,7 @@ pub struct Tape {
     // the standard normal's quantiles at `bounds.quantiles` (a log-normal draw's exponent)
     z: Vec<f64>,
     kills_left: u32,
-    // invariant: bit `i` set when kill point `i` (its index in `KillPoint::ALL`) may fire
+    // invariant: a kill point's bit (`KillPoint::bit`) set when a kill may fire there
     kill_mask: u32,
     // the states seen so far, when the explorer prunes them (`Source::visit`); states are
     // compared only past `visit_from` decisions (the choices above it are a shard's)
@@ -286,8 +412,8 @@ impl Tape {
         }
     }
 
-    /// Steer a run within `bounds`: `prefix` first, then `strategy`. `kill_mask` has bit `i`
-    /// set for each kill point (by its index in the simulator's list) a kill may fire at.
+    /// Steer a run within `bounds`: `prefix` first, then `strategy`. `kill_mask` has the bit
+    /// ([`KillPoint::bit`]) of each kill point a kill may fire at ([`KillPoint::mask`]).
     pub fn steer(bounds: Bounds, kill_mask: u32, prefix: Vec<u32>, strategy: Box<dyn Strategy>) -> Tape {
         let z = bounds.quantiles.iter().map(|&q| probit(q)).collect();
         Tape {
@@ -525,11 +651,11 @@ impl Source {
         self.tape().bounds.order_width as usize
     }
 
-    /// Steered: does a kill fire as process `pid` reaches kill point `point` (its index in the
-    /// simulator's list)? Within the budget only; never when not steered.
-    pub fn kill(&self, pid: u32, point: u32) -> Option<Option<u64>> {
+    /// Steered: does a kill fire as process `pid` reaches kill point `point`? Within the
+    /// budget only; never when not steered.
+    pub fn kill(&self, pid: u32, point: KillPoint) -> Option<Option<u64>> {
         let mut t = self.tape();
-        if !matches!(t.mode, Mode::Steer) || t.kills_left == 0 || t.kill_mask & (1 << point) == 0 {
+        if !matches!(t.mode, Mode::Steer) || t.kills_left == 0 || t.kill_mask & point.bit() == 0 {
             return None;
         }
         if self.decide(&mut t, Kind::Kill, 2, Some(pid), [0; 8]) == 1 {
@@ -700,7 +826,7 @@ mod tests {
         assert_eq!(s.value(Some(0)).map(|v| v.0), Some(0.99));
         assert_eq!(s.order(&[3, 1, 2]), Some(2));
         assert_eq!(s.order(&[3]), None, "one candidate is no choice");
-        assert_eq!(s.kill(0, 0), None, "no budget");
+        assert_eq!(s.kill(0, KillPoint::MidReservation), None, "no budget");
         let made = s.made();
         assert_eq!(made.len(), 3);
         assert_eq!((made[0].index, made[1].index, made[2].index), (1, 2, 2));
@@ -728,6 +854,31 @@ mod tests {
         assert_eq!(p.replayed(), Some((4, 3)));
     }
 
+    /// A kill point's name is its serde name, its bit its place in `ALL`, and a bad name is
+    /// refused naming it and every point.
+    #[test]
+    fn a_kill_point_has_one_name_and_one_bit() {
+        for (i, &p) in KillPoint::ALL.iter().enumerate() {
+            assert_eq!(serde_json::to_string(&p).unwrap(), format!("\"{}\"", p.name()));
+            assert_eq!(KillPoint::parse(p.name()), Ok(p));
+            assert_eq!(p.bit(), 1 << i);
+        }
+        assert_eq!(
+            KillPoint::mask(&[KillPoint::MidFetch, KillPoint::MidReservation]),
+            0b10001
+        );
+        assert_eq!(
+            KillPoint::parse("nowhere").unwrap_err(),
+            "no kill point `nowhere` (one of mid_reservation, holding_lock, in_transaction, \
+             sleeping_to_slot, mid_fetch)"
+        );
+        assert_eq!(KillPoint::MidFetch.reached_by("b", &[KillPoint::MidFetch]), Ok(()));
+        assert_eq!(
+            KillPoint::MidFetch.reached_by("b", &[]).unwrap_err().to_string(),
+            "backend `b` never reaches `mid_fetch` (it reaches: none)"
+        );
+    }
+
     #[test]
     fn a_kill_spends_the_budget() {
         let b = Bounds {
@@ -740,10 +891,10 @@ mod tests {
                 1
             }
         }
-        let s = Source::new(Tape::steer(b, 0b10, vec![], Box::new(Yes)));
-        assert_eq!(s.kill(0, 0), None, "point 0 is not the backend's");
-        assert_eq!(s.kill(0, 1), Some(Some(1_000_000_000)));
-        assert_eq!(s.kill(1, 1), None, "the budget is spent");
+        let s = Source::new(Tape::steer(b, KillPoint::HoldingLock.bit(), vec![], Box::new(Yes)));
+        assert_eq!(s.kill(0, KillPoint::MidReservation), None, "not the backend's point");
+        assert_eq!(s.kill(0, KillPoint::HoldingLock), Some(Some(1_000_000_000)));
+        assert_eq!(s.kill(1, KillPoint::HoldingLock), None, "the budget is spent");
         assert_eq!(s.made().len(), 1);
     }
 }

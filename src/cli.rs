@@ -1110,7 +1110,14 @@ impl ExploreArgs {
             bounds: crate::choice::Bounds {
                 quantiles,
                 kills: self.kills,
-                kill_points: self.kill_points.as_deref().map(list).unwrap_or_default(),
+                kill_points: self
+                    .kill_points
+                    .as_deref()
+                    .map(list)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|n| crate::fault::KillPoint::parse(n).map_err(|e| format!("--kill-points: {e}")))
+                    .collect::<Result<_, _>>()?,
                 restart_after,
                 order_width: self.order_width,
                 hops: match self.hops.as_str() {

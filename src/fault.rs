@@ -27,7 +27,7 @@
 use crate::clock::Clock;
 use crate::dist::Dist;
 use crate::time::Nanos;
-use crate::trace::{CrashPoint, FaultKind};
+use crate::trace::FaultKind;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// `[fetch] stuck` (issue 35 item 5): stuck CDN files inside a walk. A share of fetches hit a
@@ -85,49 +85,9 @@ impl StuckCfg {
     }
 }
 
-/// Where in its protocol a process is killed.
-#[derive(Hash, Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum KillPoint {
-    /// The store applied the process's operation; the reply never arrives.
-    MidReservation,
-    /// Right after the process acquired a lock.
-    HoldingLock,
-    /// While the process's transaction (holding the row lock) is open.
-    InTransaction,
-    /// While sleeping until its slot.
-    SleepingToSlot,
-    /// After the fetch request left, before the response.
-    MidFetch,
-}
-
-impl KillPoint {
-    /// Every point.
-    pub const ALL: &'static [KillPoint] = &[
-        KillPoint::MidReservation,
-        KillPoint::HoldingLock,
-        KillPoint::InTransaction,
-        KillPoint::SleepingToSlot,
-        KillPoint::MidFetch,
-    ];
-
-    /// Name as written in scenario files and traces.
-    pub fn name(self) -> &'static str {
-        CrashPoint::from(self).name()
-    }
-}
-
-impl From<KillPoint> for CrashPoint {
-    fn from(p: KillPoint) -> CrashPoint {
-        match p {
-            KillPoint::MidReservation => CrashPoint::MidReservation,
-            KillPoint::HoldingLock => CrashPoint::HoldingLock,
-            KillPoint::InTransaction => CrashPoint::InTransaction,
-            KillPoint::SleepingToSlot => CrashPoint::SleepingToSlot,
-            KillPoint::MidFetch => CrashPoint::MidFetch,
-        }
-    }
-}
+/// Where in its protocol a process is killed (`point`): defined with the choice source, the
+/// lowest layer that names one.
+pub use crate::choice::KillPoint;
 
 /// How an unreachable store fails a client.
 #[derive(Hash, Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -473,8 +433,10 @@ mod tests {
             KillPoint::MidFetch,
         ] {
             let scenario = serde_json::to_string(&p).unwrap();
-            assert_eq!(scenario, format!("\"{}\"", CrashPoint::from(p).name()));
-            assert_eq!(p.name(), CrashPoint::from(p).name());
+            let crash = crate::trace::CrashPoint::from(p);
+            assert_eq!(scenario, format!("\"{}\"", crash.name()));
+            assert_eq!(scenario, serde_json::to_string(&crash).unwrap());
+            assert_eq!(p.name(), crash.name());
         }
     }
 }

@@ -85,6 +85,12 @@ impl Capabilities {
             jobs: b.jobs(),
         }
     }
+
+    /// Whether backend `backend`, with these capabilities, ever reaches `point`: the one
+    /// reachability check ([`KillPoint::reached_by`](crate::fault::KillPoint::reached_by)).
+    pub fn reaches(&self, backend: &str, point: crate::fault::KillPoint) -> Result<(), crate::choice::Unreachable> {
+        point.reached_by(backend, &self.kill_points)
+    }
 }
 
 /// The [`Ops`] of options type `O`.
@@ -639,12 +645,11 @@ impl BackendRules for Rules {
             let crate::fault::FaultSpec::Kill { point: Some(p), .. } = f else {
                 continue;
             };
-            if let Some((_, b, _)) = caps.iter().find(|(_, _, c)| !c.kill_points.contains(p)) {
+            if let Some(e) = caps.iter().find_map(|(_, b, c)| c.reaches(b, *p).err()) {
                 return Err((
                     format!("faults[{i}].point"),
                     format!(
-                        "the kill can never happen: backend `{b}` never reaches `{}` (this scenario runs {})",
-                        p.name(),
+                        "the kill can never happen: {e}; this scenario runs {}",
                         sc.runnable_backends().join(", ")
                     ),
                 ));

@@ -310,7 +310,7 @@ impl<P: ProcessSide> Worker<P> {
         if !crate::choice::active() {
             return None;
         }
-        let restart = crate::choice::with(|s| s.kill(self.pid, point as u32))?;
+        let restart = crate::choice::with(|s| s.kill(self.pid, point))?;
         Some(Armed {
             point,
             restart_after: restart.map(Nanos),

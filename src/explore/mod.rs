@@ -712,39 +712,28 @@ impl std::fmt::Debug for Explorer {
     }
 }
 
-/// The kill points a backend reaches among `names` (empty: all it reaches), as the bit mask
-/// the choice source reads, and their names.
-pub fn kill_mask(spec: &BackendSpec, sc: &Scenario, names: &[String]) -> Result<(u32, Vec<String>), ExploreError> {
+/// The kill points a backend reaches among `points` (empty: all it reaches), in
+/// [`KillPoint::ALL`]'s order, and their kill mask ([`KillPoint::mask`]) for the choice source;
+/// a point it never reaches is an error ([`Capabilities::reaches`](crate::registry::Capabilities::reaches)).
+pub fn kill_mask(
+    spec: &BackendSpec,
+    sc: &Scenario,
+    points: &[KillPoint],
+) -> Result<(u32, Vec<KillPoint>), ExploreError> {
     let caps = spec
         .ops
         .capabilities(spec.name, sc)
         .map_err(|e| ExploreError::Run(e.to_string()))?;
-    let mut mask = 0u32;
-    let mut kept = Vec::new();
-    for (i, p) in KillPoint::ALL.iter().enumerate() {
-        let wanted = names.is_empty() || names.iter().any(|n| n == p.name());
-        if wanted && caps.kill_points.contains(p) {
-            mask |= 1 << i;
-            kept.push(p.name().to_string());
-        }
+    for &p in points {
+        caps.reaches(spec.name, p)
+            .map_err(|e| ExploreError::Options(format!("--kill-points: {e}")))?;
     }
-    for n in names {
-        if !KillPoint::ALL.iter().any(|p| p.name() == n) {
-            let all: Vec<&str> = KillPoint::ALL.iter().map(|p| p.name()).collect();
-            return Err(ExploreError::Options(format!(
-                "--kill-points: no kill point `{n}` (one of {})",
-                all.join(", ")
-            )));
-        }
-        if !kept.contains(n) {
-            return Err(ExploreError::Options(format!(
-                "--kill-points: backend `{}` never reaches `{n}` (it reaches: {})",
-                spec.name,
-                caps.kill_points.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
-            )));
-        }
-    }
-    Ok((mask, kept))
+    let kept: Vec<KillPoint> = KillPoint::ALL
+        .iter()
+        .copied()
+        .filter(|p| (points.is_empty() || points.contains(p)) && caps.kill_points.contains(p))
+        .collect();
+    Ok((KillPoint::mask(&kept), kept))
 }
 
 impl Explorer {
@@ -1841,7 +1830,12 @@ pub fn markdown(r: &Report) -> String {
             if r.bounds.kill_points.is_empty() {
                 "no point".to_string()
             } else {
-                r.bounds.kill_points.join(", ")
+                r.bounds
+                    .kill_points
+                    .iter()
+                    .map(|p| p.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             },
             r.bounds.order_width
         ),

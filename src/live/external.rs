@@ -196,10 +196,10 @@ pub fn unsupported(sc: &Scenario) -> Result<(), String> {
     let live = sc.live.clone().unwrap_or_default();
     for (i, f) in sc.faults.iter().enumerate() {
         if let FaultSpec::Kill { point: Some(p), .. } = f
-            && !live.kill_points.contains(p)
+            && let Err(e) = p.reached_by("external", &live.kill_points)
         {
             return Err(format!(
-                "faults[{i}]: a kill at point `{}` is unavailable with an external worker: only the worker knows when it is there. \
+                "faults[{i}]: a kill at point `{}` is unavailable with an external worker ({e}): only the worker knows when it is there. \
                  Have it print {{\"ev\":\"point\",\"name\":\"{}\"}} at that point and declare it in the scenario \
                  ([live] kill_points = [\"{}\"]), or drop `point` to kill at the fault's time",
                 p.name(),

@@ -87,8 +87,10 @@ impl ChoiceFile {
             }
             String::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8 text: {e}", path.display()))?
         };
-        let f: ChoiceFile = serde_json::from_str(&text)
-            .map_err(|e| format!("{}:{}:{}: not a choice file: {e}", path.display(), e.line(), e.column()))?;
+        let f: ChoiceFile = serde_json::from_str(&text).map_err(|e| match bad_kill_point(&text) {
+            Some(why) => format!("{}: field `bounds.kill_points`: {why}", path.display()),
+            None => format!("{}:{}:{}: not a choice file: {e}", path.display(), e.line(), e.column()),
+        })?;
         if f.version != VERSION {
             return Err(format!(
                 "{}: field `version`: {} (this pacesim reads version {VERSION})",
@@ -96,21 +98,13 @@ impl ChoiceFile {
                 f.version
             ));
         }
-        if let Body::Steered { bounds, .. } = &f.body {
-            for p in &bounds.kill_points {
-                if !KillPoint::ALL.iter().any(|k| k.name() == p) {
-                    return Err(format!(
-                        "{}: field `bounds.kill_points`: no kill point `{p}`",
-                        path.display()
-                    ));
-                }
-            }
-            if bounds.quantiles.iter().any(|q| !(*q > 0.0 && *q < 1.0)) {
-                return Err(format!(
-                    "{}: field `bounds.quantiles`: each must lie strictly between 0 and 1",
-                    path.display()
-                ));
-            }
+        if let Body::Steered { bounds, .. } = &f.body
+            && bounds.quantiles.iter().any(|q| !(*q > 0.0 && *q < 1.0))
+        {
+            return Err(format!(
+                "{}: field `bounds.quantiles`: each must lie strictly between 0 and 1",
+                path.display()
+            ));
         }
         Ok(f)
     }
@@ -176,11 +170,7 @@ impl ChoiceFile {
         match &self.body {
             Body::Words { words } => Source::new(Tape::replay(words.clone())),
             Body::Steered { bounds, choices } => {
-                let mask = KillPoint::ALL
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, k)| bounds.kill_points.iter().any(|p| p == k.name()))
-                    .fold(0u32, |m, (i, _)| m | (1 << i));
+                let mask = KillPoint::mask(&bounds.kill_points);
                 let prefix = choices.iter().map(|c| c.index).collect();
                 Source::new(Tape::steer(
                     bounds.clone(),
@@ -191,4 +181,15 @@ impl ChoiceFile {
             }
         }
     }
+}
+
+/// Why a choice file that does not parse fails, when it is a kill point's name in
+/// `bounds.kill_points` ([`KillPoint::parse`]'s error: the name and every point).
+fn bad_kill_point(text: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    v.get("bounds")?
+        .get("kill_points")?
+        .as_array()?
+        .iter()
+        .find_map(|p| KillPoint::parse(p.as_str()?).err())
 }

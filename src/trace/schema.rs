@@ -268,23 +268,77 @@ names! {
     }
 }
 
-names! {
-    /// Where in its protocol a process was killed (`crash` events).
-    pub enum CrashPoint {
-        /// Wherever it was when the kill fired.
-        Immediate = "immediate",
-        /// Its job passed the hard time limit.
-        HardLimit = "hard_limit",
-        /// The store applied its operation; the reply never arrived.
-        MidReservation = "mid_reservation",
-        /// Right after it acquired a lock.
-        HoldingLock = "holding_lock",
-        /// While its transaction (holding the row lock) was open.
-        InTransaction = "in_transaction",
-        /// While sleeping until its slot.
-        SleepingToSlot = "sleeping_to_slot",
-        /// After the fetch request left, before the response.
-        MidFetch = "mid_fetch",
+pub use crate::choice::KillPoint;
+
+/// Where in its protocol a process was killed (`crash` events): at one of its protocol's kill
+/// points ([`KillPoint`], whose names these are), or wherever the kill found it, or past its
+/// job's hard time limit. The trace writes the name ([`CrashPoint::name`]) and nothing else.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CrashPoint {
+    /// Wherever it was when the kill fired (`immediate`).
+    Immediate,
+    /// Its job passed the hard time limit (`hard_limit`).
+    HardLimit,
+    /// At a kill point (named as the kill point is: `mid_reservation`, ...).
+    At(KillPoint),
+}
+
+impl CrashPoint {
+    /// Every value: the two that are not kill points, then each kill point in
+    /// [`KillPoint::ALL`]'s order.
+    pub const ALL: &[CrashPoint] = &[
+        CrashPoint::Immediate,
+        CrashPoint::HardLimit,
+        CrashPoint::At(KillPoint::MidReservation),
+        CrashPoint::At(KillPoint::HoldingLock),
+        CrashPoint::At(KillPoint::InTransaction),
+        CrashPoint::At(KillPoint::SleepingToSlot),
+        CrashPoint::At(KillPoint::MidFetch),
+    ];
+
+    /// The name the trace writes.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CrashPoint::Immediate => "immediate",
+            CrashPoint::HardLimit => "hard_limit",
+            CrashPoint::At(p) => p.name(),
+        }
+    }
+
+    /// The kill point it was killed at, if at one.
+    pub const fn kill_point(self) -> Option<KillPoint> {
+        match self {
+            CrashPoint::At(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+impl From<KillPoint> for CrashPoint {
+    fn from(p: KillPoint) -> CrashPoint {
+        CrashPoint::At(p)
+    }
+}
+
+impl std::fmt::Display for CrashPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for CrashPoint {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for CrashPoint {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = std::borrow::Cow::<str>::deserialize(d)?;
+        CrashPoint::ALL.iter().copied().find(|p| p.name() == s).ok_or_else(|| {
+            let all: Vec<String> = CrashPoint::ALL.iter().map(|p| format!("`{}`", p.name())).collect();
+            serde::de::Error::custom(format!("unknown variant `{s}`, expected one of {}", all.join(", ")))
+        })
     }
 }
 
@@ -893,6 +947,26 @@ mod tests {
                 "destination_throttle",
                 "clock",
             ],
+        );
+    }
+
+    /// A crash's point names each kill point as the kill point names itself: every
+    /// [`KillPoint`], after the two crashes that are not at one.
+    #[test]
+    fn crash_points_are_the_kill_points_and_two_more() {
+        let at: Vec<CrashPoint> = KillPoint::ALL.iter().map(|&p| CrashPoint::from(p)).collect();
+        assert_eq!(CrashPoint::ALL[2..], at[..]);
+        for &p in KillPoint::ALL {
+            assert_eq!(CrashPoint::At(p).name(), p.name());
+            assert_eq!(CrashPoint::At(p).kill_point(), Some(p));
+        }
+        assert_eq!(CrashPoint::HardLimit.kill_point(), None);
+        let e = serde_json::from_str::<CrashPoint>("\"somewhere\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("unknown variant `somewhere`, expected one of `immediate`, `hard_limit`, `mid_reservation`"),
+            "{e}"
         );
     }
 

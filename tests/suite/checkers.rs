@@ -5,8 +5,8 @@
 use pacesim::check::{Status, Suite, Verdict};
 use pacesim::scenario::Scenario;
 use pacesim::trace::{
-    CrashPoint, Event, FallbackMode, FaultKind, Header, MultiplierCause, OpKind, ReleaseReason, Sink, StoreErrorKind,
-    TRACE_VERSION, UncappedReason,
+    CrashPoint, Event, FallbackMode, FaultKind, Header, KillPoint, MultiplierCause, OpKind, ReleaseReason, Sink,
+    StoreErrorKind, TRACE_VERSION, UncappedReason,
 };
 use proptest::prelude::*;
 use serde_json::json;
@@ -707,7 +707,7 @@ fn paced_row(n_slots: u64, kill_at_slot: Option<u64>) -> Vec<Event> {
             ev.push(Event::Crash {
                 t: asked,
                 pid,
-                point: CrashPoint::MidReservation,
+                point: CrashPoint::At(KillPoint::MidReservation),
             });
             ev.push(Event::Restart { t: asked + 2 * S, pid });
             continue;
@@ -796,7 +796,7 @@ fn bunched(kill_in: u64, wedge: bool) -> Vec<Event> {
             ev.push(Event::Crash {
                 t: t + MS,
                 pid: 0,
-                point: CrashPoint::MidReservation,
+                point: CrashPoint::At(KillPoint::MidReservation),
             });
             ev.push(Event::Restart { t: t + S, pid: 0 });
         }
@@ -860,7 +860,7 @@ fn stalled_after_a_kill(round_trip: u64, slow_before: u64, early: u64, shifted: 
             ev.push(Event::Crash {
                 t: asked + MS,
                 pid,
-                point: CrashPoint::MidReservation,
+                point: CrashPoint::At(KillPoint::MidReservation),
             });
             ev.push(Event::Restart { t: asked + 2 * S, pid });
             continue;
@@ -973,7 +973,7 @@ fn divided(kill: u64, wedge: bool) -> Vec<Event> {
     ev.push(Event::Crash {
         t: down,
         pid: 1,
-        point: CrashPoint::SleepingToSlot,
+        point: CrashPoint::At(KillPoint::SleepingToSlot),
     });
     ev.push(Event::Restart { t: up, pid: 1 });
     ev.push(end(60 * spacing));
@@ -1048,7 +1048,7 @@ fn self_heal_wedge_after_kill_fails() {
     ev.push(Event::Crash {
         t: 5 * S + MS,
         pid: 0,
-        point: CrashPoint::HoldingLock,
+        point: CrashPoint::At(KillPoint::HoldingLock),
     });
     let mut t = 5 * S + 10 * MS;
     while t < 30 * S {
@@ -1109,7 +1109,7 @@ fn halved_after_kill() -> Vec<Event> {
     ev.push(Event::Crash {
         t: 10 * S - MS,
         pid: 3,
-        point: CrashPoint::HoldingLock,
+        point: CrashPoint::At(KillPoint::HoldingLock),
     });
     ev.push(end(20 * S));
     ev

@@ -10,7 +10,7 @@ use crate::common;
 use pacesim::live::settings::{PgSettings, RedisSettings};
 use pacesim::live::{LiveOptions, LiveRun, pg, run_blocking, worker_command};
 use pacesim::scenario::Scenario;
-use pacesim::trace::{CrashPoint, Event};
+use pacesim::trace::{CrashPoint, Event, KillPoint};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -249,7 +249,7 @@ fn the_redis_walk_lock_excludes_and_the_next_walk_starts_at_ttl_expiry() {
                 Event::Crash {
                     t,
                     pid,
-                    point: CrashPoint::HoldingLock,
+                    point: CrashPoint::At(KillPoint::HoldingLock),
                 } => Some((t, pid)),
                 _ => None,
             })

@@ -9,7 +9,7 @@ use pacesim::live::pg;
 use pacesim::live::settings::{PgSettings, RedisSettings};
 use pacesim::live::{LiveOptions, LiveRun, run_blocking};
 use pacesim::scenario::{FOUR_LIMITERS, Scenario};
-use pacesim::trace::{CrashPoint, Event};
+use pacesim::trace::{CrashPoint, Event, KillPoint};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -235,7 +235,7 @@ point = "mid_reservation"
                 _ => None,
             })
             .expect("a crash");
-        assert_eq!(crash.1, CrashPoint::MidReservation);
+        assert_eq!(crash.1, CrashPoint::At(KillPoint::MidReservation));
         nothing_left(&r, &pgs, &rt);
         let a = arrivals(&r);
         // 3 survivors x 12 + what pid 1 fetched before it died

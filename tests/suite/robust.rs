@@ -550,7 +550,8 @@ fn i08_a_kill_at_a_point_the_backend_never_reaches_is_rejected() {
     let e = err(&with_tail(&kill("holding_lock")));
     assert_eq!(
         e,
-        "t.toml:13: faults[0].point: the kill can never happen: backend `row` never reaches `holding_lock` (this scenario runs row)"
+        "t.toml:13: faults[0].point: the kill can never happen: backend `row` never reaches `holding_lock` \
+         (it reaches: mid_reservation, sleeping_to_slot, mid_fetch); this scenario runs row"
     );
     let e = err(&with_tail(&kill("in_transaction")));
     assert!(e.starts_with("t.toml:13: faults[0].point:"), "{e}");

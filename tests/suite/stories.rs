@@ -555,7 +555,10 @@ fn advisory_lock_of_a_killed_holder_is_released_detect_dead_after_the_crash() {
             .iter()
             .find_map(|e| match e {
                 Event::Crash { t, pid, point } => {
-                    assert_eq!(*point, pacesim::trace::CrashPoint::HoldingLock);
+                    assert_eq!(
+                        *point,
+                        pacesim::trace::CrashPoint::At(pacesim::trace::KillPoint::HoldingLock)
+                    );
                     Some((*t, *pid))
                 }
                 _ => None,

@@ -8,8 +8,8 @@
 //! [`every_variant`] until it is given an example.
 
 use pacesim::trace::{
-    CrashPoint, Event, FallbackMode, FaultKind, Header, MultiplierCause, OpKind, ReleaseReason, StoreErrorKind,
-    TRACE_VERSION, TraceHash, UncappedReason,
+    CrashPoint, Event, FallbackMode, FaultKind, Header, KillPoint, MultiplierCause, OpKind, ReleaseReason,
+    StoreErrorKind, TRACE_VERSION, TraceHash, UncappedReason,
 };
 use serde_json::{Value, json};
 
@@ -99,7 +99,7 @@ fn every_variant() -> Vec<Event> {
         Event::Crash {
             t: 23,
             pid: 2,
-            point: CrashPoint::MidFetch,
+            point: CrashPoint::At(KillPoint::MidFetch),
         },
         Event::Restart { t: 24, pid: 2 },
         Event::Fault {
