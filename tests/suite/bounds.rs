@@ -526,3 +526,65 @@ fn s52_19_a_kill_point_the_rest_of_compare_never_reaches_is_refused() {
     let e = refused(&["run", f.to_str().unwrap()]);
     assert!(e.contains("backend `row` never reaches `holding_lock`"), "{e}");
 }
+
+/// Issue 54: one reachability check ([`KillPoint::reached_by`]). Every route that arms a kill
+/// at a protocol point refuses a point its backend never reaches with that check's message:
+/// the backend, the point, and the points it does reach. The routes: reading a scenario (the
+/// registry's rules), the builder given a backend, the explorer's `--kill-points`, and an
+/// external worker's declared `[live] kill_points`.
+///
+/// [`KillPoint::reached_by`]: pacesim::fault::KillPoint::reached_by
+#[test]
+fn every_route_refuses_an_unreachable_kill_point_with_one_message() {
+    use pacesim::fault::KillPoint;
+    // what `row` (without `in_transaction`) reaches
+    let reached = [
+        KillPoint::MidReservation,
+        KillPoint::SleepingToSlot,
+        KillPoint::MidFetch,
+    ];
+    let want = |backend: &str| {
+        KillPoint::HoldingLock
+            .reached_by(backend, &reached)
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        want("row"),
+        "backend `row` never reaches `holding_lock` (it reaches: mid_reservation, sleeping_to_slot, mid_fetch)"
+    );
+    let kill = "[[faults]]\nkind = \"kill\"\nat = \"1s\"\nprocess = 0\npoint = \"holding_lock\"\n";
+    // 1. reading the scenario
+    let e = err(&format!("{FOUR_LIMITERS}{kill}"));
+    assert!(
+        e.contains(&format!("faults[0].point: the kill can never happen: {}", want("row"))),
+        "{e}"
+    );
+    // a scenario whose own backend (advisory) reaches the point, handed to `row`:
+    let adv = FOUR_LIMITERS.replace("\"row\"", "\"advisory\"");
+    let sc = Scenario::parse("t.toml", &format!("{adv}{kill}")).unwrap();
+    // 2. the builder
+    let row = pacesim::backend::row::RowOptions::default().build(&sc).unwrap();
+    let Err(SimError::Refused(e)) = SimBuilder::new(sc.clone()).run(row) else {
+        panic!("the builder ran a kill `row` never reaches")
+    };
+    assert_eq!(e.field, "faults[0].point");
+    assert_eq!(e.message, format!("the kill can never happen: {}", want("row")));
+    // 3. the explorer's --kill-points
+    let spec = pacesim::registry::spec("row").unwrap();
+    let e = pacesim::explore::kill_mask(spec, &sc, &[KillPoint::HoldingLock]).unwrap_err();
+    assert_eq!(e.to_string(), format!("--kill-points: {}", want("row")));
+    let (mask, kept) = pacesim::explore::kill_mask(spec, &sc, &[]).unwrap();
+    assert_eq!((mask, kept.as_slice()), (KillPoint::mask(&reached), reached.as_slice()));
+    // 4. an external worker that reports row's points
+    let live = "[live]\nkill_points = [\"mid_reservation\", \"sleeping_to_slot\", \"mid_fetch\"]\n";
+    let ext = Scenario::parse("t.toml", &format!("{adv}{live}{kill}")).unwrap();
+    let e = pacesim::live::external::unsupported(&ext).unwrap_err();
+    assert!(
+        e.starts_with(&format!(
+            "faults[0]: a kill at point `holding_lock` is unavailable with an external worker ({})",
+            want("external")
+        )),
+        "{e}"
+    );
+}
