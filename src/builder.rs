@@ -22,11 +22,12 @@
 use crate::backend::Backend;
 use crate::backend::options::OptionError;
 use crate::scenario::Scenario;
+use crate::sim::Sim;
+use crate::sim::header::header_with;
 /// What a run returns besides its trace, why a run stopped making progress, and the bound that
 /// decides it: defined by the simulator (an internal module), public here, where
 /// [`SimBuilder`] returns them.
 pub use crate::sim::{NoProgress, Outcome, progress_bound};
-use crate::sim::{Sim, header_with};
 use crate::summary::Summary;
 use crate::trace::{Collect, Event, Header, Sink};
 

@@ -441,7 +441,7 @@ pub fn header(sc: &Scenario, source: &str) -> crate::trace::Header {
     let detail = named(sc)
         .detail(sc)
         .expect("options validated when the scenario was read");
-    crate::sim::header_with(sc, &sc.pacer.backend, detail, source)
+    crate::sim::header::header_with(sc, &sc.pacer.backend, detail, source)
 }
 
 /// Run a scenario with the backend it names, streaming its trace (header first) into `out`.

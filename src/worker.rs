@@ -1,5 +1,5 @@
 //! The worker process model: the one worker loop, as a sans-IO state machine that both the
-//! simulator (`src/sim.rs`) and the live worker ([`crate::live`]) drive.
+//! simulator (`src/sim/`) and the live worker ([`crate::live`]) drive.
 //!
 //! A worker loops: (think or wait for a job) -> acquire permission from its backend's process
 //! side (possibly several store round trips) -> sleep until its slot -> fetch -> after-fetch

@@ -775,7 +775,7 @@ async fn run_inner(
     events.push(Event::End { t: end });
     let mut out = Vec::new();
     let detail = opts.backends.detail(&sc).unwrap_or(serde_json::Value::Null);
-    let mut header = crate::sim::header_with(&sc, &sc.pacer.backend, detail, "live");
+    let mut header = crate::sim::header::header_with(&sc, &sc.pacer.backend, detail, "live");
     if let Some(x) = &ext_ctx {
         external::mark_header(&mut header, &sc, &x.cmd);
     }
