@@ -9,7 +9,7 @@
 //! use pacesim::builder::SimBuilder;
 //! use pacesim::scenario::Scenario;
 //!
-//! let sc = Scenario::parse("four.toml", pacesim::scenario::FOUR_LIMITERS).unwrap();
+//! let sc = pacesim::registry::parse("four.toml", pacesim::scenario::FOUR_LIMITERS).unwrap();
 //! let row = RowOptions::default().build(&sc).unwrap();
 //! let report = SimBuilder::new(sc).seed(7).run(row).unwrap();
 //! assert!(report.summary.checks["ceiling"].passed());
@@ -70,7 +70,7 @@ impl SimBuilder {
     /// Run `scenario` (its `[pacer] backend` is not used: the backend is the value you pass;
     /// its `rate` is the ceiling the checkers judge). A scenario for a backend the registry
     /// does not know is read with [`crate::scenario::Structure`] rules
-    /// (`Scenario::parse_with(file, text, &Structure)`), which check no backend; what the
+    /// (`Scenario::parse(file, text, &Structure)`), which check no backend; what the
     /// backend value can run (threads, kill points, platforms, jobs) is checked here, when the
     /// run starts ([`SimBuilder::check`]).
     pub fn new(scenario: Scenario) -> SimBuilder {

@@ -929,7 +929,7 @@ mod tests {
         use crate::backend::Backend;
         use crate::choice::fingerprint;
         use crate::rng::{Entity, stream};
-        let sc = crate::scenario::Scenario::parse_with(
+        let sc = crate::scenario::Scenario::parse(
             "sims/explore-three-racers.toml",
             include_str!("../sims/explore-three-racers.toml"),
             &crate::scenario::Structure,
