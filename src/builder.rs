@@ -7,9 +7,9 @@
 //! use pacesim::registry::Configure;
 //! use pacesim::backend::row::RowOptions;
 //! use pacesim::builder::SimBuilder;
-//! use pacesim::scenario::Scenario;
+//! use pacesim::scenario::FOUR_LIMITERS;
 //!
-//! let sc = pacesim::registry::parse("four.toml", pacesim::scenario::FOUR_LIMITERS).unwrap();
+//! let sc = pacesim::registry::parse("four.toml", FOUR_LIMITERS).unwrap();
 //! let row = RowOptions::default().build(&sc).unwrap();
 //! let report = SimBuilder::new(sc).seed(7).run(row).unwrap();
 //! assert!(report.summary.checks["ceiling"].passed());
