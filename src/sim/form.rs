@@ -7,9 +7,9 @@ use crate::rng;
 
 impl<B: Backend> Sim<'_, B> {
     /// An explorer's form of the state now ([`crate::form`]): what the sink keeps
-    /// ([`crate::trace::Sink::form`]: what every checker's verdict depends on), the kills the explorer may
-    /// still fire (more is worse: a state with a kill left has every continuation of one
-    /// without), and the world ([`Sim::world_form`]). `None` when the sink cannot say.
+    /// ([`crate::trace::Sink::form`]: what every checker's verdict depends on), the kills the
+    /// explorer may still fire (more is worse: a state with a kill left has every continuation
+    /// of one without), and the world ([`Sim::world_form`]). `None` when the sink cannot say.
     #[cold]
     #[inline(never)]
     pub(super) fn form(&self, src: &crate::choice::Source) -> Option<crate::form::Key> {

@@ -1,5 +1,5 @@
 //! The world: every part a run moves ([`Sim`]: workers, store, destination, the backend's
-//! halves, fault state, `[jobs]`' broker) and the events between them ([`Ev`]). Built from a
+//! halves, fault state, the `[jobs]` broker) and the events between them ([`Ev`]). Built from a
 //! scenario and a backend ([`Sim::with_source`]); each engine event is handled by one method
 //! below, which states the protocol step it models and hands the worker loop's own steps to
 //! [`crate::worker`]. The loop that pops the events is [`super::run`]'s.
