@@ -102,6 +102,8 @@ pub(super) enum Ev<Op, Reply> {
 
 impl<Op, Reply> Ev<Op, Reply> {
     /// The event's kind, and the process it belongs to (if any): what a stuck run reports.
+    /// (Inline: a steered run's loop, in `run.rs`, asks it of every event.)
+    #[inline]
     pub(super) fn describe(&self) -> (&'static str, Option<u32>) {
         match *self {
             Ev::Start { pid } => ("start", Some(pid)),
