@@ -212,7 +212,7 @@ duration = { dist = "constant", value = "1ms" }
 "#;
     // read without the registry's rules: `fixed_window` need not be registered for
     // SimBuilder, which checks what the backend value can run when the run starts
-    Scenario::parse_with("fixed-window.toml", src, &pacesim::scenario::Structure).expect("a valid scenario")
+    Scenario::parse("fixed-window.toml", src, &pacesim::scenario::Structure).expect("a valid scenario")
 }
 
 /// Run the fixed window and GCRA on the same load.
@@ -282,7 +282,7 @@ mod tests {
         .unwrap();
         assert!(m.matches(), "{:?}", m.mismatches);
         // its option, checked as pacesim's are
-        let bad = pacesim::scenario::Scenario::parse(
+        let bad = pacesim::registry::parse(
             "t.toml",
             &std::fs::read_to_string(file("fixed-window.toml"))
                 .unwrap()
@@ -329,7 +329,7 @@ mod tests {
     #[test]
     fn live_says_it_has_no_live_store_side() {
         registered();
-        let opts = pacesim::live::LiveOptions::with_exe("/nonexistent/never-run");
+        let opts = pacesim::live::LiveOptions::with_exe("/nonexistent/never-run", &pacesim::registry::Registered);
         let e = pacesim::run::live::run_file(&file("fixed-window.toml"), None, None, None, None, &opts).unwrap_err();
         assert!(
             matches!(

@@ -477,7 +477,7 @@ mod tests {
     #[test]
     fn every_shipped_scenario_fits_the_default() {
         for p in crate::run::default_scenarios() {
-            let sc = Scenario::load(&p).unwrap();
+            let sc = crate::registry::load(&p).unwrap();
             let (b, _) = estimate(&sc, 100);
             assert!(b < DEFAULT_MAX_MEMORY / 4, "{}: {}", p.display(), human(b));
             let (w, f) = work(&sc);

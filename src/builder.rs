@@ -7,9 +7,9 @@
 //! use pacesim::registry::Configure;
 //! use pacesim::backend::row::RowOptions;
 //! use pacesim::builder::SimBuilder;
-//! use pacesim::scenario::Scenario;
+//! use pacesim::scenario::FOUR_LIMITERS;
 //!
-//! let sc = Scenario::parse("four.toml", pacesim::scenario::FOUR_LIMITERS).unwrap();
+//! let sc = pacesim::registry::parse("four.toml", FOUR_LIMITERS).unwrap();
 //! let row = RowOptions::default().build(&sc).unwrap();
 //! let report = SimBuilder::new(sc).seed(7).run(row).unwrap();
 //! assert!(report.summary.checks["ceiling"].passed());
@@ -22,11 +22,12 @@
 use crate::backend::Backend;
 use crate::backend::options::OptionError;
 use crate::scenario::Scenario;
+use crate::sim::Sim;
+use crate::sim::header::header_with;
 /// What a run returns besides its trace, why a run stopped making progress, and the bound that
 /// decides it: defined by the simulator (an internal module), public here, where
 /// [`SimBuilder`] returns them.
 pub use crate::sim::{NoProgress, Outcome, progress_bound};
-use crate::sim::{Sim, header_with};
 use crate::summary::Summary;
 use crate::trace::{Collect, Event, Header, Sink};
 
@@ -69,7 +70,7 @@ impl SimBuilder {
     /// Run `scenario` (its `[pacer] backend` is not used: the backend is the value you pass;
     /// its `rate` is the ceiling the checkers judge). A scenario for a backend the registry
     /// does not know is read with [`crate::scenario::Structure`] rules
-    /// (`Scenario::parse_with(file, text, &Structure)`), which check no backend; what the
+    /// (`Scenario::parse(file, text, &Structure)`), which check no backend; what the
     /// backend value can run (threads, kill points, platforms, jobs) is checked here, when the
     /// run starts ([`SimBuilder::check`]).
     pub fn new(scenario: Scenario) -> SimBuilder {

@@ -1483,7 +1483,7 @@ fn summary_status(result: Result<Summary, run::RunError>, json: bool, require_ju
 fn live_options(json: bool) -> LiveOptions {
     LiveOptions {
         verbose: !json,
-        ..LiveOptions::cli()
+        ..LiveOptions::cli(&crate::registry::Registered)
     }
 }
 
@@ -1837,7 +1837,7 @@ mod tests {
     /// judged on either side (naming it), and only then; without the flag it is no failure.
     #[test]
     fn conform_require_judged_fails_a_check_not_judged_on_either_side() {
-        let sc = crate::scenario::Scenario::parse("t.toml", crate::scenario::FOUR_LIMITERS).unwrap();
+        let sc = crate::registry::parse("t.toml", crate::scenario::FOUR_LIMITERS).unwrap();
         let sim = crate::registry::simulate(&sc, None, None).unwrap();
         assert!(sim.all_judged(), "{:?}", sim.checks);
         let mut c = conform::Conformance::of(sim.clone(), sim);

@@ -11,11 +11,11 @@
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use pacesim::scenario::Scenario;
+//! use pacesim::registry;
 //!
 //! // 1. A scenario: four processes, ten requests each, sharing one 50/s budget (the design
 //! //    record's key test). Scenario files in sims/ look just like this.
-//! let sc = Scenario::parse(
+//! let sc = registry::parse(
 //!     "four.toml",
 //!     r#"
 //!     name = "four"
@@ -31,11 +31,11 @@
 //! )?;
 //!
 //! // 2. Simulate it with the backend it names: every checker's verdict comes back.
-//! let row = pacesim::registry::simulate(&sc, None, None)?;
+//! let row = registry::simulate(&sc, None, None)?;
 //! assert!(row.checks["ceiling"].passed());
 //!
 //! // 3. A pacer in each process: the ceiling checker catches it and says where.
-//! let local = pacesim::registry::simulate(&sc.with_backend("local")?, None, None)?;
+//! let local = registry::simulate(&registry::with_backend(&sc, "local")?, None, None)?;
 //! assert!(local.checks["ceiling"].failed());
 //! println!("{}", local.checks["ceiling"].detail); // "arrivals need burst 4 ..."
 //!

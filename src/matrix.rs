@@ -164,7 +164,7 @@ pub fn run(scenarios: &[Scenario], cases: u64) -> Result<Matrix, MatrixError> {
     let mut jobs = Vec::new();
     for sc in scenarios {
         for b in sc.compared_backends() {
-            let v = sc.with_backend(&b).map_err(MatrixError::Variant)?;
+            let v = crate::registry::with_backend(sc, &b).map_err(MatrixError::Variant)?;
             for i in 0..cases {
                 let mut v = v.clone();
                 v.seed = crate::scenario::seed_plus(sc.seed, i)

@@ -2,9 +2,11 @@
 //! program registers ([`register`]). Nothing outside this file matches on a backend's name.
 //!
 //! It sits above the layers it builds: the simulator ([`crate::builder`]), live mode
-//! ([`crate::live`]) and the scenario model ([`crate::scenario`], whose validation asks the
-//! registry's [`Rules`] about the backends a file names). Nothing below it looks a backend up
-//! by name; the commands above it (`run`, `matrix`, `sweep`, the CLI) do, through it.
+//! ([`crate::live`]) and the scenario model ([`crate::scenario`], whose validation takes the
+//! rules it judges backends by as an argument: [`parse`], [`load`] and [`with_backend`] read
+//! with the registry's [`Rules`]; live mode's options take [`Registered`]). Nothing below it
+//! looks a backend up by name; the commands above it (`run`, `matrix`, `sweep`, the CLI) do,
+//! through it.
 //!
 //! An entry is a [`BackendSpec`]: the name used in scenario files, a one-line summary, whether
 //! the design records call it defective, its options struct (which builds the backend, see
@@ -436,8 +438,8 @@ pub fn validate_options(sc: &Scenario) -> Result<(), OptionError> {
 ///
 /// # Panics
 ///
-/// If it names none the registry knows: scenarios read through [`Rules`] (every
-/// [`Scenario::parse`] and [`Scenario::load`]) never do.
+/// If it names none the registry knows: scenarios read with [`Rules`] ([`parse`], [`load`])
+/// never do.
 fn named(sc: &Scenario) -> &'static BackendSpec {
     spec(&sc.pacer.backend).unwrap_or_else(|| panic!("{}: a scenario read with the registry's rules", sc.name))
 }
@@ -447,11 +449,11 @@ pub fn header(sc: &Scenario, source: &str) -> crate::trace::Header {
     let detail = named(sc)
         .detail(sc)
         .expect("options validated when the scenario was read");
-    crate::sim::header_with(sc, &sc.pacer.backend, detail, source)
+    crate::sim::header::header_with(sc, &sc.pacer.backend, detail, source)
 }
 
 /// Run a scenario with the backend it names, streaming its trace (header first) into `out`.
-/// The scenario must have been read with the registry's rules ([`Scenario::parse`]); the
+/// The scenario must have been read with the registry's rules ([`parse`], [`load`]); the
 /// caller checks the budget ([`crate::budget::check`]; the command line does, for all its runs
 /// at once).
 ///
@@ -541,34 +543,6 @@ impl crate::live::adapter::Backends for Registered {
     }
     fn simulate(&self, sc: &Scenario, out: &mut dyn Sink) -> Result<(), crate::sim::NoProgress> {
         run(sc, out).map(drop)
-    }
-}
-
-/// Live options that know the registry's backends ([`Registered`]): defined here, above live
-/// mode.
-impl crate::live::LiveOptions {
-    /// The CLI's options: this executable, signals handled, verbose.
-    pub fn cli() -> crate::live::LiveOptions {
-        crate::live::LiveOptions {
-            exe: std::env::current_exe().unwrap_or_else(|_| "pacesim".into()),
-            handle_signals: true,
-            verbose: true,
-            worker: None,
-            setup: None,
-            backends: &Registered,
-        }
-    }
-
-    /// Options for a library caller (tests): the given executable, no signal handling, quiet.
-    pub fn with_exe(exe: impl Into<std::path::PathBuf>) -> crate::live::LiveOptions {
-        crate::live::LiveOptions {
-            exe: exe.into(),
-            handle_signals: false,
-            verbose: false,
-            worker: None,
-            setup: None,
-            backends: &Registered,
-        }
     }
 }
 
@@ -670,31 +644,26 @@ impl BackendRules for Rules {
     }
 }
 
-/// Reading scenarios with the registry's [`Rules`]: defined here, above the layers that build
-/// backends, so that [`crate::scenario`] names no backend.
-impl Scenario {
-    /// Load a scenario file, validated against every backend the registry knows.
-    pub fn load(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
-        Scenario::load_with(path, &Rules)
-    }
+// ---- reading scenarios with the registry's rules ---------------------------------------------
 
-    /// Parse and validate scenario text (`file` names it in errors): its structure, and what
-    /// it asks of the backends it names.
-    pub fn parse(file: &str, src: &str) -> Result<Scenario, ScenarioError> {
-        Scenario::parse_with(file, src, &Rules)
-    }
+/// Load a scenario file, validated against every backend the registry knows
+/// ([`Scenario::load`] with [`Rules`]).
+pub fn load(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
+    Scenario::load(path, &Rules)
+}
 
-    /// The same scenario with another backend (for `--backend` and comparisons). A backend
-    /// outside the `compare` list runs alone: the list is dropped and its options, threads and
-    /// kill points are judged for that backend only.
-    pub fn with_backend(&self, backend: &str) -> Result<Scenario, String> {
-        self.with_backend_with(backend, &Rules)
-    }
+/// Parse and validate scenario text (`file` names it in errors): its structure, and what it
+/// asks of the backends it names, every one pacesim ships or a team's program registered
+/// ([`Scenario::parse`] with [`Rules`]).
+pub fn parse(file: &str, src: &str) -> Result<Scenario, ScenarioError> {
+    Scenario::parse(file, src, &Rules)
+}
 
-    /// Check the scenario as [`Scenario::parse`] does. `Err((field, message))`.
-    pub fn validate(&self) -> Result<(), (String, String)> {
-        self.validate_with(&Rules)
-    }
+/// `sc` with another backend (for `--backend` and comparisons), judged by the registry's
+/// [`Rules`] ([`Scenario::with_backend`]). A backend outside the `compare` list runs alone: the
+/// list is dropped and its options, threads and kill points are judged for that backend only.
+pub fn with_backend(sc: &Scenario, backend: &str) -> Result<Scenario, String> {
+    sc.with_backend(backend, &Rules)
 }
 
 #[cfg(test)]

@@ -514,18 +514,20 @@ impl Scenario {
         self.backoff.config().expect("a validated [backoff]")
     }
 
-    /// Load a scenario file, validated with `rules` ([`Scenario::load`] uses the registry's).
-    pub fn load_with(path: &Path, rules: &dyn BackendRules) -> Result<Scenario, ScenarioError> {
+    /// Load a scenario file, validated with `rules` for its backends (as [`Scenario::parse`]).
+    pub fn load(path: &Path, rules: &dyn BackendRules) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
         let src = read_bounded(path)?;
-        Scenario::parse_with(&file, &src, rules)
+        Scenario::parse(&file, &src, rules)
     }
 }
 
 /// What validating a scenario asks of the backends it names. A scenario file names backends,
-/// but this module knows none: the registry ([`crate::registry`]) answers (its rules are the
-/// ones [`Scenario::parse`], [`Scenario::load`] and [`Scenario::with_backend`] use, defined
-/// there, above the layers that build backends).
+/// but this module knows none: whoever reads one hands [`Scenario::parse`], [`Scenario::load`],
+/// [`Scenario::with_backend`] and [`Scenario::validate`] the rules to judge them by. The
+/// registry's (`registry::Rules`, above the layers that build backends) know every backend
+/// pacesim ships and every registered one; `registry::parse`, `registry::load` and
+/// `registry::with_backend` read with them. [`Structure`] checks no backend.
 pub trait BackendRules {
     /// Check what `sc` asks of every backend it runs: that each exists, its `[pacer]`
     /// options, its threads, its kill points, `[[platforms]]` and `[jobs]`.
@@ -569,10 +571,10 @@ pub fn read_bounded(path: &Path) -> Result<String, ScenarioError> {
 }
 
 impl Scenario {
-    /// Parse and validate scenario text with `rules` for its backends; `file` names it in
-    /// errors. [`Scenario::parse`] uses the registry's rules (every backend pacesim knows and
-    /// every registered one); [`Structure`] checks no backend.
-    pub fn parse_with(file: &str, src: &str, rules: &dyn BackendRules) -> Result<Scenario, ScenarioError> {
+    /// Parse and validate scenario text (`file` names it in errors): its structure, and what
+    /// it asks of the backends it names, judged by `rules` ([`BackendRules`]: the registry's
+    /// know every backend; [`Structure`] checks none).
+    pub fn parse(file: &str, src: &str, rules: &dyn BackendRules) -> Result<Scenario, ScenarioError> {
         let mut sc: Scenario = toml::from_str(src).map_err(|e| {
             let mut line = e.span().map(|s| line_of_offset(src, s.start)).unwrap_or(0);
             let mut field = if line > 0 {
@@ -654,13 +656,12 @@ impl Scenario {
                 message: bounded(&reworded(&message)),
             }
         })?;
-        sc.validate_with(rules)
-            .map_err(|(field, message)| ScenarioError::Invalid {
-                file: file.to_string(),
-                line: line_of_field(src, &field),
-                field: bounded(&field),
-                message: bounded(&reworded(&message)),
-            })?;
+        sc.validate(rules).map_err(|(field, message)| ScenarioError::Invalid {
+            file: file.to_string(),
+            line: line_of_field(src, &field),
+            field: bounded(&field),
+            message: bounded(&reworded(&message)),
+        })?;
         sc.origin = Origin {
             file: file.to_string(),
             src: src.into(),
@@ -670,7 +671,7 @@ impl Scenario {
 
     /// Range checks that serde cannot express, then what `rules` ask of the backends the
     /// scenario names. `Err((field, message))`.
-    pub fn validate_with(&self, rules: &dyn BackendRules) -> Result<(), (String, String)> {
+    pub fn validate(&self, rules: &dyn BackendRules) -> Result<(), (String, String)> {
         self.validate_structure()?;
         rules.check(self)
     }
@@ -882,13 +883,13 @@ impl Scenario {
     /// The same scenario with another backend (for `--backend` and comparisons). A backend
     /// outside the `compare` list runs alone: the list is dropped and its options, threads and
     /// kill points are judged for that backend only.
-    pub fn with_backend_with(&self, backend: &str, rules: &dyn BackendRules) -> Result<Scenario, String> {
+    pub fn with_backend(&self, backend: &str, rules: &dyn BackendRules) -> Result<Scenario, String> {
         let mut s = self.clone();
         s.pacer.backend = backend.to_string();
         if !s.pacer.compare.iter().any(|b| b == backend) {
             s.pacer.compare.clear();
         }
-        s.validate_with(rules)
+        s.validate(rules)
             .map_err(|(f, m)| format!("{}: {f}: {m}", self.place(&f)))?;
         Ok(s)
     }
@@ -1213,19 +1214,19 @@ mod tests {
 
     #[test]
     fn parses_minimal() {
-        let s = Scenario::parse("t.toml", GOOD).unwrap();
+        let s = crate::registry::parse("t.toml", GOOD).unwrap();
         assert_eq!(s.processes.count, 4);
         assert_eq!(s.interval(), Nanos(20_000_000));
     }
 
     fn err(src: &str) -> String {
-        Scenario::parse("t.toml", src).unwrap_err().to_string()
+        crate::registry::parse("t.toml", src).unwrap_err().to_string()
     }
 
     #[test]
     fn the_live_table_is_checked_and_named_in_errors() {
         let with = |t: &str| format!("{GOOD}\n[live]\n{t}\n");
-        let s = Scenario::parse(
+        let s = crate::registry::parse(
             "t.toml",
             &with("command = [\"python3\", \"w.py\"]\nkill_points = [\"holding_lock\"]\njobs = true\nsoft_signal = \"SIGTERM\"\nstop_grace = \"1s\""),
         )
@@ -1235,7 +1236,7 @@ mod tests {
         assert_eq!(l.kill_points, [crate::fault::KillPoint::HoldingLock]);
         assert_eq!(l.soft_signal_number(), libc::SIGTERM);
         assert_eq!(
-            Scenario::parse("t.toml", GOOD).unwrap().live,
+            crate::registry::parse("t.toml", GOOD).unwrap().live,
             None,
             "absent: pacesim's own workers"
         );
@@ -1290,7 +1291,7 @@ mod tests {
 
     #[test]
     fn parses_a_destination_throttle() {
-        let s = Scenario::parse("t.toml", &format!("{GOOD}{THROTTLE}")).unwrap();
+        let s = crate::registry::parse("t.toml", &format!("{GOOD}{THROTTLE}")).unwrap();
         let f = &s.faults[0];
         assert_eq!(
             *f,
@@ -1302,7 +1303,7 @@ mod tests {
         );
         assert_eq!(f.kind(), "destination_throttle");
         assert_eq!(f.window(), Some((Nanos(5_000_000_000), Nanos(8_000_000_000))));
-        let s = Scenario::parse("t.toml", &format!("{GOOD}{THROTTLE}status = 503\n")).unwrap();
+        let s = crate::registry::parse("t.toml", &format!("{GOOD}{THROTTLE}status = 503\n")).unwrap();
         assert_eq!(
             crate::fault::throttles(&s.faults),
             [(5_000_000_000, 8_000_000_000, 503)]
@@ -1318,7 +1319,7 @@ mod tests {
         );
         let e = err(&format!("{GOOD}[backoff]\ndecay_after = 0\n"));
         assert!(e.starts_with("t.toml:11: backoff.decay_after:"), "{e}");
-        assert!(Scenario::parse("t.toml", &format!("{GOOD}[backoff]\nfactor = 1.5\n")).is_ok());
+        assert!(crate::registry::parse("t.toml", &format!("{GOOD}[backoff]\nfactor = 1.5\n")).is_ok());
     }
 
     #[test]
@@ -1334,7 +1335,7 @@ mod tests {
             "rate = 50.0",
             "rate = 50.0\ncompare = [\"row\", \"redis_lock\"]\nttl = \"5s\"",
         );
-        assert!(Scenario::parse("t.toml", &cmp).is_ok());
+        assert!(crate::registry::parse("t.toml", &cmp).is_ok());
         let e = err(&cmp.replace("ttl = \"5s\"", "ttl = \"0s\""));
         assert_eq!(e, "t.toml:8: pacer.ttl: must be above 0");
         // ... and an option none of them uses is an error
@@ -1344,7 +1345,7 @@ mod tests {
             "t.toml:8: pacer.burst: no backend this scenario runs (row, redis_lock) uses option `burst`"
         );
         // options reach the backend
-        let sc = Scenario::parse(
+        let sc = crate::registry::parse(
             "t.toml",
             &GOOD.replace("rate = 50.0", "rate = 50.0\nfallback = \"fail_open\""),
         )

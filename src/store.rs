@@ -299,7 +299,7 @@ mod tests {
     use crate::rng::{Entity, stream};
 
     fn store() -> Store<u32> {
-        let sc = crate::scenario::Scenario::parse(
+        let sc = crate::registry::parse(
             "t",
             "name = 't'\nduration = '1s'\n[pacer]\nbackend = 'row'\nrate = 7.0\n[processes]\ncount = 4\n",
         )

@@ -2,7 +2,7 @@
 //! streaming pass over the trace (so a live trace gives the same figures).
 
 use crate::check::{Suite, Verdict, ceiling::MaxWindow};
-use crate::sim;
+use crate::sim::run::NoProgress;
 use crate::trace::{Detail, Event, Header, OpKind, Sink, Tee, Writer};
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -337,7 +337,7 @@ pub enum SimulateError {
     Io(#[from] std::io::Error),
     /// The run stopped making progress (a livelock); the trace written so far ends there.
     #[error(transparent)]
-    NoProgress(#[from] sim::NoProgress),
+    NoProgress(#[from] NoProgress),
 }
 
 /// Summarise a run in one pass from any producer of its trace (header first): the simulator
@@ -349,7 +349,7 @@ pub enum SimulateError {
 ///
 /// Writing the trace failed, or the producer reported that the run stopped making progress.
 pub fn simulate_with(
-    produce: impl FnOnce(&mut dyn Sink) -> Result<(), sim::NoProgress> + Send,
+    produce: impl FnOnce(&mut dyn Sink) -> Result<(), NoProgress> + Send,
     trace: Option<Box<dyn Write + Send>>,
     extra: Option<&mut dyn Sink>,
 ) -> Result<Summary, SimulateError> {
@@ -374,7 +374,7 @@ pub fn simulate_with(
 /// If the run stops making progress ([`crate::builder::NoProgress`]).
 pub fn simulate_unhashed_with(
     name: &str,
-    produce: impl FnOnce(&mut dyn Sink) -> Result<(), sim::NoProgress> + Send,
+    produce: impl FnOnce(&mut dyn Sink) -> Result<(), NoProgress> + Send,
 ) -> Summary {
     let (figures, mut suite, _, produced) = stream(produce, None, None);
     if let Err(e) = produced {
@@ -457,10 +457,10 @@ impl Consumers<'_, '_> {
 /// are light and read with the checkers. (Each side's state lives on its own thread's stack:
 /// state written by both threads within one cache line would stall them both.)
 fn stream(
-    produce: impl FnOnce(&mut dyn Sink) -> Result<(), sim::NoProgress> + Send,
+    produce: impl FnOnce(&mut dyn Sink) -> Result<(), NoProgress> + Send,
     writer: Option<Writer>,
     extra: Option<&mut dyn Sink>,
-) -> (Figures, Suite, Option<Writer>, Result<(), sim::NoProgress>) {
+) -> (Figures, Suite, Option<Writer>, Result<(), NoProgress>) {
     let (mut near_writer, mut far_writer) = match writer {
         Some(w) if w.writes() => (Some(w), None),
         w => (None, w),

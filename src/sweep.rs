@@ -300,7 +300,7 @@ impl Plan {
                 path: a.path.clone(),
             });
         }
-        let base = Scenario::parse(label, text)?;
+        let base = crate::registry::parse(label, text)?;
         let doc: toml::Table = toml::from_str(text).map_err(|source| SweepError::Toml {
             label: label.into(),
             source,
@@ -346,7 +346,7 @@ impl Plan {
             })?;
             // an error names the line of the user's file (not of the regenerated text), or 0
             // when the field is only on the grid
-            let sc = Scenario::parse(&format!("{label} [{point}]"), &src).map_err(|e| match e {
+            let sc = crate::registry::parse(&format!("{label} [{point}]"), &src).map_err(|e| match e {
                 crate::scenario::ScenarioError::Invalid {
                     file, field, message, ..
                 } => crate::scenario::ScenarioError::Invalid {
@@ -1339,7 +1339,7 @@ mod tests {
         let r = &rows0[1];
         assert_eq!((r.run, r.seed), (2, 5));
         assert_eq!(r.grid["store.service.value"], "0.1ms");
-        let mut sc = crate::scenario::Scenario::parse("s.toml", SWEEP_SCENARIO).unwrap();
+        let mut sc = crate::registry::parse("s.toml", SWEEP_SCENARIO).unwrap();
         sc.pacer.rate = 20.0;
         sc.store.service = crate::dist::Dist::constant(crate::time::Nanos(100_000));
         sc.seed = r.seed;

@@ -1,5 +1,5 @@
 //! The worker process model: the one worker loop, as a sans-IO state machine that both the
-//! simulator (`src/sim.rs`) and the live worker ([`crate::live`]) drive.
+//! simulator (`src/sim/`) and the live worker ([`crate::live`]) drive.
 //!
 //! A worker loops: (think or wait for a job) -> acquire permission from its backend's process
 //! side (possibly several store round trips) -> sleep until its slot -> fetch -> after-fetch
@@ -929,7 +929,7 @@ mod tests {
         use crate::backend::Backend;
         use crate::choice::fingerprint;
         use crate::rng::{Entity, stream};
-        let sc = crate::scenario::Scenario::parse_with(
+        let sc = crate::scenario::Scenario::parse(
             "sims/explore-three-racers.toml",
             include_str!("../sims/explore-three-racers.toml"),
             &crate::scenario::Structure,

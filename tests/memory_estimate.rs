@@ -7,7 +7,6 @@
 mod common;
 
 use common::run_measured;
-use pacesim::scenario::Scenario;
 use std::path::{Path, PathBuf};
 
 fn tmp(name: &str) -> PathBuf {
@@ -58,7 +57,7 @@ fn i08_the_memory_estimate_bounds_the_measured_peak() {
     for (name, src) in cases {
         let f = d.join(format!("{name}.toml"));
         std::fs::write(&f, &src).unwrap();
-        let sc = Scenario::parse("m.toml", &src).unwrap();
+        let sc = pacesim::registry::parse("m.toml", &src).unwrap();
         let (estimate, _) = pacesim::run::budget::estimate(&sc, 1);
         let (code, e, peak) = run_measured(&["run", f.to_str().unwrap(), "--max-wall", "60s"]);
         assert!(code == 0 || code == 1, "{name}: exit {code}: {e}");

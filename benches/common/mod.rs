@@ -135,5 +135,5 @@ pub fn thousands(v: f64) -> String {
 /// Load a scenario relative to the crate root.
 pub fn scenario(rel: &str) -> pacesim::scenario::Scenario {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
-    pacesim::scenario::Scenario::load(&p).unwrap_or_else(|e| panic!("{e}"))
+    pacesim::registry::load(&p).unwrap_or_else(|e| panic!("{e}"))
 }

@@ -145,7 +145,7 @@ fn random_scenario(rng: &mut rand_pcg::Pcg64Mcg) -> Scenario {
          requests={requests}\n[store]\nlatency={latency}\nservice={{ dist='constant', value='20us' }}\n\
          [destination]\nlatency={latency}\n"
     );
-    Scenario::parse("prop", &src).expect("generated scenario is valid")
+    pacesim::registry::parse("prop", &src).expect("generated scenario is valid")
 }
 
 fn props_case(count: u64) {
@@ -225,7 +225,7 @@ fn first_counterexample(case: &str) {
     if method == "seeds" {
         // ordinary sampled runs, seed after seed, until one breaks a property (ten searches,
         // from seeds 0, 1000, 2000, ...)
-        let sc = pacesim::scenario::Scenario::load(&file).expect("loads");
+        let sc = pacesim::registry::load(&file).expect("loads");
         let (runs, t) = best_of(reps(), || {
             (0..10u64)
                 .map(|search| {

@@ -249,7 +249,7 @@ mod tests {
     /// timer's token survived: the only kill scenario killed process 0 on lock 0.)
     #[test]
     fn a_dead_holders_lock_is_freed_at_detect_dead_for_any_pid_and_lock() {
-        let sc = Scenario::parse(
+        let sc = crate::registry::parse(
             "t",
             "name='t'\nduration='1m'\n[pacer]\nbackend='advisory'\nrate=2.0\nlocks=4\ndetect_dead='5s'\n[processes]\ncount=6\n",
         )

@@ -19,7 +19,7 @@
 //!   ([`Threads::PerThread`]: independent limiters on threads); or one thread only
 //!   ([`Threads::Single`], the default, so a backend written for one operation in flight is
 //!   never driven by several at once). The simulator
-//!   (`src/sim.rs`) and the live worker ([`crate::live`]) drive the *same* process side
+//!   (`src/sim/`) and the live worker ([`crate::live`]) drive the *same* process side
 //!   through the same worker loop ([`crate::worker`]).
 //! - its **store side** ([`StoreSide`]), one per run: the state kept in the shared store and
 //!   the atomic operation on it. **[`StoreSide::serve`] is applied atomically, one operation at

@@ -363,7 +363,7 @@ mod tests {
     fn matches_the_gcra_rule() {
         // allow iff now >= tat - tau; on allow tat = max(tat, now) + T; T = 100 ms, burst 3
         let src = "name='t'\nduration='1s'\n[pacer]\nbackend='redis_gcra'\nrate=10.0\nburst=3\n[processes]\ncount=1\n";
-        let sc = Scenario::parse("t", src).unwrap();
+        let sc = crate::registry::parse("t", src).unwrap();
         let b = RedisGcra::new(&sc, options::parse("redis_gcra", &sc.pacer.options, true).unwrap()).unwrap();
         let mut g = b.store();
         let mut sink = Collect::default();

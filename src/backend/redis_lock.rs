@@ -662,7 +662,7 @@ mod tests {
         let src = format!(
             "name='t'\nduration='1h'\n[pacer]\nbackend='redis_lock'\nrate=2.0\n{extra}\n[processes]\ncount=3\n"
         );
-        let sc = Scenario::parse("t", &src).unwrap();
+        let sc = crate::registry::parse("t", &src).unwrap();
         RedisLock::new(&sc, options::parse("redis_lock", &sc.pacer.options, true).unwrap()).unwrap()
     }
 

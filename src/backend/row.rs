@@ -483,12 +483,11 @@ impl crate::backend::Configure for RowOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::Scenario;
 
     fn row(extra: &str) -> Row {
         let src =
             format!("name='t'\nduration='1s'\n[pacer]\nbackend='row'\nrate=10.0\n{extra}\n[processes]\ncount=2\n");
-        let sc = Scenario::parse("t", &src).unwrap();
+        let sc = crate::registry::parse("t", &src).unwrap();
         let o = options::parse("row", &sc.pacer.options, true).unwrap();
         Row::new(&sc, o).unwrap()
     }

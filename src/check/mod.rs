@@ -669,7 +669,7 @@ mod tests {
     use crate::trace::{Header, OpKind};
 
     fn header(src_backend: &str, worker: bool, closed_loop: bool) -> Header {
-        let sc = crate::scenario::Scenario::parse(
+        let sc = crate::registry::parse(
             "t.toml",
             &format!(
                 "name = \"t\"\nduration = \"2s\"\n[pacer]\nbackend = \"{src_backend}\"\nrate = 10.0\n[processes]\ncount = 2\n"

@@ -543,7 +543,7 @@ pub fn prepare(file: &str, text: &str, sc: &Scenario, opts: &Options) -> Result<
         }
     }
     let text = toml::to_string(&doc).map_err(|e| ExploreError::Scenario(format!("{file}: {e}")))?;
-    let prepared = Scenario::parse(file, &text).map_err(|e| ExploreError::Scenario(e.to_string()))?;
+    let prepared = crate::registry::parse(file, &text).map_err(|e| ExploreError::Scenario(e.to_string()))?;
     Ok((prepared, text))
 }
 
@@ -1647,7 +1647,7 @@ pub fn merge(reports: &[Report]) -> Result<Report, String> {
 /// report's scenario and backend, has no more processes, requests or time than were explored,
 /// and is within `--max-memory`. (`--out` runs it again to write its trace.)
 fn check_case(r: &Report, c: &Counterexample) -> Result<(), String> {
-    let sc = Scenario::parse("the counterexample's scenario", &c.scenario).map_err(|e| e.to_string())?;
+    let sc = crate::registry::parse("the counterexample's scenario", &c.scenario).map_err(|e| e.to_string())?;
     if sc.name != r.scenario || sc.pacer.backend != r.backend {
         return Err(format!(
             "its counterexample is of {}/{}, not of the exploration {}/{}",
@@ -1726,7 +1726,7 @@ pub fn write(dir: &std::path::Path, r: &Report) -> Result<Vec<std::path::PathBuf
     let mut md = markdown(r);
     if let Some(c) = &r.counterexample {
         put(format!("{stem}.case.toml"), c.scenario.clone(), &mut files)?;
-        let sc = Scenario::parse(&format!("{stem}.case.toml"), &c.scenario).map_err(|e| e.to_string())?;
+        let sc = crate::registry::parse(&format!("{stem}.case.toml"), &c.scenario).map_err(|e| e.to_string())?;
         // (it runs again below, for its trace: within the memory limit as every run)
         crate::budget::check(&sc, 1).map_err(|e| e.to_string())?;
         let cf = crate::run::choices::ChoiceFile {
@@ -1967,7 +1967,7 @@ mod tests {
     }
 
     fn sc() -> Scenario {
-        Scenario::parse(
+        crate::registry::parse(
             "w.toml",
             "name = \"w\"\nduration = \"5s\"\n[pacer]\nbackend = \"row\"\nrate = 10.0\n[processes]\ncount = 2\n",
         )

@@ -38,7 +38,7 @@ struct Compared {
 /// module's docs) and how many schedules broke a check, or the first pair that breaks the
 /// pruning's promise.
 fn audit(text: &str, backend: &str, opts: &Options) -> Result<(Compared, u64), String> {
-    let sc = Scenario::parse("audit.toml", text).expect("a valid scenario");
+    let sc = crate::registry::parse("audit.toml", text).expect("a valid scenario");
     let spec = crate::registry::spec(backend).expect("a backend");
     let sc = Scenario {
         pacer: crate::scenario::PacerCfg {
@@ -272,7 +272,7 @@ pub(crate) fn trees(backends: &[&'static str], processes: u32, requests: u64, ki
 /// whether a violation exists. `Err` names the first disagreement.
 pub(crate) fn differential(tree: &Tree, d: &mut Differential) -> Result<(), String> {
     let spec = crate::registry::spec(tree.backend).ok_or_else(|| format!("{}: no backend", tree.name))?;
-    let sc = Scenario::parse("audit.toml", &tree.text).map_err(|e| format!("{}: {e}", tree.name))?;
+    let sc = crate::registry::parse("audit.toml", &tree.text).map_err(|e| format!("{}: {e}", tree.name))?;
     let sc = Scenario {
         pacer: crate::scenario::PacerCfg {
             backend: tree.backend.into(),

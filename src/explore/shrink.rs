@@ -104,7 +104,7 @@ pub fn shrink(
             let mut doc: toml::Table = best.text.parse().ok()?;
             doc.insert("duration".into(), format!("{}ns", d.0).into());
             let text = toml::to_string(&doc).ok()?;
-            Some((Scenario::parse(&best.sc.name, &text).ok()?, text))
+            Some((crate::registry::parse(&best.sc.name, &text).ok()?, text))
         };
         let keep = |sc: Scenario, text: String, k: u32, r: Schedule| Case {
             sc,

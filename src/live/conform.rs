@@ -395,7 +395,7 @@ fn cost_of(events: &[Event]) -> CostTable {
 }
 
 fn cost_scenario() -> Result<Scenario, LiveError> {
-    Scenario::parse_with("cost-table", COST_SCENARIO, &crate::scenario::Structure)
+    Scenario::parse("cost-table", COST_SCENARIO, &crate::scenario::Structure)
         .map_err(|e| LiveError::Setup(e.to_string()))
 }
 
@@ -742,7 +742,7 @@ mod tests {
 
     #[test]
     fn a_disagreement_names_the_comparison_that_failed() {
-        let sc = Scenario::parse("t.toml", crate::scenario::FOUR_LIMITERS).unwrap();
+        let sc = crate::registry::parse("t.toml", crate::scenario::FOUR_LIMITERS).unwrap();
         let sim = crate::registry::simulate(&sc, None, None).unwrap();
         let mut live = sim.clone();
         let mut c = Conformance::of(sim, live.clone());
@@ -857,12 +857,16 @@ mod tests {
             commit,
             fit_error: 0.0,
         };
-        let none = simulated_cost_table(&stage(Dist::default()), &LiveOptions::with_exe("pacesim")).unwrap();
+        let none = simulated_cost_table(
+            &stage(Dist::default()),
+            &LiveOptions::with_exe("pacesim", &crate::registry::Registered),
+        )
+        .unwrap();
         let with = simulated_cost_table(
             &stage(Dist::Constant {
                 value: Nanos(2_000_000),
             }),
-            &LiveOptions::with_exe("pacesim"),
+            &LiveOptions::with_exe("pacesim", &crate::registry::Registered),
         )
         .unwrap();
         assert_eq!(none.count, 300);

@@ -186,7 +186,7 @@ kind = "store_outage"
 at = "1s"
 duration = "1s"
 "#;
-        let sc = Scenario::parse("x.toml", src).unwrap();
+        let sc = crate::registry::parse("x.toml", src).unwrap();
         let back: Scenario = serde_json::from_str(&serde_json::to_string(&sc).unwrap()).unwrap();
         assert_eq!(back, sc);
     }

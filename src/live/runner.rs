@@ -52,12 +52,38 @@ pub struct LiveOptions {
     /// Run this once before the workers start (the scenario's `[live] setup`, resolved against
     /// its file: [`crate::live::setup`]).
     pub setup: Option<crate::live::setup::Setup>,
-    /// The live adapters of the backends a scenario may name (the registry's: its
-    /// constructors `LiveOptions::cli` and `LiveOptions::with_exe` fill this in).
+    /// The live adapters of the backends a scenario may name (the registry's,
+    /// `registry::Registered`, given to [`LiveOptions::cli`] or [`LiveOptions::with_exe`]).
     pub backends: &'static dyn crate::live::adapter::Backends,
 }
 
 impl LiveOptions {
+    /// The CLI's options: this executable, signals handled, verbose; the adapters of
+    /// `backends`.
+    pub fn cli(backends: &'static dyn crate::live::adapter::Backends) -> LiveOptions {
+        LiveOptions {
+            exe: std::env::current_exe().unwrap_or_else(|_| "pacesim".into()),
+            handle_signals: true,
+            verbose: true,
+            worker: None,
+            setup: None,
+            backends,
+        }
+    }
+
+    /// Options for a library caller (tests): the given executable, no signal handling, quiet;
+    /// the adapters of `backends`.
+    pub fn with_exe(exe: impl Into<PathBuf>, backends: &'static dyn crate::live::adapter::Backends) -> LiveOptions {
+        LiveOptions {
+            exe: exe.into(),
+            handle_signals: false,
+            verbose: false,
+            worker: None,
+            setup: None,
+            backends,
+        }
+    }
+
     /// The same options with an external worker command.
     pub fn with_worker(mut self, worker: WorkerCommand) -> LiveOptions {
         self.worker = Some(worker);
@@ -775,7 +801,7 @@ async fn run_inner(
     events.push(Event::End { t: end });
     let mut out = Vec::new();
     let detail = opts.backends.detail(&sc).unwrap_or(serde_json::Value::Null);
-    let mut header = crate::sim::header_with(&sc, &sc.pacer.backend, detail, "live");
+    let mut header = crate::sim::header::header_with(&sc, &sc.pacer.backend, detail, "live");
     if let Some(x) = &ext_ctx {
         external::mark_header(&mut header, &sc, &x.cmd);
     }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 fn load(name: &str) -> Scenario {
-    Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
+    crate::registry::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
 }
 
 fn runs_of(name: &str) -> compare::ScenarioRuns {

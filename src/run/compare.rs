@@ -236,7 +236,7 @@ pub fn plan(scenarios: &[Scenario], seeds: u64) -> Result<Vec<Planned>, CompareE
         let runs = (sc.compared_backends().len() as u64).saturating_mul(seeds.max(1));
         super::budget::check(sc, runs)?;
         for b in sc.compared_backends() {
-            let variant = sc.with_backend(&b).map_err(CompareError::Variant)?;
+            let variant = crate::registry::with_backend(sc, &b).map_err(CompareError::Variant)?;
             for k in 0..seeds.max(1) {
                 let mut s = variant.clone();
                 // (a scenario's seed range: the reproducer `run --seed` takes)

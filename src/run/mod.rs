@@ -74,7 +74,7 @@ pub fn load(file: &Path, seed: Option<u64>, backend: Option<&str>) -> Result<Sce
         sc.seed = s;
     }
     if let Some(b) = backend {
-        sc = sc.with_backend(b).map_err(|message| LoadError::Backend {
+        sc = crate::registry::with_backend(&sc, b).map_err(|message| LoadError::Backend {
             file: file.to_path_buf(),
             message,
         })?;
@@ -103,7 +103,7 @@ const SCENARIO_KEYS: &[&str] = &[
 /// TOML without any scenario key) is reported as what it is, in one line, rather than by the
 /// first key the scenario parser does not know.
 pub fn load_scenario(file: &Path) -> Result<Scenario, LoadError> {
-    Scenario::load(file).map_err(|e| match not_a_scenario(file) {
+    crate::registry::load(file).map_err(|e| match not_a_scenario(file) {
         Some(what) => LoadError::NotAScenario {
             file: file.to_path_buf(),
             what,

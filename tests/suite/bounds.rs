@@ -7,7 +7,7 @@ use crate::common;
 use common::{pacesim, run_measured};
 use pacesim::builder::{SimBuilder, SimError};
 use pacesim::registry::Configure;
-use pacesim::scenario::{FOUR_LIMITERS, Scenario};
+use pacesim::scenario::FOUR_LIMITERS;
 use std::path::{Path, PathBuf};
 
 fn tmp(name: &str) -> PathBuf {
@@ -19,7 +19,7 @@ fn tmp(name: &str) -> PathBuf {
 
 /// The parse error of scenario text `src`, as printed.
 fn err(src: &str) -> String {
-    match Scenario::parse("t.toml", src) {
+    match pacesim::registry::parse("t.toml", src) {
         Ok(_) => panic!("accepted:\n{src}"),
         Err(e) => e.to_string(),
     }
@@ -148,7 +148,7 @@ fn i06_a_kill_every_compared_backend_must_reach() {
 #[test]
 fn i06_sim_builder_refuses_what_its_backend_cannot_run() {
     let threads = sim("threads-row.toml");
-    let sc = Scenario::parse("t.toml", &threads).unwrap();
+    let sc = pacesim::registry::parse("t.toml", &threads).unwrap();
     let adv = pacesim::backend::advisory::AdvisoryOptions::default()
         .build(&sc)
         .unwrap();
@@ -160,7 +160,7 @@ fn i06_sim_builder_refuses_what_its_backend_cannot_run() {
         e.message.contains("backend `advisory` runs one thread per process"),
         "{e:?}"
     );
-    let kill = Scenario::parse("k.toml", &sim("kill-mid-reservation.toml")).unwrap();
+    let kill = pacesim::registry::parse("k.toml", &sim("kill-mid-reservation.toml")).unwrap();
     let local = pacesim::backend::local::LocalOptions::default().build(&kill).unwrap();
     let mut out = pacesim::trace::Collect::default();
     let Err(SimError::Refused(e)) = SimBuilder::new(kill.clone()).run_into(local, &mut out) else {
@@ -199,7 +199,7 @@ fn i10_a_duration_past_the_clock_is_refused_with_file_line_and_field() {
         "{e}"
     );
     // the longest accepted
-    Scenario::parse(
+    pacesim::registry::parse(
         "t.toml",
         &FOUR_LIMITERS.replace("duration = \"5s\"", "duration = \"1000000000000000000ns\""),
     )
@@ -265,8 +265,8 @@ fn i09_a_period_of_a_nanosecond_is_refused_with_the_figure() {
     }
     // the shipped period runs
     std::fs::write(&f, &src).unwrap();
-    Scenario::parse("s.toml", &src).unwrap();
-    assert!(pacesim::run::budget::work(&Scenario::parse("s.toml", &src).unwrap()).0 < 1e8);
+    pacesim::registry::parse("s.toml", &src).unwrap();
+    assert!(pacesim::run::budget::work(&pacesim::registry::parse("s.toml", &src).unwrap()).0 < 1e8);
 }
 
 /// Item 7's first reproducer: `row` at 1e8/s for 10 s (a billion fetches) aborted allocating
@@ -284,7 +284,7 @@ fn i07_a_huge_rate_is_refused_before_it_runs() {
     assert!(e.contains("s.toml:5: pacer.rate: the run would need about"), "{e}");
     let e = refused(&["run", file, "--max-memory", "64GiB"]);
     assert!(e.contains("pacer.rate: the run would schedule about"), "{e}");
-    let sc = Scenario::parse("s.toml", &src.replace("count = 4", "count = 4\nrequests = 1000")).unwrap();
+    let sc = pacesim::registry::parse("s.toml", &src.replace("count = 4", "count = 4\nrequests = 1000")).unwrap();
     pacesim::run::budget::check(&sc, 1).unwrap();
 }
 
@@ -397,7 +397,7 @@ fn i07_timeouts_of_operations_no_longer_awaited_do_not_pile_up() {
 fn i07_the_library_routes_refuse_what_the_budget_refuses() {
     let src = "name = \"g\"\nseed = 3\nduration = \"1s\"\n[pacer]\nbackend = \"row\"\nrate = 7.0\n\
                [processes]\ncount = 2\nrequests = 3\nsoft_limit = \"1ns\"\n";
-    let sc = Scenario::parse("g.toml", src).unwrap();
+    let sc = pacesim::registry::parse("g.toml", src).unwrap();
     let want = pacesim::budget::check(&sc, 1).unwrap_err();
     assert!(want.to_string().contains("processes.soft_limit"), "{want}");
     let spec = pacesim::registry::spec("row").unwrap();
@@ -434,7 +434,7 @@ fn s52_06_time_limits_and_their_parked_timers_are_counted_up_front() {
         let src = format!(
             "name = \"lim\"\nduration = \"60s\"\n[pacer]\nbackend = \"row\"\nrate = 10.0\n[processes]\ncount = 4\n{limit}\n"
         );
-        let sc = Scenario::parse("s.toml", &src).unwrap();
+        let sc = pacesim::registry::parse("s.toml", &src).unwrap();
         let e = pacesim::budget::check(&sc, 1).expect_err(limit).to_string();
         assert!(
             e.contains(&format!("s.toml:8: {field}: the run would need about")),
@@ -448,12 +448,12 @@ fn s52_06_time_limits_and_their_parked_timers_are_counted_up_front() {
     // parked timers: every job of 2e7 parks its hour-long limit
     let src = "name = \"parked\"\nduration = \"100s\"\n[pacer]\nbackend = \"row\"\nrate = 1e5\n[processes]\n\
                count = 100\nhard_limit = \"1h\"\n[fetch]\nduration = { dist = \"constant\", value = \"1us\" }\n";
-    let sc = Scenario::parse("s.toml", src).unwrap();
+    let sc = pacesim::registry::parse("s.toml", src).unwrap();
     let (bytes, field) = pacesim::budget::estimate(&sc, 1);
     assert_eq!(field, "processes.hard_limit");
     assert!(bytes > 2_000_000_000, "{bytes}");
     // a realistic limit (the stranded scenarios': 1,500 s) costs next to nothing
-    let sc = Scenario::parse("s.toml", &src.replace("1h", "1500s").replace("1e5", "7.0")).unwrap();
+    let sc = pacesim::registry::parse("s.toml", &src.replace("1h", "1500s").replace("1e5", "7.0")).unwrap();
     assert!(pacesim::budget::estimate(&sc, 1).0 < 64 << 20);
 }
 
@@ -468,7 +468,7 @@ fn s52_06_fleets_that_pace_alone_are_counted_n_times() {
     let file = f.to_str().unwrap();
     let local =
         "name = \"alone\"\nduration = \"10s\"\n[pacer]\nbackend = \"local\"\nrate = 1e7\n[processes]\ncount = 1000\n";
-    let sc = Scenario::parse("s.toml", local).unwrap();
+    let sc = pacesim::registry::parse("s.toml", local).unwrap();
     assert!(pacesim::budget::check(&sc, 1).is_err(), "1,000 x 1e7/s accepted");
     std::fs::write(&f, local).unwrap();
     let e = refused(&["run", file, "--max-wall", "60s"]);
@@ -482,19 +482,19 @@ fn s52_06_fleets_that_pace_alone_are_counted_n_times() {
     assert!(e.contains("each of the 1000 pacers paces alone"), "{e}");
     assert!(e.contains("no option raises this limit"), "{e}");
     // the same numbers through a shared pace: the ceiling bounds them
-    let shared = Scenario::parse("s.toml", &local.replace("local", "row")).unwrap();
+    let shared = pacesim::registry::parse("s.toml", &local.replace("local", "row")).unwrap();
     pacesim::budget::check(&shared, 1).unwrap();
     // fail_open while the store is out: every process at the full rate
     let open = "name = \"open\"\nduration = \"100s\"\n[pacer]\nbackend = \"row\"\nrate = 1e5\nfallback = \"fail_open\"\n\
                 [processes]\ncount = 1000\n[[faults]]\nkind = \"store_outage\"\nat = \"0s\"\nduration = \"100s\"\nmode = \"refuse\"\n";
-    let sc = Scenario::parse("s.toml", open).unwrap();
+    let sc = pacesim::registry::parse("s.toml", open).unwrap();
     let e = pacesim::budget::check(&sc, 1).expect_err("fail_open").to_string();
     assert!(e.contains("pacer.rate"), "{e}");
     assert!(
         e.contains("`row` fails open: each of the 1000 processes paces at the rate while the store is out"),
         "{e}"
     );
-    let closed = Scenario::parse("s.toml", &open.replace("fail_open", "fail_closed")).unwrap();
+    let closed = pacesim::registry::parse("s.toml", &open.replace("fail_open", "fail_closed")).unwrap();
     pacesim::budget::check(&closed, 1).unwrap();
 }
 
@@ -510,7 +510,7 @@ fn s52_19_a_kill_point_the_rest_of_compare_never_reaches_is_refused() {
         .replace("\"row\"", "\"advisory\"")
         .replace("rate = 50.0", "rate = 50.0\ncompare = [\"advisory\", \"row\"]");
     // alone, advisory reaches it
-    Scenario::parse(
+    pacesim::registry::parse(
         "t.toml",
         &format!("{}{kill}", FOUR_LIMITERS.replace("\"row\"", "\"advisory\"")),
     )

@@ -631,7 +631,7 @@ duration = { dist = "constant", value = "1ms" }
 [checks]
 burst = 5
 "#;
-    let sc = Scenario::parse_with("t.toml", src, &pacesim::scenario::Structure).unwrap();
+    let sc = Scenario::parse("t.toml", src, &pacesim::scenario::Structure).unwrap();
     for kind in [OpKind::Complete, OpKind::Acquire] {
         let b = check_then_write::Gcra2 {
             interval: sc.interval().0,
@@ -663,7 +663,7 @@ burst = 5
 fn a_backend_whose_facts_state_nothing_is_refused() {
     use pacesim::registry::Ops;
     let src = "name = \"silent\"\nduration = \"1s\"\n[pacer]\nbackend = \"check_then_write\"\nrate = 20.0\n[processes]\ncount = 1\n";
-    let sc = Scenario::parse_with("t.toml", src, &pacesim::scenario::Structure).unwrap();
+    let sc = Scenario::parse("t.toml", src, &pacesim::scenario::Structure).unwrap();
     let silent = check_then_write::Gcra2 {
         interval: sc.interval().0,
         burst: 5,
@@ -1806,7 +1806,7 @@ fn sim_row(extra_pacer: &str, n: u32, limit: f64, lat: &str, seed: u64) -> BTree
          [fetch]\nduration={{ dist='lognormal', median='50ms', sigma=0.4 }}\n[destination]\nlimit={limit}\n\
          [backoff]\ndecay_after=5\n"
     );
-    let sc = Scenario::parse("sim", &src).unwrap();
+    let sc = pacesim::registry::parse("sim", &src).unwrap();
     let s = pacesim::registry::simulate(&sc, None, None).unwrap();
     s.checks.into_iter().map(|(k, c)| (k, (c.passed(), c.detail))).collect()
 }

@@ -165,7 +165,7 @@ requests = 7
 [store]
 latency = { dist = "constant", value = "1ms" }
 "#;
-    Scenario::parse("drift.toml", src).unwrap()
+    pacesim::registry::parse("drift.toml", src).unwrap()
 }
 
 /// The worker loop's own events, without times (the two drivers' clocks differ).

@@ -3,7 +3,6 @@
 //! determinism; shards that merge to the whole; correct backends that pass exhaustively.
 
 use pacesim::explore::{self, Method, Options, Site};
-use pacesim::scenario::Scenario;
 use std::path::{Path, PathBuf};
 
 use crate::common::two_step::racy;
@@ -42,7 +41,7 @@ fn explore_file(file: &Path, o: &Options) -> explore::Report {
 
 /// Sampled runs of `text` that pass every check, of `seeds`.
 fn sampled_passes(text: &str, seeds: u64) -> u64 {
-    let sc = Scenario::parse("spread.toml", text).unwrap();
+    let sc = pacesim::registry::parse("spread.toml", text).unwrap();
     (0..seeds)
         .filter(|&s| {
             let mut sc = sc.clone();

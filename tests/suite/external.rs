@@ -9,7 +9,7 @@ use pacesim::trace::{Collect, Event};
 use std::path::Path;
 
 fn load(name: &str) -> Scenario {
-    Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
+    pacesim::registry::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
 }
 
 fn grants(sc: &Scenario) -> Vec<(u32, i64, i64)> {
@@ -29,7 +29,7 @@ fn grants(sc: &Scenario) -> Vec<(u32, i64, i64)> {
 fn eight_concurrent_reservers_get_distinct_correctly_spaced_slots() {
     let sc = load("eight-reservers.toml");
     for b in ["row", "shared_cache"] {
-        let g = grants(&sc.with_backend(b).unwrap());
+        let g = grants(&pacesim::registry::with_backend(&sc, b).unwrap());
         assert_eq!(g.len(), 8);
         let mut pids: Vec<u32> = g.iter().map(|x| x.0).collect();
         pids.sort();
@@ -50,8 +50,8 @@ fn eight_concurrent_reservers_get_distinct_correctly_spaced_slots() {
 #[test]
 fn four_limiters_match_the_records_figures() {
     let sc = load("four-limiters.toml");
-    let row = simulate(&sc.with_backend("row").unwrap(), None, None).unwrap();
-    let local = simulate(&sc.with_backend("local").unwrap(), None, None).unwrap();
+    let row = simulate(&pacesim::registry::with_backend(&sc, "row").unwrap(), None, None).unwrap();
+    let local = simulate(&pacesim::registry::with_backend(&sc, "local").unwrap(), None, None).unwrap();
     assert!(row.last_start_s >= 0.780);
     assert!((local.last_start_s - 0.18).abs() < 0.002);
     // the record's 221/s is 40 / 0.181 s; ours is 39 / 0.18 s between first and last start
@@ -69,7 +69,7 @@ fn four_limiters_match_the_records_figures() {
 fn splitting_the_bucket_costs_latency() {
     let sc = load("split-bucket.toml");
     let mean_wait = |backend: &str, seed: u64| {
-        let mut v = sc.with_backend(backend).unwrap();
+        let mut v = pacesim::registry::with_backend(&sc, backend).unwrap();
         v.seed = seed;
         let g = grants(&v);
         g.iter().map(|x| (x.1 - x.2).max(0) as f64 / 1e6).sum::<f64>() / g.len() as f64

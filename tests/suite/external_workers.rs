@@ -61,13 +61,13 @@ fn example(name: &str) -> PathBuf {
 /// Run an example's scenario live with its `[live] command`.
 fn run_example(name: &str) -> (Scenario, LiveRun) {
     let file = example(name);
-    let sc = Scenario::load(&file).unwrap();
+    let sc = pacesim::registry::load(&file).unwrap();
     let w = worker_command(&sc, &file, None)
         .unwrap()
         .expect("the example names its command");
     let r = run_blocking(
         &sc,
-        &LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim")).with_worker(w),
+        &LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim"), &pacesim::registry::Registered).with_worker(w),
     )
     .unwrap();
     (sc, r)
@@ -407,7 +407,7 @@ fn workers_that_ignore_sigterm_fork_or_hang_are_all_gone_after_the_run() {
     let _ = std::fs::remove_dir_all(&notes);
     std::fs::create_dir_all(&notes).unwrap();
     std::fs::write(f.with_file_name("unruly.py"), UNRULY).unwrap();
-    let sc = Scenario::load(&f).unwrap();
+    let sc = pacesim::registry::load(&f).unwrap();
     let w = worker_command(
         &sc,
         &f,
@@ -426,7 +426,7 @@ fn workers_that_ignore_sigterm_fork_or_hang_are_all_gone_after_the_run() {
         .build()
         .unwrap();
     let (cancel, cancelled) = tokio::sync::watch::channel(false);
-    let opts = LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim")).with_worker(w);
+    let opts = LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim"), &pacesim::registry::Registered).with_worker(w);
     let run = rt.spawn(async move { pacesim::live::run(&sc, &opts, cancelled).await });
     // every worker did its part, or 50 s passed (a bound, far above a loaded start-up)
     let deadline = std::time::Instant::now() + Duration::from_secs(50);
@@ -614,12 +614,12 @@ fn time_limits_signal_and_kill_a_worker_that_reports_its_jobs() {
     let script = f.with_file_name("jobs.py");
     let marker = f.with_file_name("soft.txt");
     std::fs::write(&script, JOBS).unwrap();
-    let sc = Scenario::load(&f).unwrap();
+    let sc = pacesim::registry::load(&f).unwrap();
     let cmd = format!("python3 {} {}", script.display(), marker.display());
     let w = worker_command(&sc, &f, Some(&cmd)).unwrap().unwrap();
     let r = run_blocking(
         &sc,
-        &LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim")).with_worker(w),
+        &LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim"), &pacesim::registry::Registered).with_worker(w),
     )
     .unwrap();
     nothing_left(&r, &pgs);
@@ -686,12 +686,13 @@ fn a_worker_that_takes_3_s_to_start_is_killed_mid_protocol() {
         ),
     )
     .unwrap();
-    let sc = Scenario::load(&f).unwrap();
+    let sc = pacesim::registry::load(&f).unwrap();
     let w = worker_command(&sc, &f, None).unwrap().expect("a command");
     with_retry("slow start", || {
         let r = run_blocking(
             &sc,
-            &LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim")).with_worker(w.clone()),
+            &LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim"), &pacesim::registry::Registered)
+                .with_worker(w.clone()),
         )
         .unwrap();
         nothing_left(&r, &pgs);

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use std::path::Path;
 
 fn load(name: &str) -> Scenario {
-    Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
+    pacesim::registry::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
 }
 
 fn run(sc: &Scenario) -> Summary {
@@ -21,13 +21,13 @@ fn run(sc: &Scenario) -> Summary {
 #[test]
 fn four_limiters_row_is_global_and_local_overshoots() {
     let sc = load("four-limiters.toml");
-    let row = run(&sc.with_backend("row").unwrap());
+    let row = run(&pacesim::registry::with_backend(&sc, "row").unwrap());
     assert_eq!(row.fetches, 40);
     assert!(row.last_start_s >= 0.78, "row last start {}", row.last_start_s);
     assert_eq!(row.burst_needed, 1);
     assert!(row.all_pass(), "{:?}", row.checks);
 
-    let local = run(&sc.with_backend("local").unwrap());
+    let local = run(&pacesim::registry::with_backend(&sc, "local").unwrap());
     assert_eq!(local.fetches, 40);
     assert!(
         (local.last_start_s - 0.18).abs() < 0.005,
@@ -47,7 +47,7 @@ fn every_scenario() -> Vec<Scenario> {
     files
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .map(|p| Scenario::load(&p).unwrap())
+        .map(|p| pacesim::registry::load(&p).unwrap())
         .collect()
 }
 
@@ -58,7 +58,7 @@ fn every_scenario_is_deterministic() {
         let mut sc = sc;
         sc.duration = sc.duration.min(pacesim::time::Nanos(120_000_000_000));
         for b in sc.compared_backends() {
-            let v = sc.with_backend(&b).unwrap();
+            let v = pacesim::registry::with_backend(&sc, &b).unwrap();
             let a = run(&v).trace_hash;
             let b2 = run(&v).trace_hash;
             assert_eq!(a, b2, "{} / {b}: trace hash differs between identical runs", sc.name);
@@ -82,7 +82,7 @@ latency = { dist = "lognormal", median = "0.6ms", sigma = 0.5 }
 [fetch]
 duration = { dist = "exponential", mean = "20ms" }
 "#;
-    let mut sc = Scenario::parse("draws", src).unwrap();
+    let mut sc = pacesim::registry::parse("draws", src).unwrap();
     let a = run(&sc).trace_hash;
     sc.seed = 2;
     let b = run(&sc).trace_hash;
@@ -102,7 +102,7 @@ fn adding_a_process_does_not_change_the_others_draws() {
         )
     };
     let starts = |n: u32| {
-        let sc = Scenario::parse("x", &src(n)).unwrap();
+        let sc = pacesim::registry::parse("x", &src(n)).unwrap();
         let mut c = Collect::default();
         pacesim::registry::run(&sc, &mut c).expect("the run progresses");
         c.events
@@ -119,7 +119,7 @@ fn scenario(backend: &str, n: u32, rate: f64, requests: u64, latency: &str) -> S
         "name='prop'\nduration='600s'\n[pacer]\nbackend='{backend}'\nrate={rate}\n[processes]\ncount={n}\nrequests={requests}\n\
          [store]\nlatency={latency}\nservice={{ dist='constant', value='20us' }}\n[destination]\nlatency={latency}\n"
     );
-    Scenario::parse("prop", &src).unwrap()
+    pacesim::registry::parse("prop", &src).unwrap()
 }
 
 fn latency() -> impl Strategy<Value = String> {
@@ -321,7 +321,7 @@ fn s52_16_a_case_shrunk_to_fewer_processes_is_written_with_them() {
     let c = report.counterexample.as_ref().expect("the race is found");
     assert_eq!(c.found.processes, 5);
     assert!(c.shrunk.processes < 5, "{:?}", c.shrunk);
-    let written = Scenario::parse("case.toml", &c.scenario).unwrap();
+    let written = pacesim::registry::parse("case.toml", &c.scenario).unwrap();
     assert_eq!(
         (written.processes.count, written.processes.requests),
         (c.shrunk.processes, c.shrunk.requests),

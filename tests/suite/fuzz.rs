@@ -3,7 +3,7 @@
 //! loads or is refused naming file, line and field; a trace either checks or is refused; the
 //! binary exits 0, 1 or 2. `just fuzz` runs it deeper (`PROPTEST_CASES`).
 
-use pacesim::scenario::{FOUR_LIMITERS, Scenario};
+use pacesim::scenario::FOUR_LIMITERS;
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -169,7 +169,7 @@ proptest! {
         for e in &edits {
             src = apply(&src, e);
         }
-        match Scenario::parse("t.toml", &src) {
+        match pacesim::registry::parse("t.toml", &src) {
             Ok(sc) => {
                 let _ = pacesim::run::budget::estimate(&sc, 1);
                 let _ = sc.interval();
@@ -194,7 +194,7 @@ fn real_trace() -> Vec<String> {
 
 fn make_trace() -> Vec<String> {
     let src = format!("{FOUR_LIMITERS}[[faults]]\nkind = \"kill\"\nat = \"100ms\"\nrestart_after = \"50ms\"\n");
-    let sc = Scenario::parse("t.toml", &src).unwrap();
+    let sc = pacesim::registry::parse("t.toml", &src).unwrap();
     let d = tmp("trace");
     let p = d.join("t.jsonl");
     let f = std::fs::File::create(&p).unwrap();
@@ -420,7 +420,7 @@ proptest! {
         }
         // the library route: a scenario that parses runs with each backend it names, through
         // the registry (and so `SimBuilder`), or says why not
-        if let Ok(sc) = Scenario::parse("t.toml", &src)
+        if let Ok(sc) = pacesim::registry::parse("t.toml", &src)
             && rate == "7.0"
         {
             // (refused, as by the command line, when the budget refuses it: a 1 ns time limit
@@ -527,7 +527,7 @@ proptest! {
             _ => ("rate = 50.0", format!("rate = 50.0\nin_transaction = {{ hold = {value} }}")),
         };
         let src = FOUR_LIMITERS.replace(anchor, &new);
-        if let Err(e) = Scenario::parse("t.toml", &src) {
+        if let Err(e) = pacesim::registry::parse("t.toml", &src) {
             let e = e.to_string();
             let head: String = e.chars().take(300).collect();
             prop_assert!(e.len() < 1_200, "{} bytes: {head}", e.len());

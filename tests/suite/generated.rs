@@ -159,7 +159,7 @@ fn base(backend: &str, n: u32, rate: f64, lat: Dist, service_us: u64, fetch: Dis
     let src = format!(
         "name = 'generated'\nduration = '6s'\n[pacer]\nbackend = '{backend}'\nrate = {rate}\n[processes]\ncount = {n}\n"
     );
-    let mut sc = Scenario::parse("generated", &src).expect("valid base");
+    let mut sc = pacesim::registry::parse("generated", &src).expect("valid base");
     sc.store.latency = lat.clone();
     sc.store.service = Dist::Constant {
         value: Nanos(service_us * 1000),

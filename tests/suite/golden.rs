@@ -5,7 +5,6 @@
 //! A behaviour change is deliberate: when a line moves, the commit says why. To record the
 //! new behaviour, run `PACESIM_BLESS=1 cargo test --profile fast-test --test suite -- golden` and commit the file.
 
-use pacesim::scenario::Scenario;
 use std::path::Path;
 
 fn actual() -> String {
@@ -18,12 +17,12 @@ fn actual() -> String {
     files.sort();
     let mut out = String::new();
     for f in files {
-        let Ok(sc) = Scenario::load(&f) else {
+        let Ok(sc) = pacesim::registry::load(&f) else {
             continue; // not a scenario (the expected matrix)
         };
         for b in sc.compared_backends() {
             for seed in [sc.seed, sc.seed + 1] {
-                let mut v = sc.with_backend(&b).unwrap();
+                let mut v = pacesim::registry::with_backend(&sc, &b).unwrap();
                 v.seed = seed;
                 let s = pacesim::registry::simulate(&v, None, None).unwrap();
                 out.push_str(&serde_json::to_string(&s).unwrap());

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 fn load(name: &str) -> Scenario {
-    Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
+    pacesim::registry::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
 }
 
 fn trace(sc: &Scenario) -> Vec<Event> {
@@ -292,7 +292,7 @@ fn bad_jobs_fields_name_the_file_line_and_field() {
         ("max_concurrency = 1\n[jobs]\n", "processes.max_concurrency", 0),
     ] {
         let src = format!("{base}{extra}");
-        match Scenario::parse("t.toml", &src) {
+        match pacesim::registry::parse("t.toml", &src) {
             Err(ScenarioError::Invalid {
                 file,
                 line: l,
@@ -309,14 +309,14 @@ fn bad_jobs_fields_name_the_file_line_and_field() {
         }
     }
     let row = base.replace("redis_lock", "row") + "[jobs]\n";
-    let e = Scenario::parse("t.toml", &row).unwrap_err().to_string();
+    let e = pacesim::registry::parse("t.toml", &row).unwrap_err().to_string();
     assert!(e.contains("pacer.backend") && e.contains("walk lock"), "{e}");
 }
 
 #[test]
 fn live_mode_refuses_a_jobs_scenario_before_connecting() {
     let sc = load("backfill-chunks.toml");
-    let opts = pacesim::live::LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim"));
+    let opts = pacesim::live::LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim"), &pacesim::registry::Registered);
     match pacesim::live::run_blocking(&sc, &opts) {
         Err(e) => {
             let m = e.to_string();
@@ -331,7 +331,7 @@ fn variant(name: &str, from: &str, to: &str) -> Scenario {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name);
     let src = std::fs::read_to_string(&path).unwrap();
     assert!(src.contains(from), "{name} has no `{from}`");
-    Scenario::parse(name, &src.replace(from, to)).unwrap()
+    pacesim::registry::parse(name, &src.replace(from, to)).unwrap()
 }
 
 #[test]

@@ -2,10 +2,10 @@
 //! module uses only modules of its own layer or lower ones; the graph has no circle.
 //!
 //! The graph is read from the source: module `a` depends on `b` when `a`'s code (comments and
-//! `#[cfg(test)]` modules left out) names `crate::b`, or calls an associated function that `b`
-//! defines on another module's type (the registry defines `Scenario::parse` and
-//! `LiveOptions::cli` above the modules of those types: a lower module calling them would reach
-//! up without naming `crate::registry`).
+//! `#[cfg(test)]` modules left out) names `crate::b`. Every edge is such a path: each type's
+//! functions are defined with the type (`Scenario::parse` in `scenario.rs`, taking the rules it
+//! judges backends by as an argument; `LiveOptions::cli` in live mode, taking the backends), so
+//! nothing below the registry reaches it without naming `crate::registry`.
 //!
 //! The registry ([`pacesim::registry`]) sits above the simulator and live mode, which it
 //! builds; nothing below it looks a backend up by name.
@@ -75,15 +75,9 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
             )
         })
         .collect();
-    let foreign = foreign_fns(&text);
     let mut g = BTreeMap::new();
     for (m, t) in &text {
-        let mut deps: BTreeSet<String> = uses(t).into_iter().filter(|d| names.contains(d) && d != *m).collect();
-        for (owner, calls) in &foreign {
-            if *owner != *m && calls.iter().any(|c| t.contains(c.as_str())) {
-                deps.insert(owner.to_string());
-            }
-        }
+        let deps: BTreeSet<String> = uses(t).into_iter().filter(|d| names.contains(d) && d != *m).collect();
         g.insert((*m).clone(), deps);
     }
     g
@@ -100,49 +94,6 @@ fn code(text: &str) -> String {
         code.push('\n');
     }
     code
-}
-
-/// Module -> the calls (`Type::f(`) of the associated functions it defines in `impl Type`
-/// blocks for types it does not define itself.
-fn foreign_fns<'a>(text: &BTreeMap<&'a String, String>) -> BTreeMap<&'a String, Vec<String>> {
-    let mut out = BTreeMap::new();
-    for (m, t) in text {
-        let mut calls = Vec::new();
-        for (i, _) in t.match_indices("\nimpl ") {
-            let head = &t[i + 6..];
-            let Some(open) = head.find('{') else { continue };
-            let ty = head[..open].trim();
-            // inherent impls only (`impl X for Y` is a trait's), of a type named by path or not
-            if ty.contains(" for ") || ty.contains('<') {
-                continue;
-            }
-            let ty = ty.rsplit("::").next().unwrap_or(ty);
-            let defined = [
-                format!("struct {ty} "),
-                format!("struct {ty};"),
-                format!("struct {ty}("),
-                format!("enum {ty} "),
-            ]
-            .iter()
-            .any(|d| t.contains(d.as_str()));
-            if defined {
-                continue;
-            }
-            let body = &head[open..];
-            let end = body.find("\n}").unwrap_or(body.len());
-            for (j, _) in body[..end].match_indices("pub fn ") {
-                let name: String = body[j + 7..]
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                calls.push(format!("{ty}::{name}("));
-            }
-        }
-        if !calls.is_empty() {
-            out.insert(*m, calls);
-        }
-    }
-    out
 }
 
 fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -279,30 +230,6 @@ fn every_module_has_a_layer() {
     );
     let gone: Vec<&&str> = placed.iter().filter(|m| !g.contains_key(**m)).collect();
     assert!(gone.is_empty(), "LAYERS names modules src/ does not have: {gone:?}");
-}
-
-/// An associated function defined at a higher layer on a lower module's type counts as that
-/// higher module: calling it from below is reaching up.
-#[test]
-fn a_call_to_a_function_defined_above_is_an_edge() {
-    let (reg, sim, sc) = ("registry".to_string(), "sim".to_string(), "scenario".to_string());
-    let text: BTreeMap<&String, String> = [
-        (
-            &reg,
-            code("use crate::scenario::Scenario;\nimpl Scenario {\n    pub fn parse(s: &str) {}\n}\n"),
-        ),
-        (
-            &sc,
-            code("pub struct Scenario {}\nimpl Scenario {\n    pub fn name(&self) {}\n}\n"),
-        ),
-        (&sim, code("fn f() { let s = Scenario::parse(\"x\"); }\n")),
-    ]
-    .into_iter()
-    .collect();
-    let f = foreign_fns(&text);
-    assert_eq!(f.get(&reg), Some(&vec!["Scenario::parse(".to_string()]));
-    assert_eq!(f.get(&sc), None, "a module's own type's functions are its own");
-    assert!(graph()["registry"].contains("scenario"));
 }
 
 #[test]

@@ -16,7 +16,7 @@ use std::time::Duration;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn opts() -> LiveOptions {
-    LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim"))
+    LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim"), &pacesim::registry::Registered)
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -74,7 +74,7 @@ fn ensure(cond: bool, msg: impl FnOnce() -> String) -> Result<(), String> {
 }
 
 fn scenario(src: &str) -> Scenario {
-    Scenario::parse("live-test.toml", src).unwrap()
+    pacesim::registry::parse("live-test.toml", src).unwrap()
 }
 
 fn arrivals(r: &LiveRun) -> Vec<u64> {
@@ -870,7 +870,7 @@ fn state_lost_deletes_the_runs_state_and_matches_the_simulator() {
         return;
     };
     let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/state-lost.toml");
-    let mut sc = Scenario::load(&file).unwrap();
+    let mut sc = pacesim::registry::load(&file).unwrap();
     sc.duration = pacesim::time::Nanos::from_secs_f64(16.0);
     // Another run's state on both servers, leased so start-up cleanup leaves it alone: the
     // fault must not touch it.

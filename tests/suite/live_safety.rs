@@ -12,7 +12,7 @@ use pacesim::live::pg;
 use pacesim::live::redis as lredis;
 use pacesim::live::settings::{PgSettings, RedisSettings};
 use pacesim::live::{LiveOptions, run_blocking};
-use pacesim::scenario::{FOUR_LIMITERS, Scenario};
+use pacesim::scenario::FOUR_LIMITERS;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -61,7 +61,7 @@ fn redis() -> redis::Connection {
 }
 
 fn opts() -> LiveOptions {
-    LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim"))
+    LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim"), &pacesim::registry::Registered)
 }
 
 /// A scenario file in a fresh directory of this test.
@@ -118,7 +118,7 @@ fn a_stored_lease_row_is_data_never_sql() {
     let refused = rt.block_on(pg::drop_schema(&c, &hostile)).unwrap_err().to_string();
     assert!(refused.contains("refused schema name"), "{refused}");
 
-    let r = run_blocking(&Scenario::parse("four.toml", FOUR_LIMITERS).unwrap(), &opts());
+    let r = run_blocking(&pacesim::registry::parse("four.toml", FOUR_LIMITERS).unwrap(), &opts());
     let exists = |s: &str| rt.block_on(pg::schema_exists(&c, s)).unwrap();
     let survived = (exists(&victim), exists(&lookalike));
     let rows_left: i64 = rt
@@ -182,7 +182,7 @@ fn redis_cleanup_deletes_only_keys_it_can_prove_abandoned() {
         .unwrap();
     lredis::take_lease(&mut con, fresh, "other-host:1").unwrap();
 
-    let mut sc = Scenario::parse("four.toml", FOUR_LIMITERS).unwrap();
+    let mut sc = pacesim::registry::parse("four.toml", FOUR_LIMITERS).unwrap();
     sc.pacer.backend = "redis_gcra".into();
     let r = run_blocking(&sc, &opts());
 
@@ -380,7 +380,7 @@ while True:
                 .unwrap_or_else(|| panic!("no run line in {err}"))
                 .to_string()
         } else {
-            let sc = Scenario::load(&file).unwrap();
+            let sc = pacesim::registry::load(&file).unwrap();
             let w = pacesim::live::worker_command(&sc, &file, Some(&cmd)).unwrap().unwrap();
             run_blocking(&sc, &opts().with_worker(w)).unwrap().run_id
         };

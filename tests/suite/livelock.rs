@@ -126,7 +126,7 @@ service = { dist = "constant", value = "0ms" }
 [fetch]
 duration = { dist = "constant", value = "0ms" }
 "#;
-    Scenario::parse("livelock.toml", src).expect("a valid scenario")
+    pacesim::registry::parse("livelock.toml", src).expect("a valid scenario")
 }
 
 /// Run `backend` through `SimBuilder`: the guard's error, and how long it took.
@@ -276,11 +276,11 @@ fn no_shipped_scenario_comes_near_the_bound() {
     files.sort();
     let mut busiest = (0.0, String::new());
     for p in files.iter().filter(|p| p.extension().is_some_and(|e| e == "toml")) {
-        let mut sc = Scenario::load(p).unwrap();
+        let mut sc = pacesim::registry::load(p).unwrap();
         // as `every_scenario_is_deterministic` does: the long reference scenarios, shortened
         sc.duration = sc.duration.min(pacesim::time::Nanos(120_000_000_000));
         for b in sc.compared_backends() {
-            let v = sc.with_backend(&b).unwrap();
+            let v = pacesim::registry::with_backend(&sc, &b).unwrap();
             let bound = pacesim::builder::progress_bound(&v, pacesim::registry::header(&v, "sim").backend_detail.burst);
             let mut sink = Discard;
             let o = pacesim::registry::run(&v, &mut sink).unwrap_or_else(|e| panic!("{} / {b}: {e}", v.name));

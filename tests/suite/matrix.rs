@@ -18,7 +18,7 @@ fn scenarios() -> Vec<Scenario> {
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
     files.sort();
-    files.iter().map(|p| Scenario::load(p).unwrap()).collect()
+    files.iter().map(|p| pacesim::registry::load(p).unwrap()).collect()
 }
 
 fn expected() -> matrix::Expected {
@@ -26,7 +26,7 @@ fn expected() -> matrix::Expected {
 }
 
 fn load(name: &str) -> Scenario {
-    Scenario::load(&root().join("sims").join(name)).unwrap()
+    pacesim::registry::load(&root().join("sims").join(name)).unwrap()
 }
 
 #[test]

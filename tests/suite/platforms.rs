@@ -10,7 +10,7 @@ use pacesim::trace::{Collect, Event};
 use std::path::Path;
 
 fn load(name: &str) -> Scenario {
-    Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
+    pacesim::registry::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
 }
 
 fn trace(sc: &Scenario) -> Vec<Event> {
@@ -144,7 +144,7 @@ fn back_to_back_walks_at_the_limit_hand_over_early() {
 fn a_ttl_shorter_than_a_walk_breaks_the_key_per_platform() {
     let mut sc = load("platforms.toml");
     sc.pacer.options.insert("ttl".into(), toml::Value::String("2s".into()));
-    sc.validate().unwrap();
+    sc.validate(&pacesim::registry::Rules).unwrap();
     let s = summary(&sc);
     let m = &s.checks["mutual_exclusion"];
     assert!(m.failed(), "{m:?}");
@@ -167,7 +167,7 @@ fn a_scenario_without_platforms_writes_no_platform_events() {
 }
 
 fn parse_err(src: &str) -> String {
-    Scenario::parse("p.toml", src).unwrap_err().to_string()
+    pacesim::registry::parse("p.toml", src).unwrap_err().to_string()
 }
 
 const BASE: &str =
@@ -228,7 +228,11 @@ fn bad_platforms_are_refused_naming_file_line_and_field() {
 #[test]
 fn live_mode_refuses_platforms_up_front() {
     let sc = load("platforms.toml");
-    let e = pacesim::live::run_blocking(&sc, &pacesim::live::LiveOptions::with_exe("/nonexistent")).unwrap_err();
+    let e = pacesim::live::run_blocking(
+        &sc,
+        &pacesim::live::LiveOptions::with_exe("/nonexistent", &pacesim::registry::Registered),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("[[platforms]] is simulated only"), "{e}");
 }
 

@@ -15,7 +15,7 @@ fn sims(name: &str) -> PathBuf {
 }
 
 fn load(name: &str) -> Scenario {
-    Scenario::load(&sims(name)).unwrap()
+    pacesim::registry::load(&sims(name)).unwrap()
 }
 
 /// A kill scenario (store round trips, a crash, a stall), its text shortened to 15 s to keep
@@ -30,7 +30,7 @@ fn kill_text() -> String {
 }
 
 fn kill_scenario() -> Scenario {
-    Scenario::parse("kill-mid-reservation.toml", &kill_text()).unwrap()
+    pacesim::registry::parse("kill-mid-reservation.toml", &kill_text()).unwrap()
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -134,7 +134,7 @@ fn table_numbers_are_the_json_and_the_trace_numbers() {
 
     // 2. Each backend's trace, summarised again from the file, gives the same cells.
     for (i, b) in sc.compared_backends().iter().enumerate() {
-        let v = sc.with_backend(b).unwrap();
+        let v = pacesim::registry::with_backend(&sc, b).unwrap();
         let path = file.join(format!("{b}.jsonl"));
         let f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
         let streamed = pacesim::registry::simulate(&v, Some(Box::new(f)), None).unwrap();

@@ -5,7 +5,7 @@
 use crate::common;
 use common::pacesim;
 use pacesim::dist::Dist;
-use pacesim::scenario::{FOUR_LIMITERS, Scenario};
+use pacesim::scenario::FOUR_LIMITERS;
 use pacesim::time::Nanos;
 use std::path::{Path, PathBuf};
 
@@ -18,7 +18,7 @@ fn tmp(name: &str) -> PathBuf {
 
 /// The parse error of scenario text `src`, as printed.
 fn err(src: &str) -> String {
-    match Scenario::parse("t.toml", src) {
+    match pacesim::registry::parse("t.toml", src) {
         Ok(_) => panic!("accepted:\n{src}"),
         Err(e) => e.to_string(),
     }
@@ -93,7 +93,7 @@ fn i05_a_rate_the_nanosecond_interval_cannot_express_is_rejected_with_the_range(
     }
     // the ends of the range are valid
     for r in ["1e-6", "1e9"] {
-        Scenario::parse("t.toml", &FOUR_LIMITERS.replace("rate = 50.0", &format!("rate = {r}"))).unwrap();
+        pacesim::registry::parse("t.toml", &FOUR_LIMITERS.replace("rate = 50.0", &format!("rate = {r}"))).unwrap();
     }
     // the same range for the destination's limit and the arrival rate
     let e = err(&with_tail("[destination]\nlimit = 1e-11\n"));
@@ -119,7 +119,7 @@ fn i06_lognormal_sigma_is_bounded() {
             "{s}: {e}"
         );
     }
-    Scenario::parse("t.toml", &lat("10.0")).unwrap();
+    pacesim::registry::parse("t.toml", &lat("10.0")).unwrap();
 }
 
 #[test]
@@ -205,7 +205,7 @@ fn i07_silent_coercions_are_rejected_with_file_line_and_field() {
         assert!(e.starts_with(want), "want `{want}`, got `{e}`");
     }
     // a drift the clock can run with is still valid
-    Scenario::parse(
+    pacesim::registry::parse(
         "t.toml",
         &with_tail("[[faults]]\nkind = \"clock\"\ndrift_ppm = -500.0\n"),
     )
@@ -223,7 +223,7 @@ fn i08_a_kill_after_the_runs_duration_is_rejected() {
             "{at}: {e}"
         );
     }
-    Scenario::parse("t.toml", &with_tail("[[faults]]\nkind = \"kill\"\nat = \"4s\"\n")).unwrap();
+    pacesim::registry::parse("t.toml", &with_tail("[[faults]]\nkind = \"kill\"\nat = \"4s\"\n")).unwrap();
 }
 
 // ---- items 2 and 10: `check` trusts nothing in the trace ----
@@ -562,12 +562,12 @@ fn i08_a_kill_at_a_point_the_backend_never_reaches_is_rejected() {
     ));
     assert!(e.contains("reaches `mid_reservation`"), "{e}");
     // reached: accepted
-    Scenario::parse("t.toml", &with_tail(&kill("mid_reservation"))).unwrap();
+    pacesim::registry::parse("t.toml", &with_tail(&kill("mid_reservation"))).unwrap();
     let tx = with_option(
         "row",
         "in_transaction = { hold = { dist = \"constant\", value = \"5ms\" } }",
     );
-    Scenario::parse("t.toml", &format!("{tx}{}", kill("in_transaction"))).unwrap();
+    pacesim::registry::parse("t.toml", &format!("{tx}{}", kill("in_transaction"))).unwrap();
     let cmp = with_option("row", "compare = [\"row\", \"advisory\"]");
     let e = err(&format!("{cmp}{}", kill("holding_lock")));
     assert!(e.contains("backend `row` never reaches `holding_lock`"), "{e}");
@@ -580,7 +580,7 @@ fn i09_kills_that_starve_the_demand_fail_self_heal() {
     let src = with_tail(
         "[store]\nlatency = { dist = \"constant\", value = \"1ms\" }\n[fetch]\nduration = { dist = \"constant\", value = \"10ms\" }\n[[faults]]\nkind = \"kill\"\nrate = 200.0\nrestart_after = \"0s\"\n",
     );
-    let sc = Scenario::parse("t.toml", &src).unwrap();
+    let sc = pacesim::registry::parse("t.toml", &src).unwrap();
     let s = pacesim::registry::simulate(&sc, None, None).unwrap();
     assert!(s.fetches < 5, "the stream starves the fleet: {} fetches", s.fetches);
     let v = &s.checks["self_heal"];
@@ -588,7 +588,7 @@ fn i09_kills_that_starve_the_demand_fail_self_heal() {
     assert!(v.detail.starts_with("kills starved the demand"), "{}", v.detail);
     // a single kill with a restart heals: the same scenario passes
     let one = src.replace("rate = 200.0", "at = \"300ms\"");
-    let s = pacesim::registry::simulate(&Scenario::parse("t.toml", &one).unwrap(), None, None).unwrap();
+    let s = pacesim::registry::simulate(&pacesim::registry::parse("t.toml", &one).unwrap(), None, None).unwrap();
     assert!(s.checks["self_heal"].passed(), "{}", s.checks["self_heal"].detail);
 }
 

@@ -28,7 +28,7 @@ requests = 1
 {store}
 "#
     );
-    Scenario::parse("store-stages.toml", &src).unwrap()
+    pacesim::registry::parse("store-stages.toml", &src).unwrap()
 }
 
 /// Times (ns) at which each reply of `kind` arrived, in order.
@@ -126,6 +126,6 @@ count = 1
 [store]
 commit = { dist = "lognormal", median = "1ms", sigma = -1.0 }
 "#;
-    let e = Scenario::parse("bad.toml", src).unwrap_err().to_string();
+    let e = pacesim::registry::parse("bad.toml", src).unwrap_err().to_string();
     assert!(e.contains("bad.toml") && e.contains("store.commit"), "{e}");
 }

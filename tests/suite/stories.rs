@@ -8,7 +8,7 @@ use pacesim::trace::{Collect, Event, FaultKind, MultiplierCause, ReleaseReason, 
 use std::path::Path;
 
 fn load(name: &str) -> Scenario {
-    Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
+    pacesim::registry::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
 }
 
 fn trace(sc: &Scenario) -> Vec<Event> {
@@ -46,7 +46,7 @@ fn s1_row_killed_mid_reservation_self_heals_within_one_interval() {
     let sc = load("kill-mid-reservation.toml");
     let interval = sc.interval().0;
     for b in ["row", "shared_cache"] {
-        let evs = trace(&sc.with_backend(b).unwrap());
+        let evs = trace(&pacesim::registry::with_backend(&sc, b).unwrap());
         let crash = evs
             .iter()
             .find(|e| matches!(e, Event::Crash { .. }))
@@ -77,7 +77,7 @@ fn s1_row_killed_mid_reservation_self_heals_within_one_interval() {
         );
         // no wedge: fetching continues to the end
         assert!(arrivals_between(&evs, 25.0, 30.0) >= 30, "{b}: the pace did not resume");
-        assert!(summary(&sc.with_backend(b).unwrap()).all_pass());
+        assert!(summary(&pacesim::registry::with_backend(&sc, b).unwrap()).all_pass());
     }
 }
 
@@ -266,9 +266,9 @@ fn s6_claim_row_wedges_advisory_recovers_redis_lock_waits_for_ttl() {
 #[test]
 fn s7_destination_limit_row_sees_no_429_local_backs_off() {
     let sc = load("destination-limit.toml");
-    let row = summary(&sc.with_backend("row").unwrap());
+    let row = summary(&pacesim::registry::with_backend(&sc, "row").unwrap());
     assert_eq!(row.status_429, 0);
-    let evs = trace(&sc.with_backend("local").unwrap());
+    let evs = trace(&pacesim::registry::with_backend(&sc, "local").unwrap());
     let n429 = evs
         .iter()
         .filter(|e| matches!(e, Event::Arrival { status: 429, .. }))
@@ -633,7 +633,7 @@ fn fail_closed_schedules_no_fetch_during_an_outage() {
     let sc = load("outage-fail-closed.toml");
     assert_eq!(sc.pacer.options["fallback"].as_str(), Some("fail_closed"));
     for b in sc.compared_backends() {
-        let v = sc.with_backend(&b).unwrap();
+        let v = pacesim::registry::with_backend(&sc, &b).unwrap();
         let (fetches, entries) = in_fallback(&trace(&v));
         assert!(
             entries >= v.processes.count as usize,
@@ -887,7 +887,7 @@ fn lock_churn_requeues_with_fresh_limits_and_the_valve_fires_at_max_wait() {
 fn lock_churn_through_the_broker_hands_the_lock_round_and_nobody_starves() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/lock-churn.toml");
     let src = std::fs::read_to_string(path).unwrap() + "\n[jobs]\nsources = 3\ntick_walk = 70\ntick = \"1m\"\n";
-    let sc = Scenario::parse("lock-churn-jobs", &src).unwrap();
+    let sc = pacesim::registry::parse("lock-churn-jobs", &src).unwrap();
     let evs = trace(&sc);
     assert!(
         !evs.iter().any(|e| matches!(e, Event::Uncapped { .. })),
@@ -1169,7 +1169,7 @@ fn bad_stuck_files_are_refused_naming_the_field() {
         ("{ share = 0.1, retries = 0 }", "fetch.stuck.retries"),
         ("{ share = 0.1, timeout = \"0s\" }", "fetch.stuck.timeout"),
     ] {
-        let e = Scenario::parse("s.toml", &format!("{base}stuck = {stuck}\n"))
+        let e = pacesim::registry::parse("s.toml", &format!("{base}stuck = {stuck}\n"))
             .unwrap_err()
             .to_string();
         assert!(e.starts_with(&format!("s.toml:9: {field}: ")), "{e}");

@@ -14,12 +14,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 fn load(name: &str) -> Scenario {
-    Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
+    pacesim::registry::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("sims").join(name)).unwrap()
 }
 
 /// Run `sc` with `backend`: its summary and its events.
 fn run(sc: &Scenario, backend: &str) -> (Summary, Vec<Event>) {
-    let sc = sc.with_backend(backend).unwrap();
+    let sc = pacesim::registry::with_backend(sc, backend).unwrap();
     let mut c = Collect::default();
     let s = pacesim::registry::simulate(&sc, None, Some(&mut c)).unwrap();
     (s, c.events)
@@ -173,7 +173,7 @@ fn one_thread_is_the_default_and_changes_nothing() {
     let sc = load("four-limiters.toml");
     assert_eq!(sc.processes.threads, 1);
     let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/four-limiters.toml")).unwrap();
-    let explicit = Scenario::parse("x.toml", &src.replace("count = 4", "count = 4\nthreads = 1")).unwrap();
+    let explicit = pacesim::registry::parse("x.toml", &src.replace("count = 4", "count = 4\nthreads = 1")).unwrap();
     for b in ["row", "local"] {
         assert_eq!(run(&sc, b).0.trace_hash, run(&explicit, b).0.trace_hash, "{b}");
     }
@@ -183,7 +183,7 @@ fn one_thread_is_the_default_and_changes_nothing() {
 fn bad_thread_settings_are_refused_naming_the_field() {
     let src =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("sims/threads-conveyor.toml")).unwrap();
-    let err = |s: &str| Scenario::parse("c.toml", s).unwrap_err().to_string();
+    let err = |s: &str| pacesim::registry::parse("c.toml", s).unwrap_err().to_string();
     let e = err(&src.replace("threads = 8", "threads = 0"));
     assert!(
         e.starts_with("c.toml:") && e.contains("processes.threads: must be at least 1"),
@@ -204,9 +204,9 @@ fn bad_thread_settings_are_refused_naming_the_field() {
     }
     // ... and so does `--backend` naming one that is not on the scenario's compare list (it
     // used to reach the simulator and panic there)
-    let sc = Scenario::parse("c.toml", &src).unwrap();
+    let sc = pacesim::registry::parse("c.toml", &src).unwrap();
     for b in ["advisory", "claim_row", "redis_lock"] {
-        let e = sc.with_backend(b).unwrap_err();
+        let e = pacesim::registry::with_backend(&sc, b).unwrap_err();
         assert!(
             e.contains(&format!("processes.threads: backend `{b}` runs one thread per process")),
             "{e}"
@@ -223,13 +223,13 @@ fn bad_thread_settings_are_refused_naming_the_field() {
             "{stderr}"
         );
     }
-    assert!(sc.with_backend("row").is_ok());
+    assert!(pacesim::registry::with_backend(&sc, "row").is_ok());
 }
 
 #[test]
 fn live_mode_refuses_threads_before_connecting() {
     let sc = load("threads-pooled-runner.toml");
-    let opts = pacesim::live::LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim"));
+    let opts = pacesim::live::LiveOptions::with_exe(env!("CARGO_BIN_EXE_pacesim"), &pacesim::registry::Registered);
     let e = pacesim::live::run_blocking(&sc, &opts).unwrap_err().to_string();
     assert!(e.contains("threads = 8") && e.contains("simulated only"), "{e}");
     // an external worker is refused too: it would not be told a thread count
@@ -245,7 +245,7 @@ fn a_killed_process_loses_every_thread_and_restarts_with_all_of_them() {
     let src = format!(
         "{src}\n[[faults]]\nkind = \"kill\"\nat = \"10s\"\nprocess = 0\npoint = \"sleeping_to_slot\"\nrestart_after = \"1s\"\n"
     );
-    let sc = Scenario::parse("k.toml", &src).unwrap();
+    let sc = pacesim::registry::parse("k.toml", &src).unwrap();
     let (s, evs) = run(&sc, "row");
     let crash = evs.iter().position(|e| matches!(e, Event::Crash { .. })).unwrap();
     let restart = evs.iter().position(|e| matches!(e, Event::Restart { .. })).unwrap();
@@ -279,7 +279,7 @@ fn backoff_coherence_with_threads_passes_the_global_schedule_and_catches_the_def
         + "\n[[faults]]\nkind = \"destination_throttle\"\nat = \"10s\"\nduration = \"4s\"\nstatus = 429\n";
     let with = |extra: &str| {
         let s = src.replace("rate = 7.0", &format!("rate = 7.0\n{extra}"));
-        run(&Scenario::parse("b.toml", &s).unwrap(), "row").0
+        run(&pacesim::registry::parse("b.toml", &s).unwrap(), "row").0
     };
     let global = with("");
     assert!(global.status_429 > 0);
@@ -324,8 +324,8 @@ fn a_429_window_under_threads_charges_each_arrival_its_own_grant_s_multiplier() 
         .replace("count = 1\nthreads = 8", "count = 2\nthreads = 4")
         .replace("seed = 7", "seed = 3")
         + "\n[[faults]]\nkind = \"destination_throttle\"\nat = \"10s\"\nduration = \"4s\"\nstatus = 429\n";
-    let threaded = Scenario::parse("t.toml", &src).unwrap();
-    let flat = Scenario::parse(
+    let threaded = pacesim::registry::parse("t.toml", &src).unwrap();
+    let flat = pacesim::registry::parse(
         "f.toml",
         &src.replace("count = 2\nthreads = 4", "count = 8\nthreads = 1"),
     )

@@ -106,16 +106,15 @@ fn tables_show_a_dash_and_junit_skips_with_what_it_needs() {
 #[test]
 fn a_verdict_without_its_witness_text_has_the_same_status() {
     use pacesim::check::Suite;
-    use pacesim::scenario::Scenario;
     use pacesim::trace::Tee;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sims");
     let (mut runs, mut failing) = (0, 0);
     for f in pacesim::run::scenario_files_in(&root) {
-        let Ok(sc) = Scenario::load(&f) else {
+        let Ok(sc) = pacesim::registry::load(&f) else {
             continue; // not a scenario (the expected matrix)
         };
         for b in sc.compared_backends() {
-            let v = sc.with_backend(&b).unwrap();
+            let v = pacesim::registry::with_backend(&sc, &b).unwrap();
             let (mut loud, mut terse) = (Suite::new(), Suite::new());
             {
                 let mut tee = Tee::new();

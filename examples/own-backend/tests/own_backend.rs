@@ -80,7 +80,7 @@ fn its_options_are_checked_with_file_line_and_field() {
     let src = std::fs::read_to_string(file("sliding-log.toml")).unwrap();
     let err = |from: &str, to: &str| {
         assert!(src.contains(from), "{from}");
-        pacesim::scenario::Scenario::parse("s.toml", &src.replace(from, to))
+        pacesim::registry::parse("s.toml", &src.replace(from, to))
             .unwrap_err()
             .to_string()
     };

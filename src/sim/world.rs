@@ -1,14 +1,8 @@
-//! The simulator: builds the world from a scenario and a backend and runs it under virtual
-//! time, emitting the trace.
-//!
-//! [`Sim`] owns the world (workers, store, destination, the backend's store side, fault state)
-//! and one [`Engine`]. Each engine event is handled by one method below; each method states
-//! the protocol step it models and hands the worker loop's own steps to [`crate::worker`]. No
-//! wall clock is read anywhere here, no hash map is iterated, and every random draw comes from
-//! the stream of the entity that makes it ([`crate::rng`]).
-//!
-//! Most callers go through [`crate::builder::SimBuilder`] (any backend value) or [`crate::registry::run`] (the
-//! backend the scenario names).
+//! The world: every part a run moves ([`Sim`]: workers, store, destination, the backend's
+//! halves, fault state, the `[jobs]` broker) and the events between them ([`Ev`]). Built from a
+//! scenario and a backend ([`Sim::with_source`]); each engine event is handled by one method
+//! below, which states the protocol step it models and hands the worker loop's own steps to
+//! [`crate::worker`]. The loop that pops the events is [`super::run`]'s.
 
 use crate::backend::{Backend, ProcessSide, Session, StoreCx, StoreOp, StoreSide, Threads};
 use crate::choice::{Hops, Source};
@@ -20,7 +14,7 @@ use crate::scenario::Scenario;
 use crate::store::{Store, Waiter};
 use crate::task::{After, End, Jobs, Tasks};
 use crate::time::{Instant, Nanos};
-use crate::trace::{CrashPoint, Detail, Event, Header, ScenarioSettings, Sink, StoreErrorKind, TRACE_VERSION};
+use crate::trace::{CrashPoint, Event, Sink, StoreErrorKind};
 use crate::worker::{Action, Armed, NextJob, Phase, Process, Sections, Tracked, Worker};
 use rand::RngExt;
 use rand_distr::{Distribution, Exp};
@@ -34,7 +28,7 @@ const TO_DESTINATION: Lane = Lane(1);
 /// What happens next, on the engine's queue. `th` is the thread of process `pid` an event
 /// belongs to (0 in a one-thread process).
 #[derive(Hash, Clone, Debug)]
-enum Ev<Op, Reply> {
+pub(super) enum Ev<Op, Reply> {
     /// Process `pid` starts (all its threads).
     Start { pid: u32 },
     /// A thread's timer fires; what it means depends on the thread's phase. `timer` tells the
@@ -108,7 +102,9 @@ enum Ev<Op, Reply> {
 
 impl<Op, Reply> Ev<Op, Reply> {
     /// The event's kind, and the process it belongs to (if any): what a stuck run reports.
-    fn describe(&self) -> (&'static str, Option<u32>) {
+    /// (Inline: a steered run's loop, in `run.rs`, asks it of every event.)
+    #[inline]
+    pub(super) fn describe(&self) -> (&'static str, Option<u32>) {
         match *self {
             Ev::Start { pid } => ("start", Some(pid)),
             Ev::Wake { pid, .. } => ("wake", Some(pid)),
@@ -145,154 +141,41 @@ fn untag_seq(tagged: u64) -> (u64, u16) {
     (tagged & ((1 << 48) - 1), (tagged >> 48) as u16)
 }
 
-/// Figures about the run itself (not about the pacer: those come from the trace).
-#[derive(Clone, Debug, Default)]
-pub struct Outcome {
-    /// Virtual time when the run ended.
-    pub end: Instant,
-    /// Engine events processed (a lock release that was never queued, since nobody waited for
-    /// it, is not one: see `Sim::hold_lock`).
-    pub events: u64,
-    /// Store operations served.
-    pub store_ops: u64,
-    /// The most events handled in a row at one virtual instant (what [`progress_bound`] is
-    /// held against).
-    pub same_instant_peak: u64,
-    /// An explorer's run stopped at a state an earlier run reached ([`crate::choice`]): the
-    /// trace stops there, without its `end` event.
-    pub pruned: bool,
-}
-
-/// A run stopped making progress: virtual time stood still at `at` while `events` engine
-/// events were handled in a row (a livelock, e.g. a pacer that keeps answering "retry now").
-/// The run is abandoned there; its trace is incomplete and has no `end` event.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("no progress at t = {}: {events} events without time advancing; looping: {looping}", Nanos(at.0))]
-pub struct NoProgress {
-    /// The virtual instant time stood still at.
-    pub at: Instant,
-    /// Events handled in a row at that instant when the run was stopped.
-    pub events: u64,
-    /// What loops: the kinds of the last events handled there, each with how many and the
-    /// processes they belong to, e.g. `store_recv x 86 (processes 0, 1, 2, 3), ...`.
-    pub looping: String,
-}
-
-/// The most events a run of `sc` may handle in a row at one virtual instant before it is
-/// stopped as a livelock ([`NoProgress`]): 2^20, plus 64 for each thread loop, fault, and
-/// `[jobs]` source, times the largest burst the run allows, the backend's stated burst
-/// (`burst`, its [`crate::backend::Facts`]) or `[checks] burst` (one grant per loop at an
-/// instant needs about ten events: its start, operation, reply, fetch, wake). A run that
-/// progresses handles a few events per loop at one instant (the busiest shipped scenario
-/// stays below 1% of its bound: `tests/suite/livelock.rs`); a run that loops at one instant reaches
-/// it within a second or two.
-pub fn progress_bound(sc: &Scenario, burst: Option<u64>) -> u64 {
-    let loops = u64::from(sc.processes.count) * u64::from(sc.processes.threads.max(1));
-    let sources = sc
-        .jobs
-        .as_ref()
-        .map_or(0, |j| u64::from(crate::task::Jobs::new(j).sources));
-    let burst = burst.unwrap_or(1).max(1).max(sc.checks.burst.max(1));
-    let things = loops.saturating_add(sc.faults.len() as u64).saturating_add(sources);
-    (1u64 << 20).saturating_add(things.saturating_mul(64).saturating_mul(burst))
-}
-
-/// How many events past the bound are handled (and tallied) to say what loops.
-const LOOP_SAMPLE: u64 = 4096;
-
-/// How often (in events, a state's form weighing one per process) a steered run asks its
-/// explorer whether to stop ([`crate::choice::Source::halt`]).
-const HALT_EVERY: u64 = 1024;
-
-/// The trace header for scenario `sc` run with a backend whose options in force are `detail`
-/// (`source`: `sim` or `live`).
-pub fn header_with(sc: &Scenario, backend: &str, detail: serde_json::Value, source: &str) -> Header {
-    let backend_detail = with_settings(sc, detail);
-    Header {
-        ev: "header".into(),
-        version: TRACE_VERSION,
-        source: source.into(),
-        scenario: sc.name.clone(),
-        backend: backend.into(),
-        seed: sc.seed,
-        processes: sc.processes.count,
-        rate: sc.pacer.rate,
-        burst: sc.checks.burst,
-        multiplier_cap: sc.backoff.cap,
-        backend_detail,
-    }
-}
-
-/// The backend's options in force (a JSON object; anything else is kept under `detail`),
-/// plus the scenario settings checkers need.
-fn with_settings(sc: &Scenario, d: serde_json::Value) -> Detail {
-    let settings = ScenarioSettings {
-        backoff_factor: sc.backoff.factor,
-        decay_after: sc.backoff.decay_after,
-        epsilon: sc.checks.epsilon,
-        think_mean_ns: sc.processes.think.mean(),
-        fetch_mean_ns: sc.fetch.duration.mean() + sc.destination.latency.mean(),
-        arrival_rate: sc.processes.arrival_rate,
-        wait_bound_ns: sc.checks.wait_bound.map(|b| b.0),
-    };
-    let mut d = if d.is_object() {
-        d
-    } else {
-        serde_json::json!({ "detail": d })
-    };
-    if let (Some(j), Some(map)) = (&sc.jobs, d.as_object_mut()) {
-        // each task's walk has its own length: the backend's `walk` does not bound it
-        map.remove("walk");
-        let jobs = crate::task::Jobs::new(j).detail();
-        for (k, v) in jobs.as_object().into_iter().flatten() {
-            map.insert(k.clone(), v.clone());
-        }
-    }
-    // (stated only with threads, so a one-thread header is as it always was)
-    if sc.processes.threads > 1 {
-        d["threads"] = sc.processes.threads.into();
-    }
-    if let Some(k) = sc.processes.max_concurrency {
-        d["max_concurrency"] = k.into();
-    }
-    Detail::new(d, settings)
-}
-
 /// The world and its engine, for backend `B`.
 pub struct Sim<'a, B: Backend> {
-    sc: &'a Scenario,
-    out: &'a mut dyn Sink,
-    backend: B,
+    pub(super) sc: &'a Scenario,
+    pub(super) out: &'a mut dyn Sink,
+    pub(super) backend: B,
     // how the threads of a process use its process side (with more than one thread)
-    sharing: Threads,
-    engine: Engine<Ev<B::Op, B::Reply>>,
-    procs: Vec<Process<B::Process>>,
-    store: Store<B::Op>,
-    store_side: B::Store,
-    dest: Destination,
-    fault_rng: Rng,
+    pub(super) sharing: Threads,
+    pub(super) engine: Engine<Ev<B::Op, B::Reply>>,
+    pub(super) procs: Vec<Process<B::Process>>,
+    pub(super) store: Store<B::Op>,
+    pub(super) store_side: B::Store,
+    pub(super) dest: Destination,
+    pub(super) fault_rng: Rng,
     // invariant: the critical sections each process is in, as its events show them.
-    sections: Sections,
+    pub(super) sections: Sections,
     // invariant: number of thread loops that are neither finished nor dead-for-good, plus one
     // for each killed process awaiting its restart; the run ends when it reaches zero (closed
     // loop) or at the duration.
-    active: u32,
-    arrivals: Vec<Rng>,
-    timers: Vec<(Instant, u64)>,
+    pub(super) active: u32,
+    pub(super) arrivals: Vec<Rng>,
+    pub(super) timers: Vec<(Instant, u64)>,
     // invariant: `Some` only inside one turn of `Sim::run`'s loop: a `DestRecv` due now, in
     // the place `(now, seq)` it was given, not yet queued nor handled.
-    hop: Option<(u64, u32, u16, u32, u32)>,
+    pub(super) hop: Option<(u64, u32, u16, u32, u32)>,
     // invariant: `Some((at, seq))` only while the store's lock is held and nothing waits for
     // it: the lock's `StoreFree`, given its place `(at, seq)` in the firing order but not
     // queued (see `Sim::hold_lock`).
-    lock_free: Option<(Instant, u64)>,
+    pub(super) lock_free: Option<(Instant, u64)>,
     // `[jobs]`: the broker, the sources and their events (None: processes loop on their own).
-    tasks: Option<Tasks>,
+    pub(super) tasks: Option<Tasks>,
     // the run's choice source, if it has one (`crate::choice`), entered while the world is
     // built and run
-    source: Option<Source>,
+    pub(super) source: Option<Source>,
     // invariant (with a source): operations sent and not yet at the store (`Hops::Racing`)
-    to_store: u32,
+    pub(super) to_store: u32,
 }
 
 impl<B: Backend> std::fmt::Debug for Sim<'_, B> {
@@ -445,296 +328,11 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
     }
 
-    /// Run to completion: until every worker is done, or the duration is reached.
-    ///
-    /// # Errors
-    ///
-    /// More than [`progress_bound`] events in a row at one virtual instant: the run is
-    /// stopped there ([`NoProgress`]), without its `end` event.
-    pub fn run(&mut self) -> Result<Outcome, NoProgress> {
-        match self.source.clone() {
-            None => self.run_loop::<false>(),
-            Some(s) => {
-                let _entered = crate::choice::enter(s);
-                self.run_loop::<true>()
-            }
-        }
-    }
-
-    /// The run loop; `STEERED` (a run with a choice source) adds the explorer's steps, which
-    /// an ordinary run's loop does not carry at all.
-    fn run_loop<const STEERED: bool>(&mut self) -> Result<Outcome, NoProgress> {
-        let limit = Instant(self.sc.duration.0);
-        let bound = progress_bound(self.sc, self.backend.facts().burst);
-        let mut last = Instant::ZERO;
-        // invariant: events handled in a row at `last`; `peak` the most before `last`
-        let (mut same, mut peak) = (0u64, 0u64);
-        let mut ev = Ev::Tick; // (overwritten by each pop)
-        // (steered: the work since the explorer's limits were last asked, in events)
-        let mut work = 0u64;
-        let form_weight = u64::from(self.sc.processes.count) * u64::from(self.sc.processes.threads.max(1));
-        while self.active > 0 || self.sc.processes.arrival_rate.is_some() || self.tasks.is_some() {
-            let Some(t) = self.engine.pop_into(limit, &mut ev) else {
-                break;
-            };
-            // the progress guard: one compare per event, the rest only when time moves
-            if t == last {
-                same += 1;
-                if same > bound {
-                    return Err(self.no_progress(t, same, limit, &mut ev));
-                }
-            } else {
-                peak = peak.max(same);
-                same = 1;
-            }
-            last = t;
-            if STEERED {
-                crate::choice::set_pid(ev.describe().1);
-                if matches!(ev, Ev::StoreRecv { .. }) {
-                    self.choose_order(t, &mut ev);
-                }
-            }
-            self.turn(t, &ev);
-            if STEERED && let Some(src) = &self.source {
-                // (a form reads every process: it weighs as many events)
-                work += 1 + u64::from(src.would_visit()) * form_weight;
-                // the explorer's limits (its time, its memory, a signal) hold inside a run too,
-                // asked every so often; and a run at a state an earlier run reached stops: either
-                // way here, unjudged (the explorer reads `Source::halted`)
-                let halt = work >= HALT_EVERY && {
-                    work = 0;
-                    src.halt()
-                };
-                if halt || (src.take_fresh() && self.form(src).is_some_and(|key| !src.visit(key, limit.0))) {
-                    return Ok(Outcome {
-                        end: t,
-                        events: self.engine.processed(),
-                        store_ops: self.store.served,
-                        same_instant_peak: peak.max(same),
-                        pruned: true,
-                    });
-                }
-            }
-        }
-        // A release of the lock never queued (nobody waited for it) counts as it would have:
-        // popped if due by the limit, else pending. (Only when the loop ran out of events:
-        // when the last loop finished first, it was pending, as now, and `end` is `last`.)
-        let mut pending = self.engine.pending();
-        if let Some((at, _)) = self.lock_free
-            && self.active > 0
-        {
-            if at <= limit {
-                last = last.max(at);
-            } else {
-                pending += 1;
-            }
-        }
-        let end = if pending > 0 && self.active > 0 {
-            limit.max(last)
-        } else {
-            last
-        };
-        if STEERED && let Some(src) = &self.source {
-            // (cut: the duration stopped a run with work left, as `end` says; a run whose
-            // processes were all done stops whatever is pending, at any instant alike)
-            src.ended(end.0, pending > 0 && self.active > 0);
-        }
-        self.out.event(&Event::End { t: end.0 });
-        Ok(Outcome {
-            end,
-            events: self.engine.processed(),
-            store_ops: self.store.served,
-            same_instant_peak: peak.max(same),
-            pruned: false,
-        })
-    }
-
-    /// An explorer's form of the state now ([`crate::form`]): what the sink keeps
-    /// ([`Sink::form`]: what every checker's verdict depends on), the kills the explorer may
-    /// still fire (more is worse: a state with a kill left has every continuation of one
-    /// without), and the world ([`Sim::world_form`]). `None` when the sink cannot say.
-    #[cold]
-    #[inline(never)]
-    fn form(&self, src: &crate::choice::Source) -> Option<crate::form::Key> {
-        let mut f = crate::form::Form::new(self.engine.now().0);
-        if !self.out.form(&mut f) {
-            return None;
-        }
-        f.more_is_worse(i64::from(src.kills_left()));
-        if !crate::form::plant::planted(crate::form::plant::Plant::WorldLeftOut) {
-            self.world_form(&mut f);
-        }
-        Some(f.key())
-    }
-
-    /// The world's part of an explorer's form: each process (its threads, clocks, streams,
-    /// and its backend side; a dead one by what a restart reads), the store and its queue, the
-    /// backend's store side, the destination, the critical sections each process is in, and
-    /// every pending event with how far ahead it is due. Two worlds with the same form go on
-    /// alike. Instants are relative to now where every part says how (a backend's sides by
-    /// their forms, its operations and replies holding none: `StoreSide::TIMELESS_MESSAGES`);
-    /// open-loop arrivals and broker tasks keep theirs as they are, and make it absolute.
-    fn world_form(&self, f: &mut crate::form::Form) {
-        use crate::choice::fingerprint;
-        // (every field named: one added later is fingerprinted, or said here why not, or the
-        // build fails)
-        let Sim {
-            sc: _,      // the scenario: the same for every run of an exploration
-            out: _,     // the sink: its part is its own (`Sink::form`)
-            backend: _, // the backend's configuration: the same for every run
-            sharing: _, // likewise
-            engine,
-            procs,
-            store,
-            store_side,
-            dest,
-            fault_rng,
-            sections,
-            active,
-            arrivals,
-            timers: _, // empty between turns (filled and drained within one)
-            hop: _,    // `None` between turns
-            lock_free,
-            tasks,
-            source: _, // the explorer's own: its state is the choices, not the world's
-            to_store,
-        } = self;
-        let now = engine.now();
-        let mut pending = 0u64;
-        // (a sum: the same events pending in another order of scheduling are the same)
-        engine.for_each_pending(|at, e| {
-            let due = if crate::form::plant::planted(crate::form::plant::Plant::PendingDue) {
-                0
-            } else {
-                at.0 - now.0
-            };
-            pending = pending.wrapping_add(rng::mix64(fingerprint(&(due, e))));
-        });
-        f.word(pending);
-        f.word(fingerprint(&lock_free.map(|(at, _)| at.0 - now.0)));
-        for p in procs {
-            p.form(f, now);
-        }
-        store.form(f, now);
-        store_side.form(f, store.clock.read(now));
-        dest.form(f, now);
-        f.word(fingerprint(&(active, fault_rng, sections, to_store)));
-        f.word(fingerprint(&(arrivals, tasks)));
-        if !<B::Store as StoreSide>::TIMELESS_MESSAGES || self.sc.processes.arrival_rate.is_some() || tasks.is_some() {
-            f.absolute();
-        }
-    }
-
-    /// One turn of the run loop: handle the event popped at `t`.
-    #[inline(always)]
-    fn turn(&mut self, t: Instant, ev: &Ev<B::Op, B::Reply>) {
-        self.handle(ev);
-        // A fetch that reaches the destination at the instant it starts (no latency: the
-        // default) has its place in the firing order, taken when it started. When nothing
-        // pending comes before that place, which is nearly always, it is handled here,
-        // exactly as if it had been queued and popped; otherwise queued in its place.
-        if let Some((seq, pid, th, inc, platform)) = self.hop.take() {
-            if self.engine.next_is(seq) {
-                self.dest_recv(pid, th, inc, platform);
-            } else {
-                self.engine.at_reserved(t, seq, Ev::DestRecv { pid, th, inc, platform });
-            }
-        }
-    }
-
-    /// An explorer's run: `ev`, an operation reaching the store at `t`, and those reaching it
-    /// at the same instant right after it (up to the source's width) are candidates; the
-    /// source chooses which is served first, and the others go back to their places in the
-    /// firing order (each of them is a choice again when popped). Other events due at `t`
-    /// touch one process's own state only, and are not reordered (they commute).
-    #[cold]
-    #[inline(never)]
-    fn choose_order(&mut self, t: Instant, ev: &mut Ev<B::Op, B::Reply>) {
-        // (nearly always alone at its instant: then there is nothing to order, nor to allocate)
-        if !matches!(self.engine.peek_now(), Some(Ev::StoreRecv { .. })) {
-            return;
-        }
-        let Some(src) = self.source.clone() else {
-            return;
-        };
-        let width = src.order_width();
-        if width < 2 {
-            return;
-        }
-        let mut cands = vec![(self.engine.current_seq(), ev.clone())];
-        while cands.len() < width && matches!(self.engine.peek_now(), Some(Ev::StoreRecv { .. })) {
-            let mut next = Ev::Tick;
-            if self.engine.pop_into(t, &mut next).is_none() {
-                break;
-            }
-            cands.push((self.engine.current_seq(), next));
-        }
-        if cands.len() < 2 {
-            return;
-        }
-        let pids: Vec<u32> = cands.iter().map(|(_, e)| e.describe().1.unwrap_or(0)).collect();
-        let i = src.order(&pids).unwrap_or(0) as usize;
-        let (seq, chosen) = cands.remove(i.min(cands.len() - 1));
-        for (s, e) in cands {
-            self.engine.at_reserved(t, s, e);
-        }
-        self.engine.set_current(seq);
-        *ev = chosen;
-    }
-
-    /// The run is stuck at `t` after `same` events there, `ev` popped and not yet handled:
-    /// handle it and up to [`LOOP_SAMPLE`] more while time stands still, tallying their kinds
-    /// and processes, and say what loops. (Cold: reached once, by a run that is over.)
-    #[cold]
-    #[inline(never)]
-    fn no_progress(&mut self, t: Instant, mut same: u64, limit: Instant, ev: &mut Ev<B::Op, B::Reply>) -> NoProgress {
-        // kind -> (events, processes), in first-seen order: a few kinds, no hash map
-        let mut tally: Vec<(&'static str, u64, std::collections::BTreeSet<u32>)> = Vec::new();
-        for _ in 0..LOOP_SAMPLE {
-            let (kind, pid) = ev.describe();
-            let i = tally.iter().position(|k| k.0 == kind).unwrap_or_else(|| {
-                tally.push((kind, 0, std::collections::BTreeSet::new()));
-                tally.len() - 1
-            });
-            tally[i].1 += 1;
-            tally[i].2.extend(pid);
-            self.turn(t, ev);
-            match self.engine.pop_into(limit, ev) {
-                Some(next) if next == t => same += 1,
-                _ => break, // (it moved on after all, or ran out: still far past the bound)
-            }
-        }
-        tally.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        let looping = tally
-            .iter()
-            .map(|(kind, n, pids)| {
-                let mut s = format!("{kind} x {n}");
-                if !pids.is_empty() {
-                    let shown: Vec<String> = pids.iter().take(8).map(u32::to_string).collect();
-                    let more = pids.len().saturating_sub(8);
-                    let word = if pids.len() == 1 { "process" } else { "processes" };
-                    s.push_str(&format!(" ({word} {}", shown.join(", ")));
-                    if more > 0 {
-                        s.push_str(&format!(" and {more} more"));
-                    }
-                    s.push(')');
-                }
-                s
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        NoProgress {
-            at: t,
-            events: same,
-            looping,
-        }
-    }
-
     fn t(&self) -> u64 {
         self.engine.now().0
     }
 
-    fn handle(&mut self, ev: &Ev<B::Op, B::Reply>) {
+    pub(super) fn handle(&mut self, ev: &Ev<B::Op, B::Reply>) {
         // by reference: only an operation or a reply (which may own data) is cloned out
         match *ev {
             Ev::Start { pid } => self.start_threads(pid, 0),
@@ -1200,7 +798,7 @@ impl<'a, B: Backend> Sim<'a, B> {
     }
 
     /// The request reaches the destination: the witness records it, whoever sent it.
-    fn dest_recv(&mut self, pid: u32, th: u16, inc: u32, platform: u32) {
+    pub(super) fn dest_recv(&mut self, pid: u32, th: u16, inc: u32, platform: u32) {
         let now = self.engine.now();
         let status = self.dest.arrive(now, platform);
         self.out.arrival(now.0, pid, th, status);
