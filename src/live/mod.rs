@@ -66,6 +66,7 @@ pub mod destination;
 pub mod driver;
 pub mod external;
 mod faults;
+mod options;
 pub mod pg;
 pub mod proto;
 pub mod proxy;
@@ -79,7 +80,8 @@ mod supervisor;
 pub mod worker;
 
 pub use adapter::StoreUse;
-pub use runner::{LiveOptions, LiveRun, run, run_blocking};
+pub use options::LiveOptions;
+pub use runner::{LiveRun, run, run_blocking};
 pub use settings::Missing;
 
 use crate::trace::Event;

@@ -19,51 +19,21 @@
 
 use crate::fault::FaultSpec;
 use crate::live::clock::{RunClock, mono_ns};
-use crate::live::external::{self, ExtCtx, Targets, WorkerCommand};
+use crate::live::external::{self, ExtCtx, Targets};
 use crate::live::faults::{StateStores, fault};
 use crate::live::proto::{PgStore, RedisStore};
 use crate::live::proxy::Proxy;
 use crate::live::settings::{PgSettings, RedisSettings};
 use crate::live::stores::Stores;
 use crate::live::supervisor::{Cmd, Ctx, Ended, supervise};
-use crate::live::{EventLog, LiveError, destination};
+use crate::live::{EventLog, LiveError, LiveOptions, destination};
 use crate::rng;
 use crate::scenario::Scenario;
 use crate::summary::{self, Summary};
 use crate::trace::{self, Event};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
-
-/// How to run.
-#[derive(Clone, Debug)]
-pub struct LiveOptions {
-    /// The pacesim executable workers run (`pacesim worker ...`).
-    pub exe: PathBuf,
-    /// Stop cleanly on SIGINT/SIGTERM (the CLI does; a test harness need not).
-    pub handle_signals: bool,
-    /// One progress line on stderr (run id, schema, key prefix); an external worker's stderr
-    /// is forwarded, prefixed with its index.
-    pub verbose: bool,
-    /// Run this external program as the workers instead of pacesim's own (`--worker-cmd`, or
-    /// the scenario's `[live] command`; see [`crate::live::external`]).
-    pub worker: Option<WorkerCommand>,
-    /// Run this once before the workers start (the scenario's `[live] setup`, resolved against
-    /// its file: [`crate::live::setup`]).
-    pub setup: Option<crate::live::setup::Setup>,
-    /// The live adapters of the backends a scenario may name (the registry's: its
-    /// constructors `LiveOptions::cli` and `LiveOptions::with_exe` fill this in).
-    pub backends: &'static dyn crate::live::adapter::Backends,
-}
-
-impl LiveOptions {
-    /// The same options with an external worker command.
-    pub fn with_worker(mut self, worker: WorkerCommand) -> LiveOptions {
-        self.worker = Some(worker);
-        self
-    }
-}
 
 /// A finished live run.
 #[derive(Debug)]

@@ -21,13 +21,14 @@
 //! runs in its own process group, which is killed when it ends: nothing it starts outlives it.
 
 use crate::live::external::{Targets, WorkerCommand, store_env};
+pub use crate::live::options::Setup;
 use crate::live::proto::{PgStore, RedisStore};
 use crate::live::settings::{known_secrets, redact_all, url_secrets};
 use crate::live::stores::Stores;
 use crate::live::{LiveError, LiveOptions};
 use crate::scenario::{LiveSetup, Scenario};
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,30 +40,6 @@ pub const LIMIT: Duration = Duration::from_secs(600);
 
 /// The lines of a failed setup's output quoted in the error.
 const TAIL_LINES: usize = 40;
-
-/// A scenario's `[live] setup`, checked: the program found, or the SQL file read.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Setup {
-    /// A program, run in the scenario file's directory.
-    Command(WorkerCommand),
-    /// An SQL file's text, run in the run's schema.
-    Sql {
-        /// The file, as found (for messages).
-        file: PathBuf,
-        /// Its text.
-        text: String,
-    },
-}
-
-impl Setup {
-    /// The setup as the scenario gives it, for messages.
-    pub fn display(&self) -> String {
-        match self {
-            Setup::Command(c) => c.display(),
-            Setup::Sql { file, .. } => file.display().to_string(),
-        }
-    }
-}
 
 /// The setup of `sc`, read from the scenario file `file`'s directory: its program must exist
 /// and be executable (as `[live] command`'s), its SQL file must be readable. `None` without
