@@ -42,6 +42,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{ChildStderr, ChildStdout};
 use tokio::sync::mpsc;
 
 /// An external worker command, checked: its program exists and is executable.
@@ -601,6 +602,281 @@ pub fn place_grant(ev: Event, sent: Option<u64>, wall_at_origin: i64) -> Event {
     }
 }
 
+/// A pipe of the worker's, line by line.
+type Lines<P> = tokio::io::Lines<BufReader<P>>;
+
+/// One incarnation of an external worker: its process group, deadlines and what its lines
+/// said.
+struct Incarnation<'a> {
+    ctx: &'a ExtCtx,
+    pid: u32,
+    group: Group,
+    /// SIGTERM to SIGKILL when stopping (`[live] stop_grace`).
+    grace: u64,
+    /// The soft limit's signal (`[live] soft_signal`).
+    soft_signal: i32,
+    // invariant: Some(after) once this incarnation was killed by a fault.
+    restart: Option<Option<Nanos>>,
+    armed: Option<(KillPoint, Option<Nanos>, u64)>,
+    hard_deadline: Option<u64>,
+    soft_deadline: Option<u64>,
+    stop_deadline: Option<u64>,
+    stopping: bool,
+    fatal: Option<String>,
+    /// Lines read on its stdout.
+    lines: u64,
+    // when this incarnation last sent a store operation (its `op_sent` line)
+    sent: Option<u64>,
+    held: Sections,
+}
+
+impl Incarnation<'_> {
+    /// Until its leader exits: the runner's commands, the deadlines, its stdout and stderr.
+    async fn run(
+        &mut self,
+        child: &mut tokio::process::Child,
+        (out, err): (&mut Lines<ChildStdout>, &mut Lines<ChildStderr>),
+        cmds: &mut mpsc::UnboundedReceiver<Cmd>,
+        cmds_open: &mut bool,
+    ) -> std::io::Result<std::process::ExitStatus> {
+        let (mut out_open, mut err_open) = (true, true);
+        let c = self.ctx.clock;
+        loop {
+            let at = |d: Option<u64>| async move {
+                match d {
+                    Some(d) => c.sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let (hard, soft, stop) = (at(self.hard_deadline), at(self.soft_deadline), at(self.stop_deadline));
+            tokio::select! {
+                // commands and deadlines first, then the worker's lines, its exit last: lines
+                // it printed before it exited are read before its exit is seen
+                biased;
+                cmd = cmds.recv(), if *cmds_open => self.on_cmd(cmd, cmds_open),
+                _ = hard => {
+                    self.hard_deadline = None;
+                    self.soft_deadline = None;
+                    if self.restart.is_none() && !self.stopping {
+                        // Past the hard limit the job is killed; the pool starts a fresh worker.
+                        self.restart = Some(Some(Nanos::ZERO));
+                        self.kill(CrashPoint::HardLimit);
+                    }
+                }
+                _ = soft => {
+                    self.soft_deadline = None;
+                    if self.restart.is_none() && !self.stopping {
+                        self.group.signal_leader(self.soft_signal);
+                    }
+                }
+                _ = stop => {
+                    self.stop_deadline = None;
+                    self.group.signal(libc::SIGKILL);
+                }
+                line = out.next_line(), if out_open => match line {
+                    Ok(Some(line)) => self.on_stdout(&line),
+                    _ => out_open = false,
+                },
+                line = err.next_line(), if err_open => match line {
+                    Ok(Some(line)) => self.on_stderr(&line),
+                    _ => err_open = false,
+                },
+                status = child.wait() => return status,
+            }
+        }
+    }
+
+    /// SIGKILL its group now, at `point`; its sections end.
+    fn kill(&mut self, point: CrashPoint) {
+        let (ctx, pid) = (self.ctx, self.pid);
+        let t = ctx.clock.now();
+        self.group.signal(libc::SIGKILL);
+        ctx.push(Event::Crash { t, pid, point });
+        let mut c = crate::trace::Collect::default();
+        self.held.died(pid, t, &mut c);
+        for ev in c.events {
+            ctx.push(ev);
+        }
+    }
+
+    /// A command from the runner (`None`: the runner is gone, as `Stop`).
+    fn on_cmd(&mut self, cmd: Option<Cmd>, cmds_open: &mut bool) {
+        match cmd {
+            Some(Cmd::Kill { restart_after }) => {
+                if self.restart.is_none() && !self.stopping {
+                    self.restart = Some(restart_after);
+                    self.kill(CrashPoint::Immediate);
+                }
+            }
+            Some(Cmd::Arm { point, restart_after }) => {
+                if self.restart.is_none() && !self.stopping {
+                    self.armed = Some((point, restart_after, self.ctx.clock.now()));
+                }
+            }
+            Some(Cmd::Stop) | None => {
+                *cmds_open = cmd.is_some();
+                if !self.stopping {
+                    self.stopping = true;
+                    self.group.signal(libc::SIGTERM);
+                    self.stop_deadline = Some(self.ctx.clock.now() + self.grace);
+                }
+            }
+        }
+    }
+
+    /// A line on the worker's stdout: an event, `ready`, a protocol point, a job's start or
+    /// end; anything else stops the run with a message quoting it.
+    fn on_stdout(&mut self, line: &str) {
+        let (ctx, pid) = (self.ctx, self.pid);
+        self.lines += 1;
+        if self.restart.is_some() || self.stopping || self.fatal.is_some() || line.trim().is_empty() {
+            return;
+        }
+        let parsed = parse_line(line, pid, ctx.clock.now());
+        if parsed.is_ok() {
+            ctx.ready[pid as usize].store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        match parsed {
+            Ok(Line::Ready) => {}
+            Ok(Line::Event(ev)) => {
+                if let Event::OpSent { t, .. } = ev {
+                    self.sent = Some(t);
+                }
+                let ev = place_grant(ev, self.sent, ctx.clock.wall_at_origin());
+                self.held.observe(&ev);
+                ctx.push(ev);
+            }
+            Ok(Line::Point(p)) => {
+                if let Some((ap, after, _)) = self.armed
+                    && ap == p
+                {
+                    self.armed = None;
+                    self.restart = Some(after);
+                    self.kill(p.into());
+                }
+            }
+            Ok(Line::JobStart) => {
+                let t = ctx.clock.now();
+                self.hard_deadline = ctx.sc.processes.hard_limit.map(|h| t + h.0);
+                self.soft_deadline = ctx.sc.processes.soft_limit.map(|s| t + s.0);
+            }
+            Ok(Line::JobEnd) => {
+                self.hard_deadline = None;
+                self.soft_deadline = None;
+            }
+            Err(why) => {
+                // the line and the reason (which can quote a field name of the line) are the
+                // worker's text: redacted, the line bounded
+                let shown = crate::live::settings::excerpt(line, &[], QUOTED);
+                self.fatal = Some(crate::live::settings::redact_known(&format!(
+                    "worker {pid} (`{}`) printed on stdout, line {}: {shown:?}, which {}. \
+                     stdout is for event lines only (see docs/live.md, \"Your own worker program\"); \
+                     write logs to stderr",
+                    ctx.cmd.display(),
+                    self.lines,
+                    crate::live::settings::excerpt(&why, &[], 2 * QUOTED)
+                )));
+                self.stopping = true;
+                self.group.signal(libc::SIGKILL);
+            }
+        }
+    }
+
+    /// A line on the worker's stderr: forwarded when asked, and kept for messages.
+    fn on_stderr(&self, line: &str) {
+        // the worker's own text: any secret pacesim knows (PGPASSWORD, the URLs' passwords) is
+        // redacted before it is shown or quoted
+        let line = crate::live::settings::excerpt(line, &[], FORWARDED);
+        if self.ctx.forward_stderr {
+            eprintln!("worker {}: {line}", self.pid);
+        }
+        let mut t = self.ctx.tails[self.pid as usize].lock().expect("tail");
+        if t.len() == 4 {
+            t.pop_front();
+        }
+        t.push_back(crate::live::settings::excerpt(&line, &[], QUOTED));
+    }
+
+    /// After its leader exited: whatever it forked is killed, a kill armed that never fired
+    /// noted. `Ok(after)`: a fresh process takes its place after `after`; `Err`: the worker's
+    /// life is over.
+    async fn end(
+        self,
+        status: std::io::Result<std::process::ExitStatus>,
+        incarnation: u32,
+        spawned_at: u64,
+    ) -> Result<Nanos, Ended> {
+        let (ctx, pid) = (self.ctx, self.pid);
+        // The leader is gone; whatever it forked goes with its group, and what left the group
+        // (a new session) goes by its environment tags.
+        self.group.signal(libc::SIGKILL);
+        let leader = self.group.0.max(0) as u32;
+        drop(self.group);
+        let tags = crate::live::reap::tags(&ctx.run_id, Some((pid, incarnation)));
+        let _ = tokio::task::spawn_blocking(move || crate::live::reap::sweep(&tags, &[leader], false, &[])).await;
+        if let Some((p, _, at)) = self.armed {
+            ctx.note(format!(
+                "worker {pid}: the kill at point `{}` armed at {:.3}s never fired (the worker did not report reaching that point before it {})",
+                p.name(),
+                at as f64 / 1e9,
+                if self.stopping { "was stopped" } else { "exited" }
+            ));
+        }
+        if let Some(m) = self.fatal {
+            return Err(Ended::Failed(m));
+        }
+        if self.stopping {
+            return Err(Ended::Stopped);
+        }
+        match self.restart {
+            None => Err(exited(ctx, pid, status, spawned_at)),
+            Some(None) => Err(Ended::Dead),
+            Some(Some(d)) => Ok(d),
+        }
+    }
+}
+
+/// An external worker exited on its own: finished, or failed with a message saying why.
+fn exited(ctx: &ExtCtx, pid: u32, status: std::io::Result<std::process::ExitStatus>, spawned_at: u64) -> Ended {
+    let lived = (ctx.clock.now().saturating_sub(spawned_at)) as f64 / 1e9;
+    let reached = ctx.arrivals(pid);
+    // A clean exit is the end of the worker's share only when it made all its requests
+    // (`PACESIM_REQUESTS`) or, with none set ("until stopped"), when the run was about to end
+    // anyway; otherwise the run would be judged on a fleet that quietly shrank.
+    let requests = ctx.sc.processes.requests;
+    let done = ctx.fetches_done(pid);
+    let duration = ctx.start() + ctx.sc.duration.0;
+    let slack = (duration / 50).max(250_000_000);
+    let finished = match requests {
+        Some(r) => done >= r,
+        None => ctx.clock.now().saturating_add(slack) >= duration,
+    };
+    match status {
+        Ok(s) if s.success() && finished => Ended::Finished,
+        Ok(s) => Ended::Failed(format!(
+            "worker {pid} (`{}`) exited ({s}) after {lived:.2} s{}, before the run's end{}{}",
+            ctx.cmd.display(),
+            if reached == 0 {
+                " without ever reaching the destination".to_string()
+            } else {
+                format!(" ({reached} arrivals)")
+            },
+            match requests {
+                Some(r) if s.success() => format!(
+                    ", having made {done} of its {r} requests (PACESIM_REQUESTS: a worker \
+                     exits 0 only after all of them)"
+                ),
+                None if s.success() => " (no PACESIM_REQUESTS: a worker runs until pacesim \
+                     stops it)"
+                    .to_string(),
+                _ => String::new(),
+            },
+            ctx.tail(pid)
+        )),
+        Err(e) => Ended::Failed(format!("worker {pid}: {e}")),
+    }
+}
+
 /// One external worker's life: its processes (restarts after kills), their lines and deadlines.
 pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::UnboundedReceiver<Cmd>) -> (u32, Ended) {
     let live = ctx.sc.live.clone().unwrap_or_default();
@@ -627,231 +903,31 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                 );
             }
         };
-        let group = Group(child.id().map_or(0, |p| p as libc::pid_t));
+        let mut inc = Incarnation {
+            ctx: &ctx,
+            pid,
+            group: Group(child.id().map_or(0, |p| p as libc::pid_t)),
+            grace,
+            soft_signal,
+            restart: None,
+            armed: None,
+            hard_deadline: None,
+            soft_deadline: None,
+            stop_deadline: None,
+            stopping: false,
+            fatal: None,
+            lines: 0,
+            sent: None,
+            held: Sections::new(ctx.sc.processes.count),
+        };
         let mut out = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
         let mut err = BufReader::new(child.stderr.take().expect("stderr is piped")).lines();
-        let (mut out_open, mut err_open) = (true, true);
-        // invariant: Some(after) once this incarnation was killed by a fault.
-        let mut restart: Option<Option<Nanos>> = None;
-        let mut armed: Option<(KillPoint, Option<Nanos>, u64)> = None;
-        let mut hard_deadline: Option<u64> = None;
-        let mut soft_deadline: Option<u64> = None;
-        let mut stop_deadline: Option<u64> = None;
-        let mut stopping = false;
-        let mut fatal: Option<String> = None;
-        let mut lines = 0u64;
-        // when this incarnation last sent a store operation (its `op_sent` line)
-        let mut sent: Option<u64> = None;
-        let mut held = Sections::new(ctx.sc.processes.count);
-        let died = |held: &mut Sections, t: u64| {
-            let mut c = crate::trace::Collect::default();
-            held.died(pid, t, &mut c);
-            for ev in c.events {
-                ctx.push(ev);
-            }
-        };
-        let kill = |held: &mut Sections, point: CrashPoint| {
-            let t = ctx.clock.now();
-            group.signal(libc::SIGKILL);
-            ctx.push(Event::Crash { t, pid, point });
-            died(held, t);
-        };
-        let status = loop {
-            let at = |d: Option<u64>| {
-                let c = ctx.clock;
-                async move {
-                    match d {
-                        Some(d) => c.sleep_until(d).await,
-                        None => std::future::pending().await,
-                    }
-                }
-            };
-            tokio::select! {
-                // commands and deadlines first, then the worker's lines, its exit last: lines
-                // it printed before it exited are read before its exit is seen
-                biased;
-                cmd = cmds.recv(), if cmds_open => match cmd {
-                    Some(Cmd::Kill { restart_after }) => {
-                        if restart.is_none() && !stopping {
-                            restart = Some(restart_after);
-                            kill(&mut held, CrashPoint::Immediate);
-                        }
-                    }
-                    Some(Cmd::Arm { point, restart_after }) => {
-                        if restart.is_none() && !stopping {
-                            armed = Some((point, restart_after, ctx.clock.now()));
-                        }
-                    }
-                    Some(Cmd::Stop) | None => {
-                        cmds_open = cmd.is_some();
-                        if !stopping {
-                            stopping = true;
-                            group.signal(libc::SIGTERM);
-                            stop_deadline = Some(ctx.clock.now() + grace);
-                        }
-                    }
-                },
-                _ = at(hard_deadline) => {
-                    hard_deadline = None;
-                    soft_deadline = None;
-                    if restart.is_none() && !stopping {
-                        // Past the hard limit the job is killed; the pool starts a fresh worker.
-                        restart = Some(Some(Nanos::ZERO));
-                        kill(&mut held, CrashPoint::HardLimit);
-                    }
-                }
-                _ = at(soft_deadline) => {
-                    soft_deadline = None;
-                    if restart.is_none() && !stopping {
-                        group.signal_leader(soft_signal);
-                    }
-                }
-                _ = at(stop_deadline) => {
-                    stop_deadline = None;
-                    group.signal(libc::SIGKILL);
-                }
-                line = out.next_line(), if out_open => match line {
-                    Ok(Some(line)) => {
-                        lines += 1;
-                        if restart.is_some() || stopping || fatal.is_some() || line.trim().is_empty() {
-                            continue;
-                        }
-                        let parsed = parse_line(&line, pid, ctx.clock.now());
-                        if parsed.is_ok() {
-                            ctx.ready[pid as usize].store(true, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        match parsed {
-                            Ok(Line::Ready) => {}
-                            Ok(Line::Event(ev)) => {
-                                if let Event::OpSent { t, .. } = ev {
-                                    sent = Some(t);
-                                }
-                                let ev = place_grant(ev, sent, ctx.clock.wall_at_origin());
-                                held.observe(&ev);
-                                ctx.push(ev);
-                            }
-                            Ok(Line::Point(p)) => {
-                                if let Some((ap, after, _)) = armed
-                                    && ap == p
-                                {
-                                    armed = None;
-                                    restart = Some(after);
-                                    kill(&mut held, p.into());
-                                }
-                            }
-                            Ok(Line::JobStart) => {
-                                let t = ctx.clock.now();
-                                hard_deadline = ctx.sc.processes.hard_limit.map(|h| t + h.0);
-                                soft_deadline = ctx.sc.processes.soft_limit.map(|s| t + s.0);
-                            }
-                            Ok(Line::JobEnd) => {
-                                hard_deadline = None;
-                                soft_deadline = None;
-                            }
-                            Err(why) => {
-                                // the line and the reason (which can quote a field name of
-                                // the line) are the worker's text: redacted, the line bounded
-                                let shown = crate::live::settings::excerpt(&line, &[], QUOTED);
-                                fatal = Some(crate::live::settings::redact_known(&format!(
-                                    "worker {pid} (`{}`) printed on stdout, line {lines}: {shown:?}, which {}. \
-                                     stdout is for event lines only (see docs/live.md, \"Your own worker program\"); \
-                                     write logs to stderr",
-                                    ctx.cmd.display(),
-                                    crate::live::settings::excerpt(&why, &[], 2 * QUOTED)
-                                )));
-                                stopping = true;
-                                group.signal(libc::SIGKILL);
-                            }
-                        }
-                    }
-                    _ => out_open = false,
-                },
-                line = err.next_line(), if err_open => match line {
-                    Ok(Some(line)) => {
-                        // the worker's own text: any secret pacesim knows (PGPASSWORD, the
-                        // URLs' passwords) is redacted before it is shown or quoted
-                        let line = crate::live::settings::excerpt(&line, &[], FORWARDED);
-                        if ctx.forward_stderr {
-                            eprintln!("worker {pid}: {line}");
-                        }
-                        let mut t = ctx.tails[pid as usize].lock().expect("tail");
-                        if t.len() == 4 {
-                            t.pop_front();
-                        }
-                        t.push_back(crate::live::settings::excerpt(&line, &[], QUOTED));
-                    }
-                    _ => err_open = false,
-                },
-                status = child.wait() => break status,
-            }
-        };
-        // The leader is gone; whatever it forked goes with its group, and what left the group
-        // (a new session) goes by its environment tags.
-        group.signal(libc::SIGKILL);
-        let leader = group.0.max(0) as u32;
-        drop(group);
-        let tags = crate::live::reap::tags(&ctx.run_id, Some((pid, incarnation)));
-        let _ = tokio::task::spawn_blocking(move || crate::live::reap::sweep(&tags, &[leader], false, &[])).await;
-        if let Some((p, _, at)) = armed {
-            ctx.note(format!(
-                "worker {pid}: the kill at point `{}` armed at {:.3}s never fired (the worker did not report reaching that point before it {})",
-                p.name(),
-                at as f64 / 1e9,
-                if stopping { "was stopped" } else { "exited" }
-            ));
-        }
-        if let Some(m) = fatal {
-            return (pid, Ended::Failed(m));
-        }
-        if stopping {
-            return (pid, Ended::Stopped);
-        }
-        let after = match restart {
-            None => {
-                let lived = (ctx.clock.now().saturating_sub(spawned_at)) as f64 / 1e9;
-                let reached = ctx.arrivals(pid);
-                // A clean exit is the end of the worker's share only when it made all its
-                // requests (`PACESIM_REQUESTS`) or, with none set ("until stopped"), when the
-                // run was about to end anyway; otherwise the run would be judged on a fleet
-                // that quietly shrank.
-                let requests = ctx.sc.processes.requests;
-                let done = ctx.fetches_done(pid);
-                let duration = ctx.start() + ctx.sc.duration.0;
-                let slack = (duration / 50).max(250_000_000);
-                let finished = match requests {
-                    Some(r) => done >= r,
-                    None => ctx.clock.now().saturating_add(slack) >= duration,
-                };
-                return match status {
-                    Ok(s) if s.success() && finished => (pid, Ended::Finished),
-                    Ok(s) => (
-                        pid,
-                        Ended::Failed(format!(
-                            "worker {pid} (`{}`) exited ({s}) after {lived:.2} s{}, before the run's end{}{}",
-                            ctx.cmd.display(),
-                            if reached == 0 {
-                                " without ever reaching the destination".to_string()
-                            } else {
-                                format!(" ({reached} arrivals)")
-                            },
-                            match requests {
-                                Some(r) if s.success() => format!(
-                                    ", having made {done} of its {r} requests (PACESIM_REQUESTS: a worker \
-                                     exits 0 only after all of them)"
-                                ),
-                                None if s.success() => " (no PACESIM_REQUESTS: a worker runs until pacesim \
-                                     stops it)"
-                                    .to_string(),
-                                _ => String::new(),
-                            },
-                            ctx.tail(pid)
-                        )),
-                    ),
-                    Err(e) => (pid, Ended::Failed(format!("worker {pid}: {e}"))),
-                };
-            }
-            Some(None) => return (pid, Ended::Dead),
-            Some(Some(d)) => d,
+        let status = inc
+            .run(&mut child, (&mut out, &mut err), &mut cmds, &mut cmds_open)
+            .await;
+        let after = match inc.end(status, incarnation, spawned_at).await {
+            Ok(after) => after,
+            Err(ended) => return (pid, ended),
         };
         // A fresh process takes its place after `after`.
         let until = ctx.clock.now() + after.0;
