@@ -28,7 +28,7 @@ use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
 /// The store clock in µs since the Unix epoch, as a SQL expression.
-const NOW_US: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::int8";
+pub const NOW_US: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::int8";
 
 /// The destination's key in `pace` (one destination per run).
 pub const DESTINATION: &str = "dest";
@@ -742,97 +742,6 @@ pub fn cache_backoff_sql(schema: &str) -> String {
           WHERE c.cache_key = o.cache_key
       RETURNING o.m, split_part(c.value, ':', 2)::float8, o.k, split_part(c.value, ':', 3)::int4, {NOW_US}"
     )
-}
-
-/// `advisory`: the lock number for lock `i` of a run (distinct per run).
-pub fn advisory_key(schema: &str, i: u32) -> i64 {
-    let h = schema.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    ((h & 0x7fff_ffff_0000_0000) | i as u64) as i64
-}
-
-/// `advisory`: try lock `i` without blocking (`pg_try_advisory_lock`). True if taken (or
-/// already held by this session: the lock is re-entrant), and the store clock (µs) read
-/// just after.
-pub async fn advisory_try(c: &Client, schema: &str, i: u32) -> Result<(bool, i64), tokio_postgres::Error> {
-    let r = c
-        .query_one(
-            &format!("SELECT pg_try_advisory_lock($1), {NOW_US}"),
-            &[&advisory_key(schema, i)],
-        )
-        .await?;
-    Ok((r.get(0), r.get(1)))
-}
-
-/// `advisory`: release lock `i`; true if this session held it, and the store clock (µs) read
-/// just before.
-pub async fn advisory_unlock(c: &Client, schema: &str, i: u32) -> Result<(bool, i64), tokio_postgres::Error> {
-    let r = c
-        .query_one(
-            &format!("SELECT {NOW_US}, pg_advisory_unlock($1)"),
-            &[&advisory_key(schema, i)],
-        )
-        .await?;
-    Ok((r.get(1), r.get(0)))
-}
-
-/// `claim_row`: claim slot row `slot` for `holder` if it is free (or already `holder`'s).
-/// `Some((true, t))`: newly claimed at store time `t` (µs); `Some((false, _))`: already
-/// ours; `None`: busy. A holder killed with SIGKILL leaves its row claimed forever.
-pub async fn claim(
-    c: &Client,
-    schema: &str,
-    slot: i32,
-    holder: i32,
-) -> Result<Option<(bool, i64)>, tokio_postgres::Error> {
-    let r = c
-        .query_one(
-            &format!(
-                "WITH u AS (UPDATE {schema}.slots SET holder = $2, claimed_at = clock_timestamp()
-                             WHERE slot = $1 AND holder IS NULL RETURNING {NOW_US} AS t)
-                 SELECT (SELECT count(*) FROM u), (SELECT holder FROM {schema}.slots WHERE slot = $1),
-                        COALESCE((SELECT t FROM u), {NOW_US})"
-            ),
-            &[&slot, &holder],
-        )
-        .await?;
-    let taken: i64 = r.get(0);
-    let before: Option<i32> = r.get(1);
-    let t: i64 = r.get(2);
-    Ok(if taken == 1 {
-        Some((true, t))
-    } else if before == Some(holder) {
-        Some((false, t))
-    } else {
-        None
-    })
-}
-
-/// `claim_row`: release `slot` if `holder` holds it: whether it did, and the store clock (µs)
-/// while the row was still locked (before the release committed).
-pub async fn release(c: &Client, schema: &str, slot: i32, holder: i32) -> Result<(bool, i64), tokio_postgres::Error> {
-    let r = c
-        .query_opt(
-            &format!(
-                "UPDATE {schema}.slots SET holder = NULL, claimed_at = NULL WHERE slot = $1 AND holder = $2
-                 RETURNING {NOW_US}"
-            ),
-            &[&slot, &holder],
-        )
-        .await?;
-    Ok(match r {
-        Some(r) => (true, r.get(0)),
-        None => (false, 0),
-    })
-}
-
-/// `claim_row`: the holders of every slot (tests).
-pub async fn claims(c: &Client, schema: &str) -> Result<Vec<Option<i32>>, tokio_postgres::Error> {
-    let rows = c
-        .query(&format!("SELECT holder FROM {schema}.slots ORDER BY slot"), &[])
-        .await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
 /// The `long_transaction` fault: from a helper connection, lock the pace row (and the cache
