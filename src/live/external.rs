@@ -76,9 +76,9 @@ impl WorkerCommand {
     /// Check a command given as words: its program must exist and be executable. A program
     /// with a `/` is a path (relative to `cwd`, else the current directory); a bare name is
     /// looked up on `PATH`.
-    pub fn resolve(argv: Vec<String>, cwd: Option<PathBuf>) -> Result<WorkerCommand, String> {
+    pub fn resolve(argv: Vec<String>, cwd: Option<PathBuf>) -> Result<WorkerCommand, CommandError> {
         let Some(first) = argv.first().filter(|p| !p.trim().is_empty()) else {
-            return Err("the worker command is empty: give a program, e.g. --worker-cmd 'python3 worker.py'".into());
+            return Err(CommandError::Empty);
         };
         let program = if first.contains('/') {
             let p = PathBuf::from(first);
@@ -86,7 +86,7 @@ impl WorkerCommand {
                 (Some(d), true) => d.join(p),
                 _ => p,
             };
-            check_executable(&p).map_err(|why| format!("worker program `{first}`: {why}"))?;
+            check_executable(&p).map_err(|why| CommandError::Program(first.clone(), why.to_string()))?;
             p
         } else {
             let path = std::env::var_os("PATH").unwrap_or_default();
@@ -106,32 +106,71 @@ impl WorkerCommand {
             match (found, not_exec) {
                 (Some(p), _) => p,
                 (None, Some((p, why))) => {
-                    return Err(format!("worker program `{first}`: {} {why}", p.display()));
+                    return Err(CommandError::Program(first.clone(), format!("{} {why}", p.display())));
                 }
-                (None, None) => return Err(format!("worker program `{first}`: not found on PATH")),
+                (None, None) => return Err(CommandError::NotOnPath(first.clone())),
             }
         };
         Ok(WorkerCommand { argv, program, cwd })
     }
 }
 
-fn check_executable(p: &Path) -> Result<(), String> {
+/// A worker command that cannot run (its messages are the command line's and the scenario's).
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// No program.
+    #[error("the worker command is empty: give a program, e.g. --worker-cmd 'python3 worker.py'")]
+    Empty,
+    /// The program (as given) is not one pacesim can run: why.
+    #[error("worker program `{0}`: {1}")]
+    Program(String, String),
+    /// A bare name found nowhere on `PATH`.
+    #[error("worker program `{0}`: not found on PATH")]
+    NotOnPath(String),
+}
+
+/// Why a file is not a program pacesim can run.
+#[derive(Debug, thiserror::Error)]
+enum NotExecutable {
+    #[error("no such file")]
+    Missing,
+    #[error("{0}")]
+    Unreadable(std::io::Error),
+    #[error("is a directory")]
+    Directory,
+    #[error("is not executable (chmod +x, or run it with its interpreter)")]
+    NoExecBit,
+}
+
+fn check_executable(p: &Path) -> Result<(), NotExecutable> {
     use std::os::unix::fs::PermissionsExt;
     match std::fs::metadata(p) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err("no such file".into()),
-        Err(e) => Err(e.to_string()),
-        Ok(m) if m.is_dir() => Err("is a directory".into()),
-        Ok(m) if m.permissions().mode() & 0o111 == 0 => {
-            Err("is not executable (chmod +x, or run it with its interpreter)".into())
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(NotExecutable::Missing),
+        Err(e) => Err(NotExecutable::Unreadable(e)),
+        Ok(m) if m.is_dir() => Err(NotExecutable::Directory),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => Err(NotExecutable::NoExecBit),
         Ok(_) => Ok(()),
     }
+}
+
+/// A command line that does not split into words: the line, quoted in the message.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SplitError {
+    /// A `'` never closed.
+    #[error("unterminated single quote in `{0}`")]
+    SingleQuote(String),
+    /// A `"` never closed.
+    #[error("unterminated double quote in `{0}`")]
+    DoubleQuote(String),
+    /// A last backslash, escaping nothing.
+    #[error("`{0}` ends with a backslash")]
+    Backslash(String),
 }
 
 /// Split a command line into words as a POSIX shell would, without running one: blanks
 /// separate words; single quotes keep everything; double quotes keep all but `\"` and `\\`;
 /// a backslash outside quotes keeps the next character. No variables, globs or operators.
-pub fn split_command(s: &str) -> Result<Vec<String>, String> {
+pub fn split_command(s: &str) -> Result<Vec<String>, SplitError> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut in_word = false;
@@ -150,7 +189,7 @@ pub fn split_command(s: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(c) => cur.push(c),
-                        None => return Err(format!("unterminated single quote in `{s}`")),
+                        None => return Err(SplitError::SingleQuote(s.to_string())),
                     }
                 }
             }
@@ -165,10 +204,10 @@ pub fn split_command(s: &str) -> Result<Vec<String>, String> {
                                 cur.push('\\');
                                 cur.push(c);
                             }
-                            None => return Err(format!("unterminated double quote in `{s}`")),
+                            None => return Err(SplitError::DoubleQuote(s.to_string())),
                         },
                         Some(c) => cur.push(c),
-                        None => return Err(format!("unterminated double quote in `{s}`")),
+                        None => return Err(SplitError::DoubleQuote(s.to_string())),
                     }
                 }
             }
@@ -176,7 +215,7 @@ pub fn split_command(s: &str) -> Result<Vec<String>, String> {
                 in_word = true;
                 match chars.next() {
                     Some(c) => cur.push(c),
-                    None => return Err(format!("`{s}` ends with a backslash")),
+                    None => return Err(SplitError::Backslash(s.to_string())),
                 }
             }
             c => {
@@ -191,22 +230,71 @@ pub fn split_command(s: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
+/// The kill points' names, for a message.
+fn known_points() -> String {
+    KillPoint::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// What an external worker cannot do (yet): the scenario field and what to do instead.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Unsupported {
+    /// `faults[i]`: a kill at a protocol point the worker does not report.
+    #[error(
+        "faults[{0}]: a kill at point `{1}` is unavailable with an external worker: only the worker knows when it is there. \
+         Have it print {{\"ev\":\"point\",\"name\":\"{1}\"}} at that point and declare it in the scenario \
+         ([live] kill_points = [\"{1}\"]), or drop `point` to kill at the fault's time"
+    )]
+    KillPoint(usize, &'static str),
+    /// A time limit (the field) without a worker that reports its jobs.
+    #[error(
+        "{0}: a time limit needs an external worker that reports its jobs: have it print \
+         {{\"ev\":\"job_start\"}} and {{\"ev\":\"job_end\"}} around each job and set [live] jobs = true"
+    )]
+    TimeLimit(&'static str),
+    /// A `clock` fault.
+    #[error(
+        "a `clock` fault shapes pacesim's own workers' view of their clocks; an external worker reads the host's \
+         clocks, which pacesim does not change: remove the fault for external runs"
+    )]
+    ClockFault,
+}
+
+/// Why a line on an external worker's stdout is not one pacesim reads: the end of a sentence
+/// that begins with the line (`... printed on stdout, line 3: "...", which <this>`).
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    /// Not one JSON object.
+    #[error("is not an event line (one JSON object with an \"ev\" field)")]
+    NotJson,
+    /// No `ev`.
+    #[error("has no \"ev\" field naming the event")]
+    NoEv,
+    /// A `point` line whose `name` is no kill point (the name as given).
+    #[error("names no kill point ({0}; known: {known})", known = known_points())]
+    NoSuchPoint(serde_json::Value),
+    /// An event only the harness records (its kind).
+    #[error(
+        "is {article} `{0}` event: only the harness records those (it sees every fetch at the destination and every kill)",
+        article = if .0.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" }
+    )]
+    HarnessEvent(String),
+    /// Another worker's pid (the pid given, this worker's).
+    #[error("gives pid {0}, but it is worker {1} (leave pid out)")]
+    OtherPid(serde_json::Value, u32),
+    /// An event of kind `0` that does not read.
+    #[error("is not a valid `{0}` event: {1}")]
+    Invalid(String, serde_json::Error),
+}
+
 /// What the scenario asks of an external worker that it cannot give: a kill point the worker
 /// does not report, a time limit without job lines. `Err` names the field and what to do.
-pub fn unsupported(sc: &Scenario) -> Result<(), String> {
+pub fn unsupported(sc: &Scenario) -> Result<(), Unsupported> {
     let live = sc.live.clone().unwrap_or_default();
     for (i, f) in sc.faults.iter().enumerate() {
         if let FaultSpec::Kill { point: Some(p), .. } = f
             && !live.kill_points.contains(p)
         {
-            return Err(format!(
-                "faults[{i}]: a kill at point `{}` is unavailable with an external worker: only the worker knows when it is there. \
-                 Have it print {{\"ev\":\"point\",\"name\":\"{}\"}} at that point and declare it in the scenario \
-                 ([live] kill_points = [\"{}\"]), or drop `point` to kill at the fault's time",
-                p.name(),
-                p.name(),
-                p.name()
-            ));
+            return Err(Unsupported::KillPoint(i, p.name()));
         }
     }
     for (field, set) in [
@@ -214,18 +302,11 @@ pub fn unsupported(sc: &Scenario) -> Result<(), String> {
         ("processes.soft_limit", sc.processes.soft_limit.is_some()),
     ] {
         if set && !live.jobs {
-            return Err(format!(
-                "{field}: a time limit needs an external worker that reports its jobs: have it print \
-                 {{\"ev\":\"job_start\"}} and {{\"ev\":\"job_end\"}} around each job and set [live] jobs = true"
-            ));
+            return Err(Unsupported::TimeLimit(field));
         }
     }
     if sc.faults.iter().any(|f| matches!(f, FaultSpec::Clock { .. })) {
-        return Err(
-            "a `clock` fault shapes pacesim's own workers' view of their clocks; an external worker reads the host's \
-             clocks, which pacesim does not change: remove the fault for external runs"
-                .into(),
-        );
+        return Err(Unsupported::ClockFault);
     }
     Ok(())
 }
@@ -517,44 +598,33 @@ const FORWARDED: usize = 2000;
 
 /// Read one stdout line of worker `pid`, stamped `now` unless it gives its own `t` (ns since
 /// `PACESIM_CLOCK_ORIGIN_NS`). `Err` says what is wrong with it.
-pub fn parse_line(line: &str, pid: u32, now: u64) -> Result<Line, String> {
-    let v: serde_json::Value = serde_json::from_str(line.trim())
-        .map_err(|_| "is not an event line (one JSON object with an \"ev\" field)".to_string())?;
+pub fn parse_line(line: &str, pid: u32, now: u64) -> Result<Line, LineError> {
+    let v: serde_json::Value = serde_json::from_str(line.trim()).map_err(|_| LineError::NotJson)?;
     let serde_json::Value::Object(mut m) = v else {
-        return Err("is not an event line (one JSON object with an \"ev\" field)".into());
+        return Err(LineError::NotJson);
     };
     let Some(ev) = m.get("ev").and_then(|e| e.as_str()).map(str::to_string) else {
-        return Err("has no \"ev\" field naming the event".into());
+        return Err(LineError::NoEv);
     };
     match ev.as_str() {
         "point" => {
             let name = m.get("name").cloned().unwrap_or_default();
             return serde_json::from_value::<KillPoint>(name.clone())
                 .map(Line::Point)
-                .map_err(|_| {
-                    let known: Vec<&str> = KillPoint::ALL.iter().map(|p| p.name()).collect();
-                    format!("names no kill point ({name}; known: {})", known.join(", "))
-                });
+                .map_err(|_| LineError::NoSuchPoint(name));
         }
         "job_start" => return Ok(Line::JobStart),
         "job_end" => return Ok(Line::JobEnd),
         "ready" => return Ok(Line::Ready),
         e if HARNESS_EVENTS.contains(&e) => {
-            let article = if e.starts_with(['a', 'e', 'i', 'o', 'u']) {
-                "an"
-            } else {
-                "a"
-            };
-            return Err(format!(
-                "is {article} `{e}` event: only the harness records those (it sees every fetch at the destination and every kill)"
-            ));
+            return Err(LineError::HarnessEvent(e.to_string()));
         }
         _ => {}
     }
     if let Some(p) = m.get("pid")
         && p.as_u64() != Some(pid as u64)
     {
-        return Err(format!("gives pid {p}, but it is worker {pid} (leave pid out)"));
+        return Err(LineError::OtherPid(p.clone(), pid));
     }
     m.insert("pid".into(), pid.into());
     if !m.contains_key("t") {
@@ -562,7 +632,7 @@ pub fn parse_line(line: &str, pid: u32, now: u64) -> Result<Line, String> {
     }
     serde_json::from_value::<Event>(serde_json::Value::Object(m))
         .map(Line::Event)
-        .map_err(|e| format!("is not a valid `{ev}` event: {e}"))
+        .map_err(|e| LineError::Invalid(ev, e))
 }
 
 /// A grant whose `now` is a wall-clock reading (ns since the Unix epoch, as a database's
@@ -774,7 +844,7 @@ impl Incarnation<'_> {
                      write logs to stderr",
                     ctx.cmd.display(),
                     self.lines,
-                    crate::live::settings::excerpt(&why, &[], 2 * QUOTED)
+                    crate::live::settings::excerpt(&why.to_string(), &[], 2 * QUOTED)
                 )));
                 self.stopping = true;
                 self.group.signal(libc::SIGKILL);
@@ -982,19 +1052,29 @@ mod tests {
     fn resolves_programs_and_names_what_is_wrong() {
         let ok = WorkerCommand::resolve(vec!["sh".into(), "-c".into(), "true".into()], None).unwrap();
         assert!(ok.program.ends_with("sh"));
-        let e = WorkerCommand::resolve(vec!["no-such-program-pacesim".into()], None).unwrap_err();
+        let e = WorkerCommand::resolve(vec!["no-such-program-pacesim".into()], None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not found on PATH"), "{e}");
-        let e = WorkerCommand::resolve(vec!["./nope/missing.py".into()], None).unwrap_err();
+        let e = WorkerCommand::resolve(vec!["./nope/missing.py".into()], None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no such file"), "{e}");
         let dir = std::env::temp_dir().join(format!("pacesim-ext-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("plain.py");
         std::fs::write(&f, "print(1)").unwrap();
-        let e = WorkerCommand::resolve(vec![f.display().to_string()], None).unwrap_err();
+        let e = WorkerCommand::resolve(vec![f.display().to_string()], None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is not executable"), "{e}");
-        let e = WorkerCommand::resolve(vec![dir.display().to_string() + "/"], None).unwrap_err();
+        let e = WorkerCommand::resolve(vec![dir.display().to_string() + "/"], None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is a directory"), "{e}");
-        let rel = WorkerCommand::resolve(vec!["./plain.py".into()], Some(dir.clone())).unwrap_err();
+        let rel = WorkerCommand::resolve(vec!["./plain.py".into()], Some(dir.clone()))
+            .unwrap_err()
+            .to_string();
         assert!(rel.contains("is not executable"), "relative to cwd: {rel}");
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(WorkerCommand::resolve(vec![], None).is_err());
@@ -1003,23 +1083,23 @@ mod tests {
     #[test]
     fn reads_event_lines_and_refuses_the_rest() {
         assert_eq!(
-            parse_line(r#"{"ev":"op_sent","op":"reserve"}"#, 2, 7),
-            Ok(Line::Event(Event::OpSent {
+            parse_line(r#"{"ev":"op_sent","op":"reserve"}"#, 2, 7).unwrap(),
+            Line::Event(Event::OpSent {
                 t: 7,
                 pid: 2,
                 thread: 0,
                 op: crate::trace::OpKind::Reserve
-            }))
+            })
         );
         assert_eq!(
-            parse_line(r#"{"ev":"lock_acquired","lock":0,"t":5}"#, 1, 9),
-            Ok(Line::Event(Event::LockAcquired { t: 5, pid: 1, lock: 0 }))
+            parse_line(r#"{"ev":"lock_acquired","lock":0,"t":5}"#, 1, 9).unwrap(),
+            Line::Event(Event::LockAcquired { t: 5, pid: 1, lock: 0 })
         );
         assert_eq!(
-            parse_line(r#"{"ev":"point","name":"mid_reservation"}"#, 0, 0),
-            Ok(Line::Point(KillPoint::MidReservation))
+            parse_line(r#"{"ev":"point","name":"mid_reservation"}"#, 0, 0).unwrap(),
+            Line::Point(KillPoint::MidReservation)
         );
-        assert_eq!(parse_line(r#"{"ev":"job_start"}"#, 0, 0), Ok(Line::JobStart));
+        assert_eq!(parse_line(r#"{"ev":"job_start"}"#, 0, 0).unwrap(), Line::JobStart);
         for (bad, says) in [
             ("hello", "not an event line"),
             ("[1,2]", "not an event line"),
@@ -1032,7 +1112,7 @@ mod tests {
             (r#"{"ev":"point","name":"nowhere"}"#, "names no kill point"),
             (r#"{"ev":"deny","pid":3}"#, "gives pid 3"),
         ] {
-            let e = parse_line(bad, 0, 0).unwrap_err();
+            let e = parse_line(bad, 0, 0).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
     }

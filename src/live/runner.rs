@@ -170,7 +170,7 @@ async fn open_stores(
     run_id: &str,
 ) -> Result<Stores, LiveError> {
     if opts.worker.is_some() {
-        external::unsupported(sc).map_err(LiveError::Unsupported)?;
+        external::unsupported(sc).map_err(|e| LiveError::Unsupported(e.to_string()))?;
         // the stores the named design uses (none for an in-process pacer)
         let (used, slots, tables) = adapter.map_or((crate::live::StoreUse::None, 1, Vec::new()), |l| {
             (l.store(), l.slots(sc), l.tables(sc))
