@@ -37,8 +37,12 @@ const WORDS: usize = BUCKETS / 64;
 const SUMMARY: usize = WORDS / 64;
 /// Keys a push may walk past in its bucket before it leaves the key to the heap.
 pub const MAX_WALK: u32 = 8;
-/// The low bits of a key, which name its slab slot ([`super::SLOT_BITS`]).
-const SLOT_MASK: u128 = (1 << super::SLOT_BITS) - 1;
+/// Bits of a key that name the slab slot: fewer than 2^28 (268 million) events wait at once,
+/// and a run schedules at most 2^36 (68.7 billion) events in all. (Here, below the engine that
+/// makes the keys, so the calendar needs nothing of its parent.)
+pub(super) const SLOT_BITS: u32 = 28;
+/// The low bits of a key, which name its slab slot ([`SLOT_BITS`]).
+const SLOT_MASK: u128 = (1 << SLOT_BITS) - 1;
 /// No slot: the end of a bucket's list. (So the slab holds at most `NIL` slots.)
 pub const NIL: u32 = SLOT_MASK as u32;
 

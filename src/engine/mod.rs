@@ -34,13 +34,10 @@ pub mod calendar;
 pub mod heap;
 
 use crate::time::{Instant, Nanos};
-use calendar::{Calendar, Parked};
+use calendar::{Calendar, Parked, SLOT_BITS};
 use heap::QuadHeap;
 use std::collections::VecDeque;
 
-/// Bits of a key that name the slab slot: fewer than 2^28 (268 million) events wait at once,
-/// and a run schedules at most 2^36 (68.7 billion) events in all.
-const SLOT_BITS: u32 = 28;
 /// The largest sequence number a key can hold.
 const MAX_SEQ: u64 = (1 << (64 - SLOT_BITS)) - 1;
 

@@ -728,12 +728,23 @@ impl Conformance {
 }
 
 /// `conform --tolerance`: a relative difference, a finite number >= 0.
-pub fn parse_tolerance(s: &str) -> Result<f64, String> {
+pub fn parse_tolerance(s: &str) -> Result<f64, ToleranceError> {
     match s.trim().parse::<f64>() {
         Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
-        Ok(t) => Err(format!("must be a finite number >= 0, got {t}")),
-        Err(e) => Err(format!("`{s}` is not a number: {e}")),
+        Ok(t) => Err(ToleranceError::OutOfRange(t)),
+        Err(e) => Err(ToleranceError::NotANumber(s.to_string(), e)),
     }
+}
+
+/// A tolerance that is not one.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToleranceError {
+    /// Negative, or not finite.
+    #[error("must be a finite number >= 0, got {0}")]
+    OutOfRange(f64),
+    /// Not a number at all (the text given).
+    #[error("`{0}` is not a number: {1}")]
+    NotANumber(String, std::num::ParseFloatError),
 }
 
 #[cfg(test)]

@@ -30,6 +30,14 @@ use rand_distr::{Distribution, Exp};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Why a worker's loop stopped before its end (the worker reports it as fatal).
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The destination could not be reached, or its answer not read.
+    #[error("destination: {0}")]
+    Destination(std::io::Error),
+}
+
 /// Where a live worker's output goes: trace events, messages to the parent, and its death.
 pub trait LiveOut: Sink {
     /// A message to the parent.
@@ -146,7 +154,7 @@ where
     }
 
     /// Run the loop until `requests` fetches or the duration.
-    pub async fn run(&mut self) -> Result<(), String> {
+    pub async fn run(&mut self) -> Result<(), DriverError> {
         let sc = self.sc.clone();
         let duration = sc.duration.0;
         let first_start = if self.w.incarnation == 0 {
@@ -206,7 +214,7 @@ where
 
     /// 2. One job, within its soft time limit; `Some(at)` when it re-enqueued its task to run
     ///    again at `at`.
-    async fn job(&mut self) -> Result<Option<Instant>, String> {
+    async fn job(&mut self) -> Result<Option<Instant>, DriverError> {
         let t = self.clock.now();
         self.out.msg(&ToParent::JobStart { t });
         let soft = self.sc.processes.soft_limit;
@@ -230,7 +238,7 @@ where
         Ok(requeued)
     }
 
-    async fn job_body(&mut self) -> Result<Option<Instant>, String> {
+    async fn job_body(&mut self) -> Result<Option<Instant>, DriverError> {
         self.take_armed();
         let now = self.now();
         self.w.start_job(now); // the parent arms the hard limit from the job_start message
@@ -239,7 +247,7 @@ where
     }
 
     /// 3. Carry out actions until the job is done (`Some(at)`: it re-enqueued its task).
-    async fn act(&mut self, mut a: Action<B::Op>) -> Result<Option<Instant>, String> {
+    async fn act(&mut self, mut a: Action<B::Op>) -> Result<Option<Instant>, DriverError> {
         loop {
             self.take_armed();
             a = match a {
@@ -333,7 +341,7 @@ where
     }
 
     /// 5, 6. Fetch from the destination; the after-fetch step.
-    async fn fetch(&mut self) -> Result<Action<B::Op>, String> {
+    async fn fetch(&mut self) -> Result<Action<B::Op>, DriverError> {
         let pid = self.w.pid;
         let t = self.clock.now();
         self.w.fetch_start(Instant(t), &mut self.out);
@@ -342,15 +350,12 @@ where
             self.clock.sleep_until_precise(t + latency).await;
         }
         let hold = self.sc.fetch.duration.sample(&mut self.w.rng).0;
-        self.dest
-            .send(pid, hold)
-            .await
-            .map_err(|e| format!("destination: {e}"))?;
+        self.dest.send(pid, hold).await.map_err(DriverError::Destination)?;
         self.take_armed();
         if let Some(k) = self.w.fetch_sent() {
             self.die(k.point);
         }
-        let status = self.dest.status().await.map_err(|e| format!("destination: {e}"))?;
+        let status = self.dest.status().await.map_err(DriverError::Destination)?;
         let now = self.now();
         Ok(self.w.fetch_end(now, status, &mut self.out))
     }

@@ -42,6 +42,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{ChildStderr, ChildStdout};
 use tokio::sync::mpsc;
 
 /// An external worker command, checked: its program exists and is executable.
@@ -75,9 +76,9 @@ impl WorkerCommand {
     /// Check a command given as words: its program must exist and be executable. A program
     /// with a `/` is a path (relative to `cwd`, else the current directory); a bare name is
     /// looked up on `PATH`.
-    pub fn resolve(argv: Vec<String>, cwd: Option<PathBuf>) -> Result<WorkerCommand, String> {
+    pub fn resolve(argv: Vec<String>, cwd: Option<PathBuf>) -> Result<WorkerCommand, CommandError> {
         let Some(first) = argv.first().filter(|p| !p.trim().is_empty()) else {
-            return Err("the worker command is empty: give a program, e.g. --worker-cmd 'python3 worker.py'".into());
+            return Err(CommandError::Empty);
         };
         let program = if first.contains('/') {
             let p = PathBuf::from(first);
@@ -85,7 +86,7 @@ impl WorkerCommand {
                 (Some(d), true) => d.join(p),
                 _ => p,
             };
-            check_executable(&p).map_err(|why| format!("worker program `{first}`: {why}"))?;
+            check_executable(&p).map_err(|why| CommandError::Program(first.clone(), why.to_string()))?;
             p
         } else {
             let path = std::env::var_os("PATH").unwrap_or_default();
@@ -105,32 +106,71 @@ impl WorkerCommand {
             match (found, not_exec) {
                 (Some(p), _) => p,
                 (None, Some((p, why))) => {
-                    return Err(format!("worker program `{first}`: {} {why}", p.display()));
+                    return Err(CommandError::Program(first.clone(), format!("{} {why}", p.display())));
                 }
-                (None, None) => return Err(format!("worker program `{first}`: not found on PATH")),
+                (None, None) => return Err(CommandError::NotOnPath(first.clone())),
             }
         };
         Ok(WorkerCommand { argv, program, cwd })
     }
 }
 
-fn check_executable(p: &Path) -> Result<(), String> {
+/// A worker command that cannot run (its messages are the command line's and the scenario's).
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// No program.
+    #[error("the worker command is empty: give a program, e.g. --worker-cmd 'python3 worker.py'")]
+    Empty,
+    /// The program (as given) is not one pacesim can run: why.
+    #[error("worker program `{0}`: {1}")]
+    Program(String, String),
+    /// A bare name found nowhere on `PATH`.
+    #[error("worker program `{0}`: not found on PATH")]
+    NotOnPath(String),
+}
+
+/// Why a file is not a program pacesim can run.
+#[derive(Debug, thiserror::Error)]
+enum NotExecutable {
+    #[error("no such file")]
+    Missing,
+    #[error("{0}")]
+    Unreadable(std::io::Error),
+    #[error("is a directory")]
+    Directory,
+    #[error("is not executable (chmod +x, or run it with its interpreter)")]
+    NoExecBit,
+}
+
+fn check_executable(p: &Path) -> Result<(), NotExecutable> {
     use std::os::unix::fs::PermissionsExt;
     match std::fs::metadata(p) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err("no such file".into()),
-        Err(e) => Err(e.to_string()),
-        Ok(m) if m.is_dir() => Err("is a directory".into()),
-        Ok(m) if m.permissions().mode() & 0o111 == 0 => {
-            Err("is not executable (chmod +x, or run it with its interpreter)".into())
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(NotExecutable::Missing),
+        Err(e) => Err(NotExecutable::Unreadable(e)),
+        Ok(m) if m.is_dir() => Err(NotExecutable::Directory),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => Err(NotExecutable::NoExecBit),
         Ok(_) => Ok(()),
     }
+}
+
+/// A command line that does not split into words: the line, quoted in the message.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SplitError {
+    /// A `'` never closed.
+    #[error("unterminated single quote in `{0}`")]
+    SingleQuote(String),
+    /// A `"` never closed.
+    #[error("unterminated double quote in `{0}`")]
+    DoubleQuote(String),
+    /// A last backslash, escaping nothing.
+    #[error("`{0}` ends with a backslash")]
+    Backslash(String),
 }
 
 /// Split a command line into words as a POSIX shell would, without running one: blanks
 /// separate words; single quotes keep everything; double quotes keep all but `\"` and `\\`;
 /// a backslash outside quotes keeps the next character. No variables, globs or operators.
-pub fn split_command(s: &str) -> Result<Vec<String>, String> {
+pub fn split_command(s: &str) -> Result<Vec<String>, SplitError> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut in_word = false;
@@ -149,7 +189,7 @@ pub fn split_command(s: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(c) => cur.push(c),
-                        None => return Err(format!("unterminated single quote in `{s}`")),
+                        None => return Err(SplitError::SingleQuote(s.to_string())),
                     }
                 }
             }
@@ -164,10 +204,10 @@ pub fn split_command(s: &str) -> Result<Vec<String>, String> {
                                 cur.push('\\');
                                 cur.push(c);
                             }
-                            None => return Err(format!("unterminated double quote in `{s}`")),
+                            None => return Err(SplitError::DoubleQuote(s.to_string())),
                         },
                         Some(c) => cur.push(c),
-                        None => return Err(format!("unterminated double quote in `{s}`")),
+                        None => return Err(SplitError::DoubleQuote(s.to_string())),
                     }
                 }
             }
@@ -175,7 +215,7 @@ pub fn split_command(s: &str) -> Result<Vec<String>, String> {
                 in_word = true;
                 match chars.next() {
                     Some(c) => cur.push(c),
-                    None => return Err(format!("`{s}` ends with a backslash")),
+                    None => return Err(SplitError::Backslash(s.to_string())),
                 }
             }
             c => {
@@ -190,22 +230,71 @@ pub fn split_command(s: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
+/// The kill points' names, for a message.
+fn known_points() -> String {
+    KillPoint::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// What an external worker cannot do (yet): the scenario field and what to do instead.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Unsupported {
+    /// `faults[i]`: a kill at a protocol point the worker does not report.
+    #[error(
+        "faults[{0}]: a kill at point `{1}` is unavailable with an external worker ({2}): only the worker knows when it is there. \
+         Have it print {{\"ev\":\"point\",\"name\":\"{1}\"}} at that point and declare it in the scenario \
+         ([live] kill_points = [\"{1}\"]), or drop `point` to kill at the fault's time"
+    )]
+    KillPoint(usize, &'static str, String),
+    /// A time limit (the field) without a worker that reports its jobs.
+    #[error(
+        "{0}: a time limit needs an external worker that reports its jobs: have it print \
+         {{\"ev\":\"job_start\"}} and {{\"ev\":\"job_end\"}} around each job and set [live] jobs = true"
+    )]
+    TimeLimit(&'static str),
+    /// A `clock` fault.
+    #[error(
+        "a `clock` fault shapes pacesim's own workers' view of their clocks; an external worker reads the host's \
+         clocks, which pacesim does not change: remove the fault for external runs"
+    )]
+    ClockFault,
+}
+
+/// Why a line on an external worker's stdout is not one pacesim reads: the end of a sentence
+/// that begins with the line (`... printed on stdout, line 3: "...", which <this>`).
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    /// Not one JSON object.
+    #[error("is not an event line (one JSON object with an \"ev\" field)")]
+    NotJson,
+    /// No `ev`.
+    #[error("has no \"ev\" field naming the event")]
+    NoEv,
+    /// A `point` line whose `name` is no kill point (the name as given).
+    #[error("names no kill point ({0}; known: {known})", known = known_points())]
+    NoSuchPoint(serde_json::Value),
+    /// An event only the harness records (its kind).
+    #[error(
+        "is {article} `{0}` event: only the harness records those (it sees every fetch at the destination and every kill)",
+        article = if .0.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" }
+    )]
+    HarnessEvent(String),
+    /// Another worker's pid (the pid given, this worker's).
+    #[error("gives pid {0}, but it is worker {1} (leave pid out)")]
+    OtherPid(serde_json::Value, u32),
+    /// An event of kind `0` that does not read.
+    #[error("is not a valid `{0}` event: {1}")]
+    Invalid(String, serde_json::Error),
+}
+
 /// What the scenario asks of an external worker that it cannot give: a kill point the worker
 /// does not report, a time limit without job lines. `Err` names the field and what to do.
-pub fn unsupported(sc: &Scenario) -> Result<(), String> {
+pub fn unsupported(sc: &Scenario) -> Result<(), Unsupported> {
     let live = sc.live.clone().unwrap_or_default();
     for (i, f) in sc.faults.iter().enumerate() {
         if let FaultSpec::Kill { point: Some(p), .. } = f
             && let Err(e) = p.reached_by("external", &live.kill_points)
         {
-            return Err(format!(
-                "faults[{i}]: a kill at point `{}` is unavailable with an external worker ({e}): only the worker knows when it is there. \
-                 Have it print {{\"ev\":\"point\",\"name\":\"{}\"}} at that point and declare it in the scenario \
-                 ([live] kill_points = [\"{}\"]), or drop `point` to kill at the fault's time",
-                p.name(),
-                p.name(),
-                p.name()
-            ));
+            return Err(Unsupported::KillPoint(i, p.name(), e.to_string()));
         }
     }
     for (field, set) in [
@@ -213,18 +302,11 @@ pub fn unsupported(sc: &Scenario) -> Result<(), String> {
         ("processes.soft_limit", sc.processes.soft_limit.is_some()),
     ] {
         if set && !live.jobs {
-            return Err(format!(
-                "{field}: a time limit needs an external worker that reports its jobs: have it print \
-                 {{\"ev\":\"job_start\"}} and {{\"ev\":\"job_end\"}} around each job and set [live] jobs = true"
-            ));
+            return Err(Unsupported::TimeLimit(field));
         }
     }
     if sc.faults.iter().any(|f| matches!(f, FaultSpec::Clock { .. })) {
-        return Err(
-            "a `clock` fault shapes pacesim's own workers' view of their clocks; an external worker reads the host's \
-             clocks, which pacesim does not change: remove the fault for external runs"
-                .into(),
-        );
+        return Err(Unsupported::ClockFault);
     }
     Ok(())
 }
@@ -516,44 +598,33 @@ const FORWARDED: usize = 2000;
 
 /// Read one stdout line of worker `pid`, stamped `now` unless it gives its own `t` (ns since
 /// `PACESIM_CLOCK_ORIGIN_NS`). `Err` says what is wrong with it.
-pub fn parse_line(line: &str, pid: u32, now: u64) -> Result<Line, String> {
-    let v: serde_json::Value = serde_json::from_str(line.trim())
-        .map_err(|_| "is not an event line (one JSON object with an \"ev\" field)".to_string())?;
+pub fn parse_line(line: &str, pid: u32, now: u64) -> Result<Line, LineError> {
+    let v: serde_json::Value = serde_json::from_str(line.trim()).map_err(|_| LineError::NotJson)?;
     let serde_json::Value::Object(mut m) = v else {
-        return Err("is not an event line (one JSON object with an \"ev\" field)".into());
+        return Err(LineError::NotJson);
     };
     let Some(ev) = m.get("ev").and_then(|e| e.as_str()).map(str::to_string) else {
-        return Err("has no \"ev\" field naming the event".into());
+        return Err(LineError::NoEv);
     };
     match ev.as_str() {
         "point" => {
             let name = m.get("name").cloned().unwrap_or_default();
             return serde_json::from_value::<KillPoint>(name.clone())
                 .map(Line::Point)
-                .map_err(|_| {
-                    let known: Vec<&str> = KillPoint::ALL.iter().map(|p| p.name()).collect();
-                    format!("names no kill point ({name}; known: {})", known.join(", "))
-                });
+                .map_err(|_| LineError::NoSuchPoint(name));
         }
         "job_start" => return Ok(Line::JobStart),
         "job_end" => return Ok(Line::JobEnd),
         "ready" => return Ok(Line::Ready),
         e if HARNESS_EVENTS.contains(&e) => {
-            let article = if e.starts_with(['a', 'e', 'i', 'o', 'u']) {
-                "an"
-            } else {
-                "a"
-            };
-            return Err(format!(
-                "is {article} `{e}` event: only the harness records those (it sees every fetch at the destination and every kill)"
-            ));
+            return Err(LineError::HarnessEvent(e.to_string()));
         }
         _ => {}
     }
     if let Some(p) = m.get("pid")
         && p.as_u64() != Some(pid as u64)
     {
-        return Err(format!("gives pid {p}, but it is worker {pid} (leave pid out)"));
+        return Err(LineError::OtherPid(p.clone(), pid));
     }
     m.insert("pid".into(), pid.into());
     if !m.contains_key("t") {
@@ -561,7 +632,7 @@ pub fn parse_line(line: &str, pid: u32, now: u64) -> Result<Line, String> {
     }
     serde_json::from_value::<Event>(serde_json::Value::Object(m))
         .map(Line::Event)
-        .map_err(|e| format!("is not a valid `{ev}` event: {e}"))
+        .map_err(|e| LineError::Invalid(ev, e))
 }
 
 /// A grant whose `now` is a wall-clock reading (ns since the Unix epoch, as a database's
@@ -601,6 +672,281 @@ pub fn place_grant(ev: Event, sent: Option<u64>, wall_at_origin: i64) -> Event {
     }
 }
 
+/// A pipe of the worker's, line by line.
+type Lines<P> = tokio::io::Lines<BufReader<P>>;
+
+/// One incarnation of an external worker: its process group, deadlines and what its lines
+/// said.
+struct Incarnation<'a> {
+    ctx: &'a ExtCtx,
+    pid: u32,
+    group: Group,
+    /// SIGTERM to SIGKILL when stopping (`[live] stop_grace`).
+    grace: u64,
+    /// The soft limit's signal (`[live] soft_signal`).
+    soft_signal: i32,
+    // invariant: Some(after) once this incarnation was killed by a fault.
+    restart: Option<Option<Nanos>>,
+    armed: Option<(KillPoint, Option<Nanos>, u64)>,
+    hard_deadline: Option<u64>,
+    soft_deadline: Option<u64>,
+    stop_deadline: Option<u64>,
+    stopping: bool,
+    fatal: Option<String>,
+    /// Lines read on its stdout.
+    lines: u64,
+    // when this incarnation last sent a store operation (its `op_sent` line)
+    sent: Option<u64>,
+    held: Sections,
+}
+
+impl Incarnation<'_> {
+    /// Until its leader exits: the runner's commands, the deadlines, its stdout and stderr.
+    async fn run(
+        &mut self,
+        child: &mut tokio::process::Child,
+        (out, err): (&mut Lines<ChildStdout>, &mut Lines<ChildStderr>),
+        cmds: &mut mpsc::UnboundedReceiver<Cmd>,
+        cmds_open: &mut bool,
+    ) -> std::io::Result<std::process::ExitStatus> {
+        let (mut out_open, mut err_open) = (true, true);
+        let c = self.ctx.clock;
+        loop {
+            let at = |d: Option<u64>| async move {
+                match d {
+                    Some(d) => c.sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let (hard, soft, stop) = (at(self.hard_deadline), at(self.soft_deadline), at(self.stop_deadline));
+            tokio::select! {
+                // commands and deadlines first, then the worker's lines, its exit last: lines
+                // it printed before it exited are read before its exit is seen
+                biased;
+                cmd = cmds.recv(), if *cmds_open => self.on_cmd(cmd, cmds_open),
+                _ = hard => {
+                    self.hard_deadline = None;
+                    self.soft_deadline = None;
+                    if self.restart.is_none() && !self.stopping {
+                        // Past the hard limit the job is killed; the pool starts a fresh worker.
+                        self.restart = Some(Some(Nanos::ZERO));
+                        self.kill(CrashPoint::HardLimit);
+                    }
+                }
+                _ = soft => {
+                    self.soft_deadline = None;
+                    if self.restart.is_none() && !self.stopping {
+                        self.group.signal_leader(self.soft_signal);
+                    }
+                }
+                _ = stop => {
+                    self.stop_deadline = None;
+                    self.group.signal(libc::SIGKILL);
+                }
+                line = out.next_line(), if out_open => match line {
+                    Ok(Some(line)) => self.on_stdout(&line),
+                    _ => out_open = false,
+                },
+                line = err.next_line(), if err_open => match line {
+                    Ok(Some(line)) => self.on_stderr(&line),
+                    _ => err_open = false,
+                },
+                status = child.wait() => return status,
+            }
+        }
+    }
+
+    /// SIGKILL its group now, at `point`; its sections end.
+    fn kill(&mut self, point: CrashPoint) {
+        let (ctx, pid) = (self.ctx, self.pid);
+        let t = ctx.clock.now();
+        self.group.signal(libc::SIGKILL);
+        ctx.push(Event::Crash { t, pid, point });
+        let mut c = crate::trace::Collect::default();
+        self.held.died(pid, t, &mut c);
+        for ev in c.events {
+            ctx.push(ev);
+        }
+    }
+
+    /// A command from the runner (`None`: the runner is gone, as `Stop`).
+    fn on_cmd(&mut self, cmd: Option<Cmd>, cmds_open: &mut bool) {
+        match cmd {
+            Some(Cmd::Kill { restart_after }) => {
+                if self.restart.is_none() && !self.stopping {
+                    self.restart = Some(restart_after);
+                    self.kill(CrashPoint::Immediate);
+                }
+            }
+            Some(Cmd::Arm { point, restart_after }) => {
+                if self.restart.is_none() && !self.stopping {
+                    self.armed = Some((point, restart_after, self.ctx.clock.now()));
+                }
+            }
+            Some(Cmd::Stop) | None => {
+                *cmds_open = cmd.is_some();
+                if !self.stopping {
+                    self.stopping = true;
+                    self.group.signal(libc::SIGTERM);
+                    self.stop_deadline = Some(self.ctx.clock.now() + self.grace);
+                }
+            }
+        }
+    }
+
+    /// A line on the worker's stdout: an event, `ready`, a protocol point, a job's start or
+    /// end; anything else stops the run with a message quoting it.
+    fn on_stdout(&mut self, line: &str) {
+        let (ctx, pid) = (self.ctx, self.pid);
+        self.lines += 1;
+        if self.restart.is_some() || self.stopping || self.fatal.is_some() || line.trim().is_empty() {
+            return;
+        }
+        let parsed = parse_line(line, pid, ctx.clock.now());
+        if parsed.is_ok() {
+            ctx.ready[pid as usize].store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        match parsed {
+            Ok(Line::Ready) => {}
+            Ok(Line::Event(ev)) => {
+                if let Event::OpSent { t, .. } = ev {
+                    self.sent = Some(t);
+                }
+                let ev = place_grant(ev, self.sent, ctx.clock.wall_at_origin());
+                self.held.observe(&ev);
+                ctx.push(ev);
+            }
+            Ok(Line::Point(p)) => {
+                if let Some((ap, after, _)) = self.armed
+                    && ap == p
+                {
+                    self.armed = None;
+                    self.restart = Some(after);
+                    self.kill(p.into());
+                }
+            }
+            Ok(Line::JobStart) => {
+                let t = ctx.clock.now();
+                self.hard_deadline = ctx.sc.processes.hard_limit.map(|h| t + h.0);
+                self.soft_deadline = ctx.sc.processes.soft_limit.map(|s| t + s.0);
+            }
+            Ok(Line::JobEnd) => {
+                self.hard_deadline = None;
+                self.soft_deadline = None;
+            }
+            Err(why) => {
+                // the line and the reason (which can quote a field name of the line) are the
+                // worker's text: redacted, the line bounded
+                let shown = crate::live::settings::excerpt(line, &[], QUOTED);
+                self.fatal = Some(crate::live::settings::redact_known(&format!(
+                    "worker {pid} (`{}`) printed on stdout, line {}: {shown:?}, which {}. \
+                     stdout is for event lines only (see docs/live.md, \"Your own worker program\"); \
+                     write logs to stderr",
+                    ctx.cmd.display(),
+                    self.lines,
+                    crate::live::settings::excerpt(&why.to_string(), &[], 2 * QUOTED)
+                )));
+                self.stopping = true;
+                self.group.signal(libc::SIGKILL);
+            }
+        }
+    }
+
+    /// A line on the worker's stderr: forwarded when asked, and kept for messages.
+    fn on_stderr(&self, line: &str) {
+        // the worker's own text: any secret pacesim knows (PGPASSWORD, the URLs' passwords) is
+        // redacted before it is shown or quoted
+        let line = crate::live::settings::excerpt(line, &[], FORWARDED);
+        if self.ctx.forward_stderr {
+            eprintln!("worker {}: {line}", self.pid);
+        }
+        let mut t = self.ctx.tails[self.pid as usize].lock().expect("tail");
+        if t.len() == 4 {
+            t.pop_front();
+        }
+        t.push_back(crate::live::settings::excerpt(&line, &[], QUOTED));
+    }
+
+    /// After its leader exited: whatever it forked is killed, a kill armed that never fired
+    /// noted. `Ok(after)`: a fresh process takes its place after `after`; `Err`: the worker's
+    /// life is over.
+    async fn end(
+        self,
+        status: std::io::Result<std::process::ExitStatus>,
+        incarnation: u32,
+        spawned_at: u64,
+    ) -> Result<Nanos, Ended> {
+        let (ctx, pid) = (self.ctx, self.pid);
+        // The leader is gone; whatever it forked goes with its group, and what left the group
+        // (a new session) goes by its environment tags.
+        self.group.signal(libc::SIGKILL);
+        let leader = self.group.0.max(0) as u32;
+        drop(self.group);
+        let tags = crate::live::reap::tags(&ctx.run_id, Some((pid, incarnation)));
+        let _ = tokio::task::spawn_blocking(move || crate::live::reap::sweep(&tags, &[leader], false, &[])).await;
+        if let Some((p, _, at)) = self.armed {
+            ctx.note(format!(
+                "worker {pid}: the kill at point `{}` armed at {:.3}s never fired (the worker did not report reaching that point before it {})",
+                p.name(),
+                at as f64 / 1e9,
+                if self.stopping { "was stopped" } else { "exited" }
+            ));
+        }
+        if let Some(m) = self.fatal {
+            return Err(Ended::Failed(m));
+        }
+        if self.stopping {
+            return Err(Ended::Stopped);
+        }
+        match self.restart {
+            None => Err(exited(ctx, pid, status, spawned_at)),
+            Some(None) => Err(Ended::Dead),
+            Some(Some(d)) => Ok(d),
+        }
+    }
+}
+
+/// An external worker exited on its own: finished, or failed with a message saying why.
+fn exited(ctx: &ExtCtx, pid: u32, status: std::io::Result<std::process::ExitStatus>, spawned_at: u64) -> Ended {
+    let lived = (ctx.clock.now().saturating_sub(spawned_at)) as f64 / 1e9;
+    let reached = ctx.arrivals(pid);
+    // A clean exit is the end of the worker's share only when it made all its requests
+    // (`PACESIM_REQUESTS`) or, with none set ("until stopped"), when the run was about to end
+    // anyway; otherwise the run would be judged on a fleet that quietly shrank.
+    let requests = ctx.sc.processes.requests;
+    let done = ctx.fetches_done(pid);
+    let duration = ctx.start() + ctx.sc.duration.0;
+    let slack = (duration / 50).max(250_000_000);
+    let finished = match requests {
+        Some(r) => done >= r,
+        None => ctx.clock.now().saturating_add(slack) >= duration,
+    };
+    match status {
+        Ok(s) if s.success() && finished => Ended::Finished,
+        Ok(s) => Ended::Failed(format!(
+            "worker {pid} (`{}`) exited ({s}) after {lived:.2} s{}, before the run's end{}{}",
+            ctx.cmd.display(),
+            if reached == 0 {
+                " without ever reaching the destination".to_string()
+            } else {
+                format!(" ({reached} arrivals)")
+            },
+            match requests {
+                Some(r) if s.success() => format!(
+                    ", having made {done} of its {r} requests (PACESIM_REQUESTS: a worker \
+                     exits 0 only after all of them)"
+                ),
+                None if s.success() => " (no PACESIM_REQUESTS: a worker runs until pacesim \
+                     stops it)"
+                    .to_string(),
+                _ => String::new(),
+            },
+            ctx.tail(pid)
+        )),
+        Err(e) => Ended::Failed(format!("worker {pid}: {e}")),
+    }
+}
+
 /// One external worker's life: its processes (restarts after kills), their lines and deadlines.
 pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::UnboundedReceiver<Cmd>) -> (u32, Ended) {
     let live = ctx.sc.live.clone().unwrap_or_default();
@@ -627,231 +973,31 @@ pub(super) async fn supervise(ctx: Arc<ExtCtx>, pid: u32, mut cmds: mpsc::Unboun
                 );
             }
         };
-        let group = Group(child.id().map_or(0, |p| p as libc::pid_t));
+        let mut inc = Incarnation {
+            ctx: &ctx,
+            pid,
+            group: Group(child.id().map_or(0, |p| p as libc::pid_t)),
+            grace,
+            soft_signal,
+            restart: None,
+            armed: None,
+            hard_deadline: None,
+            soft_deadline: None,
+            stop_deadline: None,
+            stopping: false,
+            fatal: None,
+            lines: 0,
+            sent: None,
+            held: Sections::new(ctx.sc.processes.count),
+        };
         let mut out = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
         let mut err = BufReader::new(child.stderr.take().expect("stderr is piped")).lines();
-        let (mut out_open, mut err_open) = (true, true);
-        // invariant: Some(after) once this incarnation was killed by a fault.
-        let mut restart: Option<Option<Nanos>> = None;
-        let mut armed: Option<(KillPoint, Option<Nanos>, u64)> = None;
-        let mut hard_deadline: Option<u64> = None;
-        let mut soft_deadline: Option<u64> = None;
-        let mut stop_deadline: Option<u64> = None;
-        let mut stopping = false;
-        let mut fatal: Option<String> = None;
-        let mut lines = 0u64;
-        // when this incarnation last sent a store operation (its `op_sent` line)
-        let mut sent: Option<u64> = None;
-        let mut held = Sections::new(ctx.sc.processes.count);
-        let died = |held: &mut Sections, t: u64| {
-            let mut c = crate::trace::Collect::default();
-            held.died(pid, t, &mut c);
-            for ev in c.events {
-                ctx.push(ev);
-            }
-        };
-        let kill = |held: &mut Sections, point: CrashPoint| {
-            let t = ctx.clock.now();
-            group.signal(libc::SIGKILL);
-            ctx.push(Event::Crash { t, pid, point });
-            died(held, t);
-        };
-        let status = loop {
-            let at = |d: Option<u64>| {
-                let c = ctx.clock;
-                async move {
-                    match d {
-                        Some(d) => c.sleep_until(d).await,
-                        None => std::future::pending().await,
-                    }
-                }
-            };
-            tokio::select! {
-                // commands and deadlines first, then the worker's lines, its exit last: lines
-                // it printed before it exited are read before its exit is seen
-                biased;
-                cmd = cmds.recv(), if cmds_open => match cmd {
-                    Some(Cmd::Kill { restart_after }) => {
-                        if restart.is_none() && !stopping {
-                            restart = Some(restart_after);
-                            kill(&mut held, CrashPoint::Immediate);
-                        }
-                    }
-                    Some(Cmd::Arm { point, restart_after }) => {
-                        if restart.is_none() && !stopping {
-                            armed = Some((point, restart_after, ctx.clock.now()));
-                        }
-                    }
-                    Some(Cmd::Stop) | None => {
-                        cmds_open = cmd.is_some();
-                        if !stopping {
-                            stopping = true;
-                            group.signal(libc::SIGTERM);
-                            stop_deadline = Some(ctx.clock.now() + grace);
-                        }
-                    }
-                },
-                _ = at(hard_deadline) => {
-                    hard_deadline = None;
-                    soft_deadline = None;
-                    if restart.is_none() && !stopping {
-                        // Past the hard limit the job is killed; the pool starts a fresh worker.
-                        restart = Some(Some(Nanos::ZERO));
-                        kill(&mut held, CrashPoint::HardLimit);
-                    }
-                }
-                _ = at(soft_deadline) => {
-                    soft_deadline = None;
-                    if restart.is_none() && !stopping {
-                        group.signal_leader(soft_signal);
-                    }
-                }
-                _ = at(stop_deadline) => {
-                    stop_deadline = None;
-                    group.signal(libc::SIGKILL);
-                }
-                line = out.next_line(), if out_open => match line {
-                    Ok(Some(line)) => {
-                        lines += 1;
-                        if restart.is_some() || stopping || fatal.is_some() || line.trim().is_empty() {
-                            continue;
-                        }
-                        let parsed = parse_line(&line, pid, ctx.clock.now());
-                        if parsed.is_ok() {
-                            ctx.ready[pid as usize].store(true, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        match parsed {
-                            Ok(Line::Ready) => {}
-                            Ok(Line::Event(ev)) => {
-                                if let Event::OpSent { t, .. } = ev {
-                                    sent = Some(t);
-                                }
-                                let ev = place_grant(ev, sent, ctx.clock.wall_at_origin());
-                                held.observe(&ev);
-                                ctx.push(ev);
-                            }
-                            Ok(Line::Point(p)) => {
-                                if let Some((ap, after, _)) = armed
-                                    && ap == p
-                                {
-                                    armed = None;
-                                    restart = Some(after);
-                                    kill(&mut held, p.into());
-                                }
-                            }
-                            Ok(Line::JobStart) => {
-                                let t = ctx.clock.now();
-                                hard_deadline = ctx.sc.processes.hard_limit.map(|h| t + h.0);
-                                soft_deadline = ctx.sc.processes.soft_limit.map(|s| t + s.0);
-                            }
-                            Ok(Line::JobEnd) => {
-                                hard_deadline = None;
-                                soft_deadline = None;
-                            }
-                            Err(why) => {
-                                // the line and the reason (which can quote a field name of
-                                // the line) are the worker's text: redacted, the line bounded
-                                let shown = crate::live::settings::excerpt(&line, &[], QUOTED);
-                                fatal = Some(crate::live::settings::redact_known(&format!(
-                                    "worker {pid} (`{}`) printed on stdout, line {lines}: {shown:?}, which {}. \
-                                     stdout is for event lines only (see docs/live.md, \"Your own worker program\"); \
-                                     write logs to stderr",
-                                    ctx.cmd.display(),
-                                    crate::live::settings::excerpt(&why, &[], 2 * QUOTED)
-                                )));
-                                stopping = true;
-                                group.signal(libc::SIGKILL);
-                            }
-                        }
-                    }
-                    _ => out_open = false,
-                },
-                line = err.next_line(), if err_open => match line {
-                    Ok(Some(line)) => {
-                        // the worker's own text: any secret pacesim knows (PGPASSWORD, the
-                        // URLs' passwords) is redacted before it is shown or quoted
-                        let line = crate::live::settings::excerpt(&line, &[], FORWARDED);
-                        if ctx.forward_stderr {
-                            eprintln!("worker {pid}: {line}");
-                        }
-                        let mut t = ctx.tails[pid as usize].lock().expect("tail");
-                        if t.len() == 4 {
-                            t.pop_front();
-                        }
-                        t.push_back(crate::live::settings::excerpt(&line, &[], QUOTED));
-                    }
-                    _ => err_open = false,
-                },
-                status = child.wait() => break status,
-            }
-        };
-        // The leader is gone; whatever it forked goes with its group, and what left the group
-        // (a new session) goes by its environment tags.
-        group.signal(libc::SIGKILL);
-        let leader = group.0.max(0) as u32;
-        drop(group);
-        let tags = crate::live::reap::tags(&ctx.run_id, Some((pid, incarnation)));
-        let _ = tokio::task::spawn_blocking(move || crate::live::reap::sweep(&tags, &[leader], false, &[])).await;
-        if let Some((p, _, at)) = armed {
-            ctx.note(format!(
-                "worker {pid}: the kill at point `{}` armed at {:.3}s never fired (the worker did not report reaching that point before it {})",
-                p.name(),
-                at as f64 / 1e9,
-                if stopping { "was stopped" } else { "exited" }
-            ));
-        }
-        if let Some(m) = fatal {
-            return (pid, Ended::Failed(m));
-        }
-        if stopping {
-            return (pid, Ended::Stopped);
-        }
-        let after = match restart {
-            None => {
-                let lived = (ctx.clock.now().saturating_sub(spawned_at)) as f64 / 1e9;
-                let reached = ctx.arrivals(pid);
-                // A clean exit is the end of the worker's share only when it made all its
-                // requests (`PACESIM_REQUESTS`) or, with none set ("until stopped"), when the
-                // run was about to end anyway; otherwise the run would be judged on a fleet
-                // that quietly shrank.
-                let requests = ctx.sc.processes.requests;
-                let done = ctx.fetches_done(pid);
-                let duration = ctx.start() + ctx.sc.duration.0;
-                let slack = (duration / 50).max(250_000_000);
-                let finished = match requests {
-                    Some(r) => done >= r,
-                    None => ctx.clock.now().saturating_add(slack) >= duration,
-                };
-                return match status {
-                    Ok(s) if s.success() && finished => (pid, Ended::Finished),
-                    Ok(s) => (
-                        pid,
-                        Ended::Failed(format!(
-                            "worker {pid} (`{}`) exited ({s}) after {lived:.2} s{}, before the run's end{}{}",
-                            ctx.cmd.display(),
-                            if reached == 0 {
-                                " without ever reaching the destination".to_string()
-                            } else {
-                                format!(" ({reached} arrivals)")
-                            },
-                            match requests {
-                                Some(r) if s.success() => format!(
-                                    ", having made {done} of its {r} requests (PACESIM_REQUESTS: a worker \
-                                     exits 0 only after all of them)"
-                                ),
-                                None if s.success() => " (no PACESIM_REQUESTS: a worker runs until pacesim \
-                                     stops it)"
-                                    .to_string(),
-                                _ => String::new(),
-                            },
-                            ctx.tail(pid)
-                        )),
-                    ),
-                    Err(e) => (pid, Ended::Failed(format!("worker {pid}: {e}"))),
-                };
-            }
-            Some(None) => return (pid, Ended::Dead),
-            Some(Some(d)) => d,
+        let status = inc
+            .run(&mut child, (&mut out, &mut err), &mut cmds, &mut cmds_open)
+            .await;
+        let after = match inc.end(status, incarnation, spawned_at).await {
+            Ok(after) => after,
+            Err(ended) => return (pid, ended),
         };
         // A fresh process takes its place after `after`.
         let until = ctx.clock.now() + after.0;
@@ -906,19 +1052,29 @@ mod tests {
     fn resolves_programs_and_names_what_is_wrong() {
         let ok = WorkerCommand::resolve(vec!["sh".into(), "-c".into(), "true".into()], None).unwrap();
         assert!(ok.program.ends_with("sh"));
-        let e = WorkerCommand::resolve(vec!["no-such-program-pacesim".into()], None).unwrap_err();
+        let e = WorkerCommand::resolve(vec!["no-such-program-pacesim".into()], None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not found on PATH"), "{e}");
-        let e = WorkerCommand::resolve(vec!["./nope/missing.py".into()], None).unwrap_err();
+        let e = WorkerCommand::resolve(vec!["./nope/missing.py".into()], None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no such file"), "{e}");
         let dir = std::env::temp_dir().join(format!("pacesim-ext-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("plain.py");
         std::fs::write(&f, "print(1)").unwrap();
-        let e = WorkerCommand::resolve(vec![f.display().to_string()], None).unwrap_err();
+        let e = WorkerCommand::resolve(vec![f.display().to_string()], None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is not executable"), "{e}");
-        let e = WorkerCommand::resolve(vec![dir.display().to_string() + "/"], None).unwrap_err();
+        let e = WorkerCommand::resolve(vec![dir.display().to_string() + "/"], None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is a directory"), "{e}");
-        let rel = WorkerCommand::resolve(vec!["./plain.py".into()], Some(dir.clone())).unwrap_err();
+        let rel = WorkerCommand::resolve(vec!["./plain.py".into()], Some(dir.clone()))
+            .unwrap_err()
+            .to_string();
         assert!(rel.contains("is not executable"), "relative to cwd: {rel}");
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(WorkerCommand::resolve(vec![], None).is_err());
@@ -927,23 +1083,23 @@ mod tests {
     #[test]
     fn reads_event_lines_and_refuses_the_rest() {
         assert_eq!(
-            parse_line(r#"{"ev":"op_sent","op":"reserve"}"#, 2, 7),
-            Ok(Line::Event(Event::OpSent {
+            parse_line(r#"{"ev":"op_sent","op":"reserve"}"#, 2, 7).unwrap(),
+            Line::Event(Event::OpSent {
                 t: 7,
                 pid: 2,
                 thread: 0,
                 op: crate::trace::OpKind::Reserve
-            }))
+            })
         );
         assert_eq!(
-            parse_line(r#"{"ev":"lock_acquired","lock":0,"t":5}"#, 1, 9),
-            Ok(Line::Event(Event::LockAcquired { t: 5, pid: 1, lock: 0 }))
+            parse_line(r#"{"ev":"lock_acquired","lock":0,"t":5}"#, 1, 9).unwrap(),
+            Line::Event(Event::LockAcquired { t: 5, pid: 1, lock: 0 })
         );
         assert_eq!(
-            parse_line(r#"{"ev":"point","name":"mid_reservation"}"#, 0, 0),
-            Ok(Line::Point(KillPoint::MidReservation))
+            parse_line(r#"{"ev":"point","name":"mid_reservation"}"#, 0, 0).unwrap(),
+            Line::Point(KillPoint::MidReservation)
         );
-        assert_eq!(parse_line(r#"{"ev":"job_start"}"#, 0, 0), Ok(Line::JobStart));
+        assert_eq!(parse_line(r#"{"ev":"job_start"}"#, 0, 0).unwrap(), Line::JobStart);
         for (bad, says) in [
             ("hello", "not an event line"),
             ("[1,2]", "not an event line"),
@@ -956,7 +1112,7 @@ mod tests {
             (r#"{"ev":"point","name":"nowhere"}"#, "names no kill point"),
             (r#"{"ev":"deny","pid":3}"#, "gives pid 3"),
         ] {
-            let e = parse_line(bad, 0, 0).unwrap_err();
+            let e = parse_line(bad, 0, 0).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
     }

@@ -66,6 +66,7 @@ pub mod destination;
 pub mod driver;
 pub mod external;
 mod faults;
+mod options;
 pub mod pg;
 pub mod proto;
 pub mod proxy;
@@ -79,7 +80,8 @@ mod supervisor;
 pub mod worker;
 
 pub use adapter::StoreUse;
-pub use runner::{LiveOptions, LiveRun, run, run_blocking};
+pub use options::LiveOptions;
+pub use runner::{LiveRun, run, run_blocking};
 pub use settings::Missing;
 
 use crate::trace::Event;
@@ -118,6 +120,25 @@ pub fn scenario_dir(file: &Path) -> std::path::PathBuf {
         .to_path_buf()
 }
 
+/// A worker command that cannot run: where it was given, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerCommandError {
+    /// `--worker-cmd` does not split into words.
+    #[error("--worker-cmd: {0}")]
+    Split(external::SplitError),
+    /// `--worker-cmd`'s program cannot run.
+    #[error("--worker-cmd: {0}")]
+    Cli(external::CommandError),
+    /// The scenario's `[live] command` cannot run.
+    #[error("{}: live.command: {err}", .file.display())]
+    Scenario {
+        /// The scenario file.
+        file: std::path::PathBuf,
+        /// Why the program cannot run.
+        err: external::CommandError,
+    },
+}
+
 /// The external worker a live command runs, if any: `--worker-cmd` (split like a shell's
 /// words, run in the current directory) wins over the scenario's `[live] command` (run in the
 /// scenario file's directory). The program must exist and be executable.
@@ -125,17 +146,20 @@ pub fn worker_command(
     sc: &crate::scenario::Scenario,
     file: &Path,
     cli: Option<&str>,
-) -> Result<Option<external::WorkerCommand>, String> {
+) -> Result<Option<external::WorkerCommand>, WorkerCommandError> {
     if let Some(c) = cli {
-        let argv = external::split_command(c).map_err(|e| format!("--worker-cmd: {e}"))?;
+        let argv = external::split_command(c).map_err(WorkerCommandError::Split)?;
         return external::WorkerCommand::resolve(argv, None)
             .map(Some)
-            .map_err(|e| format!("--worker-cmd: {e}"));
+            .map_err(WorkerCommandError::Cli);
     }
     let Some(argv) = sc.live.as_ref().and_then(|l| l.command.clone()) else {
         return Ok(None);
     };
     external::WorkerCommand::resolve(argv, Some(scenario_dir(file)))
         .map(Some)
-        .map_err(|e| format!("{}: live.command: {e}", file.display()))
+        .map_err(|err| WorkerCommandError::Scenario {
+            file: file.to_path_buf(),
+            err,
+        })
 }

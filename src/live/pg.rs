@@ -28,7 +28,7 @@ use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
 /// The store clock in µs since the Unix epoch, as a SQL expression.
-const NOW_US: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::int8";
+pub const NOW_US: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::int8";
 
 /// The destination's key in `pace` (one destination per run).
 pub const DESTINATION: &str = "dest";
@@ -234,81 +234,108 @@ async fn check_lease_table(c: &Client) -> Result<(), LeaseError> {
             &drop_it,
         ));
     }
-    let Some(t) = c
-        .query_opt(
-            "SELECT c.relkind::text, pg_get_userbyid(c.relowner)::text,
-                    c.relowner = r.oid OR (SELECT rolsuper FROM pg_roles WHERE oid = c.relowner),
-                    c.relrowsecurity OR c.relforcerowsecurity,
-                    coalesce((SELECT array_agg(tgname::text ORDER BY tgname) FROM pg_trigger WHERE tgrelid = c.oid), '{}'),
-                    coalesce((SELECT array_agg(rulename::text ORDER BY rulename) FROM pg_rewrite WHERE ev_class = c.oid), '{}'),
-                    coalesce((SELECT array_agg(polname::text ORDER BY polname) FROM pg_policy WHERE polrelid = c.oid), '{}'),
-                    coalesce((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
-                               WHERE attrelid = c.oid AND attnum > 0 AND NOT attisdropped), '{}')
-               FROM pg_class c, pg_roles r
-              WHERE c.relnamespace = $1 AND c.relname = $2 AND r.rolname = current_user",
-            &[&nsp, &LEASE_TABLE],
-        )
-        .await?
-    else {
-        return Ok(());
-    };
-    let kind: String = t.get(0);
-    let owner: String = t.get(1);
-    let ours: bool = t.get(2);
-    let rls: bool = t.get(3);
-    let (triggers, rules, policies, columns): (Vec<String>, Vec<String>, Vec<String>, Vec<String>) =
-        (t.get(4), t.get(5), t.get(6), t.get(7));
-    let names = |v: &[String]| v.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
-    if kind != "r" {
-        return Err(refuse(
-            format!("it is not an ordinary table (relkind `{kind}`)"),
-            &drop_it,
-        ));
+    match LeaseTable::read(c, nsp).await? {
+        None => Ok(()),
+        Some(t) => match t.refusal(&drop_it, &drop_schema) {
+            None => Ok(()),
+            Some((what, todo)) => Err(refuse(what, &todo)),
+        },
     }
-    if !ours {
-        return Err(refuse(
-            format!("it is owned by role `{owner}`, neither pacesim's nor a superuser"),
-            &drop_it,
-        ));
+}
+
+/// What the catalog says of an existing lease table.
+struct LeaseTable {
+    /// `relkind` (`r`: an ordinary table).
+    kind: String,
+    owner: String,
+    /// Owned by pacesim's role or a superuser.
+    ours: bool,
+    /// Row-level security enabled (or forced).
+    rls: bool,
+    triggers: Vec<String>,
+    rules: Vec<String>,
+    policies: Vec<String>,
+    columns: Vec<String>,
+}
+
+impl LeaseTable {
+    /// The lease table in schema `nsp` (an oid), if there is one.
+    async fn read(c: &Client, nsp: u32) -> Result<Option<LeaseTable>, tokio_postgres::Error> {
+        let t = c
+            .query_opt(
+                "SELECT c.relkind::text, pg_get_userbyid(c.relowner)::text,
+                        c.relowner = r.oid OR (SELECT rolsuper FROM pg_roles WHERE oid = c.relowner),
+                        c.relrowsecurity OR c.relforcerowsecurity,
+                        coalesce((SELECT array_agg(tgname::text ORDER BY tgname) FROM pg_trigger WHERE tgrelid = c.oid), '{}'),
+                        coalesce((SELECT array_agg(rulename::text ORDER BY rulename) FROM pg_rewrite WHERE ev_class = c.oid), '{}'),
+                        coalesce((SELECT array_agg(polname::text ORDER BY polname) FROM pg_policy WHERE polrelid = c.oid), '{}'),
+                        coalesce((SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
+                                   WHERE attrelid = c.oid AND attnum > 0 AND NOT attisdropped), '{}')
+                   FROM pg_class c, pg_roles r
+                  WHERE c.relnamespace = $1 AND c.relname = $2 AND r.rolname = current_user",
+                &[&nsp, &LEASE_TABLE],
+            )
+            .await?;
+        Ok(t.map(|t| LeaseTable {
+            kind: t.get(0),
+            owner: t.get(1),
+            ours: t.get(2),
+            rls: t.get(3),
+            triggers: t.get(4),
+            rules: t.get(5),
+            policies: t.get(6),
+            columns: t.get(7),
+        }))
     }
-    if !triggers.is_empty() {
-        return Err(refuse(
-            format!("it has trigger(s) {} that pacesim did not make", names(&triggers)),
-            &format!("Drop them (`DROP TRIGGER <name> ON {LEASES}`), or {drop_schema}"),
-        ));
-    }
-    if !rules.is_empty() {
-        return Err(refuse(
-            format!("it has rule(s) {} that pacesim did not make", names(&rules)),
-            &format!("Drop them (`DROP RULE <name> ON {LEASES}`), or {drop_schema}"),
-        ));
-    }
-    if rls || !policies.is_empty() {
-        return Err(refuse(
-            format!(
+
+    /// Why pacesim does not write to it, and what to do about that (`drop_it`, `drop_schema`:
+    /// the usual advice); `None`: it is pacesim's own, as pacesim makes it.
+    fn refusal(&self, drop_it: &str, drop_schema: &str) -> Option<(String, String)> {
+        let names = |v: &[String]| v.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+        let drop_them = |what: &str| format!("Drop them (`{what}`), or {drop_schema}");
+        if self.kind != "r" {
+            let what = format!("it is not an ordinary table (relkind `{}`)", self.kind);
+            return Some((what, drop_it.to_string()));
+        }
+        if !self.ours {
+            let what = format!(
+                "it is owned by role `{}`, neither pacesim's nor a superuser",
+                self.owner
+            );
+            return Some((what, drop_it.to_string()));
+        }
+        if !self.triggers.is_empty() {
+            let what = format!("it has trigger(s) {} that pacesim did not make", names(&self.triggers));
+            return Some((what, drop_them(&format!("DROP TRIGGER <name> ON {LEASES}"))));
+        }
+        if !self.rules.is_empty() {
+            let what = format!("it has rule(s) {} that pacesim did not make", names(&self.rules));
+            return Some((what, drop_them(&format!("DROP RULE <name> ON {LEASES}"))));
+        }
+        if self.rls || !self.policies.is_empty() {
+            let what = format!(
                 "it has row-level security{} that pacesim did not make",
-                if policies.is_empty() {
+                if self.policies.is_empty() {
                     " enabled".to_string()
                 } else {
-                    format!(" policies {}", names(&policies))
+                    format!(" policies {}", names(&self.policies))
                 }
-            ),
-            &format!(
+            );
+            let todo = format!(
                 "Drop them (`DROP POLICY <name> ON {LEASES}; ALTER TABLE {LEASES} DISABLE ROW LEVEL SECURITY`) \
                  or {drop_schema}"
-            ),
-        ));
-    }
-    if columns != ["schema_name", "owner", "heartbeat"] {
-        return Err(refuse(
-            format!(
+            );
+            return Some((what, todo));
+        }
+        if self.columns != ["schema_name", "owner", "heartbeat"] {
+            let what = format!(
                 "its columns are {}, not pacesim's (`schema_name`, `owner`, `heartbeat`)",
-                names(&columns)
-            ),
-            &drop_it,
-        ));
+                names(&self.columns)
+            );
+            return Some((what, drop_it.to_string()));
+        }
+        None
     }
-    Ok(())
 }
 
 /// Take the lease of `schema` for `owner` (before the schema exists), in a lease table
@@ -715,97 +742,6 @@ pub fn cache_backoff_sql(schema: &str) -> String {
           WHERE c.cache_key = o.cache_key
       RETURNING o.m, split_part(c.value, ':', 2)::float8, o.k, split_part(c.value, ':', 3)::int4, {NOW_US}"
     )
-}
-
-/// `advisory`: the lock number for lock `i` of a run (distinct per run).
-pub fn advisory_key(schema: &str, i: u32) -> i64 {
-    let h = schema.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    ((h & 0x7fff_ffff_0000_0000) | i as u64) as i64
-}
-
-/// `advisory`: try lock `i` without blocking (`pg_try_advisory_lock`). True if taken (or
-/// already held by this session: the lock is re-entrant), and the store clock (µs) read
-/// just after.
-pub async fn advisory_try(c: &Client, schema: &str, i: u32) -> Result<(bool, i64), tokio_postgres::Error> {
-    let r = c
-        .query_one(
-            &format!("SELECT pg_try_advisory_lock($1), {NOW_US}"),
-            &[&advisory_key(schema, i)],
-        )
-        .await?;
-    Ok((r.get(0), r.get(1)))
-}
-
-/// `advisory`: release lock `i`; true if this session held it, and the store clock (µs) read
-/// just before.
-pub async fn advisory_unlock(c: &Client, schema: &str, i: u32) -> Result<(bool, i64), tokio_postgres::Error> {
-    let r = c
-        .query_one(
-            &format!("SELECT {NOW_US}, pg_advisory_unlock($1)"),
-            &[&advisory_key(schema, i)],
-        )
-        .await?;
-    Ok((r.get(1), r.get(0)))
-}
-
-/// `claim_row`: claim slot row `slot` for `holder` if it is free (or already `holder`'s).
-/// `Some((true, t))`: newly claimed at store time `t` (µs); `Some((false, _))`: already
-/// ours; `None`: busy. A holder killed with SIGKILL leaves its row claimed forever.
-pub async fn claim(
-    c: &Client,
-    schema: &str,
-    slot: i32,
-    holder: i32,
-) -> Result<Option<(bool, i64)>, tokio_postgres::Error> {
-    let r = c
-        .query_one(
-            &format!(
-                "WITH u AS (UPDATE {schema}.slots SET holder = $2, claimed_at = clock_timestamp()
-                             WHERE slot = $1 AND holder IS NULL RETURNING {NOW_US} AS t)
-                 SELECT (SELECT count(*) FROM u), (SELECT holder FROM {schema}.slots WHERE slot = $1),
-                        COALESCE((SELECT t FROM u), {NOW_US})"
-            ),
-            &[&slot, &holder],
-        )
-        .await?;
-    let taken: i64 = r.get(0);
-    let before: Option<i32> = r.get(1);
-    let t: i64 = r.get(2);
-    Ok(if taken == 1 {
-        Some((true, t))
-    } else if before == Some(holder) {
-        Some((false, t))
-    } else {
-        None
-    })
-}
-
-/// `claim_row`: release `slot` if `holder` holds it: whether it did, and the store clock (µs)
-/// while the row was still locked (before the release committed).
-pub async fn release(c: &Client, schema: &str, slot: i32, holder: i32) -> Result<(bool, i64), tokio_postgres::Error> {
-    let r = c
-        .query_opt(
-            &format!(
-                "UPDATE {schema}.slots SET holder = NULL, claimed_at = NULL WHERE slot = $1 AND holder = $2
-                 RETURNING {NOW_US}"
-            ),
-            &[&slot, &holder],
-        )
-        .await?;
-    Ok(match r {
-        Some(r) => (true, r.get(0)),
-        None => (false, 0),
-    })
-}
-
-/// `claim_row`: the holders of every slot (tests).
-pub async fn claims(c: &Client, schema: &str) -> Result<Vec<Option<i32>>, tokio_postgres::Error> {
-    let rows = c
-        .query(&format!("SELECT holder FROM {schema}.slots ORDER BY slot"), &[])
-        .await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
 /// The `long_transaction` fault: from a helper connection, lock the pace row (and the cache

@@ -20,76 +20,20 @@
 use crate::fault::FaultSpec;
 use crate::live::clock::{RunClock, mono_ns};
 use crate::live::external::{self, ExtCtx, Targets, WorkerCommand};
-use crate::live::faults::{StateStores, fault};
+use crate::live::faults::{Faults, Helpers, fault};
 use crate::live::proto::{PgStore, RedisStore};
 use crate::live::proxy::Proxy;
 use crate::live::settings::{PgSettings, RedisSettings};
 use crate::live::stores::Stores;
 use crate::live::supervisor::{Cmd, Ctx, Ended, supervise};
-use crate::live::{EventLog, LiveError, destination};
+use crate::live::{EventLog, LiveError, LiveOptions, destination};
 use crate::rng;
 use crate::scenario::Scenario;
 use crate::summary::{self, Summary};
 use crate::trace::{self, Event};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
-
-/// How to run.
-#[derive(Clone, Debug)]
-pub struct LiveOptions {
-    /// The pacesim executable workers run (`pacesim worker ...`).
-    pub exe: PathBuf,
-    /// Stop cleanly on SIGINT/SIGTERM (the CLI does; a test harness need not).
-    pub handle_signals: bool,
-    /// One progress line on stderr (run id, schema, key prefix); an external worker's stderr
-    /// is forwarded, prefixed with its index.
-    pub verbose: bool,
-    /// Run this external program as the workers instead of pacesim's own (`--worker-cmd`, or
-    /// the scenario's `[live] command`; see [`crate::live::external`]).
-    pub worker: Option<WorkerCommand>,
-    /// Run this once before the workers start (the scenario's `[live] setup`, resolved against
-    /// its file: [`crate::live::setup`]).
-    pub setup: Option<crate::live::setup::Setup>,
-    /// The live adapters of the backends a scenario may name (the registry's,
-    /// `registry::Registered`, given to [`LiveOptions::cli`] or [`LiveOptions::with_exe`]).
-    pub backends: &'static dyn crate::live::adapter::Backends,
-}
-
-impl LiveOptions {
-    /// The CLI's options: this executable, signals handled, verbose; the adapters of
-    /// `backends`.
-    pub fn cli(backends: &'static dyn crate::live::adapter::Backends) -> LiveOptions {
-        LiveOptions {
-            exe: std::env::current_exe().unwrap_or_else(|_| "pacesim".into()),
-            handle_signals: true,
-            verbose: true,
-            worker: None,
-            setup: None,
-            backends,
-        }
-    }
-
-    /// Options for a library caller (tests): the given executable, no signal handling, quiet;
-    /// the adapters of `backends`.
-    pub fn with_exe(exe: impl Into<PathBuf>, backends: &'static dyn crate::live::adapter::Backends) -> LiveOptions {
-        LiveOptions {
-            exe: exe.into(),
-            handle_signals: false,
-            verbose: false,
-            worker: None,
-            setup: None,
-            backends,
-        }
-    }
-
-    /// The same options with an external worker command.
-    pub fn with_worker(mut self, worker: WorkerCommand) -> LiveOptions {
-        self.worker = Some(worker);
-        self
-    }
-}
 
 /// A finished live run.
 #[derive(Debug)]
@@ -186,9 +130,8 @@ pub fn new_run_id() -> String {
     )
 }
 
-/// Run a scenario live. Cleanup (workers, schema, keys) happens whatever the outcome; `cancel`
-/// turning true stops the run (SIGINT/SIGTERM).
-pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool>) -> Result<LiveRun, LiveError> {
+/// What live mode cannot do yet, refused before anything starts.
+fn check_supported(sc: &Scenario) -> Result<(), LiveError> {
     if !sc.platforms.is_empty() {
         return Err(LiveError::Unsupported(
             "[[platforms]] is simulated only: live mode has one destination and one lock key per run, so it \
@@ -215,20 +158,24 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
             sc.processes.threads
         )));
     }
-    let adapter = opts.backends.adapter(sc);
-    let run_id = new_run_id();
-    if opts.handle_signals {
-        // the CLI: orphans of the workers are re-parented to pacesim, which kills and reaps
-        // them at the run's end (`reap`)
-        crate::live::reap::become_subreaper();
-    }
-    let mut stores = if opts.worker.is_some() {
-        external::unsupported(sc).map_err(LiveError::Unsupported)?;
+    Ok(())
+}
+
+/// The run's stores, set up: the schema and key prefix of the store the backend needs (for an
+/// external worker, the store the named design uses; none for an in-process pacer).
+async fn open_stores(
+    sc: &Scenario,
+    opts: &LiveOptions,
+    adapter: Option<&'static dyn crate::live::adapter::LiveSpec>,
+    run_id: &str,
+) -> Result<Stores, LiveError> {
+    if opts.worker.is_some() {
+        external::unsupported(sc).map_err(|e| LiveError::Unsupported(e.to_string()))?;
         // the stores the named design uses (none for an in-process pacer)
         let (used, slots, tables) = adapter.map_or((crate::live::StoreUse::None, 1, Vec::new()), |l| {
             (l.store(), l.slots(sc), l.tables(sc))
         });
-        Stores::setup_for(&run_id, used, slots, &tables).await?
+        Ok(Stores::setup_for(run_id, used, slots, &tables).await?)
     } else {
         let live = adapter.ok_or_else(|| {
             let known = opts.backends.live_names();
@@ -239,8 +186,22 @@ pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool
                 known.join(", ")
             ))
         })?;
-        Stores::setup(sc, &run_id, live).await?
-    };
+        Ok(Stores::setup(sc, run_id, live).await?)
+    }
+}
+
+/// Run a scenario live. Cleanup (workers, schema, keys) happens whatever the outcome; `cancel`
+/// turning true stops the run (SIGINT/SIGTERM).
+pub async fn run(sc: &Scenario, opts: &LiveOptions, cancel: watch::Receiver<bool>) -> Result<LiveRun, LiveError> {
+    check_supported(sc)?;
+    let adapter = opts.backends.adapter(sc);
+    let run_id = new_run_id();
+    if opts.handle_signals {
+        // the CLI: orphans of the workers are re-parented to pacesim, which kills and reaps
+        // them at the run's end (`reap`)
+        crate::live::reap::become_subreaper();
+    }
+    let mut stores = open_stores(sc, opts, adapter, &run_id).await?;
     if opts.verbose {
         eprintln!(
             "live: run {run_id}: {} worker processes, {}, schema {}, key prefix {}",
@@ -426,6 +387,440 @@ fn store_faults(sc: &Scenario) -> bool {
     })
 }
 
+/// What the run shares while it runs: the scenario, the event log, the run clock once fixed.
+struct Shared {
+    sc: Scenario,
+    log: EventLog,
+    clock: Arc<OnceLock<RunClock>>,
+    /// OS process ids of every worker process started (the runner's last-resort cleanup).
+    os_pids: Arc<Mutex<Vec<u32>>>,
+    /// Notes for the run's output.
+    notes: Arc<Mutex<Vec<String>>>,
+}
+
+impl Shared {
+    /// The run clock: fixed already (external workers get it before they start), else now, a
+    /// moment ahead (pacesim's own workers start on `go`).
+    fn fix_clock(&self) -> RunClock {
+        match self.clock.get() {
+            Some(c) => *c,
+            None => {
+                let clock = RunClock::new(mono_ns() + 3_000_000);
+                let _ = self.clock.set(clock);
+                clock
+            }
+        }
+    }
+}
+
+fn setup_error(what: &str, e: &dyn std::fmt::Display) -> LiveError {
+    LiveError::Setup(format!("{what}: {e}"))
+}
+
+/// The destination (for external workers it also records each fetch's start and end, and
+/// lists the requests that named no worker in `strays`).
+async fn start_destination(
+    run: &Shared,
+    external: bool,
+    strays: &Arc<Mutex<Vec<String>>>,
+) -> Result<destination::DestinationServer, LiveError> {
+    let sc = &run.sc;
+    let throttles = crate::fault::throttles(&sc.faults);
+    let (clock, log) = (Arc::clone(&run.clock), Arc::clone(&run.log));
+    let started = if external {
+        let ext = destination::ExternalCfg {
+            processes: sc.processes.count,
+            fetch: sc.fetch.duration.clone(),
+            strays: Arc::clone(strays),
+        };
+        destination::start_external(&sc.destination, throttles, sc.seed, clock, log, ext).await
+    } else {
+        destination::start(&sc.destination, throttles, sc.seed, clock, log).await
+    };
+    started.map_err(|e| setup_error("starting the destination", &e))
+}
+
+/// Each worker's way to its stores: straight, or through a fault proxy of its own when the
+/// scenario has store faults.
+struct Routes {
+    proxies: Arc<Vec<Proxy>>,
+    pg: Vec<Option<PgStore>>,
+    redis: Vec<Option<RedisStore>>,
+}
+
+impl Routes {
+    async fn start(
+        sc: &Scenario,
+        pg_target: Option<&(PgSettings, String)>,
+        redis_target: Option<&(RedisSettings, String)>,
+    ) -> Result<Routes, LiveError> {
+        let n = sc.processes.count;
+        let mut proxies: Vec<Proxy> = Vec::new();
+        let mut pg: Vec<Option<PgStore>> = vec![None; n as usize];
+        let mut redis: Vec<Option<RedisStore>> = vec![None; n as usize];
+        if let Some((settings, schema)) = pg_target {
+            if store_faults(sc) && settings.host.starts_with('/') {
+                return Err(LiveError::Unsupported(
+                    "store faults need PostgreSQL over TCP (PGHOST is a socket directory)".into(),
+                ));
+            }
+            let proxy = Routes::proxy(sc, (settings.host.clone(), settings.port), &mut proxies).await?;
+            for (pid, slot) in pg.iter_mut().enumerate() {
+                let s = match proxy {
+                    Some(p) => settings.via("127.0.0.1", p.addrs[pid].port()),
+                    None => settings.clone(),
+                };
+                *slot = Some(PgStore {
+                    settings: s,
+                    schema: schema.clone(),
+                });
+            }
+        }
+        if let Some((settings, prefix)) = redis_target {
+            let hp = match store_faults(sc) {
+                true => Some(
+                    settings
+                        .host_port()
+                        .ok_or_else(|| LiveError::Unsupported("store faults need Redis over TCP".into()))?,
+                ),
+                false => None,
+            };
+            let proxy = match hp {
+                Some(hp) => Routes::proxy(sc, hp, &mut proxies).await?,
+                None => None,
+            };
+            for (pid, slot) in redis.iter_mut().enumerate() {
+                *slot = Some(RedisStore {
+                    settings: settings.clone(),
+                    via: proxy.map(|p| ("127.0.0.1".to_string(), p.addrs[pid].port())),
+                    prefix: prefix.clone(),
+                });
+            }
+        }
+        Ok(Routes {
+            proxies: Arc::new(proxies),
+            pg,
+            redis,
+        })
+    }
+
+    /// A fault proxy to `upstream` when the scenario has store faults (kept in `proxies`).
+    async fn proxy<'a>(
+        sc: &Scenario,
+        upstream: (String, u16),
+        proxies: &'a mut Vec<Proxy>,
+    ) -> Result<Option<&'a Proxy>, LiveError> {
+        if !store_faults(sc) {
+            return Ok(None);
+        }
+        let p = Proxy::start(upstream, sc.processes.count, sc.seed)
+            .await
+            .map_err(|e| setup_error("starting the store proxy", &e))?;
+        proxies.push(p);
+        Ok(proxies.last())
+    }
+}
+
+/// The helper connections the faults need, made before the run starts (so no fault is late by
+/// a connect): one PostgreSQL connection per `long_transaction`, one PostgreSQL and one Redis
+/// connection per `state_lost`; by fault, in the schedule's order.
+async fn fault_helpers(
+    sc: &Scenario,
+    pg_target: Option<&(PgSettings, String)>,
+    redis_target: Option<&(RedisSettings, String)>,
+) -> Result<Vec<Helpers>, LiveError> {
+    let mut long_tx = Vec::new();
+    if let Some((settings, _)) = pg_target {
+        for f in &sc.faults {
+            if matches!(f, FaultSpec::LongTransaction { .. }) {
+                let c = settings
+                    .connect(Duration::from_secs(3))
+                    .await
+                    .map_err(|e| setup_error("long-transaction helper", &e))?;
+                long_tx.push(c);
+            }
+        }
+    }
+    let mut long_tx = long_tx.into_iter();
+    let mut helpers = Vec::new();
+    for f in &sc.faults {
+        let mut h = Helpers::default();
+        if matches!(f, FaultSpec::LongTransaction { .. }) {
+            h.long_tx = long_tx.next();
+        }
+        if matches!(f, FaultSpec::StateLost { .. }) {
+            if let Some((settings, schema)) = pg_target {
+                let c = settings
+                    .connect(Duration::from_secs(3))
+                    .await
+                    .map_err(|e| setup_error("state-lost helper (PostgreSQL)", &e))?;
+                h.state.pg = Some((c, schema.clone()));
+            }
+            if let Some((settings, prefix)) = redis_target {
+                let s = settings.clone();
+                let con = tokio::task::spawn_blocking(move || s.connect(None, Duration::from_secs(3)))
+                    .await
+                    .map_err(|e| setup_error("state-lost helper (Redis)", &e))?
+                    .map_err(|e| setup_error("state-lost helper (Redis)", &e))?;
+                h.state.redis = Some((con, prefix.clone()));
+            }
+        }
+        helpers.push(h);
+    }
+    Ok(helpers)
+}
+
+/// What external workers share (their supervisors, the runner): the origin is fixed now,
+/// before they start, and given to them in their environment; they need no handshake.
+fn external_ctx(
+    run: &Shared,
+    opts: &LiveOptions,
+    cmd: &WorkerCommand,
+    run_id: &str,
+    routes: &Routes,
+    dest_port: u16,
+) -> Arc<ExtCtx> {
+    let (sc, n) = (&run.sc, run.sc.processes.count);
+    let clock = RunClock::new(mono_ns());
+    let _ = run.clock.set(clock);
+    let pacer = serde_json::json!({
+        "backend": sc.pacer.backend,
+        "rate": sc.pacer.rate,
+        "options": opts.backends.detail(sc).unwrap_or(serde_json::Value::Null),
+    });
+    Arc::new(ExtCtx {
+        sc: sc.clone(),
+        cmd: cmd.clone(),
+        run_id: run_id.to_string(),
+        log: Arc::clone(&run.log),
+        clock,
+        dest_port,
+        targets: routes
+            .pg
+            .iter()
+            .zip(&routes.redis)
+            .map(|(pg, redis)| Targets {
+                pg: pg.clone(),
+                redis: redis.clone(),
+            })
+            .collect(),
+        os_pids: Arc::clone(&run.os_pids),
+        pacer: pacer.to_string(),
+        tails: (0..n).map(|_| Mutex::default()).collect(),
+        notes: Arc::clone(&run.notes),
+        forward_stderr: opts.verbose,
+        ready: (0..n).map(|_| Default::default()).collect(),
+        start: Default::default(),
+    })
+}
+
+/// The workers' supervisors, one task each, and the runner's lines to them.
+struct Fleet {
+    n: u32,
+    ext: Option<Arc<ExtCtx>>,
+    cmds: Arc<Vec<mpsc::UnboundedSender<Cmd>>>,
+    set: tokio::task::JoinSet<(u32, Ended)>,
+    ready_rx: mpsc::UnboundedReceiver<u32>,
+    go_tx: watch::Sender<Option<(u64, i64)>>,
+}
+
+/// How the workers' run ended.
+struct Ending {
+    /// At the scenario's duration.
+    by_deadline: bool,
+    /// On a signal.
+    interrupted: bool,
+    /// Workers that failed (their supervisors' messages).
+    failures: Vec<String>,
+}
+
+impl Fleet {
+    /// One supervisor per worker: pacesim's own (`ctx`), or the external program's (`ext`).
+    fn spawn(ctx: Arc<Ctx>, ext: Option<Arc<ExtCtx>>, n: u32) -> Fleet {
+        let (ready_tx, ready_rx) = mpsc::unbounded_channel();
+        let (go_tx, go_rx) = watch::channel(None::<(u64, i64)>);
+        let mut cmds = Vec::new();
+        let mut set = tokio::task::JoinSet::new();
+        for pid in 0..n {
+            let (tx, rx) = mpsc::unbounded_channel();
+            cmds.push(tx);
+            match &ext {
+                Some(x) => {
+                    set.spawn(external::supervise(Arc::clone(x), pid, rx));
+                }
+                None => {
+                    set.spawn(supervise(Arc::clone(&ctx), pid, rx, ready_tx.clone(), go_rx.clone()));
+                }
+            }
+        }
+        Fleet {
+            n,
+            ext,
+            cmds: Arc::new(cmds),
+            set,
+            ready_rx,
+            go_tx,
+        }
+    }
+
+    fn stop_all(&self) {
+        for c in self.cmds.iter() {
+            let _ = c.send(Cmd::Stop);
+        }
+    }
+
+    /// Wait until every worker is ready: pacesim's own connected (then the origin is fixed
+    /// and they get `go`); an external one printed its first line or reached the destination
+    /// (the scenario's clock starts there: faults and the duration count from it). `Some`:
+    /// why not (empty: cancelled).
+    async fn await_ready(&mut self, wait: u64, cancel: &mut watch::Receiver<bool>) -> Option<String> {
+        let n = self.n;
+        let mut ready = 0;
+        let mut failure: Option<String> = None;
+        let barrier = tokio::time::sleep(Duration::from_nanos(wait));
+        tokio::pin!(barrier);
+        let mut poll = tokio::time::interval(Duration::from_millis(5));
+        let mut finished = vec![false; n as usize];
+        let ext = self.ext.clone();
+        while ready < n && failure.is_none() {
+            tokio::select! {
+                r = self.ready_rx.recv(), if ext.is_none() => match r {
+                    Some(_) => ready += 1,
+                    None => failure = Some("a worker exited before connecting".into()),
+                },
+                _ = poll.tick(), if ext.is_some() => {
+                    if let Some(x) = &ext {
+                        ready = (0..n).filter(|&p| finished[p as usize] || x.is_ready(p)).count() as u32;
+                    }
+                }
+                Some(r) = self.set.join_next() => match r {
+                    // an external worker that made all its requests before the others were ready
+                    Ok((pid, Ended::Finished)) if ext.is_some() => finished[pid as usize] = true,
+                    Ok((_, Ended::Failed(m))) => failure = Some(m),
+                    Ok((pid, e)) => failure = Some(format!("worker {pid} ended before the run started ({e:?})")),
+                    Err(e) => failure = Some(e.to_string()),
+                },
+                _ = &mut barrier => failure = Some(match &ext {
+                    None => format!("workers did not connect within {}", secs(wait)),
+                    Some(x) => not_ready(x, &finished, wait),
+                }),
+                _ = cancelled(cancel) => failure = Some(String::new()),
+            }
+        }
+        failure
+    }
+
+    /// The run did not start: stop every worker, and no `go`.
+    async fn abandon(self) {
+        let Fleet {
+            cmds,
+            mut set,
+            ready_rx,
+            go_tx,
+            ..
+        } = self;
+        for c in cmds.iter() {
+            let _ = c.send(Cmd::Stop);
+        }
+        drop(go_tx);
+        drain(&mut set).await;
+        drop((cmds, ready_rx));
+    }
+
+    /// Send `go` (pacesim's own workers start on it); the scenario's time 0 on the run clock:
+    /// the origin itself for pacesim's own workers, when the last one was ready for an
+    /// external program's.
+    fn go(&self, clock: RunClock, dest: &destination::DestinationServer) -> u64 {
+        let _ = self.go_tx.send(Some((clock.origin(), clock.wall_at_origin())));
+        match &self.ext {
+            Some(x) => {
+                let t = clock.now();
+                x.start.store(t, std::sync::atomic::Ordering::Relaxed);
+                dest.delay_throttles(t);
+                t
+            }
+            None => 0,
+        }
+    }
+
+    /// Run until every supervisor ends, the scenario's `duration` (on the run clock), or a
+    /// signal; a worker's failure stops the others. Supervisors still running 10 s after the
+    /// stop are dropped (which kills their workers).
+    async fn await_end(&mut self, clock: RunClock, duration: u64, cancel: &mut watch::Receiver<bool>) -> Ending {
+        let mut end = Ending {
+            by_deadline: false,
+            interrupted: false,
+            failures: Vec::new(),
+        };
+        let mut stopped_at: Option<u64> = None;
+        loop {
+            let grace = async {
+                match stopped_at {
+                    Some(t) => clock.sleep_until(t + 10_000_000_000).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = self.set.join_next() => match r {
+                    None => break,
+                    Some(Ok((_, Ended::Failed(m)))) => {
+                        end.failures.push(m);
+                        if stopped_at.is_none() {
+                            stopped_at = Some(clock.now());
+                            self.stop_all();
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => end.failures.push(format!("a supervisor panicked: {e}")),
+                },
+                _ = clock.sleep_until(duration), if !end.by_deadline => {
+                    end.by_deadline = true;
+                    stopped_at.get_or_insert(clock.now());
+                    self.stop_all();
+                }
+                _ = cancelled(cancel), if !end.interrupted => {
+                    end.interrupted = true;
+                    stopped_at.get_or_insert(clock.now());
+                    self.stop_all();
+                }
+                _ = grace => {
+                    // Supervisors that did not end: dropping them kills their workers.
+                    self.set.abort_all();
+                    drain(&mut self.set).await;
+                    break;
+                }
+            }
+        }
+        end
+    }
+}
+
+/// The trace: the header, then every event up to `duration`, sorted by time, and `end` (at
+/// the duration when the run lasted that long, else at the last event).
+fn write_trace(run: &Shared, opts: &LiveOptions, duration: u64, by_deadline: bool) -> Vec<u8> {
+    let sc = &run.sc;
+    let mut events = std::mem::take(&mut *run.log.lock().expect("event log"));
+    events.retain(|e| e.t() <= duration);
+    events.sort_by_key(Event::t);
+    let end = if by_deadline {
+        duration
+    } else {
+        events.last().map_or(0, Event::t)
+    };
+    events.push(Event::End { t: end });
+    let mut out = Vec::new();
+    let detail = opts.backends.detail(sc).unwrap_or(serde_json::Value::Null);
+    let mut header = crate::sim::header::header_with(sc, &sc.pacer.backend, detail, "live");
+    if let Some(cmd) = &opts.worker {
+        external::mark_header(&mut header, sc, cmd);
+    }
+    trace::encode_line(&header, &mut out);
+    for e in &events {
+        trace::encode_line(e, &mut out);
+    }
+    out
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn run_inner(
     sc: Scenario,
@@ -439,377 +834,86 @@ async fn run_inner(
     mut cancel: watch::Receiver<bool>,
 ) -> Result<Vec<u8>, LiveError> {
     let n = sc.processes.count;
-    let log: EventLog = Arc::default();
-    let clock_cell: Arc<OnceLock<RunClock>> = Arc::default();
-    let setup = |what: &str, e: &dyn std::fmt::Display| LiveError::Setup(format!("{what}: {e}"));
-
-    // 1. The destination (for external workers it also records each fetch's start and end).
+    let run = Shared {
+        sc,
+        log: Arc::default(),
+        clock: Arc::default(),
+        os_pids,
+        notes,
+    };
+    // 1. The destination.
     let strays: Arc<Mutex<Vec<String>>> = Arc::default();
-    let dest = match &opts.worker {
-        None => {
-            destination::start(
-                &sc.destination,
-                crate::fault::throttles(&sc.faults),
-                sc.seed,
-                Arc::clone(&clock_cell),
-                Arc::clone(&log),
-            )
-            .await
-        }
-        Some(_) => {
-            destination::start_external(
-                &sc.destination,
-                crate::fault::throttles(&sc.faults),
-                sc.seed,
-                Arc::clone(&clock_cell),
-                Arc::clone(&log),
-                destination::ExternalCfg {
-                    processes: n,
-                    fetch: sc.fetch.duration.clone(),
-                    strays: Arc::clone(&strays),
-                },
-            )
-            .await
-        }
-    }
-    .map_err(|e| setup("starting the destination", &e))?;
-
-    // 2. Fault proxies, when the scenario has store faults.
-    let mut proxies: Vec<Proxy> = Vec::new();
-    let mut pg_stores: Vec<Option<PgStore>> = vec![None; n as usize];
-    let mut redis_stores: Vec<Option<RedisStore>> = vec![None; n as usize];
-    if let Some((settings, schema)) = &pg_target {
-        let proxy = if store_faults(&sc) {
-            if settings.host.starts_with('/') {
-                return Err(LiveError::Unsupported(
-                    "store faults need PostgreSQL over TCP (PGHOST is a socket directory)".into(),
-                ));
-            }
-            let p = Proxy::start((settings.host.clone(), settings.port), n, sc.seed)
-                .await
-                .map_err(|e| setup("starting the store proxy", &e))?;
-            proxies.push(p);
-            proxies.last()
-        } else {
-            None
-        };
-        for (pid, slot) in pg_stores.iter_mut().enumerate() {
-            let s = match proxy {
-                Some(p) => settings.via("127.0.0.1", p.addrs[pid].port()),
-                None => settings.clone(),
-            };
-            *slot = Some(PgStore {
-                settings: s,
-                schema: schema.clone(),
-            });
-        }
-    }
-    if let Some((settings, prefix)) = &redis_target {
-        let proxy = if store_faults(&sc) {
-            let hp = settings
-                .host_port()
-                .ok_or_else(|| LiveError::Unsupported("store faults need Redis over TCP".into()))?;
-            let p = Proxy::start(hp, n, sc.seed)
-                .await
-                .map_err(|e| setup("starting the store proxy", &e))?;
-            proxies.push(p);
-            proxies.last()
-        } else {
-            None
-        };
-        for (pid, slot) in redis_stores.iter_mut().enumerate() {
-            *slot = Some(RedisStore {
-                settings: settings.clone(),
-                via: proxy.map(|p| ("127.0.0.1".to_string(), p.addrs[pid].port())),
-                prefix: prefix.clone(),
-            });
-        }
-    }
-    let proxies = Arc::new(proxies);
-
-    // The long-transaction helper connects before the run starts.
-    let mut helpers = Vec::new();
-    if let Some((settings, _)) = &pg_target {
-        for f in &sc.faults {
-            if matches!(f, FaultSpec::LongTransaction { .. }) {
-                helpers.push(Some(
-                    settings
-                        .connect(Duration::from_secs(3))
-                        .await
-                        .map_err(|e| setup("long-transaction helper", &e))?,
-                ));
-            }
-        }
-    }
-
-    // The state-lost helpers too: one PostgreSQL and one Redis connection per such fault.
-    let mut losses = Vec::new();
-    for f in &sc.faults {
-        let mut stores = StateStores::default();
-        if matches!(f, FaultSpec::StateLost { .. }) {
-            if let Some((settings, schema)) = &pg_target {
-                let c = settings
-                    .connect(Duration::from_secs(3))
-                    .await
-                    .map_err(|e| setup("state-lost helper (PostgreSQL)", &e))?;
-                stores.pg = Some((c, schema.clone()));
-            }
-            if let Some((settings, prefix)) = &redis_target {
-                let s = settings.clone();
-                let con = tokio::task::spawn_blocking(move || s.connect(None, Duration::from_secs(3)))
-                    .await
-                    .map_err(|e| setup("state-lost helper (Redis)", &e))?
-                    .map_err(|e| setup("state-lost helper (Redis)", &e))?;
-                stores.redis = Some((con, prefix.clone()));
-            }
-        }
-        losses.push(Some(stores));
-    }
-
-    // 3. Supervisors. External workers need no handshake: the origin is fixed now, before
-    // they start, and given to them in their environment.
-    let ext_ctx = opts.worker.as_ref().map(|cmd| {
-        let clock = RunClock::new(mono_ns());
-        let _ = clock_cell.set(clock);
-        let pacer = serde_json::json!({
-            "backend": sc.pacer.backend,
-            "rate": sc.pacer.rate,
-            "options": opts.backends.detail(&sc).unwrap_or(serde_json::Value::Null),
-        });
-        Arc::new(ExtCtx {
-            sc: sc.clone(),
-            cmd: cmd.clone(),
-            run_id: run_id.clone(),
-            log: Arc::clone(&log),
-            clock,
-            dest_port: dest.addr.port(),
-            targets: pg_stores
-                .iter()
-                .zip(&redis_stores)
-                .map(|(pg, redis)| Targets {
-                    pg: pg.clone(),
-                    redis: redis.clone(),
-                })
-                .collect(),
-            os_pids: Arc::clone(&os_pids),
-            pacer: pacer.to_string(),
-            tails: (0..n).map(|_| Mutex::default()).collect(),
-            notes: Arc::clone(&notes),
-            forward_stderr: opts.verbose,
-            ready: (0..n).map(|_| Default::default()).collect(),
-            start: Default::default(),
-        })
-    });
+    let dest = start_destination(&run, opts.worker.is_some(), &strays).await?;
+    // 2. Fault proxies when the scenario has store faults, and the faults' helper connections.
+    let routes = Routes::start(&run.sc, pg_target.as_ref(), redis_target.as_ref()).await?;
+    let helpers = fault_helpers(&run.sc, pg_target.as_ref(), redis_target.as_ref()).await?;
+    // 3. Supervisors.
+    let ext_ctx = opts
+        .worker
+        .as_ref()
+        .map(|cmd| external_ctx(&run, &opts, cmd, &run_id, &routes, dest.addr.port()));
     let ctx = Arc::new(Ctx {
-        sc: sc.clone(),
+        sc: run.sc.clone(),
         exe: opts.exe.clone(),
         run_id,
-        log: Arc::clone(&log),
-        clock: Arc::clone(&clock_cell),
+        log: Arc::clone(&run.log),
+        clock: Arc::clone(&run.clock),
         dest: dest.addr.to_string(),
-        pg: pg_stores,
-        redis: redis_stores,
-        os_pids,
+        pg: routes.pg,
+        redis: routes.redis,
+        os_pids: Arc::clone(&run.os_pids),
     });
-    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
-    let (go_tx, go_rx) = watch::channel(None::<(u64, i64)>);
-    let mut cmds = Vec::new();
-    let mut set = tokio::task::JoinSet::new();
-    for pid in 0..n {
-        let (tx, rx) = mpsc::unbounded_channel();
-        cmds.push(tx);
-        match &ext_ctx {
-            Some(x) => {
-                set.spawn(external::supervise(Arc::clone(x), pid, rx));
-            }
-            None => {
-                set.spawn(supervise(Arc::clone(&ctx), pid, rx, ready_tx.clone(), go_rx.clone()));
-            }
-        }
-    }
-    drop(ready_tx);
-    let stop_all = |cmds: &[mpsc::UnboundedSender<Cmd>]| {
-        for c in cmds {
-            let _ = c.send(Cmd::Stop);
-        }
-    };
-
-    // 4. Every worker ready: pacesim's own connected (then the origin is fixed and they get
-    // `go`); an external one printed its first line or reached the destination (the
-    // scenario's clock starts there: faults and the duration count from it).
-    let mut ready = 0;
-    let mut failure: Option<String> = None;
-    let wait = ready_timeout(&sc);
-    let barrier = tokio::time::sleep(Duration::from_nanos(wait));
-    tokio::pin!(barrier);
-    let mut poll = tokio::time::interval(Duration::from_millis(5));
-    let mut finished = vec![false; n as usize];
-    while ready < n && failure.is_none() {
-        tokio::select! {
-            r = ready_rx.recv(), if ext_ctx.is_none() => match r {
-                Some(_) => ready += 1,
-                None => failure = Some("a worker exited before connecting".into()),
-            },
-            _ = poll.tick(), if ext_ctx.is_some() => {
-                if let Some(x) = &ext_ctx {
-                    ready = (0..n).filter(|&p| finished[p as usize] || x.is_ready(p)).count() as u32;
-                }
-            }
-            Some(r) = set.join_next() => match r {
-                // an external worker that made all its requests before the others were ready
-                Ok((pid, Ended::Finished)) if ext_ctx.is_some() => finished[pid as usize] = true,
-                Ok((_, Ended::Failed(m))) => failure = Some(m),
-                Ok((pid, e)) => failure = Some(format!("worker {pid} ended before the run started ({e:?})")),
-                Err(e) => failure = Some(e.to_string()),
-            },
-            _ = &mut barrier => failure = Some(match &ext_ctx {
-                None => format!("workers did not connect within {}", secs(wait)),
-                Some(x) => not_ready(x, &finished, wait),
-            }),
-            _ = cancelled(&mut cancel) => failure = Some(String::new()),
-        }
-    }
-    if let Some(f) = failure {
-        stop_all(&cmds);
-        drop(go_tx);
-        drain(&mut set).await;
+    let mut fleet = Fleet::spawn(ctx, ext_ctx.clone(), n);
+    // 4. Every worker ready: the origin fixed, `go`.
+    if let Some(f) = fleet.await_ready(ready_timeout(&run.sc), &mut cancel).await {
+        fleet.abandon().await;
         return Err(if *cancel.borrow() {
             LiveError::Interrupted
         } else {
             LiveError::Worker(f)
         });
     }
-    let clock = match clock_cell.get() {
-        Some(c) => *c,
-        None => {
-            let clock = RunClock::new(mono_ns() + 3_000_000);
-            let _ = clock_cell.set(clock);
-            clock
-        }
-    };
-    let _ = go_tx.send(Some((clock.origin(), clock.wall_at_origin())));
-    // The scenario's time 0 on the run clock: the origin itself for pacesim's own workers
-    // (they start on `go`), when the last one was ready for an external program's.
-    let start = match &ext_ctx {
-        Some(x) => {
-            let t = clock.now();
-            x.start.store(t, std::sync::atomic::Ordering::Relaxed);
-            dest.delay_throttles(t);
-            t
-        }
-        None => 0,
-    };
+    let clock = run.fix_clock();
+    let start = fleet.go(clock, &dest);
     ready_at.store(start, std::sync::atomic::Ordering::Relaxed);
-
-    // 5. Faults.
-    let cmds = Arc::new(cmds);
-    let mut fault_tasks = Vec::new();
-    for (id, f) in sc.faults.iter().enumerate() {
-        let helper = if matches!(f, FaultSpec::LongTransaction { .. }) {
-            helpers.iter_mut().find_map(Option::take)
-        } else {
-            None
-        };
-        fault_tasks.push(tokio::spawn(fault(
-            id as u32,
-            f.clone(),
-            sc.seed,
-            n,
-            clock,
-            start,
-            Arc::clone(&log),
-            Arc::clone(&proxies),
-            Arc::clone(&cmds),
-            helper,
-            pg_target.as_ref().map(|p| p.1.clone()),
-            losses[id].take().unwrap_or_default(),
-        )));
-    }
-
-    // The run ends when every supervisor ends, at the duration, or on a signal.
-    let duration = start + sc.duration.0;
-    let mut by_deadline = false;
-    let mut interrupted = false;
-    let mut failures = Vec::new();
-    let mut stopped_at: Option<u64> = None;
-    loop {
-        let grace = async {
-            match stopped_at {
-                Some(t) => clock.sleep_until(t + 10_000_000_000).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            r = set.join_next() => match r {
-                None => break,
-                Some(Ok((_, Ended::Failed(m)))) => {
-                    failures.push(m);
-                    if stopped_at.is_none() {
-                        stopped_at = Some(clock.now());
-                        stop_all(&cmds);
-                    }
-                }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => failures.push(format!("a supervisor panicked: {e}")),
-            },
-            _ = clock.sleep_until(duration), if !by_deadline => {
-                by_deadline = true;
-                if stopped_at.is_none() {
-                    stopped_at = Some(clock.now());
-                }
-                stop_all(&cmds);
-            }
-            _ = cancelled(&mut cancel), if !interrupted => {
-                interrupted = true;
-                if stopped_at.is_none() {
-                    stopped_at = Some(clock.now());
-                }
-                stop_all(&cmds);
-            }
-            _ = grace => {
-                // Supervisors that did not end: dropping them kills their workers.
-                set.abort_all();
-                drain(&mut set).await;
-                break;
-            }
-        }
-    }
+    // 5. Faults; the run ends when every supervisor ends, at the duration, or on a signal.
+    let faults = Arc::new(Faults {
+        seed: run.sc.seed,
+        n,
+        clock,
+        start,
+        log: Arc::clone(&run.log),
+        proxies: Arc::clone(&routes.proxies),
+        cmds: Arc::clone(&fleet.cmds),
+        schema: pg_target.as_ref().map(|p| p.1.clone()),
+    });
+    let fault_tasks: Vec<_> = run
+        .sc
+        .faults
+        .iter()
+        .zip(helpers)
+        .enumerate()
+        .map(|(id, (f, h))| tokio::spawn(fault(id as u32, f.clone(), Arc::clone(&faults), h)))
+        .collect();
+    let duration = start + run.sc.duration.0;
+    let ending = fleet.await_end(clock, duration, &mut cancel).await;
     for t in &fault_tasks {
         t.abort();
     }
     drop(dest);
-    drop(proxies);
-    if interrupted {
+    drop(faults);
+    drop(routes.proxies);
+    if ending.interrupted {
         return Err(LiveError::Interrupted);
     }
-    if !failures.is_empty() {
-        return Err(LiveError::Worker(failures.join("; ")));
+    if !ending.failures.is_empty() {
+        return Err(LiveError::Worker(ending.failures.join("; ")));
     }
     if let Some(x) = &ext_ctx {
-        external_outcome(x, &strays, &log, &notes)?;
+        external_outcome(x, &strays, &run.log, &run.notes)?;
     }
-
     // 6. The trace: every event, sorted by time, cut at the duration.
-    let mut events = std::mem::take(&mut *log.lock().expect("event log"));
-    events.retain(|e| e.t() <= duration);
-    events.sort_by_key(Event::t);
-    let end = if by_deadline {
-        duration
-    } else {
-        events.last().map_or(0, Event::t)
-    };
-    events.push(Event::End { t: end });
-    let mut out = Vec::new();
-    let detail = opts.backends.detail(&sc).unwrap_or(serde_json::Value::Null);
-    let mut header = crate::sim::header::header_with(&sc, &sc.pacer.backend, detail, "live");
-    if let Some(x) = &ext_ctx {
-        external::mark_header(&mut header, &sc, &x.cmd);
-    }
-    trace::encode_line(&header, &mut out);
-    for e in &events {
-        trace::encode_line(e, &mut out);
-    }
-    Ok(out)
+    Ok(write_trace(&run, &opts, duration, ending.by_deadline))
 }
 
 /// After an external run: a request that named no worker, or no worker reaching the

@@ -21,6 +21,7 @@
 //! runs in its own process group, which is killed when it ends: nothing it starts outlives it.
 
 use crate::live::external::{Targets, WorkerCommand, store_env};
+pub use crate::live::options::Setup;
 use crate::live::proto::{PgStore, RedisStore};
 use crate::live::settings::{known_secrets, redact_all, url_secrets};
 use crate::live::stores::Stores;
@@ -40,34 +41,33 @@ pub const LIMIT: Duration = Duration::from_secs(600);
 /// The lines of a failed setup's output quoted in the error.
 const TAIL_LINES: usize = 40;
 
-/// A scenario's `[live] setup`, checked: the program found, or the SQL file read.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Setup {
-    /// A program, run in the scenario file's directory.
-    Command(WorkerCommand),
-    /// An SQL file's text, run in the run's schema.
-    Sql {
-        /// The file, as found (for messages).
+/// A scenario's `[live] setup` that cannot run: the scenario file, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// Its program.
+    #[error("{}: live.setup: {err}", .file.display())]
+    Command {
+        /// The scenario file.
         file: PathBuf,
-        /// Its text.
-        text: String,
+        /// Why the program cannot run.
+        err: crate::live::external::CommandError,
     },
-}
-
-impl Setup {
-    /// The setup as the scenario gives it, for messages.
-    pub fn display(&self) -> String {
-        match self {
-            Setup::Command(c) => c.display(),
-            Setup::Sql { file, .. } => file.display().to_string(),
-        }
-    }
+    /// Its SQL file, unreadable.
+    #[error("{}: live.setup: SQL file {}: {err}", .file.display(), .path.display())]
+    Sql {
+        /// The scenario file.
+        file: PathBuf,
+        /// The SQL file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        err: std::io::Error,
+    },
 }
 
 /// The setup of `sc`, read from the scenario file `file`'s directory: its program must exist
 /// and be executable (as `[live] command`'s), its SQL file must be readable. `None` without
 /// `[live] setup`.
-pub fn resolve(sc: &Scenario, file: &Path) -> Result<Option<Setup>, String> {
+pub fn resolve(sc: &Scenario, file: &Path) -> Result<Option<Setup>, SetupError> {
     let Some(setup) = sc.live.as_ref().and_then(|l| l.setup.clone()) else {
         return Ok(None);
     };
@@ -75,7 +75,10 @@ pub fn resolve(sc: &Scenario, file: &Path) -> Result<Option<Setup>, String> {
     match setup {
         LiveSetup::Command(argv) => WorkerCommand::resolve(argv, Some(dir))
             .map(|c| Some(Setup::Command(c)))
-            .map_err(|e| format!("{}: live.setup: {e}", file.display())),
+            .map_err(|err| SetupError::Command {
+                file: file.to_path_buf(),
+                err,
+            }),
         LiveSetup::Sql(name) => {
             let path = dir.join(&name);
             std::fs::read_to_string(&path)
@@ -85,7 +88,11 @@ pub fn resolve(sc: &Scenario, file: &Path) -> Result<Option<Setup>, String> {
                         text,
                     })
                 })
-                .map_err(|e| format!("{}: live.setup: SQL file {}: {e}", file.display(), path.display()))
+                .map_err(|err| SetupError::Sql {
+                    file: file.to_path_buf(),
+                    path: path.clone(),
+                    err,
+                })
         }
     }
 }

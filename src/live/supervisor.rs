@@ -8,7 +8,7 @@ use crate::live::clock::{RunClock, mono_ns};
 use crate::live::proto::{PgStore, RedisStore, SPEC_ENV, ToParent, ToWorker, WorkerSpec};
 use crate::scenario::Scenario;
 use crate::time::Nanos;
-use crate::trace::Event;
+use crate::trace::{CrashPoint, Event};
 use crate::worker::Sections;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -123,45 +123,64 @@ pub(crate) fn spawn_tied(
     Ok(child)
 }
 
-/// One worker's life: its process and any restarts.
-pub(super) async fn supervise(
-    ctx: Arc<Ctx>,
+/// The run clock's origin as `go` carries it: (monotonic ns, wall ns); `None` until fixed.
+type Origin = Option<(u64, i64)>;
+
+/// The worker's stdout, line by line.
+type Lines = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
+
+/// One incarnation of a worker: its process, and what the supervisor knows of it.
+struct Incarnation<'a> {
+    ctx: &'a Ctx,
     pid: u32,
-    mut cmds: mpsc::UnboundedReceiver<Cmd>,
-    ready: mpsc::UnboundedSender<u32>,
-    mut go: watch::Receiver<Option<(u64, i64)>>,
-) -> (u32, Ended) {
-    let mut incarnation = 0u32;
-    let mut done = 0u64;
-    let mut cmds_open = true;
-    loop {
-        let origin = if incarnation == 0 { None } else { *go.borrow() };
-        let mut child = match spawn_worker(&ctx, pid, incarnation, done, origin) {
-            Ok(c) => c,
-            Err(e) => return (pid, Ended::Failed(format!("cannot start worker {pid}: {e}"))),
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    /// Fetches it finished (`fetch_end`).
+    fetched: u64,
+    // invariant: Some(restart) once this incarnation was killed by a fault.
+    restart: Option<Option<Nanos>>,
+    armed: Option<Option<Nanos>>,
+    hard_deadline: Option<u64>,
+    stopping: bool,
+    fatal: Option<String>,
+    /// The sections this incarnation is in (from its own events): a SIGKILL ends them, as in
+    /// the simulator (worker::Sections).
+    held: Sections,
+}
+
+impl<'a> Incarnation<'a> {
+    fn new(ctx: &'a Ctx, pid: u32, mut child: tokio::process::Child) -> (Incarnation<'a>, Lines) {
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+        let inc = Incarnation {
+            ctx,
+            pid,
+            child,
+            stdin,
+            fetched: 0,
+            restart: None,
+            armed: None,
+            hard_deadline: None,
+            stopping: false,
+            fatal: None,
+            held: Sections::new(ctx.sc.processes.count),
         };
-        let mut stdin = child.stdin.take().expect("stdin is piped");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
-        // invariant: Some(restart) once this incarnation was killed by a fault.
-        let mut restart: Option<Option<Nanos>> = None;
-        let mut armed: Option<Option<Nanos>> = None;
-        let mut hard_deadline: Option<u64> = None;
-        let mut stopping = false;
-        let mut fatal: Option<String> = None;
-        // The sections this incarnation is in (from its own events): a SIGKILL ends them, as in
-        // the simulator (worker::Sections).
-        let mut held = Sections::new(ctx.sc.processes.count);
-        let died = |held: &mut Sections, t: u64| {
-            let mut c = crate::trace::Collect::default();
-            held.died(pid, t, &mut c);
-            for ev in c.events {
-                ctx.push(ev);
-            }
-        };
+        (inc, lines)
+    }
+
+    /// Until its stdout closes: its lines, the runner's commands, its job's hard limit.
+    async fn run(
+        &mut self,
+        lines: &mut Lines,
+        cmds: &mut mpsc::UnboundedReceiver<Cmd>,
+        cmds_open: &mut bool,
+        ready: &mpsc::UnboundedSender<u32>,
+        go: &mut watch::Receiver<Origin>,
+    ) {
         loop {
-            let clock = ctx.clock.get().copied();
-            let hard = async {
-                match (hard_deadline, clock) {
+            let (clock, deadline) = (self.ctx.clock.get().copied(), self.hard_deadline);
+            let hard = async move {
+                match (deadline, clock) {
                     (Some(d), Some(c)) => c.sleep_until(d).await,
                     _ => std::future::pending().await,
                 }
@@ -169,116 +188,177 @@ pub(super) async fn supervise(
             tokio::select! {
                 line = lines.next_line() => {
                     let Ok(Some(line)) = line else { break };
-                    match serde_json::from_str::<ToParent>(&line) {
-                        Ok(ToParent::Ready) => {
-                            let _ = ready.send(pid);
-                            let origin = loop {
-                                if let Some(o) = *go.borrow() {
-                                    break Some(o);
-                                }
-                                if go.changed().await.is_err() {
-                                    break None;
-                                }
-                            };
-                            match origin {
-                                Some((o, w)) => {
-                                    let _ = stdin.write_all(ToWorker::Go(o, w).line().as_bytes()).await;
-                                }
-                                None => {
-                                    stopping = true;
-                                    let _ = child.start_kill();
-                                }
-                            }
-                        }
-                        Ok(ToParent::Event { ev }) => {
-                            let crashed = match ev {
-                                Event::FetchEnd { .. } => {
-                                    done += 1;
-                                    None
-                                }
-                                Event::Crash { t, .. } => {
-                                    restart = Some(armed.take().flatten());
-                                    Some(t)
-                                }
-                                _ => None,
-                            };
-                            held.observe(&ev);
-                            ctx.push(ev);
-                            if let Some(t) = crashed {
-                                died(&mut held, t);
-                            }
-                        }
-                        Ok(ToParent::JobStart { t }) => hard_deadline = ctx.sc.processes.hard_limit.map(|h| t + h.0),
-                        Ok(ToParent::JobEnd { .. }) => hard_deadline = None,
-                        Ok(ToParent::Fatal { message }) => fatal = Some(message),
-                        Err(e) => fatal = Some(format!("unreadable message {line:?}: {e}")),
-                    }
+                    self.on_line(&line, ready, go).await;
                 }
-                cmd = cmds.recv(), if cmds_open => match cmd {
-                    Some(Cmd::Kill { restart_after }) => {
-                        if restart.is_none() && !stopping {
-                            let t = ctx.now();
-                            let _ = child.start_kill();
-                            restart = Some(restart_after);
-                            ctx.push(Event::Crash { t, pid, point: crate::trace::CrashPoint::Immediate });
-                            died(&mut held, t);
-                        }
-                    }
+                cmd = cmds.recv(), if *cmds_open => match cmd {
+                    Some(Cmd::Kill { restart_after }) => self.kill(CrashPoint::Immediate, restart_after),
                     Some(Cmd::Arm { point, restart_after }) => {
-                        if restart.is_none() && !stopping {
-                            armed = Some(restart_after);
-                            let _ = stdin.write_all(ToWorker::Arm(point).line().as_bytes()).await;
+                        if self.restart.is_none() && !self.stopping {
+                            self.armed = Some(restart_after);
+                            let _ = self.stdin.write_all(ToWorker::Arm(point).line().as_bytes()).await;
                         }
                     }
                     Some(Cmd::Stop) | None => {
-                        cmds_open = cmd.is_some();
-                        stopping = true;
-                        let _ = child.start_kill();
+                        *cmds_open = cmd.is_some();
+                        self.stop();
                     }
                 },
                 _ = hard => {
-                    hard_deadline = None;
-                    if restart.is_none() && !stopping {
-                        let t = ctx.now();
-                        let _ = child.start_kill();
-                        // Past the hard limit the job is killed; the pool starts a fresh worker.
-                        restart = Some(Some(Nanos::ZERO));
-                        ctx.push(Event::Crash { t, pid, point: crate::trace::CrashPoint::HardLimit });
-                        died(&mut held, t);
-                    }
+                    self.hard_deadline = None;
+                    // Past the hard limit the job is killed; the pool starts a fresh worker.
+                    self.kill(CrashPoint::HardLimit, Some(Nanos::ZERO));
                 }
             }
         }
-        let status = child.wait().await;
-        if stopping {
-            return (pid, Ended::Stopped);
+    }
+
+    /// Its sections end at `t`: the process died.
+    fn died(&mut self, t: u64) {
+        let mut c = crate::trace::Collect::default();
+        self.held.died(self.pid, t, &mut c);
+        for ev in c.events {
+            self.ctx.push(ev);
         }
-        if let Some(m) = fatal {
-            return (pid, Ended::Failed(format!("worker {pid}: {m}")));
+    }
+
+    /// SIGKILL it now (a fault's kill, or the hard limit), to be restarted after
+    /// `restart_after` (`None`: never). Nothing if it is already killed or stopping.
+    fn kill(&mut self, point: CrashPoint, restart_after: Option<Nanos>) {
+        if self.restart.is_none() && !self.stopping {
+            let t = self.ctx.now();
+            let _ = self.child.start_kill();
+            self.restart = Some(restart_after);
+            self.ctx.push(Event::Crash {
+                t,
+                pid: self.pid,
+                point,
+            });
+            self.died(t);
         }
-        let after = match restart {
-            None => {
-                return match status {
-                    Ok(s) if s.success() => (pid, Ended::Finished),
-                    Ok(s) => (pid, Ended::Failed(format!("worker {pid} exited unexpectedly ({s})"))),
-                    Err(e) => (pid, Ended::Failed(format!("worker {pid}: {e}"))),
+    }
+
+    /// The run is over for it: kill it, no restart.
+    fn stop(&mut self) {
+        self.stopping = true;
+        let _ = self.child.start_kill();
+    }
+
+    /// A line from the worker.
+    async fn on_line(&mut self, line: &str, ready: &mpsc::UnboundedSender<u32>, go: &mut watch::Receiver<Origin>) {
+        match serde_json::from_str::<ToParent>(line) {
+            Ok(ToParent::Ready) => {
+                let _ = ready.send(self.pid);
+                // it waits for `go`: the origin, once every worker is ready
+                let origin = loop {
+                    if let Some(o) = *go.borrow() {
+                        break Some(o);
+                    }
+                    if go.changed().await.is_err() {
+                        break None;
+                    }
                 };
-            }
-            Some(None) => return (pid, Ended::Dead),
-            Some(Some(d)) => d,
-        };
-        // A fresh process takes its place after `after`.
-        let until = ctx.now() + after.0;
-        let clock = ctx.clock.get().copied().unwrap_or(RunClock::new(mono_ns()));
-        loop {
-            tokio::select! {
-                _ = clock.sleep_until(until) => break,
-                cmd = cmds.recv(), if cmds_open => {
-                    if matches!(cmd, Some(Cmd::Stop) | None) {
-                        return (pid, Ended::Stopped);
+                match origin {
+                    Some((o, w)) => {
+                        let _ = self.stdin.write_all(ToWorker::Go(o, w).line().as_bytes()).await;
                     }
+                    None => self.stop(),
                 }
             }
+            Ok(ToParent::Event { ev }) => self.on_event(ev),
+            Ok(ToParent::JobStart { t }) => self.hard_deadline = self.ctx.sc.processes.hard_limit.map(|h| t + h.0),
+            Ok(ToParent::JobEnd { .. }) => self.hard_deadline = None,
+            Ok(ToParent::Fatal { message }) => self.fatal = Some(message),
+            Err(e) => self.fatal = Some(format!("unreadable message {line:?}: {e}")),
+        }
+    }
+
+    /// An event from the worker, to the run's log; its crash (at an armed point) ends its
+    /// sections, and it is restarted as armed.
+    fn on_event(&mut self, ev: Event) {
+        let crashed = match ev {
+            Event::FetchEnd { .. } => {
+                self.fetched += 1;
+                None
+            }
+            Event::Crash { t, .. } => {
+                self.restart = Some(self.armed.take().flatten());
+                Some(t)
+            }
+            _ => None,
+        };
+        self.held.observe(&ev);
+        self.ctx.push(ev);
+        if let Some(t) = crashed {
+            self.died(t);
+        }
+    }
+
+    /// Once it exited: `Ok(after)`, a fresh process takes its place after `after`; `Err`, the
+    /// worker's life is over.
+    async fn end(mut self) -> Result<Nanos, Ended> {
+        let pid = self.pid;
+        let status = self.child.wait().await;
+        if self.stopping {
+            return Err(Ended::Stopped);
+        }
+        if let Some(m) = self.fatal {
+            return Err(Ended::Failed(format!("worker {pid}: {m}")));
+        }
+        match self.restart {
+            None => Err(match status {
+                Ok(s) if s.success() => Ended::Finished,
+                Ok(s) => Ended::Failed(format!("worker {pid} exited unexpectedly ({s})")),
+                Err(e) => Ended::Failed(format!("worker {pid}: {e}")),
+            }),
+            Some(None) => Err(Ended::Dead),
+            Some(Some(d)) => Ok(d),
+        }
+    }
+}
+
+/// Wait `after` before a fresh process takes a killed one's place; false: stopped meanwhile.
+async fn before_restart(ctx: &Ctx, after: Nanos, cmds: &mut mpsc::UnboundedReceiver<Cmd>, cmds_open: bool) -> bool {
+    let until = ctx.now() + after.0;
+    let clock = ctx.clock.get().copied().unwrap_or(RunClock::new(mono_ns()));
+    loop {
+        tokio::select! {
+            _ = clock.sleep_until(until) => return true,
+            cmd = cmds.recv(), if cmds_open => {
+                if matches!(cmd, Some(Cmd::Stop) | None) {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// One worker's life: its process and any restarts.
+pub(super) async fn supervise(
+    ctx: Arc<Ctx>,
+    pid: u32,
+    mut cmds: mpsc::UnboundedReceiver<Cmd>,
+    ready: mpsc::UnboundedSender<u32>,
+    mut go: watch::Receiver<Origin>,
+) -> (u32, Ended) {
+    let mut incarnation = 0u32;
+    let mut done = 0u64;
+    let mut cmds_open = true;
+    loop {
+        let origin = if incarnation == 0 { None } else { *go.borrow() };
+        let child = match spawn_worker(&ctx, pid, incarnation, done, origin) {
+            Ok(c) => c,
+            Err(e) => return (pid, Ended::Failed(format!("cannot start worker {pid}: {e}"))),
+        };
+        let (mut inc, mut lines) = Incarnation::new(&ctx, pid, child);
+        inc.run(&mut lines, &mut cmds, &mut cmds_open, &ready, &mut go).await;
+        done += inc.fetched;
+        let after = match inc.end().await {
+            Ok(after) => after,
+            Err(ended) => return (pid, ended),
+        };
+        drop(lines);
+        if !before_restart(&ctx, after, &mut cmds, cmds_open).await {
+            return (pid, Ended::Stopped);
         }
         incarnation += 1;
         ctx.push(Event::Restart { t: ctx.now(), pid });

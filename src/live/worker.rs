@@ -106,8 +106,8 @@ where
         let mut d = Driver::new(&spec, &backend, store, dest, clock, out, armed);
         match d.run().await {
             Ok(()) => 0,
-            Err(message) => {
-                d.out.msg(&ToParent::Fatal { message });
+            Err(e) => {
+                d.out.msg(&ToParent::Fatal { message: e.to_string() });
                 3
             }
         }

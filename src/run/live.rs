@@ -50,10 +50,12 @@ pub fn run_file(
 ) -> Result<LiveRun, CommandError> {
     let sc = super::load(file, seed, backend)?;
     let mut opts = opts.clone();
-    if let Some(w) = crate::live::worker_command(&sc, file, worker_cmd).map_err(CommandError::WorkerCommand)? {
+    if let Some(w) =
+        crate::live::worker_command(&sc, file, worker_cmd).map_err(|e| CommandError::WorkerCommand(e.to_string()))?
+    {
         opts.worker = Some(w);
     }
-    opts.setup = crate::live::setup::resolve(&sc, file).map_err(CommandError::WorkerCommand)?;
+    opts.setup = crate::live::setup::resolve(&sc, file).map_err(|e| CommandError::WorkerCommand(e.to_string()))?;
     let r = crate::live::run_blocking(&sc, &opts)?;
     if let Some(p) = trace {
         std::fs::write(p, &r.trace).map_err(|source| CommandError::Trace {
@@ -74,9 +76,11 @@ pub fn conform_file(
 ) -> Result<Conformance, CommandError> {
     let sc = super::load(file, None, backend)?;
     let mut opts = opts.clone();
-    if let Some(w) = crate::live::worker_command(&sc, file, worker_cmd).map_err(CommandError::WorkerCommand)? {
+    if let Some(w) =
+        crate::live::worker_command(&sc, file, worker_cmd).map_err(|e| CommandError::WorkerCommand(e.to_string()))?
+    {
         opts.worker = Some(w);
     }
-    opts.setup = crate::live::setup::resolve(&sc, file).map_err(CommandError::WorkerCommand)?;
+    opts.setup = crate::live::setup::resolve(&sc, file).map_err(|e| CommandError::WorkerCommand(e.to_string()))?;
     Ok(crate::live::conform::conform(&sc, calibrate, &opts)?)
 }

@@ -436,17 +436,6 @@ macro_rules! is_hot {
     };
 }
 
-/// The arm of [`Event::to_own_method`]: a hot kind's call, else `false`.
-macro_rules! own_method_call {
-    ($s:ident; ; $name:ident; $($f:ident),*) => {
-        false
-    };
-    ($s:ident; hot; $name:ident; $($f:ident),*) => {{
-        $s.$name($($f),*);
-        true
-    }};
-}
-
 macro_rules! define_events {
     ([] $(
         $(#[doc = $vdoc:literal])*
@@ -516,17 +505,6 @@ macro_rules! define_events {
                         $( w.field(stringify!($f), field_val!($f, $f)); )*
                         w.done();
                     } )*
-                }
-            }
-
-            /// Hands an event of a kind that has its own [`Sink`](crate::trace::Sink) method
-            /// (`op_sent`, `grant`, `reply`, `fetch_start`, `arrival`, `fetch_end`) to that
-            /// method, with its fields as arguments; `false` for any other kind.
-            #[inline(always)]
-            #[allow(unused_variables)]
-            pub fn to_own_method<S: crate::trace::Sink + ?Sized>(&self, s: &mut S) -> bool {
-                match *self {
-                    $( Event::$V { $($f),* } => own_method_call!(s; $($hot)?; $name; $($f),*), )*
                 }
             }
         }

@@ -9,8 +9,8 @@
 //! event; two runs with the same hash produced the same trace, and since the encoding is a
 //! pure function of the events, the same `--trace` bytes.
 //!
-//! The modules: `schema` (what a trace holds), `encode` (its canonical bytes, and the
-//! [`Writer`]), `read` (reading it back), `hash` (the trace hash), and [`pipe`] (a producer
+//! The modules: `schema` (what a trace holds), `event` (each event, described once), `sink`
+//! (what consumes a trace: [`Sink`]), `encode` (its canonical bytes, and the [`Writer`]), `read` (reading it back), `hash` (the trace hash), and [`pipe`] (a producer
 //! and its consumers on two threads). Everything a producer or consumer needs is re-exported
 //! here.
 
@@ -21,54 +21,14 @@ mod hash;
 pub mod pipe;
 mod read;
 mod schema;
+mod sink;
 
 pub use encode::{Writer, encode_event, encode_line};
 pub use event::{Event, Field, FieldValue, Kind, PidValue, Val, Walk};
 pub use hash::TraceHash;
 pub use read::{ReadError, read};
 pub use schema::*;
-
-/// A consumer of a trace.
-///
-/// Every event can come through [`Sink::event`]. The kinds a fetch always makes (`op_sent`,
-/// `grant`, `reply`, `fetch_start`, `arrival`, `fetch_end`, six of a run's every six or seven
-/// events) also have a method of their own, with its fields as arguments, which producers call:
-/// by default each builds the event and hands it to `event`. A sink that stores events
-/// overrides them to build each one in place. (Built on the caller's stack and copied whole
-/// out of it, an event is read back by wide loads the moment after narrower stores wrote it;
-/// a load spanning several stores waits for them to reach the cache, and that wait was
-/// four-fifths of the pipe's per-event time.) A sink that looks at events overrides them
-/// only to save a `match`: each must do exactly what `event` does with that event.
-pub trait Sink {
-    /// The header, once, before any event.
-    fn header(&mut self, _h: &Header) {}
-    /// One event, in trace order.
-    fn event(&mut self, ev: &Event);
-    /// For an explorer's pruning ([`crate::choice`]): a fingerprint of everything this sink
-    /// keeps that what it reports at the end can depend on, so that two runs whose worlds and
-    /// sinks have the same fingerprints report alike from here on. `None` (the default): it
-    /// cannot say, and a run into it is never pruned.
-    fn state(&self) -> Option<u64> {
-        None
-    }
-    /// For an explorer's pruning: this sink's part of a state's form ([`crate::form::Form`]),
-    /// for a sink that can say more than [`Sink::state`] (instants relative to now, slack its
-    /// report is monotone in). `false`: it cannot say (never pruned). The default adds
-    /// [`Sink::state`] as an absolute part: it meets states at its own instant only.
-    fn form(&self, f: &mut crate::form::Form) -> bool {
-        match self.state() {
-            Some(s) => {
-                f.word(s);
-                f.absolute();
-                true
-            }
-            None => false,
-        }
-    }
-    // `op_sent`, `grant`, `reply`, `fetch_start`, `arrival`, `fetch_end`: the kinds marked
-    // `hot` in `src/trace/event.rs`, each a method with its fields as arguments.
-    event::with_events!(crate::trace::event::own_methods[[event]]);
-}
+pub use sink::Sink;
 
 /// Fans one stream out to several sinks.
 #[derive(Default)]

@@ -5,6 +5,7 @@
 //! live` (and `.ci/run`, which starts the servers first) runs them for real. They run one at a
 //! time (a lock), since they measure time on a shared machine.
 
+use pacesim::live::adapter::{advisory, claim_row};
 use pacesim::live::pg;
 use pacesim::live::settings::{PgSettings, RedisSettings};
 use pacesim::live::{LiveOptions, LiveRun, run_blocking};
@@ -523,12 +524,14 @@ fn store_scripts_match_the_pacer_rules() {
         assert!(pacesim::live::redis::lock_try(&mut con, &k, "b", 10_000).unwrap().0);
         let c2 = rt.block_on(pgs.connect(Duration::from_secs(2))).unwrap();
         assert_eq!(
-            rt.block_on(pg::claim(&admin, &schema, 0, 7)).unwrap().map(|c| c.0),
+            rt.block_on(claim_row::claim(&admin, &schema, 0, 7))
+                .unwrap()
+                .map(|c| c.0),
             Some(true)
         );
-        assert_eq!(rt.block_on(pg::claim(&c2, &schema, 0, 8)).unwrap(), None);
-        assert!(rt.block_on(pg::advisory_try(&admin, &schema, 1)).unwrap().0);
-        assert!(!rt.block_on(pg::advisory_try(&c2, &schema, 1)).unwrap().0);
+        assert_eq!(rt.block_on(claim_row::claim(&c2, &schema, 0, 8)).unwrap(), None);
+        assert!(rt.block_on(advisory::advisory_try(&admin, &schema, 1)).unwrap().0);
+        assert!(!rt.block_on(advisory::advisory_try(&c2, &schema, 1)).unwrap().0);
         assert!(admin_session_end(&rt, &pgs, &schema));
     }));
     let _ = rt.block_on(pg::drop_schema(&admin, &schema));
@@ -541,14 +544,14 @@ fn store_scripts_match_the_pacer_rules() {
 /// A session that ends releases its advisory locks (what a SIGKILLed holder leaves).
 fn admin_session_end(rt: &tokio::runtime::Runtime, pgs: &PgSettings, schema: &str) -> bool {
     let c = rt.block_on(pgs.connect(Duration::from_secs(2))).unwrap();
-    assert!(rt.block_on(pg::advisory_try(&c, schema, 0)).unwrap().0);
+    assert!(rt.block_on(advisory::advisory_try(&c, schema, 0)).unwrap().0);
     drop(c);
     // The connection task closes the socket when the runtime next runs; the server then ends
     // the session and frees its locks.
     let c2 = rt.block_on(pgs.connect(Duration::from_secs(2))).unwrap();
     let free = (0..40).any(|_| {
         rt.block_on(async { tokio::time::sleep(Duration::from_millis(50)).await });
-        rt.block_on(pg::advisory_try(&c2, schema, 0)).unwrap().0
+        rt.block_on(advisory::advisory_try(&c2, schema, 0)).unwrap().0
     });
     assert!(free, "a closed session's advisory lock was not released within 2 s");
     free

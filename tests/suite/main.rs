@@ -11,6 +11,7 @@ mod drift;
 mod explore;
 mod external;
 mod external_workers;
+mod file_graph;
 mod foundation;
 mod fuzz;
 mod fuzz_secrets;
