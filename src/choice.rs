@@ -729,6 +729,8 @@ impl Source {
         let mut t = self.tape();
         let made = t.made.len();
         #[cfg(test)]
+        crate::form::plant::saw(&key);
+        #[cfg(test)]
         if let Some(a) = &mut t.audit {
             a.push((key, made));
             return true;

@@ -1143,6 +1143,8 @@ impl ExploreArgs {
                 || std::thread::available_parallelism().map_or(1, usize::from),
                 |t| t as usize,
             ),
+            more_checkers: Vec::new(),
+            every_check: false,
         })
     }
 }

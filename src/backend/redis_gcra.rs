@@ -217,7 +217,8 @@ impl StoreSide for GcraStore {
     fn form(&self, f: &mut crate::form::Form, now: Reading) {
         let GcraStore { tat, backoff, gcra } = self;
         let now = now.max(0) as u64;
-        if !crate::form::plant::planted(crate::form::plant::Plant::GcraTat) {
+        use crate::form::plant::{Plant, planted};
+        if !planted(Plant::GcraTat) && !planted(Plant::GcraTatAndItsMirror) {
             f.word(tat.map_or(0, |t| t.saturating_sub(now)));
         }
         f.word(crate::choice::fingerprint(&(backoff, gcra)));

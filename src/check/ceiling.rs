@@ -198,7 +198,13 @@ impl Ceiling {
             arrivals.is_empty(),
         )));
         for (i, m) in [arrivals, slots].into_iter().enumerate() {
-            if i > 0 || !crate::form::plant::planted(crate::form::plant::Plant::CeilingTat) {
+            use crate::form::plant::{Plant, planted};
+            let planted = if i == 0 {
+                planted(Plant::CeilingTat)
+            } else {
+                planted(Plant::GcraTatAndItsMirror)
+            };
+            if !planted {
                 f.ahead(m.tat().unwrap_or(0));
             }
             f.more_is_worse(i64::from(m.first_exceeding(*burst).is_some()));

@@ -207,6 +207,13 @@ pub struct Options {
     /// Threads an exhaustive search walks its tree on (1: one, in order; more: subtrees
     /// handed out to threads that share one seen-state table). Other strategies use one.
     pub threads: usize,
+    /// Checkers judged beside pacesim's and the registered ones ([`crate::check::register`]),
+    /// for this exploration alone (the prune audit's goals are such checkers).
+    pub more_checkers: Vec<crate::check::CheckerSpec>,
+    /// With `checks`: a schedule is a violation only when it breaks every one of them (a
+    /// conjunction; pruning stays sound, each check being monotone in the slack it declares),
+    /// not any one.
+    pub every_check: bool,
 }
 
 impl Default for Options {
@@ -228,6 +235,8 @@ impl Default for Options {
             shard_from: None,
             interrupt: None,
             threads: 1,
+            more_checkers: Vec::new(),
+            every_check: false,
         }
     }
 }
@@ -565,7 +574,12 @@ struct Judge<'a> {
 }
 
 impl<'a> Judge<'a> {
-    fn new(sc: &Scenario, source: &'a Source, coverage: Option<&'a mut strategy::Coverage>) -> Judge<'a> {
+    fn new(
+        sc: &Scenario,
+        source: &'a Source,
+        coverage: Option<&'a mut strategy::Coverage>,
+        more: &[crate::check::CheckerSpec],
+    ) -> Judge<'a> {
         let scenario_kills = sc
             .faults
             .iter()
@@ -576,8 +590,13 @@ impl<'a> Judge<'a> {
             .requests
             .filter(|_| !restarts && p.soft_limit.is_none() && p.arrival_rate.is_none() && sc.jobs.is_none())
             .map(|r| r.saturating_mul(u64::from(p.count) * u64::from(p.threads.max(1))));
+        let suite = if more.is_empty() {
+            crate::check::Suite::new()
+        } else {
+            crate::check::Suite::with(&[crate::check::registered(), more].concat())
+        };
         Judge {
-            suite: crate::check::Suite::new(),
+            suite,
             coverage,
             source,
             scenario_kills,
@@ -650,6 +669,10 @@ pub struct Explorer {
     kill_mask: u32,
     seen: Option<Seen>,
     checks: Vec<String>,
+    // checkers judged beside the suite's ([`Options::more_checkers`])
+    more: Vec<crate::check::CheckerSpec>,
+    // a violation breaks every check of `checks` (not any)
+    every: bool,
     /// Runs made (schedules, pruned runs, shrinking's runs).
     pub runs: u64,
     // the trace header of the scenario its runs last ran: every run of one scenario writes the
@@ -752,6 +775,8 @@ impl Explorer {
             kill_mask,
             seen: prune.then(Seen::default),
             checks,
+            more: Vec::new(),
+            every: false,
             runs: 0,
             header: None,
             open: Vec::new(),
@@ -856,7 +881,7 @@ impl Explorer {
             tape = tape.auditing();
         }
         let src = Source::new(tape);
-        let mut judge = Judge::new(sc, &src, coverage);
+        let mut judge = Judge::new(sc, &src, coverage, &self.more);
         let res = self.simulate(sc, &src, &mut judge);
         if pruning {
             self.reach = src.take_reach();
@@ -900,7 +925,18 @@ impl Explorer {
                     }
                     (j, u)
                 });
-                if verdicts.iter().any(|v| self.counts(v)) {
+                let violates = |verdicts: &[crate::check::Verdict]| {
+                    if self.every && !self.checks.is_empty() {
+                        self.checks
+                            .iter()
+                            .all(|c| verdicts.iter().any(|v| v.name == c && v.failed()))
+                    } else {
+                        verdicts.iter().any(|v| self.counts(v))
+                    }
+                };
+                if !violates(&verdicts) {
+                    verdicts.clear();
+                } else {
                     verdicts = self.witnessed(sc, &made)?;
                 }
                 let broken: Vec<Violation> = verdicts
@@ -928,7 +964,13 @@ impl Explorer {
                 halted: false,
                 judged: vec!["liveness"],
                 unjudged: Vec::new(),
-                violation: (self.checks.is_empty() || self.checks.iter().any(|c| c == "liveness")).then(|| Violation {
+                violation: (self.checks.is_empty()
+                    || if self.every {
+                        self.checks.iter().all(|c| c == "liveness")
+                    } else {
+                        self.checks.iter().any(|c| c == "liveness")
+                    })
+                .then(|| Violation {
                     check: "liveness".into(),
                     detail: format!("the run stopped making progress: {e}"),
                 }),
@@ -972,7 +1014,7 @@ impl Explorer {
             prefix,
             Box::new(crate::choice::First),
         ));
-        let mut judge = Judge::new(sc, &src, None);
+        let mut judge = Judge::new(sc, &src, None, &self.more);
         self.simulate(sc, &src, &mut judge)
             .map_err(|e| ExploreError::Run(e.to_string()))?;
         if src.made() != made {
@@ -1068,6 +1110,8 @@ pub fn explore(
     };
     let prune = opts.prune && opts.method == Method::Exhaustive;
     let mut ex = Explorer::new(spec, bounds.clone(), mask, prune, opts.checks.clone());
+    ex.more = opts.more_checkers.clone();
+    ex.every = opts.every_check;
     // the memory limit holds the run's own estimate and the seen states together
     let limits = std::sync::Arc::new(Limits {
         start,
@@ -1314,6 +1358,8 @@ fn threaded(
     };
     let walk = |seen: Option<Seen>| -> Result<Walked, ExploreError> {
         let mut ex = Explorer::new(spec, bounds.clone(), mask, false, opts.checks.clone());
+        ex.more = opts.more_checkers.clone();
+        ex.every = opts.every_check;
         ex.seen = seen;
         ex.limits = Some(limits.clone());
         ex.visit_from = split;
@@ -1456,6 +1502,8 @@ fn threaded(
         }
         stopped = r.stopped.or(stopped);
         let mut ex = Explorer::new(spec, bounds.clone(), mask, false, opts.checks.clone());
+        ex.more = opts.more_checkers.clone();
+        ex.every = opts.every_check;
         ex.limits = Some(limits.clone());
         counterexample = Some(shrink::shrink(&mut ex, sc, text, at, s, opts)?);
     }

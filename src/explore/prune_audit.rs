@@ -1,15 +1,24 @@
-//! The pruning's soundness, audited: a pruning run stops at a state a seen state covers
-//! ([`crate::form`]: the same exact part, at the same instant or, nothing absolute in either,
-//! at another, and no less slack), trusting that whatever the new state's continuations break,
-//! the seen state's break too. Here every schedule of a tree runs to its end (nothing pruned)
-//! while recording each state a pruning run would have compared, with the decisions made by
-//! then; wherever a later schedule reached a state an earlier one's covers, by a different
-//! history, and then made the same decisions, the checks it broke must be among those the
-//! earlier one broke (the same, when the two states are equal). A form that left out something
-//! a verdict depends on (a checker's memory of arrivals, a pending event), or called slack
-//! what is not, fails this on the first such pair; the test also counts the pairs, so it cannot
-//! pass by finding none.
-
+//! The pruning's soundness, audited four ways, each against a search that prunes nothing:
+//!
+//! - **meetings** ([`audit`]): every schedule of a tree runs to its end while recording each
+//!   state a pruning run would have compared; wherever a later schedule reached a state an
+//!   earlier one's covers, by a different history, and then made the same decisions, the
+//!   world must have done the same (fetches, arrivals, grants, denials, crashes, relative to
+//!   each state's instant) and the checks it broke must be among those the earlier one broke
+//!   (the same, when the states are equal). A form that leaves out what the future depends on
+//!   fails on the first such pair. It re-implements the covering, so it audits forms only;
+//! - **cover** ([`cover`]): the explorer's own pruned search (its seen-state table, its
+//!   closing of explored states, its walk) must visit states that cover every state the
+//!   unpruned walk (a walk of its own) visits;
+//! - **goals** ([`audit_goals`]): for the rarest patterns of fetches (alone, or with a check
+//!   broken) the unpruned walk reaches, the pruned search looking for that pattern alone must
+//!   reach it;
+//! - **existence** ([`differential`]): with every check and each alone, a violation found by
+//!   one search is found by the other (little power on its own: designs break everywhere or
+//!   nowhere).
+//!
+//! Each planted pruning bug ([`crate::form::plant`]) is named in a test that watches an audit
+//! fail on it; the two not caught yet are recorded as ignored tests with what was measured.
 use super::*;
 use crate::form::Key;
 use std::collections::BTreeMap;
@@ -24,6 +33,8 @@ struct Before {
     before: Vec<u32>,
     cut: bool,
     broke: Vec<String>,
+    // what the world did from there to the run's end, relative to the state's instant
+    after: u64,
 }
 
 /// Pairs compared: at one instant, and at two.
@@ -54,21 +65,55 @@ fn audit(text: &str, backend: &str, opts: &Options) -> Result<(Compared, u64), S
         ..opts.bounds.clone()
     };
     let mut ex = Explorer::new(spec, bounds, mask, false, Vec::new());
+    // (the goal checker logs what the world does; its goal is never met)
+    ex.more = vec![GOAL_CHECKER];
+    GOAL.with(|g| *g.borrow_mut() = Some(Pattern::Nothing));
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            GOAL.with(|g| *g.borrow_mut() = None);
+        }
+    }
+    let _reset = Reset;
     let mut seen: BTreeMap<Meeting, Vec<Before>> = BTreeMap::new();
     let mut compared = Compared::default();
     let mut failing = 0u64;
     let mut prefix = Some(Vec::new());
     while let Some(p) = prefix {
         ex.audit = Some(Vec::new());
-        let s = ex
-            .run(&sc, p, Box::new(crate::choice::Walk), false, None)
-            .expect("runs");
+        let (s, (events, marks)) = plant::logging(|| {
+            ex.run(&sc, p, Box::new(crate::choice::Walk), false, None)
+                .expect("runs")
+        });
+        // (a witness's replay logs after the run's end: left out)
+        let end = events.iter().position(|e| e.0 == 8).map_or(events.len(), |i| i + 1);
+        let events = &events[..end];
         let cut = ex.reach.end.is_none_or(|(_, cut)| cut);
         let made: Vec<u32> = s.made.iter().map(|c| c.index).collect();
         let mut broke: Vec<String> = s.violation.iter().chain(&s.also).map(|v| v.check.clone()).collect();
         broke.sort();
         failing += u64::from(!broke.is_empty());
-        for (key, k) in ex.audit.take().unwrap_or_default() {
+        for ((key, k), mark) in ex.audit.take().unwrap_or_default().into_iter().zip(marks) {
+            // (processes named in the order they first act: a form may merge states that differ
+            // only by which of two alike processes is which, whose continuations then differ
+            // only so)
+            let mut names: Vec<u32> = Vec::new();
+            let after = crate::form::fingerprint(
+                &events[mark.min(end)..]
+                    .iter()
+                    .map(|&(kind, pid, t)| {
+                        let name = match names.iter().position(|&p| p == pid) {
+                            _ if kind == 8 => u32::MAX,
+                            Some(i) => i as u32,
+                            None => {
+                                names.push(pid);
+                                names.len() as u32 - 1
+                            }
+                        };
+                        (kind, name, t.wrapping_sub(key.now))
+                    })
+                    .collect::<Vec<_>>(),
+            );
             let list = seen.entry((key.exact, made[k..].to_vec())).or_default();
             for b in list.iter() {
                 if b.before == made[..k] {
@@ -96,6 +141,18 @@ fn audit(text: &str, backend: &str, opts: &Options) -> Result<(Compared, u64), S
                 } else {
                     broke.iter().all(|c| b.broke.contains(c))
                 };
+                if b.after != after {
+                    return Err(format!(
+                        "{backend}: a state after decisions {:?} (at {} ns) and one after {:?} (at {} ns) share a form, \
+                         but the same decisions then ({:?}) made the world do otherwise (fetches, arrivals, grants, \
+                         denials, crashes, relative to each state's instant, processes named in the order they act)",
+                        b.before,
+                        b.key.now,
+                        &made[..k],
+                        key.now,
+                        &made[k..]
+                    ));
+                }
                 if !kept {
                     return Err(format!(
                         "{backend}: a state after decisions {:?} (at {} ns, slack {:?}) covers one after {:?} (at {} ns, slack {:?}); then {:?}: broke {:?} against {broke:?}",
@@ -115,6 +172,7 @@ fn audit(text: &str, backend: &str, opts: &Options) -> Result<(Compared, u64), S
                 before: made[..k].to_vec(),
                 cut,
                 broke: broke.clone(),
+                after,
             });
         }
         prefix = next_walk(&s.made, 0);
@@ -232,13 +290,28 @@ pub(crate) struct Differential {
 pub(crate) fn trees(backends: &[&'static str], processes: u32, requests: u64, kills: &[u32]) -> Vec<Tree> {
     let base =
         include_str!("../../sims/explore-three-racers.toml").replace("duration = \"10s\"", "duration = \"400ms\"");
+    let store = || vec![Site::StoreLatency];
     let variants = [
-        ("racers", base.clone()),
+        ("racers", base.clone(), store()),
         (
             "racers+wait_bound",
             base.replace("burst = 3", "burst = 3\nwait_bound = \"150ms\""),
+            store(),
         ),
-        ("racers+burst1", base.replace("burst = 3", "burst = 1")),
+        ("racers+burst1", base.replace("burst = 3", "burst = 1"), store()),
+        // runs the duration cuts: the last fetch of a schedule starts before it or not
+        (
+            "racers+short",
+            base.replace("duration = \"400ms\"", "duration = \"302ms\""),
+            store(),
+        ),
+        // the destination's latency varied too: an arrival's instant is not its grant's (the
+        // ceiling's memory of arrivals is not implied by the store's pace value)
+        (
+            "racers+destination",
+            format!("{base}\n[destination]\nlatency = {{ dist = \"lognormal\", median = \"2ms\", sigma = 0.5 }}\n"),
+            vec![Site::StoreLatency, Site::Destination],
+        ),
     ];
     let all: Vec<&'static str> = if backends.is_empty() {
         crate::registry::all().map(|s| s.name).collect()
@@ -246,7 +319,7 @@ pub(crate) fn trees(backends: &[&'static str], processes: u32, requests: u64, ki
         backends.to_vec()
     };
     let mut out = Vec::new();
-    for (v, text) in &variants {
+    for (v, text, vary) in &variants {
         for &backend in &all {
             for &k in kills {
                 let listed = format!("\"{backend}\"");
@@ -259,7 +332,7 @@ pub(crate) fn trees(backends: &[&'static str], processes: u32, requests: u64, ki
                     name: format!("{v} x {backend} at {processes} x {requests}, {k} kill"),
                     text,
                     backend,
-                    opts: opts(processes, requests, vec![Site::StoreLatency], k),
+                    opts: opts(processes, requests, vary.clone(), k),
                 });
             }
         }
@@ -350,98 +423,673 @@ fn slice() -> Vec<Tree> {
     trees(&[], 2, 1, &[0, 1])
 }
 
-/// (Ignored: not yet seen failing on a pruning bug. Even with the whole world left out of the
-/// form, below, the two searches agree on every tree of the slice: the comparison cannot see a
-/// wrong merge on these trees yet. `just prune-audit` runs it.)
+/// (Ignored: whether a violation exists agrees under every planted bug on these trees, where
+/// a design breaks on every schedule or on none: the goal, cover and meetings audits below are
+/// the ones with power. Kept as one more view in `just prune-audit`.)
 #[test]
-#[ignore = "no power shown yet: see the_audit_catches_a_form_that_leaves_the_world_out"]
+#[ignore = "no power on its own: just prune-audit"]
 fn pruned_search_finds_a_violation_exactly_when_the_unpruned_one_does() {
     let d = audit_trees(&slice()).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("{d:?}");
     assert!(d.trees > 20, "{d:?}: too few trees");
-    assert!(
-        d.violated > 0 && d.violated < d.searches,
-        "{d:?}: some searches find a violation, some do not"
-    );
     assert!(
         d.pruned_schedules < d.full_schedules,
         "{d:?}: the pruning pruned nothing"
     );
 }
 
-/// The deeper audit (`just prune-audit`, `just deep`): two processes x two requests and three
-/// x one, kills off and on. Ignored in the ordinary run.
-#[test]
-#[ignore = "minutes: just prune-audit"]
-fn pruned_search_finds_a_violation_exactly_when_the_unpruned_one_does_deep() {
-    let mut t = trees(&[], 2, 2, &[0, 1]);
-    t.extend(trees(&[], 3, 1, &[0, 1]));
-    let d = audit_trees(&t).unwrap_or_else(|e| panic!("{e}"));
-    eprintln!("{d:?}");
+// ---------------------------------------------------------------------------------------------
+// Goals: rare schedules the pruned search must still reach.
+//
+// Whether a violation exists says little on trees where every schedule breaks a check or none
+// does (a defective design breaks on its first schedule, a correct one on none): an unsound
+// merge there changes nothing either search reports. A goal makes a violation as rare as we
+// like: a pattern of the fetches (process `pid`'s fetch `k` started `gap` after its previous
+// one, or it made exactly `k` fetches), alone or with a check broken. The unpruned search (a
+// walk of its own, below) lists every goal each schedule reaches; for the rarest, the pruned
+// search, looking for that goal alone, must reach it too. A sound pruning merges two states
+// only when their continuations reach the same goals (the goal's memory is in its checker's
+// form; a check's failure is monotone in its slack, so a goal with a check broken stays
+// reachable from the covering state), so any goal the pruning misses is a wrong merge (or a
+// walk that skipped a way).
+
+use crate::check::{CheckerSpec, Status, Verdict};
+use crate::trace::{Event, Header, Sink};
+use std::cell::RefCell;
+
+/// What a schedule's fetches did, as a goal reads them.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Pattern {
+    /// Process `pid`'s first fetch started.
+    First { pid: u32 },
+    /// Process `pid`'s fetch `k` (from 0) started `gap` ns after its fetch `k - 1`.
+    After { pid: u32, k: u32, gap: u64 },
+    /// Process `pid` started exactly `k` fetches in the run.
+    Made { pid: u32, k: u32 },
+    /// The run's fetches, every one: which process started each, and how long after the one
+    /// before (the first: 0), and no more.
+    Fetches(std::sync::Arc<Vec<(u32, u64)>>),
+    /// Never met (the cover audit's search, which must not stop).
+    Nothing,
 }
 
-/// The audit's power: each planted pruning bug should fail it. NOT YET: on these trees (the
-/// slice; `redis_gcra` 2 x 2 for the TAT) the pruned and unpruned searches still agree, check by
-/// check, under every one of the six (measured: each test below fails, "the audit passed"), so
-/// they are ignored, a record of what the audit cannot see yet, not a claim. Run them with
-/// `cargo test --profile fast-test --lib explore::prune_audit::the_audit_catches -- --ignored`.
-/// (The walk's plant changes both searches alike: it needs a reference walk of its own.)
-fn caught(p: Plant, trees: &[Tree]) -> String {
-    match plant::with(p, || audit_trees(trees)) {
-        Err(e) => e,
-        Ok(d) => panic!("{p:?} planted: the audit passed ({d:?})"),
+/// A goal: a pattern, with a check broken too (or not).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Goal {
+    check: Option<&'static str>,
+    pattern: Pattern,
+}
+
+thread_local! {
+    // the goal the `goal` checker looks for (`None`: it records every pattern instead)
+    static GOAL: RefCell<Option<Pattern>> = const { RefCell::new(None) };
+    // the patterns the last run reached (recording)
+    static REACHED: RefCell<Vec<Pattern>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The `goal` checker: with a goal set ([`GOAL`]), breaks when its pattern happens; without,
+/// records every pattern the run reaches ([`REACHED`]) and passes.
+#[derive(Debug)]
+struct GoalChecker {
+    goal: Option<Pattern>,
+    // each process's fetches started, and when its last one started
+    fetches: BTreeMap<u32, (u32, u64)>,
+    // the run's fetches (recording), or how many the goal's list matched (`None`: it cannot
+    // match any more), and when the last started
+    all: Vec<(u32, u64)>,
+    matched: Option<usize>,
+    last: u64,
+    reached: Vec<Pattern>,
+    met: bool,
+}
+
+impl GoalChecker {
+    fn make(_: &Header) -> Option<Box<dyn crate::check::Checker + Send>> {
+        Some(Box::new(GoalChecker {
+            goal: GOAL.with(|g| g.borrow().clone()),
+            fetches: BTreeMap::new(),
+            all: Vec::new(),
+            matched: Some(0),
+            last: 0,
+            reached: Vec::new(),
+            met: false,
+        }))
+    }
+
+    fn reach(&mut self, p: Pattern) {
+        match &self.goal {
+            Some(g) => self.met |= *g == p,
+            None => self.reached.push(p),
+        }
     }
 }
 
-/// What the audit should see at the least: a form that leaves the whole world out merges states
-/// that go on differently. Measured: it does NOT fail the slice (the pruned searches ran 3,032
-/// schedules against 78,325, and still agreed on every tree, check by check): the trees'
-/// violations are everywhere or nowhere. Ignored, as a record.
-#[test]
-#[ignore = "not yet caught by the audit: see `caught`"]
-fn the_audit_catches_a_form_that_leaves_the_world_out() {
-    let e = caught(Plant::WorldLeftOut, &slice());
-    assert!(e.contains("unpruned: ") && e.contains("pruned: "), "{e}");
+impl Sink for GoalChecker {
+    fn event(&mut self, ev: &Event) {
+        // (the meetings audit's log: what the world did, each kind with its process and instant)
+        let logged = match *ev {
+            Event::FetchStart { t, pid, .. } => Some((1, pid, t)),
+            Event::Arrival { t, pid, .. } => Some((2, pid, t)),
+            Event::Crash { t, pid, .. } => Some((3, pid, t)),
+            Event::Restart { t, pid } => Some((4, pid, t)),
+            Event::Grant { t, pid, .. } => Some((5, pid, t)),
+            Event::Deny { t, pid, .. } => Some((6, pid, t)),
+            Event::FetchEnd { t, pid, .. } => Some((7, pid, t)),
+            Event::End { t } => Some((8, 0, t)),
+            _ => None,
+        };
+        if let Some((k, pid, t)) = logged {
+            plant::log_event(k, pid, t);
+        }
+        if let Event::FetchStart { t, pid, .. } = *ev {
+            let gap = if self.all.is_empty() && self.matched == Some(0) {
+                0
+            } else {
+                t - self.last
+            };
+            self.last = t;
+            match &self.goal {
+                None => self.all.push((pid, gap)),
+                Some(Pattern::Fetches(list)) => {
+                    self.matched = self
+                        .matched
+                        .filter(|&i| list.get(i) == Some(&(pid, gap)))
+                        .map(|i| i + 1);
+                }
+                Some(_) => {}
+            }
+            let e = self.fetches.entry(pid).or_insert((0, t));
+            let p = match e.0 {
+                0 => Pattern::First { pid },
+                k => Pattern::After { pid, k, gap: t - e.1 },
+            };
+            *e = (e.0 + 1, t);
+            self.reach(p);
+        }
+    }
+
+    /// The goal's memory: met; or the goal's process's fetches so far and when its last
+    /// started (relative to now), as far as the goal can still be met by them.
+    fn form(&self, f: &mut crate::form::Form) -> bool {
+        let Some(goal) = self.goal.clone() else {
+            return false;
+        };
+        if let Pattern::Nothing = goal {
+            f.word(0);
+            return true;
+        }
+        if let Pattern::Fetches(_) = goal {
+            // how many matched (any fetch more: never met), and when the last started
+            match self.matched {
+                None => f.word(2),
+                Some(0) => f.word(3),
+                Some(i) => {
+                    f.word(3 + i as u64);
+                    f.instant(self.last);
+                }
+            }
+            return true;
+        }
+        if self.met {
+            f.word(1);
+            return true;
+        }
+        let (pid, want) = match goal {
+            Pattern::Fetches(_) | Pattern::Nothing => unreachable!(),
+            Pattern::First { pid } => (pid, 0),
+            Pattern::After { pid, k, .. } | Pattern::Made { pid, k } => (pid, k),
+        };
+        let (n, last) = self.fetches.get(&pid).copied().unwrap_or((0, 0));
+        match goal {
+            // (past its fetch `k`: the goal cannot be met any more)
+            _ if n > want + u32::from(matches!(goal, Pattern::Made { .. })) => f.word(2),
+            Pattern::After { .. } if n == want && n > 0 => {
+                f.word(3 + u64::from(n));
+                f.instant(last);
+            }
+            _ => f.word(3 + u64::from(n)),
+        }
+        true
+    }
+}
+
+impl crate::check::Checker for GoalChecker {
+    fn verdicts(&mut self) -> Vec<Verdict> {
+        for (&pid, &(k, _)) in &self.fetches.clone() {
+            self.reach(Pattern::Made { pid, k });
+        }
+        match &self.goal {
+            None => {
+                let all = std::mem::take(&mut self.all);
+                self.reach(Pattern::Fetches(std::sync::Arc::new(all)));
+            }
+            Some(Pattern::Fetches(list)) => self.met = self.matched == Some(list.len()),
+            Some(_) => {}
+        }
+        if self.goal.is_none() {
+            let reached = std::mem::take(&mut self.reached);
+            REACHED.with(|r| *r.borrow_mut() = reached);
+        }
+        vec![Verdict {
+            name: "goal",
+            status: Status::of(!self.met),
+            detail: format!("{:?}: {}", self.goal, if self.met { "met" } else { "not met" }),
+        }]
+    }
+}
+
+const GOAL_CHECKER: CheckerSpec = CheckerSpec {
+    name: "goal",
+    summary: "the prune audit's goal: a pattern of the fetches",
+    new: GoalChecker::make,
+};
+
+/// A tree walked without pruning, by a walk of its own (each way of the deepest choice that
+/// has one left, then the first way of every later choice): the goals each schedule reached.
+#[derive(Debug, Default)]
+pub(crate) struct Reference {
+    /// Schedules walked.
+    schedules: u64,
+    /// Each goal: the schedules that reached it, and the first one's decisions.
+    goals: BTreeMap<Goal, (u64, Vec<u32>)>,
+}
+
+/// Walk `tree` without pruning (never under a plant: the reference is the truth).
+pub(crate) fn reference(tree: &Tree) -> Result<Option<(Scenario, String, Reference)>, String> {
+    let spec = crate::registry::spec(tree.backend).ok_or_else(|| format!("{}: no backend", tree.name))?;
+    let sc = crate::registry::parse("audit.toml", &tree.text).map_err(|e| format!("{}: {e}", tree.name))?;
+    let sc = Scenario {
+        pacer: crate::scenario::PacerCfg {
+            backend: tree.backend.into(),
+            ..sc.pacer.clone()
+        },
+        ..sc
+    };
+    let Ok((sc, text)) = prepare("audit.toml", &tree.text, &sc, &tree.opts) else {
+        return Ok(None);
+    };
+    let (mask, points) = kill_mask(spec, &sc, &[]).map_err(|e| e.to_string())?;
+    let bounds = Bounds {
+        kill_points: points,
+        ..tree.opts.bounds.clone()
+    };
+    let mut ex = Explorer::new(spec, bounds, mask, false, Vec::new());
+    ex.more = vec![GOAL_CHECKER];
+    GOAL.with(|g| *g.borrow_mut() = None);
+    let mut r = Reference::default();
+    let mut prefix = Some(Vec::new());
+    while let Some(p) = prefix {
+        REACHED.with(|x| x.borrow_mut().clear());
+        let s = ex
+            .run(&sc, p, Box::new(crate::choice::First), false, None)
+            .map_err(|e| format!("{}: {e}", tree.name))?;
+        r.schedules += 1;
+        let made: Vec<u32> = s.made.iter().map(|c| c.index).collect();
+        let mut reached: Vec<Pattern> = REACHED.with(|x| std::mem::take(&mut *x.borrow_mut()));
+        reached.sort();
+        reached.dedup();
+        let broke: Vec<&'static str> = s
+            .violation
+            .iter()
+            .chain(&s.also)
+            .filter_map(|v| crate::check::ORDER.iter().copied().find(|c| *c == v.check))
+            .collect();
+        for pattern in &reached {
+            let pattern = pattern.clone();
+            for check in std::iter::once(None).chain(broke.iter().copied().map(Some)) {
+                let e = r
+                    .goals
+                    .entry(Goal {
+                        check,
+                        pattern: pattern.clone(),
+                    })
+                    .or_insert((0, made.clone()));
+                e.0 += 1;
+            }
+        }
+        // (the walk of its own: the deepest choice with a way left takes its next way)
+        prefix = s.made.iter().rposition(|c| c.index + 1 < c.of).map(|j| {
+            let mut p = made[..j].to_vec();
+            p.push(made[j] + 1);
+            p
+        });
+    }
+    Ok(Some((sc, text, r)))
+}
+
+/// The `n` rarest goals of a reference (fewest schedules reach them; of those, the ones first
+/// reached latest in the reference's walk first).
+fn rarest(r: &Reference, n: usize) -> Vec<(&Goal, &(u64, Vec<u32>))> {
+    let mut all: Vec<_> = r.goals.iter().collect();
+    all.sort_by(|a, b| a.1.0.cmp(&b.1.0).then_with(|| b.1.1.cmp(&a.1.1)));
+    all.truncate(n);
+    all
+}
+
+/// What the goal audit compared.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Goals {
+    /// Trees walked.
+    pub trees: u64,
+    /// Schedules the reference walks ran.
+    pub reference_schedules: u64,
+    /// Goals searched for with pruning (each reached by the reference).
+    pub goals: u64,
+    /// Goals reached by a single schedule of their tree.
+    pub single: u64,
+    /// Schedules the pruned searches ran, and those they stopped at a seen state.
+    pub pruned_schedules: u64,
+    /// Runs the pruned searches stopped at a seen state.
+    pub pruned_runs: u64,
+}
+
+/// The reference walks of `trees` and the `per_tree` rarest goals of each, computed once
+/// (outside any plant).
+pub(crate) fn references(trees: &[Tree]) -> Result<Vec<(Tree, Scenario, String, Reference)>, String> {
+    let mut out = Vec::new();
+    for t in trees {
+        if let Some((sc, text, r)) = reference(t)? {
+            out.push((t.clone(), sc, text, r));
+        }
+    }
+    Ok(out)
+}
+
+/// For each tree's `per_tree` rarest goals: the pruned search looking for that goal alone must
+/// reach it. `Err` names the first goal it missed.
+pub(crate) fn audit_goals(refs: &[(Tree, Scenario, String, Reference)], per_tree: usize) -> Result<Goals, String> {
+    let mut d = Goals::default();
+    for (tree, sc, text, r) in refs {
+        let spec = crate::registry::spec(tree.backend).ok_or("no backend")?;
+        d.trees += 1;
+        d.reference_schedules += r.schedules;
+        for (goal, (count, first)) in rarest(r, per_tree) {
+            let opts = Options {
+                prune: true,
+                checks: std::iter::once("goal").chain(goal.check).map(String::from).collect(),
+                every_check: true,
+                more_checkers: vec![GOAL_CHECKER],
+                shrink: false,
+                threads: 1,
+                ..tree.opts.clone()
+            };
+            GOAL.with(|g| *g.borrow_mut() = Some(goal.pattern.clone()));
+            let res = explore(spec, sc, text, &opts, &mut |_| {});
+            GOAL.with(|g| *g.borrow_mut() = None);
+            let rep = res.map_err(|e| format!("{}: {goal:?}: {e}", tree.name))?;
+            d.goals += 1;
+            d.single += u64::from(*count == 1);
+            d.pruned_schedules += rep.schedules;
+            d.pruned_runs += rep.pruned;
+            if rep.counterexample.is_none() {
+                return Err(format!(
+                    "{}: goal {goal:?}, reached by {count} of the {} schedules of the unpruned walk \
+                     (first by decisions {first:?}), was reached by none of the pruned search's {} \
+                     schedules ({} runs stopped at seen states; {})",
+                    tree.name,
+                    r.schedules,
+                    rep.schedules,
+                    rep.pruned,
+                    if rep.complete { "complete" } else { "incomplete" }
+                ));
+            }
+        }
+    }
+    Ok(d)
+}
+
+/// The slice's references, walked once for every test of this module.
+fn slice_refs() -> &'static Vec<(Tree, Scenario, String, Reference)> {
+    static REFS: std::sync::OnceLock<Vec<(Tree, Scenario, String, Reference)>> = std::sync::OnceLock::new();
+    REFS.get_or_init(|| references(&slice()).unwrap_or_else(|e| panic!("{e}")))
 }
 
 #[test]
-#[ignore = "not yet caught by the audit: see `caught`"]
-fn the_audit_catches_a_gcra_store_form_without_its_tat() {
-    let e = caught(Plant::GcraTat, &trees(&["redis_gcra"], 2, 2, &[0, 1]));
-    eprintln!("{e}");
+fn pruned_search_reaches_every_rare_goal_the_unpruned_one_does() {
+    let refs = slice_refs();
+    let d = audit_goals(refs, GOALS_PER_TREE).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{d:?}");
+    assert!(d.trees > 20, "{d:?}: too few trees");
+    assert!(d.single > 0, "{d:?}: no goal was rare");
+    assert!(d.pruned_runs > 0, "{d:?}: the pruning pruned nothing");
+}
+
+/// Goals searched for per tree.
+const GOALS_PER_TREE: usize = 8;
+
+// ---------------------------------------------------------------------------------------------
+// The cover audit: every state the unpruned search reaches, the pruned one reaches or covers.
+//
+// A pruning run stops at a state a seen one covers (the same exact part, no less slack), whose
+// continuations are (or will be) explored from there. If the two truly go on alike, every state
+// a continuation of the stopped one would have reached is reached from the seen one, with no
+// less slack (the slack a verdict is monotone in only grows along a run). So the states the
+// pruned search visits must cover every state the unpruned walk visits. A form that leaves out
+// what the future depends on (a store's value, a pending event's due time, a checker's memory)
+// merges states whose continuations differ: the stopped one's continuations reach states the
+// seen one's never do, and this audit names one. So does slack compared the wrong way (the
+// stopped state's worse slack is carried into its continuations), a state closed as though no
+// continuation reached the duration (one met earlier goes on past where the seen one's were
+// cut), and a walk that skips a way.
+
+/// What the cover audit compared.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Covered {
+    /// Trees compared.
+    pub trees: u64,
+    /// Schedules the unpruned walks ran, and the distinct states they visited.
+    pub reference_schedules: u64,
+    /// Distinct states (exact part and slack) the unpruned walks visited.
+    pub reference_states: u64,
+    /// Schedules the pruned searches ran to their end.
+    pub pruned_schedules: u64,
+    /// Runs the pruned searches stopped at a seen state.
+    pub pruned_runs: u64,
+}
+
+/// The cover audit of one tree (under whatever is planted on this thread: the unpruned walk
+/// computes the forms the pruned search compares).
+pub(crate) fn cover(tree: &Tree, d: &mut Covered) -> Result<(), String> {
+    let spec = crate::registry::spec(tree.backend).ok_or_else(|| format!("{}: no backend", tree.name))?;
+    let sc = crate::registry::parse("audit.toml", &tree.text).map_err(|e| format!("{}: {e}", tree.name))?;
+    let sc = Scenario {
+        pacer: crate::scenario::PacerCfg {
+            backend: tree.backend.into(),
+            ..sc.pacer.clone()
+        },
+        ..sc
+    };
+    let Ok((sc, text)) = prepare("audit.toml", &tree.text, &sc, &tree.opts) else {
+        return Ok(());
+    };
+    let (mask, points) = kill_mask(spec, &sc, &[]).map_err(|e| e.to_string())?;
+    let bounds = Bounds {
+        kill_points: points,
+        ..tree.opts.bounds.clone()
+    };
+    GOAL.with(|g| *g.borrow_mut() = Some(Pattern::Nothing));
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            GOAL.with(|g| *g.borrow_mut() = None);
+        }
+    }
+    let _reset = Reset;
+    // the unpruned walk, a walk of its own: each state with the decisions that first reached it
+    let mut ex = Explorer::new(spec, bounds, mask, false, vec!["goal".into()]);
+    ex.more = vec![GOAL_CHECKER];
+    let mut reached: BTreeMap<(u64, Box<[i64]>), Vec<u32>> = BTreeMap::new();
+    let mut prefix = Some(Vec::new());
+    while let Some(p) = prefix {
+        ex.audit = Some(Vec::new());
+        let s = ex
+            .run(&sc, p, Box::new(crate::choice::First), false, None)
+            .map_err(|e| format!("{}: {e}", tree.name))?;
+        d.reference_schedules += 1;
+        let made: Vec<u32> = s.made.iter().map(|c| c.index).collect();
+        for (key, k) in ex.audit.take().unwrap_or_default() {
+            reached
+                .entry((key.exact, key.slack))
+                .or_insert_with(|| made[..k].to_vec());
+        }
+        prefix = s.made.iter().rposition(|c| c.index + 1 < c.of).map(|j| {
+            let mut p = made[..j].to_vec();
+            p.push(made[j] + 1);
+            p
+        });
+    }
+    // the pruned search, to its end (its one check is never broken)
+    let opts = Options {
+        prune: true,
+        checks: vec!["goal".into()],
+        more_checkers: vec![GOAL_CHECKER],
+        shrink: false,
+        threads: 1,
+        ..tree.opts.clone()
+    };
+    let (rep, visited) = plant::watching(|| explore(spec, &sc, &text, &opts, &mut |_| {}));
+    let rep = rep.map_err(|e| format!("{}: {e}", tree.name))?;
+    if !rep.complete || rep.counterexample.is_some() {
+        return Err(format!(
+            "{}: the pruned search did not finish: {:?}",
+            tree.name, rep.stopped
+        ));
+    }
+    let mut pruned: BTreeMap<u64, Vec<Box<[i64]>>> = BTreeMap::new();
+    for k in visited {
+        let list = pruned.entry(k.exact).or_default();
+        if !list.contains(&k.slack) {
+            list.push(k.slack);
+        }
+    }
+    d.trees += 1;
+    d.reference_states += reached.len() as u64;
+    d.pruned_schedules += rep.schedules;
+    d.pruned_runs += rep.pruned;
+    for ((exact, slack), before) in &reached {
+        let covered = pruned.get(exact).is_some_and(|list| {
+            list.iter()
+                .any(|s| s.len() == slack.len() && s.iter().zip(slack.iter()).all(|(a, b)| a >= b))
+        });
+        if !covered {
+            return Err(format!(
+                "{}: a state the unpruned walk reached after decisions {before:?} (slack {slack:?}; \
+                 {} others of its exact part) is covered by none of the states the pruned search \
+                 visited ({} schedules, {} runs stopped at seen states)",
+                tree.name,
+                pruned.get(exact).map_or(0, Vec::len),
+                rep.schedules,
+                rep.pruned
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The cover audit over `trees`: the first state not covered, or what was compared.
+pub(crate) fn cover_trees(trees: &[Tree]) -> Result<Covered, String> {
+    let mut d = Covered::default();
+    for t in trees {
+        cover(t, &mut d)?;
+    }
+    Ok(d)
+}
+
+/// The cover audit's trees: every design x kills off and on at two processes x two requests,
+/// in each variant but the one with the destination varied (whose trees run to millions of
+/// schedules: `just prune-audit`).
+fn cover_slice(backends: &[&'static str]) -> Vec<Tree> {
+    trees(backends, 2, 2, &[0, 1])
+        .into_iter()
+        .filter(|t| !t.name.contains("destination"))
+        .collect()
 }
 
 #[test]
-#[ignore = "not yet caught by the audit: see `caught`"]
-fn the_audit_catches_pending_events_without_their_due_offset() {
-    let e = caught(Plant::PendingDue, &slice());
-    eprintln!("{e}");
+fn pruned_search_covers_every_state_the_unpruned_one_reaches() {
+    let d = cover_trees(&cover_slice(&[])).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{d:?}");
+    assert!(d.trees >= 60, "{d:?}: too few trees");
+    assert!(d.pruned_runs > 0, "{d:?}: the pruning pruned nothing");
+    assert!(d.pruned_schedules < d.reference_schedules, "{d:?}");
+}
+
+/// The deeper cover audit (`just prune-audit`): with the destination's latency varied too, for
+/// the designs whose memory of grants the checkers mirror.
+#[test]
+#[ignore = "minutes: just prune-audit"]
+fn pruned_search_covers_every_state_the_unpruned_one_reaches_deep() {
+    let t: Vec<Tree> = trees(&["row", "redis_gcra", "advisory"], 2, 2, &[0])
+        .into_iter()
+        .filter(|t| t.name.contains("destination"))
+        .collect();
+    let d = cover_trees(&t).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{d:?}");
+}
+
+/// The cover audit under planted bug `p` over `trees`: its message (it must fail).
+fn uncovered(p: Plant, trees: &[Tree]) -> String {
+    match plant::with(p, || cover_trees(trees)) {
+        Err(e) => e,
+        Ok(d) => panic!("{p:?} planted: the cover audit passed ({d:?})"),
+    }
+}
+
+const UNCOVERED: &str = "is covered by none of the states the pruned search visited";
+
+#[test]
+fn the_cover_audit_catches_a_form_that_leaves_the_world_out() {
+    let e = uncovered(Plant::WorldLeftOut, &cover_slice(&["row"]));
+    assert!(e.contains(UNCOVERED), "{e}");
 }
 
 #[test]
-#[ignore = "not yet caught by the audit: see `caught`"]
-fn the_audit_catches_slack_compared_the_wrong_way() {
-    let e = caught(Plant::SlackReversed, &slice());
-    eprintln!("{e}");
+fn the_cover_audit_catches_pending_events_without_their_due_offset() {
+    let e = uncovered(Plant::PendingDue, &cover_slice(&["row"]));
+    assert!(e.contains(UNCOVERED), "{e}");
 }
 
 #[test]
-#[ignore = "not yet caught by the audit: see `caught`"]
-fn the_audit_catches_a_cut_continuation_forgotten_when_a_state_is_closed() {
-    let e = caught(Plant::CutForgotten, &slice());
-    eprintln!("{e}");
+fn the_cover_audit_catches_slack_compared_the_wrong_way() {
+    let e = uncovered(Plant::SlackReversed, &cover_slice(&["row"]));
+    assert!(e.contains(UNCOVERED), "{e}");
 }
 
 #[test]
-#[ignore = "not yet caught by the audit: see `caught`"]
-fn the_audit_catches_a_checker_form_without_a_field_its_verdict_reads() {
-    let e = caught(Plant::CeilingTat, &slice());
-    eprintln!("{e}");
+fn the_cover_audit_catches_a_walk_that_skips_the_last_way_of_every_choice() {
+    let e = uncovered(Plant::WalkSkipsLast, &cover_slice(&["row"]));
+    assert!(e.contains(UNCOVERED), "{e}");
 }
 
 #[test]
-#[ignore = "not yet caught by the audit: see `caught`"]
-fn the_audit_catches_a_walk_that_skips_the_last_way_of_every_choice() {
-    let e = caught(Plant::WalkSkipsLast, &slice());
-    eprintln!("{e}");
+fn the_goal_audit_catches_a_walk_that_skips_the_last_way_of_every_choice() {
+    let refs = slice_refs();
+    match plant::with(Plant::WalkSkipsLast, || audit_goals(refs, GOALS_PER_TREE)) {
+        Err(e) => assert!(e.contains("was reached by none of the pruned search's"), "{e}"),
+        Ok(d) => panic!("the goal audit passed ({d:?})"),
+    }
+}
+
+/// A tree where the ceiling's memory of arrivals is not implied by the world: the
+/// destination's latency varied (an arrival's instant is not its grant's), a burst of one.
+fn arrivals_apart() -> (String, Options) {
+    let racers =
+        include_str!("../../sims/explore-three-racers.toml").replace("duration = \"10s\"", "duration = \"400ms\"");
+    let text = format!(
+        "{}\n[destination]\nlatency = {{ dist = \"lognormal\", median = \"2ms\", sigma = 0.5 }}\n",
+        racers.replace("burst = 3", "burst = 1")
+    );
+    (text, opts(2, 2, vec![Site::Destination], 0))
+}
+
+#[test]
+fn merged_states_go_on_alike_where_arrivals_are_not_their_grants() {
+    let (text, o) = arrivals_apart();
+    for b in ["redis_gcra", "row"] {
+        let (c, broke) = audit(&text, b, &o).unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.same_instant > 0 && broke > 0, "{b}: {c:?}, {broke}");
+    }
+}
+
+#[test]
+fn the_meetings_audit_catches_a_checker_form_without_a_field_its_verdict_reads() {
+    let (text, o) = arrivals_apart();
+    match plant::with(Plant::CeilingTat, || audit(&text, "redis_gcra", &o)) {
+        Err(e) => assert!(e.contains("broke [\"ceiling\"] against []"), "{e}"),
+        Ok(c) => panic!("the meetings audit passed ({c:?})"),
+    }
+}
+
+/// NOT caught yet, and a record of it: with `redis_gcra`'s TAT left out of its store's form
+/// (and, in a second plant, the slot meter's TAT too), the meetings audit compares exactly as
+/// many merged pairs as without (the same counts on every tree tried: racers 2 x 2 with and
+/// without a kill, the destination varied): no new state is merged. The TAT is implied on these
+/// trees by what else the form holds (the checkers keep each grant's slot until its arrival,
+/// and the arrivals' meter after it), so dropping it changes no search; a tree where it is not
+/// implied is still to be found. Ignored, as a record; run with `--ignored`.
+#[test]
+#[ignore = "not yet caught: see its doc"]
+fn the_audits_catch_a_gcra_store_form_without_its_tat() {
+    let (text, o) = arrivals_apart();
+    for p in [Plant::GcraTat, Plant::GcraTatAndItsMirror] {
+        let e = plant::with(p, || audit(&text, "redis_gcra", &o));
+        assert!(e.is_err(), "{p:?}: the meetings audit passed: {e:?}");
+    }
+}
+
+/// NOT caught yet, and a record of it: closing a seen state as though none of its
+/// continuations was cut by the duration lets a state met earlier be covered by it; on the
+/// trees tried (racers+short, 302 ms, whose last fetch starts before the end or not) the pruned
+/// search then runs other schedules (39,188 against 40,566) but still covers every state and
+/// reaches every goal: what the earlier state's continuations do past the seen one's cut is
+/// done by other schedules too. Ignored, as a record; run with `--ignored`.
+#[test]
+#[ignore = "not yet caught: see its doc"]
+fn the_audits_catch_a_cut_continuation_forgotten_when_a_state_is_closed() {
+    let t: Vec<Tree> = cover_slice(&[])
+        .into_iter()
+        .filter(|t| t.name.contains("short"))
+        .collect();
+    let e = uncovered(Plant::CutForgotten, &t);
+    assert!(e.contains(UNCOVERED), "{e}");
 }

@@ -7,6 +7,10 @@
 pub enum Plant {
     /// `redis_gcra`'s store side leaves its TAT out of its form.
     GcraTat,
+    /// `redis_gcra`'s store side leaves its TAT out of its form, and `slot_ceiling`'s meter of
+    /// granted slots (a GCRA over the same grants at the same rate: the same TAT whenever the
+    /// store's is ahead) leaves out its own: the TAT is then implied by nothing else.
+    GcraTatAndItsMirror,
     /// Pending events are fingerprinted without how far ahead they are due.
     PendingDue,
     /// A seen state covers a new one with *less* slack (the comparison the wrong way).
@@ -53,4 +57,78 @@ pub fn with<R>(p: Plant, f: impl FnOnce() -> R) -> R {
     PLANTED.with(|c| c.set(Some(p)));
     let _reset = Reset;
     f()
+}
+
+#[cfg(test)]
+thread_local! {
+    static SAW: std::cell::RefCell<Option<Vec<super::Key>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A state a run visited (a pruning run's, or an auditing one's): recorded while
+/// [`watching`] on this thread.
+#[cfg(test)]
+pub fn saw(k: &super::Key) {
+    SAW.with(|s| {
+        if let Some(v) = s.borrow_mut().as_mut() {
+            v.push(k.clone());
+        }
+    });
+    LOG.with(|l| {
+        if let Some((ev, marks)) = l.borrow_mut().as_mut() {
+            marks.push(ev.len());
+        }
+    });
+}
+
+/// Run `f`, with every state runs on this thread visit recorded: its result and the states.
+#[cfg(test)]
+pub fn watching<R>(f: impl FnOnce() -> R) -> (R, Vec<super::Key>) {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            SAW.with(|s| *s.borrow_mut() = None);
+        }
+    }
+    SAW.with(|s| *s.borrow_mut() = Some(Vec::new()));
+    let _reset = Reset;
+    let r = f();
+    let seen = SAW.with(|s| s.borrow_mut().take().unwrap_or_default());
+    (r, seen)
+}
+
+/// A run's events as the meetings audit compares them (kind, process, instant), and how many
+/// had happened at each state visited.
+#[cfg(test)]
+type Log = (Vec<(u8, u32, u64)>, Vec<usize>);
+
+#[cfg(test)]
+thread_local! {
+    static LOG: std::cell::RefCell<Option<Log>> = const { std::cell::RefCell::new(None) };
+}
+
+/// An event of the run (while [`logging`] on this thread).
+#[cfg(test)]
+pub fn log_event(kind: u8, pid: u32, t: u64) {
+    LOG.with(|l| {
+        if let Some((ev, _)) = l.borrow_mut().as_mut() {
+            ev.push((kind, pid, t));
+        }
+    });
+}
+
+/// Run `f` with the events logged ([`log_event`]) and, at each state visited, how many there
+/// were: its result, the events, the marks.
+#[cfg(test)]
+pub fn logging<R>(f: impl FnOnce() -> R) -> (R, Log) {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LOG.with(|l| *l.borrow_mut() = None);
+        }
+    }
+    LOG.with(|l| *l.borrow_mut() = Some((Vec::new(), Vec::new())));
+    let _reset = Reset;
+    let r = f();
+    let log = LOG.with(|l| l.borrow_mut().take().unwrap_or_default());
+    (r, log)
 }

@@ -562,7 +562,7 @@ fn every_route_refuses_an_unreachable_kill_point_with_one_message() {
     );
     // a scenario whose own backend (advisory) reaches the point, handed to `row`:
     let adv = FOUR_LIMITERS.replace("\"row\"", "\"advisory\"");
-    let sc = Scenario::parse("t.toml", &format!("{adv}{kill}")).unwrap();
+    let sc = pacesim::registry::parse("t.toml", &format!("{adv}{kill}")).unwrap();
     // 2. the builder
     let row = pacesim::backend::row::RowOptions::default().build(&sc).unwrap();
     let Err(SimError::Refused(e)) = SimBuilder::new(sc.clone()).run(row) else {
@@ -578,8 +578,8 @@ fn every_route_refuses_an_unreachable_kill_point_with_one_message() {
     assert_eq!((mask, kept.as_slice()), (KillPoint::mask(&reached), reached.as_slice()));
     // 4. an external worker that reports row's points
     let live = "[live]\nkill_points = [\"mid_reservation\", \"sleeping_to_slot\", \"mid_fetch\"]\n";
-    let ext = Scenario::parse("t.toml", &format!("{adv}{live}{kill}")).unwrap();
-    let e = pacesim::live::external::unsupported(&ext).unwrap_err();
+    let ext = pacesim::registry::parse("t.toml", &format!("{adv}{live}{kill}")).unwrap();
+    let e = pacesim::live::external::unsupported(&ext).unwrap_err().to_string();
     assert!(
         e.starts_with(&format!(
             "faults[0]: a kill at point `holding_lock` is unavailable with an external worker ({})",
