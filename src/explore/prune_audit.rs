@@ -644,18 +644,12 @@ const GOAL_CHECKER: CheckerSpec = CheckerSpec {
     new: GoalChecker::make,
 };
 
-/// A tree walked without pruning, by a walk of its own (each way of the deepest choice that
-/// has one left, then the first way of every later choice): the goals each schedule reached.
-#[derive(Debug, Default)]
-pub(crate) struct Reference {
-    /// Schedules walked.
-    schedules: u64,
-    /// Each goal: the schedules that reached it, and the first one's decisions.
-    goals: BTreeMap<Goal, (u64, Vec<u32>)>,
-}
+/// A tree's backend, its scenario as prepared (and its text), and an explorer of it that
+/// prunes nothing, with the goal checker beside the suite and `checks` counted; `None` when the
+/// backend cannot run the scenario.
+type Ready = (&'static BackendSpec, Scenario, String, Explorer);
 
-/// Walk `tree` without pruning (never under a plant: the reference is the truth).
-pub(crate) fn reference(tree: &Tree) -> Result<Option<(Scenario, String, Reference)>, String> {
+fn ready(tree: &Tree, checks: Vec<String>) -> Result<Option<Ready>, String> {
     let spec = crate::registry::spec(tree.backend).ok_or_else(|| format!("{}: no backend", tree.name))?;
     let sc = crate::registry::parse("audit.toml", &tree.text).map_err(|e| format!("{}: {e}", tree.name))?;
     let sc = Scenario {
@@ -673,8 +667,37 @@ pub(crate) fn reference(tree: &Tree) -> Result<Option<(Scenario, String, Referen
         kill_points: points,
         ..tree.opts.bounds.clone()
     };
-    let mut ex = Explorer::new(spec, bounds, mask, false, Vec::new());
+    let mut ex = Explorer::new(spec, bounds, mask, false, checks);
     ex.more = vec![GOAL_CHECKER];
+    Ok(Some((spec, sc, text, ex)))
+}
+
+/// The walk of the audit's own (not the explorer's: a walk that skips a way must not skip it
+/// here too): after a run that took `made` (`choices`), the deepest choice with a way left
+/// takes its next way; `None` when none has.
+fn next_own(made: &[u32], choices: &[Choice]) -> Option<Vec<u32>> {
+    choices.iter().rposition(|c| c.index + 1 < c.of).map(|j| {
+        let mut p = made[..j].to_vec();
+        p.push(made[j] + 1);
+        p
+    })
+}
+
+/// A tree walked without pruning, by a walk of its own (each way of the deepest choice that
+/// has one left, then the first way of every later choice): the goals each schedule reached.
+#[derive(Debug, Default)]
+pub(crate) struct Reference {
+    /// Schedules walked.
+    schedules: u64,
+    /// Each goal: the schedules that reached it, and the first one's decisions.
+    goals: BTreeMap<Goal, (u64, Vec<u32>)>,
+}
+
+/// Walk `tree` without pruning (never under a plant: the reference is the truth).
+pub(crate) fn reference(tree: &Tree) -> Result<Option<(Scenario, String, Reference)>, String> {
+    let Some((_, sc, text, mut ex)) = ready(tree, Vec::new())? else {
+        return Ok(None);
+    };
     GOAL.with(|g| *g.borrow_mut() = None);
     let mut r = Reference::default();
     let mut prefix = Some(Vec::new());
@@ -708,11 +731,7 @@ pub(crate) fn reference(tree: &Tree) -> Result<Option<(Scenario, String, Referen
             }
         }
         // (the walk of its own: the deepest choice with a way left takes its next way)
-        prefix = s.made.iter().rposition(|c| c.index + 1 < c.of).map(|j| {
-            let mut p = made[..j].to_vec();
-            p.push(made[j] + 1);
-            p
-        });
+        prefix = next_own(&made, &s.made);
     }
     Ok(Some((sc, text, r)))
 }
@@ -850,22 +869,8 @@ pub(crate) struct Covered {
 /// The cover audit of one tree (under whatever is planted on this thread: the unpruned walk
 /// computes the forms the pruned search compares).
 pub(crate) fn cover(tree: &Tree, d: &mut Covered) -> Result<(), String> {
-    let spec = crate::registry::spec(tree.backend).ok_or_else(|| format!("{}: no backend", tree.name))?;
-    let sc = crate::registry::parse("audit.toml", &tree.text).map_err(|e| format!("{}: {e}", tree.name))?;
-    let sc = Scenario {
-        pacer: crate::scenario::PacerCfg {
-            backend: tree.backend.into(),
-            ..sc.pacer.clone()
-        },
-        ..sc
-    };
-    let Ok((sc, text)) = prepare("audit.toml", &tree.text, &sc, &tree.opts) else {
+    let Some((spec, sc, text, mut ex)) = ready(tree, vec!["goal".into()])? else {
         return Ok(());
-    };
-    let (mask, points) = kill_mask(spec, &sc, &[]).map_err(|e| e.to_string())?;
-    let bounds = Bounds {
-        kill_points: points,
-        ..tree.opts.bounds.clone()
     };
     GOAL.with(|g| *g.borrow_mut() = Some(Pattern::Nothing));
     struct Reset;
@@ -876,8 +881,6 @@ pub(crate) fn cover(tree: &Tree, d: &mut Covered) -> Result<(), String> {
     }
     let _reset = Reset;
     // the unpruned walk, a walk of its own: each state with the decisions that first reached it
-    let mut ex = Explorer::new(spec, bounds, mask, false, vec!["goal".into()]);
-    ex.more = vec![GOAL_CHECKER];
     let mut reached: BTreeMap<(u64, Box<[i64]>), Vec<u32>> = BTreeMap::new();
     let mut prefix = Some(Vec::new());
     while let Some(p) = prefix {
@@ -892,11 +895,7 @@ pub(crate) fn cover(tree: &Tree, d: &mut Covered) -> Result<(), String> {
                 .entry((key.exact, key.slack))
                 .or_insert_with(|| made[..k].to_vec());
         }
-        prefix = s.made.iter().rposition(|c| c.index + 1 < c.of).map(|j| {
-            let mut p = made[..j].to_vec();
-            p.push(made[j] + 1);
-            p
-        });
+        prefix = next_own(&made, &s.made);
     }
     // the pruned search, to its end (its one check is never broken)
     let opts = Options {
