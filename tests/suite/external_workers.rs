@@ -27,8 +27,7 @@ fn rt() -> tokio::runtime::Runtime {
 /// The stores and Python's packages, or why not (printed loudly).
 fn ready(test: &str) -> Option<PgSettings> {
     let why = |w: String| {
-        use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "LIVE TESTS NOT RUN ({test}): {w}");
+        crate::common::live_not_run(test, &w);
         None
     };
     let pg = rt().block_on(PgSettings::from_env().connect_resolving_user(Duration::from_secs(2)));

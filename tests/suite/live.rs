@@ -42,8 +42,7 @@ fn stores(test: &str) -> Option<(PgSettings, tokio::runtime::Runtime)> {
 /// Say loudly that a live test did not run. Written to the stderr stream itself, past the
 /// test harness's output capture, so plain `cargo test` shows it too.
 fn not_run<T>(test: &str, why: &str) -> Option<T> {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "LIVE TESTS NOT RUN ({test}): {why}");
+    crate::common::live_not_run(test, why);
     None
 }
 

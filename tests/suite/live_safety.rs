@@ -36,8 +36,7 @@ fn servers(test: &str) -> Option<(PgSettings, tokio::runtime::Runtime)> {
         (Err(e), _) => e.to_string(),
         (_, Err(e)) => e.to_string(),
     };
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "LIVE TESTS NOT RUN ({test}): {why}");
+    crate::common::live_not_run(test, &why);
     None
 }
 
@@ -47,11 +46,7 @@ fn python_ok(test: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "LIVE TESTS NOT RUN ({test}): python3 with redis-py missing"
-        );
+        crate::common::live_not_run(test, "python3 with redis-py missing");
     }
     ok
 }
@@ -522,11 +517,7 @@ fn a_lease_table_pacesim_does_not_own_or_that_has_triggers_is_refused() {
     });
     if let Err(e) = made {
         let _ = rt.block_on(admin.batch_execute(&format!("DROP DATABASE IF EXISTS {db}")));
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "LIVE TESTS NOT RUN (lease table): cannot create a database and a role: {e}"
-        );
+        crate::common::live_not_run("lease table", &format!("cannot create a database and a role: {e}"));
         return;
     }
     let mut in_db = pgs.clone();
@@ -644,11 +635,7 @@ fn a_key_that_is_not_utf8_never_blocks_a_run_or_its_cleanup() {
         .filter(|u| u.matches('/').count() == 2)
         .map(|u| format!("{u}/13"))
     else {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "LIVE TESTS NOT RUN (byte keys): REDIS_URL {base} names a database"
-        );
+        crate::common::live_not_run("byte keys", &format!("REDIS_URL {base} names a database"));
         return;
     };
     let db = RedisSettings { url: url.clone() };

@@ -15,7 +15,7 @@ fn ready() -> bool {
         .args(["-c", "import psycopg"])
         .output();
     if std::net::TcpStream::connect((pg.host.as_str(), pg.port)).is_err() || !py.is_ok_and(|o| o.status.success()) {
-        println!("LIVE TESTS NOT RUN: needs PostgreSQL and python3 with psycopg");
+        crate::common::live_not_run("live_setup", "needs PostgreSQL and python3 with psycopg");
         return false;
     }
     true

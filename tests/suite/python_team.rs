@@ -198,7 +198,7 @@ fn the_github_workflow_runs_here() {
         "runs the template's pytest tests: {lines:?}"
     );
     if let Err(why) = ready() {
-        println!("LIVE TESTS NOT RUN: {why}");
+        crate::common::live_not_run("python_team", &why);
         return;
     }
     let dir = run_lines("github", &lines, &env);
@@ -235,7 +235,7 @@ fn the_gitlab_job_runs_here() {
     assert_eq!(strings(&artifacts["paths"]), ["reports/"]);
     let junit = strings(&artifacts["reports"]["junit"]);
     if let Err(why) = ready() {
-        println!("LIVE TESTS NOT RUN: {why}");
+        crate::common::live_not_run("python_team", &why);
         return;
     }
     let dir = run_lines("gitlab", &lines, &env);
@@ -250,7 +250,7 @@ fn the_gitlab_job_runs_here() {
 #[test]
 fn the_pytest_plugin_fails_a_defective_worker_with_the_witness() {
     if let Err(why) = ready() {
-        println!("LIVE TESTS NOT RUN: {why}");
+        crate::common::live_not_run("python_team", &why);
         return;
     }
     let dir = run_lines("pytest-defective", &["mkdir -p reports".to_string()], &[]);
