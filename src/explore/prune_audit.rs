@@ -409,13 +409,19 @@ pub(crate) fn differential(tree: &Tree, d: &mut Differential) -> Result<(), Stri
     Ok(())
 }
 
-/// The differential audit over `trees`: the first disagreement, or what was compared.
-pub(crate) fn audit_trees(trees: &[Tree]) -> Result<Differential, String> {
-    let mut d = Differential::default();
+/// An audit `one` of each tree of `trees`, adding to what it compared: the first failure, or
+/// the sum.
+fn over<D: Default>(trees: &[Tree], one: fn(&Tree, &mut D) -> Result<(), String>) -> Result<D, String> {
+    let mut d = D::default();
     for t in trees {
-        differential(t, &mut d)?;
+        one(t, &mut d)?;
     }
     Ok(d)
+}
+
+/// The differential audit over `trees`: the first disagreement, or what was compared.
+pub(crate) fn audit_trees(trees: &[Tree]) -> Result<Differential, String> {
+    over(trees, differential)
 }
 
 /// The fast slice (`just test`, CI): two processes, one request each, kills off and on.
@@ -947,11 +953,7 @@ pub(crate) fn cover(tree: &Tree, d: &mut Covered) -> Result<(), String> {
 
 /// The cover audit over `trees`: the first state not covered, or what was compared.
 pub(crate) fn cover_trees(trees: &[Tree]) -> Result<Covered, String> {
-    let mut d = Covered::default();
-    for t in trees {
-        cover(t, &mut d)?;
-    }
-    Ok(d)
+    over(trees, cover)
 }
 
 /// The cover audit's trees: every design x kills off and on at two processes x two requests,
