@@ -273,31 +273,29 @@ impl Seen {
     /// Add `k` (not covered: [`Seen::find`]); its handle for [`Seen::close`].
     pub fn insert(&self, k: Key) -> (u64, u32) {
         let exact = k.exact;
-        let mut s = self.stripe(exact);
+        (exact, self.add(self.stripe(exact), k))
+    }
+
+    /// Add `k` to its stripe `s` (held), and count it and the bytes it took; its index there.
+    fn add(&self, mut s: MutexGuard<'_, Stripe>, k: Key) -> u32 {
         let before = s.bytes();
         let i = s.insert(k);
         let after = s.bytes();
         drop(s);
         self.0.len.fetch_add(u64::from(i != NONE), Ordering::Relaxed);
         self.0.bytes.fetch_add(after - before, Ordering::Relaxed);
-        (exact, i)
+        i
     }
 
     /// [`Seen::find`], and when nothing covers `k`, [`Seen::insert`], under one lock: `Err`
     /// with where a run stopped at `k` would have ended, or `Ok` with the new state's handle.
     pub fn find_or_insert(&self, k: Key, limit: u64) -> Result<(u64, u32), Stop> {
         let exact = k.exact;
-        let mut s = self.stripe(exact);
+        let s = self.stripe(exact);
         if let Some(stop) = s.find(&k, limit) {
             return Err(stop);
         }
-        let before = s.bytes();
-        let i = s.insert(k);
-        let after = s.bytes();
-        drop(s);
-        self.0.len.fetch_add(u64::from(i != NONE), Ordering::Relaxed);
-        self.0.bytes.fetch_add(after - before, Ordering::Relaxed);
-        Ok((exact, i))
+        Ok((exact, self.add(s, k)))
     }
 
     /// Every continuation of the state `at` ([`Seen::insert`]) was explored, ending so.
