@@ -416,7 +416,11 @@ impl Tape {
     /// ([`KillPoint::bit`]) of each kill point a kill may fire at ([`KillPoint::mask`]).
     pub fn steer(bounds: Bounds, kill_mask: u32, prefix: Vec<u32>, strategy: Box<dyn Strategy>) -> Tape {
         let z = bounds.quantiles.iter().map(|&q| probit(q)).collect();
+        // (the run makes its prefix's decisions and usually a few more: room for them at once,
+        // not grown by doubling in every run)
+        let made = Vec::with_capacity(prefix.len() + 32);
         Tape {
+            made,
             prefix,
             strategy,
             kills_left: bounds.kills,
@@ -542,7 +546,7 @@ impl Drop for Entered {
 }
 
 /// The standard normal quantile at `q` (clamped into `[1e-12, 1 - 1e-12]`).
-fn probit(q: f64) -> f64 {
+pub(crate) fn probit(q: f64) -> f64 {
     use statrs::distribution::{ContinuousCDF, Normal};
     Normal::standard().inverse_cdf(q.clamp(1e-12, 1.0 - 1e-12))
 }
