@@ -58,7 +58,7 @@ pub enum Answer {
 impl StoreReply for Answer {}
 
 /// The counter in Redis: the current window's number and count (older keys have expired).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Counter {
     cfg: FixedWindow,
     key: Option<(i64, u64)>,
@@ -103,7 +103,7 @@ impl StoreSide for Counter {
 
 /// A process: ask, fetch if allowed, else retry when the next window opens. If Redis fails,
 /// fail open (the prior behaviour).
-#[derive(Debug, Hash)]
+#[derive(Clone, Debug, Hash)]
 pub struct Client;
 
 impl ProcessSide for Client {

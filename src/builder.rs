@@ -246,3 +246,17 @@ pub(crate) fn run_headed<B: Backend>(
     out.header(header);
     Ok(Sim::with_source(sc, backend, out, source.cloned()).run()?)
 }
+
+/// [`run_headed`] for an explorer's run that goes on from the deepest world `saves` holds that
+/// it agrees with, saving its own ([`crate::sim::run_saving`]).
+pub(crate) fn run_saving<B: Backend>(
+    sc: &Scenario,
+    source: &crate::choice::Source,
+    backend: B,
+    header: &Header,
+    out: &mut dyn Sink,
+    saves: &mut Option<Box<dyn std::any::Any + Send>>,
+) -> Result<Outcome, SimError> {
+    check_scenario(sc, &backend)?;
+    Ok(crate::sim::run_saving(sc, source, backend, header, out, saves)?)
+}

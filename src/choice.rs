@@ -47,6 +47,25 @@ pub enum Kind {
     Target,
 }
 
+/// Where a run stands in its decisions ([`Source::mark`]): those made, and the kills left.
+#[derive(Clone, Debug)]
+pub struct Mark {
+    made: Vec<Choice>,
+    kills_left: u32,
+}
+
+impl Mark {
+    /// How many decisions were made.
+    pub fn len(&self) -> usize {
+        self.made.len()
+    }
+
+    /// None yet.
+    pub fn is_empty(&self) -> bool {
+        self.made.is_empty()
+    }
+}
+
 /// One decision of a run: its kind, how many ways it could go, and the way it went.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Choice {
@@ -704,6 +723,38 @@ impl Source {
     pub fn kills_left(&self) -> u32 {
         let t = self.tape();
         if matches!(t.mode, Mode::Steer) { t.kills_left } else { 0 }
+    }
+
+    /// How many decisions were made so far.
+    pub fn made_len(&self) -> usize {
+        self.tape().made.len()
+    }
+
+    /// Where the run stands in its decisions, to resume from in a later run that makes the same
+    /// first ones ([`Source::resume`]): an explorer's saved world keeps it.
+    pub fn mark(&self) -> Mark {
+        let t = self.tape();
+        Mark {
+            made: t.made.clone(),
+            kills_left: t.kills_left,
+        }
+    }
+
+    /// Does this run's prefix begin with the decisions `m` made (so that a world saved at `m`
+    /// is where this run will be once it made them)?
+    pub fn agrees(&self, m: &Mark) -> bool {
+        let t = self.tape();
+        m.made.len() <= t.prefix.len() && m.made.iter().zip(&t.prefix).all(|(c, &i)| c.index == i)
+    }
+
+    /// Go on from `m` ([`Source::mark`]), as if this run had made its decisions (which it
+    /// [`agrees`](Source::agrees) with): a world saved there is being resumed.
+    pub fn resume(&self, m: &Mark) {
+        let mut t = self.tape();
+        debug_assert!(t.made.is_empty(), "a run resumes before its first decision");
+        t.made.clear();
+        t.made.extend_from_slice(&m.made);
+        t.kills_left = m.kills_left;
     }
 
     /// The decisions made so far.

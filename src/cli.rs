@@ -1027,6 +1027,11 @@ pub(crate) struct ExploreArgs {
     /// Judge every schedule in full, even at states already seen.
     #[arg(long)]
     no_prune: bool,
+    /// Replay every run from its start rather than go on from the world an earlier run saved
+    /// where their decisions part: the same schedules, states and verdict, slower (a check of
+    /// the saving, docs/explore.md).
+    #[arg(long)]
+    replay: bool,
     /// Report the violation as found, unshrunk.
     #[arg(long)]
     no_shrink: bool,
@@ -1145,6 +1150,7 @@ impl ExploreArgs {
             ),
             more_checkers: Vec::new(),
             every_check: false,
+            replay: self.replay,
         })
     }
 }

@@ -33,7 +33,7 @@ pub mod status {
 }
 
 /// The destination's state.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Destination {
     limit: Option<Gcra>,
     // invariant: the GCRA's theoretical arrival time over *allowed* arrivals only.

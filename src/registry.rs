@@ -59,6 +59,21 @@ pub trait Ops: Sync {
         let _ = header;
         self.simulate_from(name, sc, source, out)
     }
+    /// [`Ops::simulate_headed`] for an explorer's run that may go on from a world an earlier
+    /// run saved, rather than replay the decisions they share (`saves`: the explorer's, kept
+    /// between its runs). The default replays.
+    fn simulate_saving(
+        &self,
+        name: &str,
+        sc: &Scenario,
+        source: &crate::choice::Source,
+        header: &crate::trace::Header,
+        out: &mut dyn Sink,
+        saves: &mut Option<Box<dyn std::any::Any + Send>>,
+    ) -> Result<Outcome, crate::builder::SimError> {
+        let _ = saves;
+        self.simulate_headed(name, sc, Some(source), header, out)
+    }
     /// What it can run with `sc`'s options: kill points, threads, platforms, jobs.
     fn capabilities(&self, name: &str, sc: &Scenario) -> Result<Capabilities, OptionError>;
 }
@@ -145,6 +160,18 @@ impl<O: Configure> Ops for OpsOf<O> {
     ) -> Result<Outcome, crate::builder::SimError> {
         let b = self.build(name, sc, false)?;
         crate::builder::run_headed(sc, source, b, header, out)
+    }
+    fn simulate_saving(
+        &self,
+        name: &str,
+        sc: &Scenario,
+        source: &crate::choice::Source,
+        header: &crate::trace::Header,
+        out: &mut dyn Sink,
+        saves: &mut Option<Box<dyn std::any::Any + Send>>,
+    ) -> Result<Outcome, crate::builder::SimError> {
+        let b = self.build(name, sc, false)?;
+        crate::builder::run_saving(sc, source, b, header, out, saves)
     }
 }
 

@@ -39,7 +39,7 @@ pub enum Waiter<Op> {
 }
 
 /// The store; `Op` is the backend's operation type.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Store<Op> {
     /// The store's clock (`clock_timestamp()`).
     pub clock: Clock,

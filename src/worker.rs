@@ -107,7 +107,7 @@ pub fn points_after_served(kind: OpKind, in_transaction: bool) -> [Option<KillPo
 
 /// One worker loop: a one-thread process, or one thread of a process of several (see
 /// [`Process`]): the loop's state and the backend's process side while it holds it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 // Laid out by hand, on cache-line boundaries: the simulator visits a worker several times a
 // fetch, each time after many other workers' visits have pushed it out of the core's first-level
 // cache. The fields a visit reads come first (the loop's numbers and random stream, then its
@@ -486,7 +486,7 @@ impl<P: ProcessSide> Worker<P> {
 /// step of the loop is written once, for one thread. A step runs alone, as the record's
 /// limiter runs under its `threading.Lock`. A one-thread process lends nothing but its armed
 /// kills and its queue, and steps exactly as a [`Worker`] alone.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 // Laid out by hand, as `Worker` is: what every step reads (the parts it lends, and whether it
 // lends a shared side) and what every job's start reads (its permits) fill the first cache
 // line; thread 0's loop, which every event of a one-thread process visits, follows in place

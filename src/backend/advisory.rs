@@ -142,7 +142,7 @@ impl Backend for Advisory {
 }
 
 /// The server's lock manager.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct AdvisoryStore {
     locks: LockTable,
     detect_dead: Nanos,

@@ -97,7 +97,7 @@ impl Placed {
 }
 
 /// The shared backoff columns in the store (used as the placement says).
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct SharedBackoff {
     placed: Placed,
     // the multiplier and clean-streak columns
@@ -162,7 +162,7 @@ impl SharedBackoff {
 /// A process's own backoff machine, and the steps every pace backend takes on it the same way
 /// (its request carries its own multiplier; after the fetch it reports the response; the
 /// store's answer to a report ends the job).
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct LocalBackoff {
     placed: Placed,
     local: Backoff,

@@ -107,7 +107,7 @@ impl Backend for ClaimRow {
 }
 
 /// The slot rows.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct ClaimRowStore {
     rows: LockTable,
 }

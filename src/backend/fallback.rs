@@ -141,7 +141,7 @@ impl FallbackCfg {
 }
 
 /// One process's fallback switch.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ProcFallback {
     cfg: FallbackCfg,
     switch: FallbackSwitch,

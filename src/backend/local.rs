@@ -129,7 +129,7 @@ impl Backend for Local {
 }
 
 /// One process's own pacer and backoff machine.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct LocalProcess {
     interval: Nanos,
     pacer: LocalPacer,

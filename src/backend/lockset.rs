@@ -106,7 +106,7 @@ impl StoreReply for LockReply {
 }
 
 /// The locks in the store.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct LockTable {
     // invariant: holders[k] is the session holding lock k, if any.
     holders: Vec<Option<Session>>,
@@ -227,7 +227,7 @@ pub enum Release {
 
 /// One process's side of the protocol: the lock it believes it holds, and its fallback. The
 /// process side of `advisory` and `claim_row` (they differ in how they release).
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct LockProcess {
     pid: u32,
     proto: Protocol,

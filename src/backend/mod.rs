@@ -218,7 +218,7 @@ impl<R> Served<R> {
 /// The process side of a backend: one process incarnation's memory and decisions. With
 /// several threads per process it is shared by them or built once per thread, as
 /// [`Backend::threads`] says; [`ProcCx::thread`] names the calling thread.
-pub trait ProcessSide: Send + std::fmt::Debug + std::hash::Hash {
+pub trait ProcessSide: Clone + Send + std::fmt::Debug + std::hash::Hash {
     /// The operations it sends.
     type Op: StoreOp;
     /// The replies it understands.
@@ -241,7 +241,7 @@ pub trait ProcessSide: Send + std::fmt::Debug + std::hash::Hash {
     /// An explorer's form of this side ([`crate::form`]), its process's monotonic clock
     /// reading `mono_now` now: what of it the process's future reads, its clock readings
     /// relative to now. The default is its whole value as its `Hash` declares it (every field
-    /// exact: `#[derive(Hash)]`, or [`crate::exact_hash!`]), absolute (met at its own instant
+    /// exact: `#[derive(Clone, Hash)]`, or [`crate::exact_hash!`]), absolute (met at its own instant
     /// only).
     fn form(&self, f: &mut crate::form::Form, _mono_now: u64) {
         f.exact(self);
@@ -250,7 +250,7 @@ pub trait ProcessSide: Send + std::fmt::Debug + std::hash::Hash {
 }
 
 /// The store side of a backend: the shared state and its atomic operation.
-pub trait StoreSide: Send + std::fmt::Debug + std::hash::Hash {
+pub trait StoreSide: Clone + Send + std::fmt::Debug + std::hash::Hash {
     /// The operations it serves.
     type Op: StoreOp;
     /// The replies it sends.
@@ -285,7 +285,7 @@ pub trait StoreSide: Send + std::fmt::Debug + std::hash::Hash {
     /// An explorer's form of the store's state ([`crate::form`]), the store's clock reading
     /// `now` now: what of it later operations read, its clock readings relative to now. The
     /// default is its whole value as its `Hash` declares it (every field exact:
-    /// `#[derive(Hash)]`, or [`crate::exact_hash!`]), absolute (met at its own instant only).
+    /// `#[derive(Clone, Hash)]`, or [`crate::exact_hash!`]), absolute (met at its own instant only).
     fn form(&self, f: &mut crate::form::Form, _now: Reading) {
         f.exact(self);
         f.absolute();

@@ -14,7 +14,7 @@ pub type Table = toml::Table;
 /// The field names of options struct `T`, as serde reads them.
 pub fn fields<T: DeserializeOwned>() -> &'static [&'static str] {
     struct Capture(Option<&'static [&'static str]>);
-    #[derive(Debug)]
+    #[derive(Clone, Debug)]
     struct Stop;
     impl std::fmt::Display for Stop {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -171,7 +171,7 @@ pub fn positive(field: &str, v: Option<crate::time::Nanos>) -> Result<(), Option
 mod tests {
     use super::*;
 
-    #[derive(Debug, Deserialize, PartialEq)]
+    #[derive(Clone, Debug, Deserialize, PartialEq)]
     #[serde(deny_unknown_fields)]
     struct Opts {
         a: Option<u32>,

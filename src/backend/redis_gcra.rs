@@ -199,7 +199,7 @@ impl Backend for RedisGcra {
 }
 
 /// The keys in Redis.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct GcraStore {
     // invariant: only ever advanced by an allowed request, to max(tat, now) + T.
     tat: Option<u64>,
@@ -262,7 +262,7 @@ impl StoreSide for GcraStore {
 }
 
 /// One process's side: its backoff machine and fallback.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct GcraProcess {
     backoff: LocalBackoff,
     fallback: ProcFallback,

@@ -296,7 +296,7 @@ impl Backend for RedisLock {
 }
 
 /// The keys in Redis: one per platform (lock index = platform index), one without platforms.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct LockKey {
     // invariant: Some((holder, expires_at)) while lock 0's key exists.
     key: Option<(Session, Instant)>,
@@ -439,7 +439,7 @@ impl StoreSide for LockKey {
 }
 
 /// One process's walk.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct Walker {
     cfg: RedisLock,
     // Fetches left in the current walk (0 = no walk in progress).

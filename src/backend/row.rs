@@ -301,7 +301,7 @@ impl Backend for Row {
 }
 
 /// The row in the store.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct RowStore {
     // invariant: every slot granted is >= the previous slot + its interval, so slots strictly
     // increase (store clock); `None` until the first reservation creates the row.
@@ -390,7 +390,7 @@ impl StoreSide for RowStore {
 }
 
 /// One process's side of the pace row: its wait, its backoff machine, its fallback.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct RowProcess {
     clock: ClockSource,
     wait: WaitMode,

@@ -58,7 +58,7 @@ crate::exact_hash!(MaxWindow {
 });
 
 /// The ceiling checker.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Ceiling {
     interval: Nanos,
     burst: u64,

@@ -35,7 +35,7 @@ use crate::pacer::BurstMeter;
 use crate::trace::{Event, FallbackMode, FaultKind, Header, StoreFallback};
 use std::collections::BTreeMap;
 
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 struct Window {
     id: u32,
     kind: FaultKind,
@@ -52,7 +52,7 @@ struct Window {
 }
 
 /// The degradation checker.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Degradation {
     base: u64,
     rate: f64,

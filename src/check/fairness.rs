@@ -27,7 +27,7 @@ use crate::check::{Status, Verdict};
 use crate::trace::{Event, Header, JobState};
 
 /// The fairness report.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct Fairness {
     // invariant: counts[pid] = arrivals from pid; one entry per process of the header.
     counts: Vec<u64>,
@@ -44,7 +44,7 @@ pub struct Fairness {
 }
 
 /// Waits through a broker: per worker, and per re-enqueued task (download event).
-#[derive(Hash, Debug, Default)]
+#[derive(Clone, Hash, Debug, Default)]
 struct Broker {
     // invariant: asking[pid] = Some(since) iff pid asked for permission (for the task it
     // executes, whose wait began at `since`) and has neither started its fetch, re-enqueued the

@@ -52,7 +52,7 @@ use crate::trace::{Detail, Event, FaultKind, Header, LockUse, StoreFallback};
 use std::collections::BTreeSet;
 
 /// The liveness checker.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Liveness {
     rate: f64,
     base: u64,

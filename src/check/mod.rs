@@ -127,7 +127,7 @@ pub const NOT_JUDGED: &str = "not judged: needs ";
 /// What an external worker's trace holds, for [`Suite::verdicts`]: which checks it can judge.
 /// Only traces whose header names an external `worker` are screened this way; pacesim's own
 /// workers report every event.
-#[derive(Hash, Debug, Default)]
+#[derive(Clone, Hash, Debug, Default)]
 struct Seen {
     grant: bool,
     multiplier: bool,
@@ -202,6 +202,13 @@ pub const ORDER: [&str; 9] = [
 pub trait Checker: Sink {
     /// The verdicts, after the last event; empty when the property does not apply to the trace.
     fn verdicts(&mut self) -> Vec<Verdict>;
+    /// A copy of this checker as it stands, for an explorer that branches from a saved world
+    /// rather than replaying a run's first decisions (`pacesim explore`): `Some(Box::new(
+    /// self.clone()))` for a checker that is `Clone`. `None` (the default): the explorer replays
+    /// every run from its start, as fast as before but without the saving.
+    fn duplicate(&self) -> Option<Box<dyn Checker + Send>> {
+        None
+    }
 }
 
 /// A team's own checker, handed to pacesim by its program ([`register`];
@@ -337,6 +344,39 @@ pub struct Suite {
 }
 
 impl Suite {
+    /// A copy of the suite as it stands, for an explorer that branches from a saved world:
+    /// `None` when a team checker cannot be copied ([`Checker::duplicate`]).
+    pub fn duplicate(&self) -> Option<Suite> {
+        // (every field named: one added later is copied here, or the build fails)
+        let Suite {
+            ceiling,
+            others,
+            platforms,
+            external,
+            shared,
+            specs,
+            own,
+        } = self;
+        let own = own
+            .iter()
+            .map(|o| {
+                Some(Own {
+                    name: o.name,
+                    checker: o.checker.duplicate()?,
+                })
+            })
+            .collect::<Option<Vec<Own>>>()?;
+        Some(Suite {
+            ceiling: ceiling.clone(),
+            others: others.clone(),
+            platforms: platforms.clone(),
+            external: external.clone(),
+            shared: shared.clone(),
+            specs: specs.clone(),
+            own,
+        })
+    }
+
     /// A fingerprint of what the suite keeps that its verdicts can still depend on, for an
     /// explorer's pruning ([`crate::trace::Sink::state`]): its whole value as its `Hash` declares it, but without
     /// `self_heal` while no process was killed and none may be (`kills_ahead` false): it
@@ -452,7 +492,7 @@ impl Suite {
     }
 }
 
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 struct Others {
     backoff: backoff::BackoffCoherence,
     self_heal: self_heal::SelfHeal,
@@ -821,7 +861,7 @@ mod tests {
     }
 
     /// A team's checker: counts fetch starts, fails above 2; states its state only when told.
-    #[derive(Debug)]
+    #[derive(Clone, Debug)]
     struct Starts(u64, bool);
     impl Sink for Starts {
         fn event(&mut self, ev: &Event) {

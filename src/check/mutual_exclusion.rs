@@ -42,7 +42,7 @@ struct Uncapped {
 }
 
 /// The mutual-exclusion checker.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct MutualExclusion {
     k: usize,
     walk: Option<u64>,

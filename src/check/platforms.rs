@@ -26,7 +26,7 @@ use crate::check::{Checker, Status, Verdict};
 use crate::trace::{Event, Header, PlatformDetail, Sink};
 
 /// The per-platform checker.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct PerPlatform {
     platforms: Vec<PlatformDetail>,
     // invariant: job[pid] is the platform of pid's current job, from its last `platform` event.

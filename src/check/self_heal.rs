@@ -173,7 +173,7 @@ crate::exact_hash!(Recovery {
 });
 
 /// The self-heal checker.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct SelfHeal {
     base: u64,
     // the design's stated burst ([`crate::trace::Detail::gcra_burst`]): a design that may grant

@@ -43,7 +43,7 @@ struct Tracked {
 }
 
 /// The work-heal checker.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct WorkHeal {
     bound: Option<u64>,
     limit: u64,

@@ -90,7 +90,7 @@ fn relink(link: u128, next: u32) -> u128 {
 }
 
 /// The calendar: see the module docs.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Calendar {
     // invariant: `head[b]` starts the list of the keys in bucket `b`, in increasing order of
     // the slab's `key` through its `next`; `bits` has bit `b` set exactly when that list is
@@ -113,7 +113,7 @@ thread_local! {
 }
 
 /// How many head arrays a thread keeps for reuse.
-const POOLED: usize = 4;
+const POOLED: usize = 256;
 
 impl Drop for Calendar {
     fn drop(&mut self) {
@@ -136,6 +136,27 @@ impl Drop for Calendar {
                 p.push(head);
             }
         });
+    }
+}
+
+/// A calendar with the same keys in the same buckets: its head array taken from the pool (or
+/// made), and only the buckets the bitmap marks copied (an explorer saves and restores worlds
+/// with a few events pending, thousands of times a second).
+impl Clone for Calendar {
+    fn clone(&self) -> Self {
+        let mut c = Calendar::default();
+        for (w, &bits) in self.bits.iter().enumerate() {
+            let mut m = bits;
+            while m != 0 {
+                let b = w * 64 + m.trailing_zeros() as usize;
+                c.head[b] = self.head[b];
+                m &= m - 1;
+            }
+        }
+        c.bits = self.bits;
+        c.summary = self.summary;
+        c.len = self.len;
+        c
     }
 }
 

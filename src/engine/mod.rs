@@ -101,7 +101,7 @@ const CANCELLED: u128 = 1;
 /// would pile up at the rate timers are made times their delay; once they outnumber the
 /// live ones by [`COMPACT_SLACK`], they are dropped in one pass, so the lane holds at most
 /// about twice its live timers plus the slack.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct TimerLane<E> {
     // invariant: ordered by `order` (cancel marks aside), front first, so by sequence number
     // too; `q[i]` is the timer numbered `base + i` or, once compacted, a later one (`i` is at
@@ -139,7 +139,7 @@ const NIL: u32 = u32::MAX;
 
 /// One timer in the list: due at `order` (as [`order`] packs it), its neighbours, and the event
 /// (`None` while the node is free).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct TimerNode<E> {
     order: u128,
     prev: u32,
@@ -150,7 +150,7 @@ struct TimerNode<E> {
 /// The cancellable timers: a doubly linked list in `(time, sequence)` order over a slab of
 /// nodes, so a cancel unlinks in O(1) and an insert, almost always at the tail (timers made in
 /// time order with one delay), walks back only past later ones.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Timers<E> {
     // invariant: `head`..`tail` through `next` visits every pending timer in increasing
     // `order`, and `prev` mirrors `next`; a pending node's `event` is `Some`.
@@ -251,8 +251,9 @@ impl<E> Timers<E> {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Lane(pub u8);
 
-/// A single-threaded event queue over virtual time.
-#[derive(Debug)]
+/// A single-threaded event queue over virtual time. (`Clone`: a copy with the same events
+/// pending, firing in the same order, the same timers cancellable: an explorer's saved world.)
+#[derive(Debug, Clone)]
 pub struct Engine<E> {
     // invariant: `now` never decreases; every pending event has `at >= now`.
     now: Instant,

@@ -214,6 +214,9 @@ pub struct Options {
     /// conjunction; pruning stays sound, each check being monotone in the slack it declares),
     /// not any one.
     pub every_check: bool,
+    /// Replay every run from its start rather than go on from a world an earlier run saved
+    /// where their decisions part (`--replay`: the same search, slower; a check of the saving).
+    pub replay: bool,
 }
 
 impl Default for Options {
@@ -237,6 +240,7 @@ impl Default for Options {
             threads: 1,
             more_checkers: Vec::new(),
             every_check: false,
+            replay: false,
         }
     }
 }
@@ -623,6 +627,23 @@ impl Sink for Judge<'_> {
         }
     }
 
+    /// Every checker's copy and the fetches started (a coverage strategy's features are not
+    /// saved: its runs replay).
+    fn save(&self) -> Option<Box<dyn std::any::Any + Send>> {
+        if self.coverage.is_some() {
+            return None;
+        }
+        Some(Box::new((self.suite.duplicate()?, self.started)))
+    }
+
+    fn resume(&mut self, saved: &(dyn std::any::Any + Send)) {
+        let (suite, started) = saved
+            .downcast_ref::<(crate::check::Suite, u64)>()
+            .expect("a judge's own save");
+        self.suite = suite.duplicate().expect("saved, so it can be copied");
+        self.started = *started;
+    }
+
     /// What every checker keeps that its verdict can still depend on (the verdicts depend on
     /// that and the events to come, not on the trace that led there): two schedules that
     /// differ only in what no checker keeps, say the instant a denied request was denied, meet
@@ -689,6 +710,10 @@ pub struct Explorer {
     audit: Option<Vec<(crate::form::Key, usize)>>,
     // the exploration's limits, held inside its runs too (`None`: none)
     limits: Option<std::sync::Arc<Limits>>,
+    // pruning runs go on from the worlds earlier runs saved (`Options::replay` off), kept here
+    // between runs (`crate::sim::run_saving`; dropped when the scenario or the kills change)
+    branch: bool,
+    saves: Option<Box<dyn std::any::Any + Send>>,
 }
 
 /// An exploration's limits, checked between its runs and inside them
@@ -785,7 +810,15 @@ impl Explorer {
             #[cfg(test)]
             audit: None,
             limits: None,
+            branch: true,
+            saves: None,
         }
+    }
+
+    /// Go on from saved worlds (`true`, the default) or replay every run from its start.
+    pub fn branching(&mut self, on: bool) {
+        self.branch = on;
+        self.saves = None;
     }
 
     /// What stops the exploration now (its time, its memory, a signal), if anything.
@@ -847,6 +880,7 @@ impl Explorer {
     /// Set the kill budget of its runs (shrinking tries a case without kills).
     pub fn set_kills(&mut self, k: u32) {
         self.bounds.kills = k;
+        self.saves = None;
     }
 
     /// Distinct states seen so far.
@@ -881,8 +915,15 @@ impl Explorer {
             tape = tape.auditing();
         }
         let src = Source::new(tape);
+        // (an auditing run records every state past its prefix as a replayed run would, and a
+        // coverage strategy's features are not saved: both replay)
+        #[cfg(test)]
+        let audited = self.audit.is_some();
+        #[cfg(not(test))]
+        let audited = false;
+        let saving = pruning && self.branch && coverage.is_none() && !audited;
         let mut judge = Judge::new(sc, &src, coverage, &self.more);
-        let res = self.simulate(sc, &src, &mut judge);
+        let res = self.simulate(sc, &src, &mut judge, saving);
         if pruning {
             self.reach = src.take_reach();
         }
@@ -991,10 +1032,19 @@ impl Explorer {
         sc: &Scenario,
         src: &Source,
         judge: &mut Judge,
+        saving: bool,
     ) -> Result<crate::sim::Outcome, crate::builder::SimError> {
         if let Some((_, h)) = self.header.as_ref().filter(|(s, _)| s == sc) {
+            if saving {
+                return self
+                    .spec
+                    .ops
+                    .simulate_saving(self.spec.name, sc, src, h, judge, &mut self.saves);
+            }
             return self.spec.ops.simulate_headed(self.spec.name, sc, Some(src), h, judge);
         }
+        // (another scenario: the worlds saved were another's)
+        self.saves = None;
         judge.keep = Some(None);
         let res = self.spec.ops.simulate_from(self.spec.name, sc, Some(src), judge);
         if let Some(Some(h)) = judge.keep.take() {
@@ -1015,7 +1065,7 @@ impl Explorer {
             Box::new(crate::choice::First),
         ));
         let mut judge = Judge::new(sc, &src, None, &self.more);
-        self.simulate(sc, &src, &mut judge)
+        self.simulate(sc, &src, &mut judge, false)
             .map_err(|e| ExploreError::Run(e.to_string()))?;
         if src.made() != made {
             return Err(ExploreError::Run(
@@ -1110,6 +1160,7 @@ pub fn explore(
     };
     let prune = opts.prune && opts.method == Method::Exhaustive;
     let mut ex = Explorer::new(spec, bounds.clone(), mask, prune, opts.checks.clone());
+    ex.branching(!opts.replay);
     ex.more = opts.more_checkers.clone();
     ex.every = opts.every_check;
     // the memory limit holds the run's own estimate and the seen states together
@@ -1358,6 +1409,7 @@ fn threaded(
     };
     let walk = |seen: Option<Seen>| -> Result<Walked, ExploreError> {
         let mut ex = Explorer::new(spec, bounds.clone(), mask, false, opts.checks.clone());
+        ex.branching(!opts.replay);
         ex.more = opts.more_checkers.clone();
         ex.every = opts.every_check;
         ex.seen = seen;
@@ -1502,6 +1554,7 @@ fn threaded(
         }
         stopped = r.stopped.or(stopped);
         let mut ex = Explorer::new(spec, bounds.clone(), mask, false, opts.checks.clone());
+        ex.branching(!opts.replay);
         ex.more = opts.more_checkers.clone();
         ex.every = opts.every_check;
         ex.limits = Some(limits.clone());

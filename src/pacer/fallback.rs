@@ -117,6 +117,20 @@ impl std::hash::Hash for FallbackSwitch {
     }
 }
 
+/// A switch in the same epoch with the same pacer and policy (its epoch read by a relaxed
+/// load, as `Hash` reads it: a copy taken where no other thread switches, such as an
+/// explorer's saved world).
+impl Clone for FallbackSwitch {
+    fn clone(&self) -> Self {
+        let FallbackSwitch { state, pacer, policy } = self;
+        FallbackSwitch {
+            state: AtomicU64::new(state.load(std::sync::atomic::Ordering::Relaxed)),
+            pacer: pacer.clone(),
+            policy: *policy,
+        }
+    }
+}
+
 impl FallbackSwitch {
     /// A switch on the shared pace (epoch 0) whose fallback pacer follows `policy` at
     /// `rate_per_sec`.

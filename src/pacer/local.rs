@@ -48,6 +48,18 @@ impl std::hash::Hash for LocalPacer {
     }
 }
 
+/// A pacer with the same next slot and interval (its slot read by a relaxed load, as `Hash`
+/// reads it: a copy taken where no other thread reserves, such as an explorer's saved world).
+impl Clone for LocalPacer {
+    fn clone(&self) -> Self {
+        let LocalPacer { next_allowed, interval } = self;
+        LocalPacer {
+            next_allowed: AtomicU64::new(next_allowed.load(std::sync::atomic::Ordering::Relaxed)),
+            interval: *interval,
+        }
+    }
+}
+
 impl LocalPacer {
     /// A pacer at `interval` nanoseconds per request whose first slot is free at any `now`.
     ///

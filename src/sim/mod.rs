@@ -21,7 +21,9 @@
 mod form;
 pub mod header;
 pub mod run;
+mod save;
 mod world;
 
 pub use run::{NoProgress, Outcome, progress_bound};
+pub(crate) use save::run_saving;
 pub use world::Sim;

@@ -69,6 +69,16 @@ const LOOP_SAMPLE: u64 = 4096;
 /// explorer whether to stop ([`crate::choice::Source::halt`]).
 const HALT_EVERY: u64 = 1024;
 
+/// What the run loop keeps between two events (saved with an explorer's world,
+/// [`super::save`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Looped {
+    last: Instant,
+    same: u64,
+    peak: u64,
+    work: u64,
+}
+
 impl<B: Backend> Sim<'_, B> {
     /// Run to completion: until every worker is done, or the duration is reached.
     ///
@@ -77,26 +87,43 @@ impl<B: Backend> Sim<'_, B> {
     /// More than [`progress_bound`] events in a row at one virtual instant: the run is
     /// stopped there ([`NoProgress`]), without its `end` event.
     pub fn run(&mut self) -> Result<Outcome, NoProgress> {
+        self.run_from(Looped::default(), None)
+    }
+
+    /// [`Sim::run`] from where the loop stood (`looped`: a saved world's), saving the world
+    /// into `saves` after each event that made a decision (a steered run's only).
+    pub(super) fn run_from(
+        &mut self,
+        looped: Looped,
+        saves: Option<&mut super::save::Saves<B>>,
+    ) -> Result<Outcome, NoProgress> {
         match self.source.clone() {
-            None => self.run_loop::<false>(),
+            None => self.run_loop::<false>(looped, None),
             Some(s) => {
                 let _entered = crate::choice::enter(s);
-                self.run_loop::<true>()
+                self.run_loop::<true>(looped, saves)
             }
         }
     }
 
     /// The run loop; `STEERED` (a run with a choice source) adds the explorer's steps, which
     /// an ordinary run's loop does not carry at all.
-    fn run_loop<const STEERED: bool>(&mut self) -> Result<Outcome, NoProgress> {
+    fn run_loop<const STEERED: bool>(
+        &mut self,
+        looped: Looped,
+        mut saves: Option<&mut super::save::Saves<B>>,
+    ) -> Result<Outcome, NoProgress> {
         let limit = Instant(self.sc.duration.0);
         let bound = progress_bound(self.sc, self.backend.facts().burst);
-        let mut last = Instant::ZERO;
+        let Looped {
+            mut last,
+            mut same,
+            mut peak,
+            mut work,
+        } = looped;
         // invariant: events handled in a row at `last`; `peak` the most before `last`
-        let (mut same, mut peak) = (0u64, 0u64);
         let mut ev = Ev::Tick; // (overwritten by each pop)
-        // (steered: the work since the explorer's limits were last asked, in events)
-        let mut work = 0u64;
+        // (steered: `work` is the work since the explorer's limits were last asked, in events)
         let form_weight = u64::from(self.sc.processes.count) * u64::from(self.sc.processes.threads.max(1));
         while self.active > 0 || self.sc.processes.arrival_rate.is_some() || self.tasks.is_some() {
             let Some(t) = self.engine.pop_into(limit, &mut ev) else {
@@ -138,6 +165,15 @@ impl<B: Backend> Sim<'_, B> {
                         same_instant_peak: peak.max(same),
                         pruned: true,
                     });
+                }
+                // a decision made since the world was last saved: save it (a later run that
+                // makes the same decisions goes on from here)
+                if let Some(sv) = saves.as_deref_mut()
+                    && sv.on()
+                    && src.made_len() > sv.depth()
+                {
+                    let looped = Looped { last, same, peak, work };
+                    sv.keep(self.save(looped, src));
                 }
             }
         }

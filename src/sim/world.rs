@@ -202,18 +202,7 @@ impl<'a, B: Backend> Sim<'a, B> {
         // (the world's first draws, start times and the first arrivals, are the source's too)
         let _entered = source.clone().map(crate::choice::enter);
         let threads = sc.processes.threads.max(1);
-        let sharing = if threads == 1 {
-            Threads::PerThread
-        } else {
-            match backend.threads() {
-                Threads::Single(why) => panic!(
-                    "backend `{}` runs one thread per process ({why}); scenario `{}` asks for {threads}",
-                    backend.name(),
-                    sc.name
-                ),
-                t => t,
-            }
-        };
+        let sharing = Sim::sharing(sc, &backend);
         let fault_rng = rng::stream(sc.seed, Entity::Faults);
         let store = Store::new(&sc.store, rng::stream(sc.seed, Entity::Store));
         let dest = Destination::new(&sc.destination, rng::stream(sc.seed, Entity::Destination))
@@ -251,6 +240,24 @@ impl<'a, B: Backend> Sim<'a, B> {
         }
         sim.schedule_start();
         sim
+    }
+
+    /// How the threads of a process of `sc` share `backend`'s process side (see
+    /// [`Sim::with_source`] for the panic).
+    pub(super) fn sharing(sc: &Scenario, backend: &B) -> Threads {
+        let threads = sc.processes.threads.max(1);
+        if threads == 1 {
+            Threads::PerThread
+        } else {
+            match backend.threads() {
+                Threads::Single(why) => panic!(
+                    "backend `{}` runs one thread per process ({why}); scenario `{}` asks for {threads}",
+                    backend.name(),
+                    sc.name
+                ),
+                t => t,
+            }
+        }
     }
 
     /// The thread loops of incarnation `inc` of process `pid`, and the process side they share

@@ -42,6 +42,14 @@ pub trait Sink {
             None => false,
         }
     }
+    /// For an explorer that branches from a saved world rather than replaying a run's first
+    /// decisions: a copy of what this sink keeps now, to go back to ([`Sink::resume`]). `None`
+    /// (the default): it cannot say, and every run is replayed from its start.
+    fn save(&self) -> Option<Box<dyn std::any::Any + Send>> {
+        None
+    }
+    /// Go back to what [`Sink::save`] copied (a later run resumes from the saved world).
+    fn resume(&mut self, _saved: &(dyn std::any::Any + Send)) {}
     // `op_sent`, `grant`, `reply`, `fetch_start`, `arrival`, `fetch_end`: the kinds marked
     // `hot` in `src/trace/event.rs`, each a method with its fields as arguments.
     with_events!(crate::trace::event::own_methods[[event]]);

@@ -501,7 +501,7 @@ mod check_then_write {
 
     impl StoreReply for Reply {}
 
-    #[derive(Hash, Debug)]
+    #[derive(Clone, Hash, Debug)]
     pub struct Store {
         cfg: Gcra2,
         tat: i64,
@@ -533,7 +533,7 @@ mod check_then_write {
         }
     }
 
-    #[derive(Hash, Debug)]
+    #[derive(Clone, Hash, Debug)]
     pub struct Process(OpKind);
 
     impl ProcessSide for Process {

@@ -75,7 +75,7 @@ fn reply_to(n: usize) -> Option<Reply> {
 
 struct Scripted;
 
-#[derive(Hash, Debug, Default)]
+#[derive(Clone, Hash, Debug, Default)]
 struct Proc {
     asks: usize,
     fetches: u32,
@@ -111,7 +111,7 @@ impl ProcessSide for Proc {
     }
 }
 
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 struct Store;
 
 impl StoreSide for Store {

@@ -32,7 +32,7 @@ struct RetryNow;
 
 impl StoreReply for RetryNow {}
 
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 struct DenyStore;
 
 impl StoreSide for DenyStore {
@@ -48,7 +48,7 @@ impl StoreSide for DenyStore {
 }
 
 /// A process that asks the store, or (`local`) decides alone and always says "retry now".
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 struct Client {
     local: bool,
 }

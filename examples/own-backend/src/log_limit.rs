@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 
 /// The checker of one trace.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct LogLimit {
     window: u64,
     limit: u64,
@@ -107,5 +107,11 @@ impl Checker for LogLimit {
             status,
             detail,
         }]
+    }
+
+    // (an explorer goes on from a world an earlier run saved, this checker's copy with it,
+    // rather than replaying the decisions the two runs share)
+    fn duplicate(&self) -> Option<Box<dyn Checker + Send>> {
+        Some(Box::new(self.clone()))
     }
 }

@@ -216,7 +216,7 @@ impl Backend for SlidingLog {
 }
 
 /// The sorted set, as the simulator keeps it: grant times on the store's clock, oldest first.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct LogStore {
     cfg: SlidingLog,
     // invariant: sorted ascending
@@ -306,7 +306,7 @@ impl StoreSide for LogStore {
 }
 
 /// A process: ask; go when granted; when full, sleep until the oldest grant leaves the window.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct LogProcess {
     cfg: SlidingLog,
 }

@@ -26,7 +26,7 @@ struct Due {
     t: u64,
 }
 
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 struct Machine {
     since: u64,
     b: Backoff,
@@ -34,7 +34,7 @@ struct Machine {
 }
 
 /// The cut-off processes' own machines.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub(super) struct Cutoff {
     config: Option<BackoffConfig>,
     // invariant: an entry exactly for each process between its `fallback` entry and exit

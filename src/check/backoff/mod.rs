@@ -59,7 +59,7 @@ use crate::check::{Checker, Status, Verdict};
 use crate::trace::{Event, Header, Sink};
 
 /// The violations of all three properties: the first, in trace order, and how many.
-#[derive(Hash, Debug, Default)]
+#[derive(Clone, Hash, Debug, Default)]
 struct Failures {
     first: Option<String>,
     count: u64,
@@ -75,7 +75,7 @@ impl Failures {
 }
 
 /// The backoff-coherence checker.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct BackoffCoherence {
     range: range::Range,
     reference: reference::Reference,

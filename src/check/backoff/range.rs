@@ -5,7 +5,7 @@ use super::Failures;
 use crate::check::common::{mult, secs};
 
 /// The multipliers seen, against the cap.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Range {
     cap: f64,
     /// The largest multiplier seen (at least 1).

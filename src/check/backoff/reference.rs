@@ -67,7 +67,7 @@ struct Response {
 }
 
 /// The reference machine and the set of its states consistent with the trace so far.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Reference {
     config: Option<BackoffConfig>,
     // the schedule as stated (or assumed: the defaults, when the header lacks them), for
@@ -133,7 +133,7 @@ crate::exact_hash!(Reference {
 });
 
 /// The backoff schedule a header states, each part it lacks assumed at its default.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Stated {
     factor: Option<f64>,
     decay_after: Option<u32>,

@@ -11,7 +11,7 @@ use crate::trace::{Event, OpKind};
 const SLACK_NS: u64 = 1_000;
 
 /// Each authority's next slot.
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub(super) struct Spacing {
     base: u64,
     burst: u64,

@@ -62,7 +62,7 @@ pub enum TwoReply {
 
 impl StoreReply for TwoReply {}
 
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct TwoStore {
     next: Reading,
     interval: Nanos,
@@ -84,7 +84,7 @@ impl StoreSide for TwoStore {
     }
 }
 
-#[derive(Hash, Debug)]
+#[derive(Clone, Hash, Debug)]
 pub struct TwoProcess;
 
 impl ProcessSide for TwoProcess {
