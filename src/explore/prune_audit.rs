@@ -577,7 +577,17 @@ impl Sink for GoalChecker {
     /// The goal's memory: met; or the goal's process's fetches so far and when its last
     /// started (relative to now), as far as the goal can still be met by them.
     fn form(&self, f: &mut crate::form::Form) -> bool {
-        let Some(goal) = self.goal.clone() else {
+        // (every field named: one added later is placed here, or the build fails)
+        let GoalChecker {
+            goal,
+            fetches,
+            all: _, // recorded only with no goal set (no form then)
+            matched,
+            last,
+            reached: _, // likewise
+            met,
+        } = self;
+        let Some(goal) = goal.clone() else {
             return false;
         };
         if let Pattern::Nothing = goal {
@@ -586,17 +596,17 @@ impl Sink for GoalChecker {
         }
         if let Pattern::Fetches(_) = goal {
             // how many matched (any fetch more: never met), and when the last started
-            match self.matched {
+            match *matched {
                 None => f.word(2),
                 Some(0) => f.word(3),
                 Some(i) => {
                     f.word(3 + i as u64);
-                    f.instant(self.last);
+                    f.instant(*last);
                 }
             }
             return true;
         }
-        if self.met {
+        if *met {
             f.word(1);
             return true;
         }
@@ -605,7 +615,7 @@ impl Sink for GoalChecker {
             Pattern::First { pid } => (pid, 0),
             Pattern::After { pid, k, .. } | Pattern::Made { pid, k } => (pid, k),
         };
-        let (n, last) = self.fetches.get(&pid).copied().unwrap_or((0, 0));
+        let (n, last) = fetches.get(&pid).copied().unwrap_or((0, 0));
         match goal {
             // (past its fetch `k`: the goal cannot be met any more)
             _ if n > want + u32::from(matches!(goal, Pattern::Made { .. })) => f.word(2),
