@@ -144,9 +144,9 @@ fn is_ident(b: u8) -> bool {
 /// The offsets where the word `w` stands alone (not part of a longer identifier).
 fn words<'a>(code: &'a str, w: &'a str) -> impl Iterator<Item = usize> + 'a {
     let s = code.as_bytes();
-    code.match_indices(w).map(|(i, _)| i).filter(move |&i| {
-        (i == 0 || !is_ident(s[i - 1])) && s.get(i + w.len()).is_none_or(|&b| !is_ident(b))
-    })
+    code.match_indices(w)
+        .map(|(i, _)| i)
+        .filter(move |&i| (i == 0 || !is_ident(s[i - 1])) && s.get(i + w.len()).is_none_or(|&b| !is_ident(b)))
 }
 
 /// The identifier at `i` (after any whitespace), and where it ends.
@@ -334,9 +334,7 @@ fn definitions(files: &[File]) -> BTreeMap<String, Vec<Def>> {
                     i = closing(code, i).map_or(i, |e| e + 1);
                 }
                 // a `where` clause before the body
-                let body = code[i..]
-                    .find(['{', '(', ';'])
-                    .map_or(code.len(), |k| i + k);
+                let body = code[i..].find(['{', '(', ';']).map_or(code.len(), |k| i + k);
                 let attrs = attributes_before(code, at);
                 let derives_hash = attrs.split("derive(").skip(1).any(|d| {
                     let d = &d[..d.find(')').unwrap_or(d.len())];
@@ -568,7 +566,10 @@ fn patterns(code: &str, from: usize, to: usize, ty: &str, variants: bool) -> Vec
                 }
             }
             let i = skip_space(code, i);
-            let Some(close) = matches!(s.get(i), Some(b'{' | b'(')).then(|| closing(code, i)).flatten() else {
+            let Some(close) = matches!(s.get(i), Some(b'{' | b'('))
+                .then(|| closing(code, i))
+                .flatten()
+            else {
                 continue;
             };
             let inner = &code[i + 1..close];
@@ -678,7 +679,9 @@ fn undeclared(code: &str, open: usize, close: usize, ty: &str, def: &Def) -> Opt
         shape => {
             let ps = patterns(code, open, close, ty, false);
             if ps.is_empty() {
-                return Some(format!("destructures no `{ty}` (`let {ty} {{ .. every field .. }} = self;`)"));
+                return Some(format!(
+                    "destructures no `{ty}` (`let {ty} {{ .. every field .. }} = self;`)"
+                ));
             }
             ps.iter()
                 .find_map(|p| incomplete(p, shape, code, close).map(|why| format!("its destructuring {why}")))
@@ -766,11 +769,18 @@ fn offenders(files: &[File]) -> Vec<String> {
     }
     // rule 2: hand-written `impl Hash`
     let mut hand_hash: BTreeMap<(usize, String), usize> = BTreeMap::new();
-    for b in blocks.iter().filter(|b| b.tr.as_deref() == Some("Hash") && !b.ty.is_empty()) {
+    for b in blocks
+        .iter()
+        .filter(|b| b.tr.as_deref() == Some("Hash") && !b.ty.is_empty())
+    {
         let f = &files[b.file];
         hand_hash.insert((b.file, b.ty.clone()), b.at);
         match definition(&defs, files, b.file, &b.ty) {
-            None => out.push(format!("{}: impl Hash for {}: its definition not found", f.at(b.at), b.ty)),
+            None => out.push(format!(
+                "{}: impl Hash for {}: its definition not found",
+                f.at(b.at),
+                b.ty
+            )),
             Some(def) => {
                 if let Some(why) = undeclared(&f.code, b.open, b.close, &b.ty, def) {
                     out.push(format!("{}: impl Hash for {}: {why}", f.at(b.at), b.ty));
@@ -817,7 +827,11 @@ fn offenders(files: &[File]) -> Vec<String> {
                 continue;
             }
             let Some(def) = definition(&defs, files, n, &b.ty) else {
-                out.push(format!("{}: fn form of {}: its definition not found", f.at(form.at), b.ty));
+                out.push(format!(
+                    "{}: fn form of {}: its definition not found",
+                    f.at(form.at),
+                    b.ty
+                ));
                 continue;
             };
             if whole {
@@ -917,9 +931,15 @@ fn every_form_and_hash_declares_every_field() {
     let files = tree();
     // (the reader reads the tree: the forms, hashes and sides it must see are there)
     let code = |p: &str| &files.iter().find(|f| f.path == p).expect(p).code;
-    assert!(functions(code("src/backend/redis_gcra.rs"), 0, code("src/backend/redis_gcra.rs").len())
+    assert!(
+        functions(
+            code("src/backend/redis_gcra.rs"),
+            0,
+            code("src/backend/redis_gcra.rs").len()
+        )
         .iter()
-        .any(|f| f.name == "form"));
+        .any(|f| f.name == "form")
+    );
     let sides = blocks(&files)
         .iter()
         .filter(|b| matches!(b.tr.as_deref(), Some("StoreSide" | "ProcessSide")))
@@ -1056,6 +1076,9 @@ fn the_reader_blanks_comments_and_literals_only() {
     let code = blank(text);
     assert_eq!(code.len(), text.len());
     assert!(!code.contains(['{', '}']), "{code}");
-    assert!(code.contains("let a") && code.contains("let d") && code.contains("&'a str"), "{code}");
+    assert!(
+        code.contains("let a") && code.contains("let d") && code.contains("&'a str"),
+        "{code}"
+    );
     assert_eq!(code.matches('\n').count(), 1);
 }
