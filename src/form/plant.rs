@@ -65,9 +65,14 @@ pub fn with<R>(p: Plant, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// The value the form being made left out, and each made state's exact part with the value
+/// its form left out.
+#[cfg(test)]
+type LeftOut = (Option<u64>, Vec<(u64, u64)>);
+
 #[cfg(test)]
 thread_local! {
-    static LEFT_OUT: std::cell::RefCell<Option<(Option<u64>, Vec<(u64, u64)>)>> = const { std::cell::RefCell::new(None) };
+    static LEFT_OUT: std::cell::RefCell<Option<LeftOut>> = const { std::cell::RefCell::new(None) };
 }
 
 /// A value a planted form left out (the part of the state it would have added), while

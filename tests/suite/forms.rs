@@ -577,7 +577,8 @@ fn patterns(code: &str, from: usize, to: usize, ty: &str, variants: bool) -> Vec
             // a pattern: `let` binds with `=`, an arm goes on with `=>` or `|`, a nested one
             // with `,` or `)`; an expression building a value (`Self { a, b }` returned) is
             // followed by nothing of these
-            if !variants && !(s.get(after) == Some(&b'=') && s.get(after + 1) != Some(&b'=')) {
+            let binds = s.get(after) == Some(&b'=') && s.get(after + 1) != Some(&b'=');
+            if !variants && !binds {
                 continue;
             }
             if variants && !code[after..].starts_with("=>") && !code[after..].starts_with('|') {
