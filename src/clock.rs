@@ -64,9 +64,15 @@ impl Clock {
     /// step after `t`, and reads no negative value (readings are clamped at zero where read as
     /// unsigned); otherwise the form is absolute.
     pub fn form(&self, f: &mut crate::form::Form, t: Instant) {
+        // (every field named: one added later is placed here, or the build fails)
+        let Clock {
+            offset: _, // in the reading
+            drift_ppm,
+            steps, // those taken are in the reading
+        } = self;
         let r = self.read(t);
         f.word(r.wrapping_sub(t.0 as i64) as u64);
-        if self.drift_ppm != 0.0 || self.steps.iter().any(|s| s.0 > t) || r < 0 {
+        if *drift_ppm != 0.0 || steps.iter().any(|s| s.0 > t) || r < 0 {
             f.absolute();
         }
     }

@@ -20,6 +20,103 @@
 //! (the explorer closes it), and only when none of them reached the run's end by the
 //! scenario's duration, so that the shifted continuations end as they did, before it. The
 //! seen states are kept in [`seen::Seen`].
+//!
+//! # Every field declared
+//!
+//! A part of a state declares each of its fields: exact through its `Hash` (`#[derive(Hash)]`,
+//! or [`exact_hash!`](crate::exact_hash) naming every field), and in its `form` by
+//! destructuring itself with no `..`, so that a field added later fails to build until it is
+//! declared. (`tests/suite/forms.rs`, `every_form_and_hash_declares_every_field`, holds every
+//! form and `Hash` of pacesim, its examples and tests to this rule, naming each offender.) A
+//! team's store side, its `epoch` added after its form was written:
+//!
+//! ```compile_fail,E0027
+//! use pacesim::backend::{Served, Session, StoreCx, StoreOp, StoreReply, StoreSide};
+//! use pacesim::{clock::Reading, form::Form, trace::OpKind};
+//!
+//! #[derive(Clone, Debug, Hash)]
+//! struct Take;
+//! impl StoreOp for Take {
+//!     fn kind(&self) -> OpKind {
+//!         OpKind::Acquire
+//!     }
+//! }
+//! #[derive(Clone, Debug, Hash)]
+//! struct Granted(bool);
+//! impl StoreReply for Granted {}
+//!
+//! /// A token bucket: `tokens` left at its last refill `last` (a store clock reading).
+//! #[derive(Debug)]
+//! struct Bucket {
+//!     tokens: u64,
+//!     last: Reading,
+//!     epoch: u64,
+//! }
+//! pacesim::exact_hash!(Bucket { tokens, last, epoch });
+//!
+//! impl StoreSide for Bucket {
+//!     type Op = Take;
+//!     type Reply = Granted;
+//!     fn serve(&mut self, _: &mut StoreCx, _: Session, _: &Take, now: Reading) -> Served<Granted> {
+//!         self.last = now;
+//!         self.tokens = self.tokens.saturating_sub(1);
+//!         Served::now(Granted(self.tokens > 0))
+//!     }
+//!     fn form(&self, f: &mut Form, now: Reading) {
+//!         let Bucket { tokens, last } = self; // error[E0027]: pattern does not mention field `epoch`
+//!         f.exact(tokens);
+//!         f.word(now.wrapping_sub(*last) as u64); // its refill, relative to now
+//!     }
+//! }
+//! ```
+//!
+//! It builds once its form names `epoch` (here exact; or `epoch: _` with the reason it
+//! cannot change what the store does next), and then two buckets in different epochs differ:
+//!
+//! ```
+//! # use pacesim::backend::{Served, Session, StoreCx, StoreOp, StoreReply, StoreSide};
+//! # use pacesim::{clock::Reading, form::Form, trace::OpKind};
+//! # #[derive(Clone, Debug, Hash)]
+//! # struct Take;
+//! # impl StoreOp for Take {
+//! #     fn kind(&self) -> OpKind {
+//! #         OpKind::Acquire
+//! #     }
+//! # }
+//! # #[derive(Clone, Debug, Hash)]
+//! # struct Granted(bool);
+//! # impl StoreReply for Granted {}
+//! # #[derive(Debug)]
+//! # struct Bucket {
+//! #     tokens: u64,
+//! #     last: Reading,
+//! #     epoch: u64,
+//! # }
+//! # pacesim::exact_hash!(Bucket { tokens, last, epoch });
+//! impl StoreSide for Bucket {
+//!     // (`Op`, `Reply` and `serve` as above)
+//! #   type Op = Take;
+//! #   type Reply = Granted;
+//! #   fn serve(&mut self, _: &mut StoreCx, _: Session, _: &Take, now: Reading) -> Served<Granted> {
+//! #       self.last = now;
+//! #       self.tokens = self.tokens.saturating_sub(1);
+//! #       Served::now(Granted(self.tokens > 0))
+//! #   }
+//!     fn form(&self, f: &mut Form, now: Reading) {
+//!         let Bucket { tokens, last, epoch } = self;
+//!         f.exact(&(tokens, epoch));
+//!         f.word(now.wrapping_sub(*last) as u64); // its refill, relative to now
+//!     }
+//! }
+//! let key = |b: &Bucket| {
+//!     let mut f = Form::new(5);
+//!     b.form(&mut f, 5);
+//!     f.key()
+//! };
+//! let (tokens, last) = (3, 2);
+//! assert_ne!(key(&Bucket { tokens, last, epoch: 1 }), key(&Bucket { tokens, last, epoch: 2 }));
+//! assert_eq!(key(&Bucket { tokens, last, epoch: 1 }), key(&Bucket { tokens, last, epoch: 1 }));
+//! ```
 
 mod hash;
 pub mod plant;

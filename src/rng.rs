@@ -38,7 +38,8 @@ impl std::hash::Hash for Rng {
     #[inline]
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         use rand::Rng as _;
-        let mut ahead = self.0.clone();
+        let Rng(stream) = self;
+        let mut ahead = stream.clone();
         h.write_u64(ahead.next_u64());
         h.write_u64(ahead.next_u64());
     }

@@ -887,7 +887,7 @@ impl<P: ProcessSide> std::fmt::Debug for ExploredForm<'_, P> {
 /// one also by each thread's stream, operation numbers and phase.
 impl<P: ProcessSide> std::hash::Hash for ExploredForm<'_, P> {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        let p = self.0;
+        let ExploredForm(p) = self;
         // (every field named: one added later is placed here, or the build fails)
         let Process {
             rest: _,

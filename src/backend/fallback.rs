@@ -194,6 +194,7 @@ impl ProcFallback {
             .fallback_interval()
             .map_or(0, |gap| crate::pacer::scale_interval(gap, cfg.backoff.cap()));
         match last_shared {
+            _ if crate::form::plant::planted(crate::form::plant::Plant::GcraTatAndEveryMirror) => {}
             Some(s) if s.saturating_add(reach) > mono_now => f.word(s.wrapping_sub(mono_now)),
             _ => f.word(u64::MAX),
         }

@@ -202,7 +202,7 @@ impl Ceiling {
             let planted = if i == 0 {
                 planted(Plant::CeilingTat)
             } else {
-                planted(Plant::GcraTatAndItsMirror)
+                planted(Plant::GcraTatAndItsMirror) || planted(Plant::GcraTatAndEveryMirror)
             };
             if !planted {
                 f.ahead(m.tat().unwrap_or(0));

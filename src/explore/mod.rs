@@ -649,11 +649,21 @@ impl Sink for Judge<'_> {
     /// differ only in what no checker keeps, say the instant a denied request was denied, meet
     /// in one state. (Coverage only steers.)
     fn form(&self, f: &mut crate::form::Form) -> bool {
+        // (every field named: one added later is placed here, or the build fails)
+        let Judge {
+            suite,
+            coverage: _, // steers the walk only
+            source,
+            scenario_kills,
+            fetch_starts,
+            started,
+            keep: _, // the header, read once the run ends
+        } = self;
         let ahead = crate::check::Ahead {
-            kills: self.scenario_kills || self.source.kills_left() > 0,
-            fetch_starts: self.fetch_starts.map(|n| n.saturating_sub(self.started)),
+            kills: *scenario_kills || source.kills_left() > 0,
+            fetch_starts: fetch_starts.map(|n| n.saturating_sub(*started)),
         };
-        self.suite.form(ahead, f)
+        suite.form(ahead, f)
     }
 }
 

@@ -140,7 +140,8 @@ pub struct Bits(pub f64);
 impl Hash for Bits {
     #[inline]
     fn hash<H: Hasher>(&self, h: &mut H) {
-        h.write_u64(self.0.to_bits());
+        let Bits(x) = self;
+        h.write_u64(x.to_bits());
     }
 }
 

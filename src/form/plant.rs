@@ -11,6 +11,12 @@ pub enum Plant {
     /// granted slots (a GCRA over the same grants at the same rate: the same TAT whenever the
     /// store's is ahead) leaves out its own: the TAT is then implied by nothing else.
     GcraTatAndItsMirror,
+    /// `redis_gcra`'s store side leaves its TAT out of its form, and so does every part that
+    /// implies it on the audit's trees: `slot_ceiling`'s slot meter, `backoff_coherence`'s
+    /// spacing property (the shared authority's TAT: the previous shared grant's slot plus
+    /// interval x multiplier, in reference time), and each process's fallback (its last
+    /// shared slot, from which it spaces a fallback's first fetch).
+    GcraTatAndEveryMirror,
     /// Pending events are fingerprinted without how far ahead they are due.
     PendingDue,
     /// A seen state covers a new one with *less* slack (the comparison the wrong way).
@@ -57,6 +63,56 @@ pub fn with<R>(p: Plant, f: impl FnOnce() -> R) -> R {
     PLANTED.with(|c| c.set(Some(p)));
     let _reset = Reset;
     f()
+}
+
+/// The value the form being made left out, and each made state's exact part with the value
+/// its form left out.
+#[cfg(test)]
+type LeftOut = (Option<u64>, Vec<(u64, u64)>);
+
+#[cfg(test)]
+thread_local! {
+    static LEFT_OUT: std::cell::RefCell<Option<LeftOut>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A value a planted form left out (the part of the state it would have added), while
+/// [`leaving_out`] on this thread: paired with the key of the state whose form it is.
+#[cfg(test)]
+pub fn left_out(v: u64) {
+    LEFT_OUT.with(|l| {
+        if let Some((last, _)) = l.borrow_mut().as_mut() {
+            *last = Some(v);
+        }
+    });
+}
+
+/// A state's key was made: the value its form left out ([`left_out`]), if any, joins it.
+#[cfg(test)]
+pub fn keyed(k: &super::Key) {
+    LEFT_OUT.with(|l| {
+        if let Some((last, pairs)) = l.borrow_mut().as_mut()
+            && let Some(v) = last.take()
+        {
+            pairs.push((k.exact, v));
+        }
+    });
+}
+
+/// Run `f`, with each value a planted form leaves out recorded beside its state's exact part:
+/// its result and the pairs.
+#[cfg(test)]
+pub fn leaving_out<R>(f: impl FnOnce() -> R) -> (R, Vec<(u64, u64)>) {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LEFT_OUT.with(|l| *l.borrow_mut() = None);
+        }
+    }
+    LEFT_OUT.with(|l| *l.borrow_mut() = Some((None, Vec::new())));
+    let _reset = Reset;
+    let r = f();
+    let pairs = LEFT_OUT.with(|l| l.borrow_mut().take().map(|(_, p)| p).unwrap_or_default());
+    (r, pairs)
 }
 
 #[cfg(test)]

@@ -21,7 +21,10 @@ impl<B: Backend> Sim<'_, B> {
         if !crate::form::plant::planted(crate::form::plant::Plant::WorldLeftOut) {
             self.world_form(&mut f);
         }
-        Some(f.key())
+        let key = f.key();
+        #[cfg(test)]
+        crate::form::plant::keyed(&key);
+        Some(key)
     }
 
     /// The world's part of an explorer's form: each process (its threads, clocks, streams,

@@ -12,6 +12,7 @@ mod explore;
 mod external;
 mod external_workers;
 mod file_graph;
+mod forms;
 mod foundation;
 mod fuzz;
 mod fuzz_secrets;

@@ -47,7 +47,10 @@ impl Spacing {
             per_thread,
             grants,
         )));
-        f.word(shared_tat.map_or(u64::MAX, |t| t.wrapping_sub(f.now())));
+        use crate::form::plant::{Plant, planted};
+        if !planted(Plant::GcraTatAndEveryMirror) {
+            f.word(shared_tat.map_or(u64::MAX, |t| t.wrapping_sub(f.now())));
+        }
         for (k, t) in local_tat.iter() {
             f.word(crate::choice::fingerprint(&k));
             f.instant(*t);
