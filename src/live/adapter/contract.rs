@@ -341,16 +341,18 @@ mod tests {
         fn word() -> Result<(), AdapterError> {
             Err("no such key")?
         }
+        fn script() -> Result<(), ::redis::RedisError> {
+            Err((::redis::ErrorKind::UnexpectedReturnType, "not a number").into())
+        }
         fn library() -> Result<(), AdapterError> {
-            let e = ::redis::RedisError::from((::redis::ErrorKind::UnexpectedReturnType, "not a number"));
-            let text = e.to_string();
-            let ours: AdapterError = Err::<(), _>(e).map_err(AdapterError::from).unwrap_err();
-            assert_eq!(ours.to_string(), text);
-            Err(ours)
+            script()?;
+            Ok(())
         }
         assert_eq!(own().unwrap_err().to_string(), "script 7 did not load");
         assert_eq!(word().unwrap_err().to_string(), "no such key");
-        assert!(matches!(library(), Err(AdapterError::Redis(_))));
+        let ours = library().unwrap_err();
+        assert_eq!(ours.to_string(), script().unwrap_err().to_string());
+        assert!(matches!(ours, AdapterError::Redis(_)));
         let refused = StoreFailure(StoreErrorKind::Refused);
         let connect = AdapterError::Connect {
             store: "Redis",
