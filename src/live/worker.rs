@@ -75,8 +75,8 @@ where
         let mut out = Out;
         let mut store = match S::open(&spec, &backend, timeout(&spec.scenario)).await {
             Ok(s) => s,
-            Err(message) => {
-                out.msg(&ToParent::Fatal { message });
+            Err(e) => {
+                out.msg(&ToParent::Fatal { message: e.to_string() });
                 return 3;
             }
         };
@@ -84,10 +84,10 @@ where
         // is a setup error. A restarted worker (its origin already given) may start during an
         // outage: it goes on, its first operation fails like any other (the link reconnects
         // on each use) and the backend's fallback decides, instead of the whole run aborting.
-        if let Err(message) = store.connect().await
+        if let Err(e) = store.connect().await
             && spec.origin.is_none()
         {
-            out.msg(&ToParent::Fatal { message });
+            out.msg(&ToParent::Fatal { message: e.to_string() });
             return 3;
         }
         let origin = match spec.origin {

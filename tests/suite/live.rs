@@ -1030,3 +1030,87 @@ fn a_backends_own_table_is_found_by_its_unqualified_name() {
         );
     }
 }
+
+/// Issue 54 item 5: an adapter's error (`AdapterError`) reaches the parent with its text. A
+/// worker started as the parent starts one (`pacesim worker`, its spec in `PACESIM_WORKER`)
+/// whose store does not answer (a closed port: no server needed) or which was given no target
+/// for its store reports it as its fatal message, which the parent quotes as
+/// `worker <pid>: <message>`, and exits 3.
+#[test]
+fn an_adapter_error_reaches_the_parent_with_its_text() {
+    use pacesim::live::proto::{PgStore, RedisStore, SPEC_ENV, ToParent, WorkerSpec};
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let sc = |backend: &str| {
+        scenario(&format!(
+            "name = \"adapter-error\"\nduration = \"1s\"\n[pacer]\nbackend = \"{backend}\"\nrate = 5.0\n\
+             [processes]\ncount = 1\n[fetch]\nduration = {{ dist = \"constant\", value = \"5ms\" }}\n\
+             [store]\ntimeout = \"2s\"\n"
+        ))
+    };
+    let spec = |backend: &str, pg: Option<PgStore>, redis: Option<RedisStore>| WorkerSpec {
+        run_id: "adaptererror".into(),
+        pid: 0,
+        incarnation: 0,
+        done: 0,
+        scenario: sc(backend),
+        origin: None,
+        dest: format!("127.0.0.1:{closed}"),
+        pg,
+        redis,
+    };
+    let redis = RedisStore {
+        settings: RedisSettings {
+            url: format!("redis://127.0.0.1:{closed}/"),
+        },
+        via: None,
+        prefix: "adaptererror:".into(),
+    };
+    let pg = PgStore {
+        settings: PgSettings {
+            port: closed,
+            host: "127.0.0.1".into(),
+            ..PgSettings::from_env()
+        },
+        schema: "adaptererror".into(),
+    };
+    let cases = [
+        (spec("redis_gcra", None, Some(redis.clone())), "cannot connect to Redis"),
+        (spec("redis_lock", None, None), "no Redis target for this worker"),
+        (spec("row", Some(pg.clone()), None), "cannot connect to PostgreSQL"),
+        (spec("advisory", Some(pg), None), "cannot connect to PostgreSQL"),
+        (
+            spec("claim_row", None, Some(redis)),
+            "no PostgreSQL target for this worker",
+        ),
+    ];
+    for (spec, message) in cases {
+        let backend = spec.scenario.pacer.backend.clone();
+        // stdin held open while it speaks: a worker whose stdin closes (its parent gone)
+        // exits at once
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pacesim"))
+            .args(["worker", "--run", "adaptererror", "--pid", "0"])
+            .env(SPEC_ENV, serde_json::to_string(&spec).unwrap())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let mut first = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut first).unwrap();
+        let said: Result<ToParent, _> = serde_json::from_str(&first);
+        assert_eq!(
+            said.ok(),
+            Some(ToParent::Fatal {
+                message: message.into()
+            }),
+            "{backend}: it said {first:?}"
+        );
+        // the worker's own exit (stdin still open: a closed one makes it exit 4)
+        let status = child.wait().unwrap();
+        drop(stdin);
+        assert_eq!(status.code(), Some(3), "{backend}");
+    }
+}

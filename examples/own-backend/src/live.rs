@@ -8,7 +8,9 @@
 
 use crate::sliding_log::{LogOp, LogReply, SlidingLog};
 use pacesim::live::adapter::redis::{Connection, RedisResult, Script};
-use pacesim::live::adapter::{Executed, LiveStore, Open, RedisLink, Served, StoreFailure, StoreUse, redis_failure};
+use pacesim::live::adapter::{
+    AdapterError, Executed, LiveStore, Open, RedisLink, Served, StoreFailure, StoreUse, redis_failure,
+};
 use pacesim::live::proto::WorkerSpec;
 use pacesim::rng::Rng;
 use pacesim::time::Nanos;
@@ -134,7 +136,7 @@ impl Open for LogScript {
     type Backend = SlidingLog;
     const STORE: StoreUse = StoreUse::Redis;
 
-    async fn open(spec: &WorkerSpec, b: &SlidingLog, timeout: Duration) -> Result<LogScript, String> {
+    async fn open(spec: &WorkerSpec, b: &SlidingLog, timeout: Duration) -> Result<LogScript, AdapterError> {
         Ok(LogScript {
             link: RedisLink::new(spec, timeout)?,
             cfg: b.clone(),
@@ -143,7 +145,7 @@ impl Open for LogScript {
         })
     }
 
-    async fn connect(&mut self) -> Result<(), String> {
+    async fn connect(&mut self) -> Result<(), AdapterError> {
         self.link.connect()
     }
 }

@@ -1,7 +1,7 @@
 //! `advisory` live: `pg_try_advisory_lock` / `pg_advisory_unlock` on the worker's own session,
 //! keyed per run ([`advisory_key`]).
 
-use super::{Executed, LiveStore, Open, PgLink, StoreFailure, StoreUse, pg_failure};
+use super::{AdapterError, Executed, LiveStore, Open, PgLink, StoreFailure, StoreUse, pg_failure};
 use crate::backend::advisory::Advisory;
 use crate::backend::lockset::{LockOp, LockReply};
 use crate::live::pg::NOW_US;
@@ -46,13 +46,13 @@ impl Open for AdvisorySql {
     type Backend = Advisory;
     const STORE: StoreUse = StoreUse::Postgres;
 
-    async fn open(spec: &WorkerSpec, _b: &Advisory, timeout: Duration) -> Result<AdvisorySql, String> {
+    async fn open(spec: &WorkerSpec, _b: &Advisory, timeout: Duration) -> Result<AdvisorySql, AdapterError> {
         Ok(AdvisorySql {
             link: PgLink::new(spec, timeout)?,
         })
     }
 
-    async fn connect(&mut self) -> Result<(), String> {
+    async fn connect(&mut self) -> Result<(), AdapterError> {
         self.link.connect().await
     }
 }

@@ -1,7 +1,7 @@
 //! `claim_row` live: claim and release a slot row (`UPDATE ... WHERE holder IS NULL`); the
 //! holder id is the worker's session.
 
-use super::{Executed, LiveStore, Open, PgLink, StoreFailure, StoreUse, pg_failure};
+use super::{AdapterError, Executed, LiveStore, Open, PgLink, StoreFailure, StoreUse, pg_failure};
 use crate::backend::claim_row::ClaimRow;
 use crate::backend::lockset::{LockOp, LockReply};
 use crate::live::pg::NOW_US;
@@ -64,14 +64,14 @@ impl Open for ClaimSql {
             .map_or(1, |k| k.max(1) as u32)
     }
 
-    async fn open(spec: &WorkerSpec, _b: &ClaimRow, timeout: Duration) -> Result<ClaimSql, String> {
+    async fn open(spec: &WorkerSpec, _b: &ClaimRow, timeout: Duration) -> Result<ClaimSql, AdapterError> {
         Ok(ClaimSql {
             link: PgLink::new(spec, timeout)?,
             holder: ((spec.pid as i32) << 16) | (spec.incarnation as i32 & 0xFFFF),
         })
     }
 
-    async fn connect(&mut self) -> Result<(), String> {
+    async fn connect(&mut self) -> Result<(), AdapterError> {
         self.link.connect().await
     }
 }

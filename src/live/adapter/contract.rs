@@ -24,6 +24,60 @@ pub enum StoreUse {
     Redis,
 }
 
+/// Why a worker could not open or connect its live store ([`Open::open`],
+/// [`Open::connect`]): the worker reports it to the parent as fatal, which ends the run with
+/// `worker <pid>: <message>`.
+///
+/// A team's adapter returns it from `open` and `connect`; `?` converts into it from a
+/// `String` or `&str` message (kept verbatim), from a `redis::RedisError` and from a
+/// `tokio_postgres::Error` (their own text).
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    /// The worker was given no target for the store its backend needs (a configuration
+    /// failure: the parent hands each worker the targets of [`Open::STORE`]).
+    #[error("no {0} target for this worker")]
+    NoTarget(&'static str),
+    /// The worker's first connection to its store failed.
+    #[error("cannot connect to {store}")]
+    Connect {
+        /// The store: `PostgreSQL` or `Redis`.
+        store: &'static str,
+        /// How it failed: refused or timed out.
+        failure: StoreFailure,
+    },
+    /// Warming a fresh PostgreSQL connection (a statement run and rolled back) failed.
+    #[error("warming the PostgreSQL connection: {0}")]
+    Warm(#[source] ::tokio_postgres::Error),
+    /// A PostgreSQL statement failed (its own text).
+    #[error(transparent)]
+    Postgres(#[from] ::tokio_postgres::Error),
+    /// A Redis command failed (its own text).
+    #[error(transparent)]
+    Redis(#[from] ::redis::RedisError),
+    /// Any other reason, in the adapter's own words (a team's adapter, `Err(format!(..))?`).
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<String> for AdapterError {
+    fn from(message: String) -> AdapterError {
+        AdapterError::Other(message)
+    }
+}
+
+impl From<&str> for AdapterError {
+    fn from(message: &str) -> AdapterError {
+        AdapterError::Other(message.to_string())
+    }
+}
+
+/// Its text: code that keeps errors as strings (`Result<_, String>`) takes one with `?`.
+impl From<AdapterError> for String {
+    fn from(e: AdapterError) -> String {
+        e.to_string()
+    }
+}
+
 /// A store operation failed: refused (an error) or timed out.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct StoreFailure(pub StoreErrorKind);
@@ -216,10 +270,19 @@ pub trait Open: LiveStore + Sized {
         Vec::new()
     }
     /// The worker's link to its store, not yet connected.
-    async fn open(spec: &WorkerSpec, backend: &Self::Backend, timeout: Duration) -> Result<Self, String>;
+    ///
+    /// # Errors
+    ///
+    /// The worker cannot run against its store (no target for it, a bad option): the run ends
+    /// with the error's text.
+    async fn open(spec: &WorkerSpec, backend: &Self::Backend, timeout: Duration) -> Result<Self, AdapterError>;
     /// Connect and warm up: the worker's first connection (whether it must succeed is the
     /// worker's business, [`crate::live::worker::main_with`]). Default: nothing to connect.
-    async fn connect(&mut self) -> Result<(), String> {
+    ///
+    /// # Errors
+    ///
+    /// The store cannot be reached or refuses the warm-up.
+    async fn connect(&mut self) -> Result<(), AdapterError> {
         Ok(())
     }
 }
@@ -262,4 +325,43 @@ pub trait Backends: Sync + std::fmt::Debug {
     ///
     /// The run stopped making progress.
     fn simulate(&self, sc: &Scenario, out: &mut dyn crate::trace::Sink) -> Result<(), crate::sim::NoProgress>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A team's adapter keeps its own words and its library's: `?` on a `String`, a `&str` or
+    /// a Redis error gives an `AdapterError` with that very text.
+    #[test]
+    fn adapter_errors_convert_keeping_their_text() {
+        fn own() -> Result<(), AdapterError> {
+            Err(format!("script {} did not load", 7))?
+        }
+        fn word() -> Result<(), AdapterError> {
+            Err("no such key")?
+        }
+        fn script() -> Result<(), ::redis::RedisError> {
+            Err((::redis::ErrorKind::UnexpectedReturnType, "not a number").into())
+        }
+        fn library() -> Result<(), AdapterError> {
+            script()?;
+            Ok(())
+        }
+        assert_eq!(own().unwrap_err().to_string(), "script 7 did not load");
+        assert_eq!(word().unwrap_err().to_string(), "no such key");
+        let ours = library().unwrap_err();
+        assert_eq!(ours.to_string(), script().unwrap_err().to_string());
+        assert!(matches!(ours, AdapterError::Redis(_)));
+        let refused = StoreFailure(StoreErrorKind::Refused);
+        let connect = AdapterError::Connect {
+            store: "Redis",
+            failure: refused,
+        };
+        assert_eq!(connect.to_string(), "cannot connect to Redis");
+        assert_eq!(
+            AdapterError::NoTarget("PostgreSQL").to_string(),
+            "no PostgreSQL target for this worker"
+        );
+    }
 }

@@ -1,6 +1,6 @@
 //! `local` and `local_divided` live: no store; the process side is the whole backend.
 
-use super::{Executed, LiveStore, Open, StoreFailure, StoreUse};
+use super::{AdapterError, Executed, LiveStore, Open, StoreFailure, StoreUse};
 use crate::backend::NoOp;
 use crate::backend::local::Local;
 use crate::live::proto::WorkerSpec;
@@ -26,7 +26,7 @@ impl Open for NoConn {
     type Backend = Local;
     const STORE: StoreUse = StoreUse::None;
 
-    async fn open(_spec: &WorkerSpec, _b: &Local, _timeout: Duration) -> Result<NoConn, String> {
+    async fn open(_spec: &WorkerSpec, _b: &Local, _timeout: Duration) -> Result<NoConn, AdapterError> {
         Ok(NoConn)
     }
 }

@@ -26,7 +26,9 @@ pub mod row;
 
 mod contract;
 
-pub use contract::{Backends, Executed, LiveSpec, LiveStore, Open, Served, StoreFailure, StoreUse, timeout};
+pub use contract::{
+    AdapterError, Backends, Executed, LiveSpec, LiveStore, Open, Served, StoreFailure, StoreUse, timeout,
+};
 
 use crate::backend::{Backend, Configure};
 use crate::live::proto::WorkerSpec;
@@ -108,8 +110,12 @@ pub struct PgLink {
 
 impl PgLink {
     /// A link to the worker's PostgreSQL target; connects on first use.
-    pub fn new(spec: &WorkerSpec, timeout: Duration) -> Result<PgLink, String> {
-        let target = spec.pg.clone().ok_or("no PostgreSQL target for this worker")?;
+    ///
+    /// # Errors
+    ///
+    /// The worker was given no PostgreSQL target.
+    pub fn new(spec: &WorkerSpec, timeout: Duration) -> Result<PgLink, AdapterError> {
+        let target = spec.pg.clone().ok_or(AdapterError::NoTarget("PostgreSQL"))?;
         Ok(PgLink {
             target,
             timeout,
@@ -169,11 +175,15 @@ impl PgLink {
     }
 
     /// Connect now (a worker's first connection).
-    pub async fn connect(&mut self) -> Result<(), String> {
-        self.client()
-            .await
-            .map(drop)
-            .map_err(|_| "cannot connect to PostgreSQL".to_string())
+    ///
+    /// # Errors
+    ///
+    /// The connection failed (refused or timed out).
+    pub async fn connect(&mut self) -> Result<(), AdapterError> {
+        self.client().await.map(drop).map_err(|failure| AdapterError::Connect {
+            store: "PostgreSQL",
+            failure,
+        })
     }
 
     /// Forget the connection (its state is unknown).
@@ -197,8 +207,12 @@ impl std::fmt::Debug for RedisLink {
 
 impl RedisLink {
     /// A link to the worker's Redis target; connects on first use.
-    pub fn new(spec: &WorkerSpec, timeout: Duration) -> Result<RedisLink, String> {
-        let target = spec.redis.clone().ok_or("no Redis target for this worker")?;
+    ///
+    /// # Errors
+    ///
+    /// The worker was given no Redis target.
+    pub fn new(spec: &WorkerSpec, timeout: Duration) -> Result<RedisLink, AdapterError> {
+        let target = spec.redis.clone().ok_or(AdapterError::NoTarget("Redis"))?;
         Ok(RedisLink {
             target,
             timeout,
@@ -221,8 +235,15 @@ impl RedisLink {
     }
 
     /// Connect now (a worker's first connection).
-    pub fn connect(&mut self) -> Result<(), String> {
-        self.con().map(drop).map_err(|_| "cannot connect to Redis".to_string())
+    ///
+    /// # Errors
+    ///
+    /// The connection failed (refused or timed out).
+    pub fn connect(&mut self) -> Result<(), AdapterError> {
+        self.con().map(drop).map_err(|failure| AdapterError::Connect {
+            store: "Redis",
+            failure,
+        })
     }
 
     /// Forget the connection.

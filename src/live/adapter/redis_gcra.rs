@@ -2,8 +2,8 @@
 //! ([`crate::live::redis`]), on the server's clock (`TIME`).
 
 use super::{
-    Executed, LiveStore, Open, RedisLink, Served, StoreFailure, StoreUse, multiplier_change, redis_failure,
-    streak_decay,
+    AdapterError, Executed, LiveStore, Open, RedisLink, Served, StoreFailure, StoreUse, multiplier_change,
+    redis_failure, streak_decay,
 };
 use crate::backend::backoff::BackoffReply;
 use crate::backend::redis_gcra::{GcraOp, GcraReply, RedisGcra};
@@ -76,7 +76,7 @@ impl Open for GcraScript {
     type Backend = RedisGcra;
     const STORE: StoreUse = StoreUse::Redis;
 
-    async fn open(spec: &WorkerSpec, b: &RedisGcra, timeout: Duration) -> Result<GcraScript, String> {
+    async fn open(spec: &WorkerSpec, b: &RedisGcra, timeout: Duration) -> Result<GcraScript, AdapterError> {
         let link = RedisLink::new(spec, timeout)?;
         Ok(GcraScript {
             link,
@@ -86,7 +86,7 @@ impl Open for GcraScript {
         })
     }
 
-    async fn connect(&mut self) -> Result<(), String> {
+    async fn connect(&mut self) -> Result<(), AdapterError> {
         self.link.connect()
     }
 }

@@ -1,7 +1,7 @@
 //! `redis_lock` live: `SET key token NX PX ttl` and a compare-and-delete script on Redis
 //! ([`crate::live::redis`]); the token is the worker's session (`pid:incarnation`).
 
-use super::{Executed, LiveStore, Open, RedisLink, StoreFailure, StoreUse, redis_failure};
+use super::{AdapterError, Executed, LiveStore, Open, RedisLink, StoreFailure, StoreUse, redis_failure};
 use crate::backend::lockset::{LockOp, LockReply};
 use crate::backend::redis_lock::RedisLock;
 use crate::live::proto::WorkerSpec;
@@ -50,7 +50,7 @@ impl Open for LockScript {
     type Backend = RedisLock;
     const STORE: StoreUse = StoreUse::Redis;
 
-    async fn open(spec: &WorkerSpec, b: &RedisLock, timeout: Duration) -> Result<LockScript, String> {
+    async fn open(spec: &WorkerSpec, b: &RedisLock, timeout: Duration) -> Result<LockScript, AdapterError> {
         let link = RedisLink::new(spec, timeout)?;
         Ok(LockScript {
             link,
@@ -59,7 +59,7 @@ impl Open for LockScript {
         })
     }
 
-    async fn connect(&mut self) -> Result<(), String> {
+    async fn connect(&mut self) -> Result<(), AdapterError> {
         self.link.connect()
     }
 }

@@ -2,7 +2,8 @@
 //! the store's clock (`clock_timestamp()`), or on the caller's (`process_monotonic`).
 
 use super::{
-    Executed, LiveStore, Open, PgLink, Served, StoreFailure, StoreUse, multiplier_change, pg_failure, streak_decay,
+    AdapterError, Executed, LiveStore, Open, PgLink, Served, StoreFailure, StoreUse, multiplier_change, pg_failure,
+    streak_decay,
 };
 use crate::backend::Signal;
 use crate::backend::backoff::BackoffReply;
@@ -76,11 +77,11 @@ fn backoff_reply(signal: Signal, b: Option<crate::live::pg::BackoffRow>, cfg: &B
 
 /// Warm a connection as a long-lived one is warm (plans, catalog caches): run both
 /// reservations once and roll them back, before the run starts.
-async fn warm(link: &mut PgLink) -> Result<(), String> {
-    let rc = link
-        .client()
-        .await
-        .map_err(|_| "cannot connect to PostgreSQL".to_string())?;
+async fn warm(link: &mut PgLink) -> Result<(), AdapterError> {
+    let rc = link.client().await.map_err(|failure| AdapterError::Connect {
+        store: "PostgreSQL",
+        failure,
+    })?;
     let go = async {
         rc.client.batch_execute("BEGIN").await?;
         let _ = rc.reserve(1.0, None).await;
@@ -89,7 +90,7 @@ async fn warm(link: &mut PgLink) -> Result<(), String> {
         let _ = rc.cache_reserve(1.0, None).await;
         rc.client.batch_execute("ROLLBACK").await
     };
-    go.await.map_err(|e| format!("warming the PostgreSQL connection: {e}"))
+    go.await.map_err(AdapterError::Warm)
 }
 
 impl LiveStore for RowSql {
@@ -141,11 +142,11 @@ impl Open for RowSql {
     type Backend = Row;
     const STORE: StoreUse = StoreUse::Postgres;
 
-    async fn connect(&mut self) -> Result<(), String> {
+    async fn connect(&mut self) -> Result<(), AdapterError> {
         warm(&mut self.link).await
     }
 
-    async fn open(spec: &WorkerSpec, row: &Row, timeout: Duration) -> Result<RowSql, String> {
+    async fn open(spec: &WorkerSpec, row: &Row, timeout: Duration) -> Result<RowSql, AdapterError> {
         let link = PgLink::new(spec, timeout)?;
         Ok(RowSql {
             link,
@@ -189,11 +190,11 @@ impl Open for CacheSql {
     type Backend = Row;
     const STORE: StoreUse = StoreUse::Postgres;
 
-    async fn connect(&mut self) -> Result<(), String> {
+    async fn connect(&mut self) -> Result<(), AdapterError> {
         warm(&mut self.link).await
     }
 
-    async fn open(spec: &WorkerSpec, row: &Row, timeout: Duration) -> Result<CacheSql, String> {
+    async fn open(spec: &WorkerSpec, row: &Row, timeout: Duration) -> Result<CacheSql, AdapterError> {
         let link = PgLink::new(spec, timeout)?;
         Ok(CacheSql {
             link,
