@@ -22,7 +22,7 @@
 //! seen states are kept in [`seen::Seen`].
 
 mod hash;
-pub mod plant;
+pub(crate) mod plant;
 pub mod seen;
 pub use hash::{Bits, Floats, Fold, WIDTH, collision_odds, fingerprint, fingerprint_bits};
 

@@ -92,11 +92,11 @@ pub struct Scenario {
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
     /// Download tasks through a broker: sources, their events, the tick, the sweep, backfill
-    /// ([`crate::task::JobsCfg`]). Absent: every process loops over jobs of its own.
+    /// (`crate::task::JobsCfg`). Absent: every process loops over jobs of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<crate::task::JobsCfg>,
     /// The platforms jobs go to, each with its own destination and ceiling
-    /// ([`crate::platform`]). Default: none (one destination at `pacer.rate`).
+    /// (`crate::platform`). Default: none (one destination at `pacer.rate`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub platforms: Vec<crate::platform::PlatformCfg>,
     /// What a design record claims about this scenario's situation; the report quotes it

@@ -4,13 +4,13 @@
 //!
 //! 1. [`table`] formats the figures (the same cells go to the terminal and to `index.md`).
 //! 2. [`write()`] draws the plots (`src/plot/`), writes `<scenario>/summary.json`,
-//!    `index.md` ([`index`]) and the same page as one self-contained `index.html` ([`html`]).
+//!    `index.md` (`index`) and the same page as one self-contained `index.html` (`html`).
 //!
 //! Everything written is deterministic: the same scenarios and seeds give byte-identical files
 //! (no timestamps, ordered collections only, fixed float formatting).
 
-pub mod html;
-pub mod index;
+pub(crate) mod html;
+pub(crate) mod index;
 pub mod table;
 
 use crate::run::compare::{Row, ScenarioRuns, SeedStats};
@@ -204,7 +204,7 @@ fn is_generated(p: &Path) -> bool {
 
 /// Write `out/<scenario>/` (plots and `summary.json`) for every scenario, `out/index.md`,
 /// which names `command` as the way to regenerate it, and `out/index.html`, the same page
-/// self-contained ([`html`]).
+/// self-contained (`html`).
 pub fn write(out: &Path, all: &[ScenarioRuns], command: &str) -> Result<Vec<Written>, ReportError> {
     distinct_dirs(all.iter().map(|sr| &sr.scenario))?;
     std::fs::create_dir_all(out).map_err(ReportError::io(out))?;

@@ -15,9 +15,9 @@
 pub use crate::budget;
 pub mod choices;
 pub mod compare;
-pub mod input;
+pub(crate) mod input;
 pub mod live;
-pub mod progress;
+pub(crate) mod progress;
 
 use crate::scenario::{Scenario, ScenarioError};
 use crate::summary::{self, Summary};

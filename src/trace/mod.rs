@@ -10,7 +10,7 @@
 //! pure function of the events, the same `--trace` bytes.
 //!
 //! The modules: `schema` (what a trace holds), `event` (each event, described once), `sink`
-//! (what consumes a trace: [`Sink`]), `encode` (its canonical bytes, and the [`Writer`]), `read` (reading it back), `hash` (the trace hash), and [`pipe`] (a producer
+//! (what consumes a trace: [`Sink`]), `encode` (its canonical bytes, and the [`Writer`]), `read` (reading it back), `hash` (the trace hash), and `pipe` (a producer
 //! and its consumers on two threads). Everything a producer or consumer needs is re-exported
 //! here.
 
@@ -18,7 +18,7 @@ mod encode;
 pub mod event;
 pub mod handoff;
 mod hash;
-pub mod pipe;
+pub(crate) mod pipe;
 mod read;
 mod schema;
 mod sink;

@@ -1,5 +1,5 @@
 //! Live adapters: each backend's store side, for real. A live worker runs the backend's own
-//! process side through the one worker loop ([`crate::worker`]); only
+//! process side through the one worker loop (`crate::worker`); only
 //! [`crate::backend::StoreSide::serve`] is replaced, by a [`LiveStore`] that runs the real
 //! operation (an SQL statement, a Lua script) against PostgreSQL or Redis.
 //!
@@ -19,10 +19,10 @@ pub use ::redis;
 /// The PostgreSQL client behind [`PgLink`] (the `tokio-postgres` crate pacesim is built
 /// with), re-exported for the same reason.
 pub use ::tokio_postgres;
-pub mod local;
-pub mod redis_gcra;
-pub mod redis_lock;
-pub mod row;
+pub(crate) mod local;
+pub(crate) mod redis_gcra;
+pub(crate) mod redis_lock;
+pub(crate) mod row;
 
 mod contract;
 
