@@ -13,6 +13,7 @@ mod external;
 mod external_workers;
 mod file_graph;
 mod foundation;
+mod front_door;
 mod fuzz;
 mod fuzz_secrets;
 mod gcra_governor;
