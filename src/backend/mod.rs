@@ -157,7 +157,7 @@ impl ProcCx<'_> {
     }
 
     /// The monotonic reading at reference time `t`, as unsigned nanoseconds.
-    pub fn mono_ns_at(&self, t: Instant) -> u64 {
+    pub(crate) fn mono_ns_at(&self, t: Instant) -> u64 {
         self.mono.read(t).max(0) as u64
     }
 

@@ -89,7 +89,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// Events collected in the parent (destination arrivals, fault edges, the workers' events).
-pub type EventLog = Arc<Mutex<Vec<Event>>>;
+pub(crate) type EventLog = Arc<Mutex<Vec<Event>>>;
 
 /// Why a live run did not produce a trace.
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +113,7 @@ pub enum LiveError {
 
 /// The directory a scenario file's relative paths start from (`[live] command`, `setup`): its
 /// own, or `.` for a bare file name.
-pub fn scenario_dir(file: &Path) -> std::path::PathBuf {
+pub(crate) fn scenario_dir(file: &Path) -> std::path::PathBuf {
     file.parent()
         .map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d })
         .unwrap_or(Path::new("."))

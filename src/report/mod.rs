@@ -43,7 +43,7 @@ pub fn slug(name: &str) -> String {
 /// that are equal, or equal after [`slug`] (`a/b` and `a_b`), would write into one directory
 /// and the index would link both to it; a name whose directory is the report's own
 /// `index.md` could not be written at all.
-pub fn distinct_dirs<'a>(
+pub(crate) fn distinct_dirs<'a>(
     scenarios: impl IntoIterator<Item = &'a crate::scenario::Scenario>,
 ) -> Result<(), ReportError> {
     let mut seen: std::collections::BTreeMap<String, &crate::scenario::Scenario> = std::collections::BTreeMap::new();
@@ -70,7 +70,7 @@ pub fn distinct_dirs<'a>(
 
 /// `<scenario>/summary.json`.
 #[derive(Debug, Serialize)]
-pub struct ScenarioJson<'a> {
+pub(crate) struct ScenarioJson<'a> {
     /// Scenario name.
     pub scenario: &'a str,
     /// Its description.
@@ -92,7 +92,7 @@ pub struct ScenarioJson<'a> {
 /// One run in `summary.json`: its [`label`] and the run's figures (every field of
 /// `pacesim run --json`, names unchanged).
 #[derive(Debug, Serialize)]
-pub struct RunJson<'a> {
+pub(crate) struct RunJson<'a> {
     /// The backend as reports name it ([`label`]).
     pub label: String,
     /// The run.
@@ -108,7 +108,7 @@ pub fn label(sr: &ScenarioRuns, backend: &str) -> String {
 /// A run's verdicts as a plot legend states them: `PASS`, `PASS (not judged: ...)`, or
 /// `FAIL: ` and each failing check, the ceiling's with the burst the arrivals needed
 /// (`FAIL: ceiling burst 31`).
-pub fn legend_verdict(row: &Row) -> String {
+pub(crate) fn legend_verdict(row: &Row) -> String {
     let s = &row.summary;
     let fails: Vec<String> = s
         .checks

@@ -24,7 +24,8 @@ mod schema;
 mod sink;
 
 pub use encode::{Writer, encode_event, encode_line};
-pub use event::{Event, Field, FieldValue, Kind, PidValue, Val, Walk};
+pub use event::{Event, Kind, Walk};
+pub(crate) use event::Val;
 pub use hash::TraceHash;
 pub use read::{ReadError, read};
 pub use schema::*;

@@ -78,19 +78,19 @@ fn build<O: Configure>(sc: &Scenario) -> Result<O::Backend, crate::backend::opti
 /// `row`'s live adapter.
 pub static ROW: LiveOf<crate::backend::row::RowOptions, row::RowSql> = LiveOf::NEW;
 /// `shared_cache`'s live adapter.
-pub static SHARED_CACHE: LiveOf<crate::backend::shared_cache::SharedCacheOptions, row::CacheSql> = LiveOf::NEW;
+pub(crate) static SHARED_CACHE: LiveOf<crate::backend::shared_cache::SharedCacheOptions, row::CacheSql> = LiveOf::NEW;
 /// `redis_gcra`'s live adapter.
-pub static REDIS_GCRA: LiveOf<crate::backend::redis_gcra::RedisGcraOptions, redis_gcra::GcraScript> = LiveOf::NEW;
+pub(crate) static REDIS_GCRA: LiveOf<crate::backend::redis_gcra::RedisGcraOptions, redis_gcra::GcraScript> = LiveOf::NEW;
 /// `local_divided`'s live adapter (no store).
-pub static LOCAL_DIVIDED: LiveOf<crate::backend::local_divided::LocalDividedOptions, local::NoConn> = LiveOf::NEW;
+pub(crate) static LOCAL_DIVIDED: LiveOf<crate::backend::local_divided::LocalDividedOptions, local::NoConn> = LiveOf::NEW;
 /// `advisory`'s live adapter.
-pub static ADVISORY: LiveOf<crate::backend::advisory::AdvisoryOptions, advisory::AdvisorySql> = LiveOf::NEW;
+pub(crate) static ADVISORY: LiveOf<crate::backend::advisory::AdvisoryOptions, advisory::AdvisorySql> = LiveOf::NEW;
 /// `claim_row`'s live adapter.
-pub static CLAIM_ROW: LiveOf<crate::backend::claim_row::ClaimRowOptions, claim_row::ClaimSql> = LiveOf::NEW;
+pub(crate) static CLAIM_ROW: LiveOf<crate::backend::claim_row::ClaimRowOptions, claim_row::ClaimSql> = LiveOf::NEW;
 /// `redis_lock`'s live adapter.
-pub static REDIS_LOCK: LiveOf<crate::backend::redis_lock::RedisLockOptions, redis_lock::LockScript> = LiveOf::NEW;
+pub(crate) static REDIS_LOCK: LiveOf<crate::backend::redis_lock::RedisLockOptions, redis_lock::LockScript> = LiveOf::NEW;
 /// `local`'s live adapter (no store).
-pub static LOCAL: LiveOf<crate::backend::local::LocalOptions, local::NoConn> = LiveOf::NEW;
+pub(crate) static LOCAL: LiveOf<crate::backend::local::LocalOptions, local::NoConn> = LiveOf::NEW;
 
 // ---- connections shared by the adapters ----------------------------------------------------
 
@@ -161,7 +161,7 @@ impl PgLink {
     }
 
     /// Commit the caller's open transaction after `hold` (the row lock is held meanwhile).
-    pub fn commit_after(&mut self, rc: std::sync::Arc<crate::live::pg::RowClient>, hold: Duration) {
+    pub(crate) fn commit_after(&mut self, rc: std::sync::Arc<crate::live::pg::RowClient>, hold: Duration) {
         self.commit = Some(tokio::spawn(async move {
             tokio::time::sleep(hold).await;
             rc.client.batch_execute("COMMIT").await.is_ok()
@@ -244,7 +244,7 @@ pub fn redis_failure(e: redis::RedisError) -> StoreFailure {
 }
 
 /// A PostgreSQL error as a store failure (logged when it is not the connection's).
-pub fn pg_failure(e: tokio_postgres::Error) -> StoreFailure {
+pub(crate) fn pg_failure(e: tokio_postgres::Error) -> StoreFailure {
     if let Some(db) = e.as_db_error() {
         let class = &db.code().code()[..2];
         // 08: connection exception, 57: operator intervention (shutdown, restart)
@@ -263,14 +263,14 @@ pub fn pg_failure(e: tokio_postgres::Error) -> StoreFailure {
 }
 
 /// A multiplier change as a store-side event, if it changed.
-pub fn multiplier_change(signal: crate::backend::Signal, from: f64, to: f64, at: i64) -> Option<Served> {
+pub(crate) fn multiplier_change(signal: crate::backend::Signal, from: f64, to: f64, at: i64) -> Option<Served> {
     let (_, status) = crate::live::pg::backoff_step(signal);
     let cause = crate::backend::backoff::cause_of(status);
     (from != to).then_some(Served::Multiplier { from, to, cause, at })
 }
 
 /// Did a streak signal reach the threshold (the reply's `decay`)?
-pub fn streak_decay(signal: crate::backend::Signal, streak_from: i64, streak_to: i64, decay_after: u32) -> bool {
+pub(crate) fn streak_decay(signal: crate::backend::Signal, streak_from: i64, streak_to: i64, decay_after: u32) -> bool {
     matches!(signal, crate::backend::Signal::Streak(s) if s.is_clean())
         && streak_to == 0
         && streak_from + 1 >= decay_after.max(1) as i64
