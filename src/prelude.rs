@@ -22,10 +22,11 @@
 //! - **`main`**: pacesim's whole command line with the team's backends
 //!   ([`main_with_backends`]) and checkers ([`main_with_checkers`]).
 //! - **Live**: a backend's live store side ([`LiveOf`], [`LiveStore`], [`Open`], [`Executed`],
-//!   [`StoreFailure`], [`StoreUse`]) on pacesim's connections ([`RedisLink`], [`PgLink`],
-//!   [`redis_failure`]); the worker's [`WorkerSpec`] and its seeded [`Rng`]. The live store's own
-//!   answer type is [`crate::live::adapter::Served`] (named by its path: [`Served`] here is the
-//!   simulated store's).
+//!   [`StoreFailure`], [`StoreUse`]) on pacesim's connections ([`RedisLink`], [`PgLink`]; an
+//!   error of theirs as a failed operation: [`redis_failure`], [`pg_failure`]); the worker's
+//!   [`WorkerSpec`] and its seeded [`Rng`]. The live store's own answer type is
+//!   [`crate::live::adapter::Served`] (named by its path: [`Served`] here is the simulated
+//!   store's).
 //!
 //! Everything else of pacesim is reached by its module path (`pacesim::registry`,
 //! `pacesim::run`, `pacesim::report`, ...). `tests/suite/front_door.rs` names every item here:
@@ -43,7 +44,9 @@ pub use crate::clock::Reading;
 pub use crate::exact_hash;
 pub use crate::fault::KillPoint;
 pub use crate::form::Form;
-pub use crate::live::adapter::{Executed, LiveOf, LiveStore, Open, PgLink, RedisLink, StoreFailure, StoreUse, redis_failure};
+pub use crate::live::adapter::{
+    Executed, LiveOf, LiveStore, Open, PgLink, RedisLink, StoreFailure, StoreUse, pg_failure, redis_failure,
+};
 pub use crate::live::proto::WorkerSpec;
 pub use crate::registry::{BackendSpec, OpsOf, Registered, Rules};
 pub use crate::rng::Rng;

@@ -41,7 +41,7 @@ front_door! {
         Backend, Configure, ProcessSide, StoreOp, StoreReply, StoreSide, Checker, Sink, LiveStore,
         Open,
     ],
-    fns: [main_with_backends, main_with_checkers, redis_failure],
+    fns: [main_with_backends, main_with_checkers, redis_failure, pg_failure],
     consts: [NOT_JUDGED],
     macros: [exact_hash],
 }
@@ -161,7 +161,7 @@ fn the_prelude_is_the_list_this_test_names() {
 fn every_item_of_the_prelude_is_usable_from_outside() {
     // the types: each named where pacesim defines it
     let types = type_names();
-    assert_eq!(types.len(), NAMES.len() - 10 - 3 - 1 - 1, "every type of the list, once");
+    assert_eq!(types.len(), NAMES.len() - 10 - 4 - 1 - 1, "every type of the list, once");
     for t in &types {
         assert!(t.starts_with("pacesim::") || *t == "i64", "{t}");
     }
@@ -169,6 +169,7 @@ fn every_item_of_the_prelude_is_usable_from_outside() {
     let _: fn(Vec<BackendSpec>) -> i32 = main_with_backends;
     let _: fn(Vec<BackendSpec>, Vec<CheckerSpec>) -> i32 = main_with_checkers;
     let _: fn(pacesim::live::adapter::redis::RedisError) -> StoreFailure = redis_failure;
+    let _: fn(pacesim::live::adapter::tokio_postgres::Error) -> StoreFailure = pg_failure;
     // the constant: a checker's "cannot judge" prefix
     assert!(NOT_JUDGED.starts_with("not judged"), "{NOT_JUDGED}");
     // the macro: every declared field in the fingerprint, floats by their bits

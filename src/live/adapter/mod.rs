@@ -244,7 +244,7 @@ pub fn redis_failure(e: redis::RedisError) -> StoreFailure {
 }
 
 /// A PostgreSQL error as a store failure (logged when it is not the connection's).
-pub(crate) fn pg_failure(e: tokio_postgres::Error) -> StoreFailure {
+pub fn pg_failure(e: tokio_postgres::Error) -> StoreFailure {
     if let Some(db) = e.as_db_error() {
         let class = &db.code().code()[..2];
         // 08: connection exception, 57: operator intervention (shutdown, restart)
