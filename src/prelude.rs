@@ -32,11 +32,11 @@
 //! `pacesim::run`, `pacesim::report`, ...). `tests/suite/front_door.rs` names every item here:
 //! one taken away fails to build the suite, one added fails it until the test names it too.
 
+pub use crate::backend::options::OptionError;
 pub use crate::backend::{
     Backend, Configure, Facts, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide,
     Threads,
 };
-pub use crate::backend::options::OptionError;
 pub use crate::builder::{Report, SimBuilder};
 pub use crate::check::{Checker, CheckerSpec, NOT_JUDGED, Status, Verdict};
 pub use crate::cli::{main_with_backends, main_with_checkers};

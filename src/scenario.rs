@@ -1042,8 +1042,8 @@ fn bare(name: &str) -> String {
         .join(".")
 }
 
-pub use crate::time::{MAX_RATE, MIN_RATE, short};
 pub(crate) use crate::time::rate_in_range;
+pub use crate::time::{MAX_RATE, MIN_RATE, short};
 
 /// The largest scenario file read, in bytes: anything larger is not a scenario (`/dev/zero`).
 pub const MAX_FILE_BYTES: u64 = 4 << 20;

@@ -24,8 +24,8 @@ mod schema;
 mod sink;
 
 pub use encode::{Writer, encode_event, encode_line};
-pub use event::{Event, Kind, Walk};
 pub(crate) use event::Val;
+pub use event::{Event, Kind, Walk};
 pub use hash::TraceHash;
 pub use read::{ReadError, read};
 pub use schema::*;

@@ -191,7 +191,8 @@ fn the_backend_recipe_names_every_file_that_names_a_backend() {
                 // crate-private unless a test outside the crate names it (the front door)
                 let text = read(&p);
                 assert!(
-                    text.contains(&format!("pub(crate) mod {};", b.name)) || text.contains(&format!("pub mod {};", b.name)),
+                    text.contains(&format!("pub(crate) mod {};", b.name))
+                        || text.contains(&format!("pub mod {};", b.name)),
                     "backend `{}`: `{p}` has no `pub(crate) mod {};` (or `pub mod`)",
                     b.name,
                     b.name

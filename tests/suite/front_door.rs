@@ -154,14 +154,21 @@ fn the_prelude_is_the_list_this_test_names() {
     );
     // (a name here that the prelude lacks fails to build, before this runs)
     let gone: Vec<&String> = named.difference(&prelude).collect();
-    assert!(gone.is_empty(), "named here but not in src/prelude.rs's source: {gone:?}");
+    assert!(
+        gone.is_empty(),
+        "named here but not in src/prelude.rs's source: {gone:?}"
+    );
 }
 
 #[test]
 fn every_item_of_the_prelude_is_usable_from_outside() {
     // the types: each named where pacesim defines it
     let types = type_names();
-    assert_eq!(types.len(), NAMES.len() - 10 - 4 - 1 - 1, "every type of the list, once");
+    assert_eq!(
+        types.len(),
+        NAMES.len() - 10 - 4 - 1 - 1,
+        "every type of the list, once"
+    );
     for t in &types {
         assert!(t.starts_with("pacesim::") || *t == "i64", "{t}");
     }

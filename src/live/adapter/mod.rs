@@ -80,15 +80,18 @@ pub static ROW: LiveOf<crate::backend::row::RowOptions, row::RowSql> = LiveOf::N
 /// `shared_cache`'s live adapter.
 pub(crate) static SHARED_CACHE: LiveOf<crate::backend::shared_cache::SharedCacheOptions, row::CacheSql> = LiveOf::NEW;
 /// `redis_gcra`'s live adapter.
-pub(crate) static REDIS_GCRA: LiveOf<crate::backend::redis_gcra::RedisGcraOptions, redis_gcra::GcraScript> = LiveOf::NEW;
+pub(crate) static REDIS_GCRA: LiveOf<crate::backend::redis_gcra::RedisGcraOptions, redis_gcra::GcraScript> =
+    LiveOf::NEW;
 /// `local_divided`'s live adapter (no store).
-pub(crate) static LOCAL_DIVIDED: LiveOf<crate::backend::local_divided::LocalDividedOptions, local::NoConn> = LiveOf::NEW;
+pub(crate) static LOCAL_DIVIDED: LiveOf<crate::backend::local_divided::LocalDividedOptions, local::NoConn> =
+    LiveOf::NEW;
 /// `advisory`'s live adapter.
 pub(crate) static ADVISORY: LiveOf<crate::backend::advisory::AdvisoryOptions, advisory::AdvisorySql> = LiveOf::NEW;
 /// `claim_row`'s live adapter.
 pub(crate) static CLAIM_ROW: LiveOf<crate::backend::claim_row::ClaimRowOptions, claim_row::ClaimSql> = LiveOf::NEW;
 /// `redis_lock`'s live adapter.
-pub(crate) static REDIS_LOCK: LiveOf<crate::backend::redis_lock::RedisLockOptions, redis_lock::LockScript> = LiveOf::NEW;
+pub(crate) static REDIS_LOCK: LiveOf<crate::backend::redis_lock::RedisLockOptions, redis_lock::LockScript> =
+    LiveOf::NEW;
 /// `local`'s live adapter (no store).
 pub(crate) static LOCAL: LiveOf<crate::backend::local::LocalOptions, local::NoConn> = LiveOf::NEW;
 
