@@ -15,17 +15,8 @@
 //! `cargo run --release --example fixed_window -- simulate examples/fixed-window.toml`, or
 //! `-- matrix examples/fixed-window.toml --expected examples/fixed-window-matrix.toml`.
 
-use pacesim::backend::options::OptionError;
 use pacesim::backend::redis_gcra::RedisGcraOptions;
-use pacesim::backend::{
-    Backend, Configure, Facts, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide,
-};
-use pacesim::builder::{Report, SimBuilder};
-use pacesim::clock::Reading;
-use pacesim::registry::{BackendSpec, OpsOf};
-use pacesim::scenario::Scenario;
-use pacesim::time::Nanos;
-use pacesim::trace::{Event, OpKind};
+use pacesim::prelude::*;
 
 /// The fixed-window counter: `limit` requests per `window`.
 #[derive(Clone, Debug, Hash)]
@@ -66,7 +57,7 @@ pub struct Counter {
 
 // What an explorer compares of it: every field declared (a field added later fails to build
 // until it is declared here: exact, `bits` for floats, or `ignored("why")`).
-pacesim::exact_hash!(Counter { cfg, key });
+exact_hash!(Counter { cfg, key });
 
 impl StoreSide for Counter {
     type Op = Incr;
@@ -212,7 +203,7 @@ duration = { dist = "constant", value = "1ms" }
 "#;
     // read without the registry's rules: `fixed_window` need not be registered for
     // SimBuilder, which checks what the backend value can run when the run starts
-    Scenario::parse("fixed-window.toml", src, &pacesim::scenario::Structure).expect("a valid scenario")
+    Scenario::parse("fixed-window.toml", src, &Structure).expect("a valid scenario")
 }
 
 /// Run the fixed window and GCRA on the same load.
@@ -232,7 +223,7 @@ pub fn compare() -> (Report, Report) {
 
 fn main() {
     if std::env::args().len() > 1 {
-        std::process::exit(pacesim::cli::main_with_backends(vec![spec()]));
+        std::process::exit(main_with_backends(vec![spec()]));
     }
     let (fixed, gcra) = compare();
     for r in [&fixed, &gcra] {
@@ -329,7 +320,7 @@ mod tests {
     #[test]
     fn live_says_it_has_no_live_store_side() {
         registered();
-        let opts = pacesim::live::LiveOptions::with_exe("/nonexistent/never-run", &pacesim::registry::Registered);
+        let opts = pacesim::live::LiveOptions::with_exe("/nonexistent/never-run", &Registered);
         let e = pacesim::run::live::run_file(&file("fixed-window.toml"), None, None, None, None, &opts).unwrap_err();
         assert!(
             matches!(

@@ -16,7 +16,7 @@ pub const DEFAULT_MAX_MEMORY: u64 = 4 << 30;
 static LIMIT: AtomicU64 = AtomicU64::new(DEFAULT_MAX_MEMORY);
 
 /// Set the memory limit of every run this process plans (`--max-memory`).
-pub fn set_limit(bytes: u64) {
+pub(crate) fn set_limit(bytes: u64) {
     LIMIT.store(bytes, Ordering::Relaxed);
 }
 
@@ -66,7 +66,7 @@ const EVENTS_PER_LIMIT: f64 = 48.0;
 /// header's `backend_detail`), by the backend's name: the registry, a layer above this one,
 /// gives it ([`set_detail`]); until it does (a scenario built and run in code without the
 /// registry), the estimates count the ceiling alone.
-pub type DetailOf = fn(&str, &Scenario) -> Option<serde_json::Value>;
+pub(crate) type DetailOf = fn(&str, &Scenario) -> Option<serde_json::Value>;
 
 static DETAIL: std::sync::OnceLock<DetailOf> = std::sync::OnceLock::new();
 
@@ -285,7 +285,7 @@ pub fn human(bytes: u64) -> String {
 }
 
 /// Parse a size for `--max-memory`: `4GiB`, `512MiB`, `2G`, `100M`, or bytes.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);

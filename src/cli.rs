@@ -44,12 +44,12 @@ pub(crate) struct Cli {
     pub command: Command,
     /// Refuse a run whose estimated memory is above this (e.g. 8GiB, 512MiB); default 4GiB.
     #[arg(long, global = true, value_parser = run::budget::parse_size)]
-    pub max_memory: Option<u64>,
+    pub(crate) max_memory: Option<u64>,
     /// Stop (exit 2) a command still running after this wall-clock time (e.g. 10m, 90s); not
     /// for live runs, which end at their scenario's duration and clean up. `explore` stops
     /// itself then, as at its `--time`, and writes its partial report (INCOMPLETE, exit 1).
     #[arg(long, global = true, value_parser = crate::time::parse_duration)]
-    pub max_wall: Option<crate::time::Nanos>,
+    pub(crate) max_wall: Option<crate::time::Nanos>,
     /// A check that is not judged (the run lacks the events or facts it needs) fails the
     /// command, exit 1, instead of being reported as `-`: for CI, so missing evidence never
     /// reads as green (`run`, `check`, `live`, `conform`, `simulate`, `matrix`, `sweep`,
@@ -1405,7 +1405,7 @@ fn run_error(e: run::RunError) -> i32 {
 /// the terminal, a carriage return that would overwrite the line) written as `\u{1b}`:
 /// text from a trace or a scenario file reaches the terminal inert. Newlines and tabs stay
 /// when `lines` (a multi-line message pacesim wrote).
-pub fn terminal_safe(s: &str, lines: bool) -> std::borrow::Cow<'_, str> {
+pub(crate) fn terminal_safe(s: &str, lines: bool) -> std::borrow::Cow<'_, str> {
     let unsafe_char = |c: char| c.is_control() && !(lines && (c == '\n' || c == '\t'));
     if !s.chars().any(unsafe_char) {
         return s.into();

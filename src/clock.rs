@@ -50,7 +50,7 @@ impl Clock {
     }
 
     /// Add a step jump of `by` nanoseconds at reference time `at`.
-    pub fn add_step(&mut self, at: Instant, by: i64) {
+    pub(crate) fn add_step(&mut self, at: Instant, by: i64) {
         let i = self.steps.partition_point(|s| s.0 <= at);
         self.steps.insert(i, (at, by));
     }
@@ -90,7 +90,7 @@ impl Clock {
 
     /// How long, on the reference timeline, a sleep of `d` measured by this clock lasts.
     /// Relative sleeps (monotonic timers) ignore steps; they feel only drift.
-    pub fn ref_duration(&self, d: Nanos) -> Nanos {
+    pub(crate) fn ref_duration(&self, d: Nanos) -> Nanos {
         if self.drift_ppm == 0.0 {
             d
         } else {
@@ -101,7 +101,7 @@ impl Clock {
     /// The reference time, at or after `now`, when this clock first reads `target`
     /// (an absolute sleep "until the wall clock says `target`"). Steps after `now` are not
     /// anticipated, as a real timer would not.
-    pub fn when_reads(&self, now: Instant, target: Reading) -> Instant {
+    pub(crate) fn when_reads(&self, now: Instant, target: Reading) -> Instant {
         let ahead = target - self.read(now);
         if ahead <= 0 {
             now

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 /// The largest lognormal `sigma`: beyond it a draw spans more than 17 orders of magnitude
 /// around the median, which no latency does.
-pub const MAX_SIGMA: f64 = 10.0;
+pub(crate) const MAX_SIGMA: f64 = 10.0;
 
 /// The largest draw, in nanoseconds (about 31.7 years): larger draws saturate to it.
 pub const MAX_DRAW: u64 = 1_000_000_000_000_000_000;
@@ -125,7 +125,7 @@ impl Dist {
     }
 
     /// True when every draw is zero (lets the engine skip scheduling a hop).
-    pub fn is_zero(&self) -> bool {
+    pub(crate) fn is_zero(&self) -> bool {
         matches!(self, Dist::Constant { value } if value.0 == 0)
     }
 

@@ -242,7 +242,7 @@ impl FaultSpec {
     }
 
     /// The kind, as `fault` trace events carry it.
-    pub fn fault_kind(&self) -> FaultKind {
+    pub(crate) fn fault_kind(&self) -> FaultKind {
         match self {
             FaultSpec::Kill { .. } => FaultKind::Kill,
             FaultSpec::StoreOutage { .. } => FaultKind::StoreOutage,

@@ -119,7 +119,7 @@
 //! ```
 
 mod hash;
-pub mod plant;
+pub(crate) mod plant;
 pub mod seen;
 pub use hash::{Bits, Floats, Fold, WIDTH, collision_odds, fingerprint, fingerprint_bits};
 

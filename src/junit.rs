@@ -144,7 +144,7 @@ pub fn from_summaries<'a>(runs: impl IntoIterator<Item = (&'a Path, &'a crate::s
 
 /// [`from_summaries`] with the reproducer of a failure given by `reproduce(file, summary)`
 /// (`live`: the live command, not the simulation's).
-pub fn from_summaries_with<'a>(
+pub(crate) fn from_summaries_with<'a>(
     runs: impl IntoIterator<Item = (&'a Path, &'a crate::summary::Summary)>,
     reproduce: impl Fn(&Path, &crate::summary::Summary) -> String,
 ) -> Vec<Case> {

@@ -11,11 +11,13 @@
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use pacesim::registry;
+//! use pacesim::prelude::*;
+//! use pacesim::{registry, report, run};
 //!
 //! // 1. A scenario: four processes, ten requests each, sharing one 50/s budget (the design
-//! //    record's key test). Scenario files in sims/ look just like this.
-//! let sc = registry::parse(
+//! //    record's key test), judged by the registry's rules. Scenario files in sims/ look just
+//! //    like this.
+//! let sc = Scenario::parse(
 //!     "four.toml",
 //!     r#"
 //!     name = "four"
@@ -28,6 +30,7 @@
 //!     count = 4
 //!     requests = 10
 //!     "#,
+//!     &Rules,
 //! )?;
 //!
 //! // 2. Simulate it with the backend it names: every checker's verdict comes back.
@@ -35,15 +38,15 @@
 //! assert!(row.checks["ceiling"].passed());
 //!
 //! // 3. A pacer in each process: the ceiling checker catches it and says where.
-//! let local = registry::simulate(&registry::with_backend(&sc, "local")?, None, None)?;
+//! let local = registry::simulate(&sc.with_backend("local", &Rules)?, None, None)?;
 //! assert!(local.checks["ceiling"].failed());
 //! println!("{}", local.checks["ceiling"].detail); // "arrivals need burst 4 ..."
 //!
 //! // 4. Plots and a report, both backends side by side (what `just simulate` writes).
-//! let opts = pacesim::run::compare::Options { seeds: 1, series: true, progress: false };
-//! let runs = pacesim::run::compare::run_all(&[sc], opts)?;
+//! let opts = run::compare::Options { seeds: 1, series: true, progress: false };
+//! let runs = run::compare::run_all(&[sc], opts)?;
 //! let dir = std::env::temp_dir().join(format!("pacesim-doc-{}", std::process::id()));
-//! pacesim::report::write(&dir, &runs, "doc example")?;
+//! report::write(&dir, &runs, "doc example")?;
 //! assert!(dir.join("four").join("rate.svg").exists());
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok(())
@@ -52,9 +55,10 @@
 //!
 //! # Next
 //!
-//! - Your own backend: implement [`backend::Backend`] (a [`backend::ProcessSide`] and a
-//!   [`backend::StoreSide`]) and run it with [`builder::SimBuilder`]; `examples/fixed_window.rs`
-//!   is a complete one.
+//! - The front door: [`prelude`], what a team's backend, checker and `main` need in one `use`.
+//! - Your own backend: implement [`prelude::Backend`] (a [`prelude::ProcessSide`] and a
+//!   [`prelude::StoreSide`]) and run it with [`prelude::SimBuilder`]; `examples/fixed_window.rs`
+//!   is a complete one, `examples/own-backend/` a team's crate with its command line.
 //! - The trace every consumer reads: [`trace`]; the checkers: [`check`].
 //! - The same scenarios for real, against PostgreSQL and Redis: [`live`].
 #![deny(missing_debug_implementations)]
@@ -78,7 +82,7 @@ pub mod junit;
 pub mod live;
 pub mod matrix;
 pub mod pacer;
-pub mod platform;
+pub mod prelude;
 pub mod registry;
 pub mod report;
 pub mod rng;
@@ -86,17 +90,18 @@ pub mod run;
 pub mod scenario;
 pub mod stats;
 pub mod summary;
-pub mod task;
 pub mod time;
 pub mod timeline;
 pub mod trace;
-pub mod worker;
 
 // ---- internal: pacesim's own machinery, reached through the API above (`SimBuilder`, the
 // ---- registry, `report`, the command line); `tests/suite/layers.rs` holds this list ----
 pub(crate) mod destination;
 pub(crate) mod engine;
+pub(crate) mod platform;
 pub(crate) mod plot;
 pub(crate) mod sim;
 pub(crate) mod store;
 pub(crate) mod sweep;
+pub(crate) mod task;
+pub(crate) mod worker;

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 
 /// Where `pacesim matrix` finds the expected matrix by default (relative to the working
 /// directory): beside the tests that compare with it, not among the scenarios in `sims/`.
-pub const DEFAULT_EXPECTED: &str = "tests/expected-matrix.toml";
+pub(crate) const DEFAULT_EXPECTED: &str = "tests/expected-matrix.toml";
 
 /// The properties, in column order: every checker's verdict name, pacesim's then a team's
 /// ([`crate::check::names`]).

@@ -415,14 +415,14 @@ fn option_text(v: &toml::Value) -> String {
 }
 
 /// The backend a [`label`] names: the text before its options.
-pub fn base_of(label: &str) -> &str {
+pub(crate) fn base_of(label: &str) -> &str {
     label.split(" (").next().unwrap_or(label)
 }
 
 /// Check the backend options of `sc` for every backend it runs: alone, each option must be
 /// one of the backend's own; with a `compare` list, each backend checks the options it uses,
 /// and an option none of them uses is an error.
-pub fn validate_options(sc: &Scenario) -> Result<(), OptionError> {
+pub(crate) fn validate_options(sc: &Scenario) -> Result<(), OptionError> {
     let runs = sc.compared_backends();
     let strict = sc.pacer.compare.is_empty();
     // `run` runs `[pacer] backend`; outside the `compare` list it would run with options
@@ -498,7 +498,7 @@ pub fn run(sc: &Scenario, out: &mut dyn Sink) -> Result<Outcome, crate::sim::NoP
 /// # Panics
 ///
 /// As [`run`].
-pub fn run_from(
+pub(crate) fn run_from(
     sc: &Scenario,
     source: Option<&crate::choice::Source>,
     out: &mut dyn Sink,

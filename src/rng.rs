@@ -47,7 +47,7 @@ impl std::hash::Hash for Rng {
 
 impl Rng {
     /// A stream from a 16-byte seed.
-    pub fn from_seed(seed: [u8; 16]) -> Rng {
+    pub(crate) fn from_seed(seed: [u8; 16]) -> Rng {
         Rng(Pcg64Mcg::from_seed(seed))
     }
 }
@@ -119,7 +119,7 @@ pub enum Entity {
 }
 
 /// SplitMix64 finaliser: a bijective 64-bit mixer (Steele, Lea, Flood 2014).
-pub fn mix64(mut z: u64) -> u64 {
+pub(crate) fn mix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

@@ -92,11 +92,11 @@ pub struct Scenario {
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
     /// Download tasks through a broker: sources, their events, the tick, the sweep, backfill
-    /// ([`crate::task::JobsCfg`]). Absent: every process loops over jobs of its own.
+    /// (`crate::task::JobsCfg`). Absent: every process loops over jobs of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<crate::task::JobsCfg>,
     /// The platforms jobs go to, each with its own destination and ceiling
-    /// ([`crate::platform`]). Default: none (one destination at `pacer.rate`).
+    /// (`crate::platform`). Default: none (one destination at `pacer.rate`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub platforms: Vec<crate::platform::PlatformCfg>,
     /// What a design record claims about this scenario's situation; the report quotes it
@@ -260,7 +260,7 @@ pub const SOFT_SIGNALS: &[(&str, i32)] = &[
 
 impl LiveCfg {
     /// The soft-limit signal's number (validated: one of [`SOFT_SIGNALS`]).
-    pub fn soft_signal_number(&self) -> i32 {
+    pub(crate) fn soft_signal_number(&self) -> i32 {
         let name = self.soft_signal.as_deref().unwrap_or("SIGUSR1");
         SOFT_SIGNALS
             .iter()
@@ -387,7 +387,7 @@ pub struct ProcessesCfg {
 impl ProcessesCfg {
     /// The processes as reports name them: `4 processes`, or with threads `2 processes of 8
     /// threads` (and `, at most 3 fetches in flight each` under `max_concurrency`).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut s = format!("{} processes", self.count);
         if self.threads > 1 {
             s.push_str(&format!(" of {} threads", self.threads));
@@ -400,7 +400,7 @@ impl ProcessesCfg {
 }
 
 /// The most threads a process may run (`[processes] threads`): pacesim's limit.
-pub const MAX_THREADS: u16 = 1024;
+pub(crate) const MAX_THREADS: u16 = 1024;
 
 fn one_thread() -> u16 {
     1
@@ -510,7 +510,7 @@ impl Scenario {
     }
 
     /// The `[backoff]` schedule as the pacer's own config (validated by [`Scenario::parse`]).
-    pub fn backoff_config(&self) -> crate::pacer::BackoffConfig {
+    pub(crate) fn backoff_config(&self) -> crate::pacer::BackoffConfig {
         self.backoff.config().expect("a validated [backoff]")
     }
 
@@ -548,7 +548,7 @@ impl BackendRules for Structure {
 
 /// Read a scenario file's text, at most [`MAX_FILE_BYTES`]: a device (`/dev/zero`) or a huge
 /// file is refused after reading one byte past the limit, never read whole.
-pub fn read_bounded(path: &Path) -> Result<String, ScenarioError> {
+pub(crate) fn read_bounded(path: &Path) -> Result<String, ScenarioError> {
     use std::io::Read;
     let file = path.display().to_string();
     let io = |message: String| ScenarioError::Io {
@@ -678,7 +678,7 @@ impl Scenario {
 
     /// The checks that need no backend: ranges and combinations serde cannot express.
     /// `Err((field, message))`.
-    pub fn validate_structure(&self) -> Result<(), (String, String)> {
+    pub(crate) fn validate_structure(&self) -> Result<(), (String, String)> {
         let err = |f: &str, m: String| Err((f.to_string(), m));
         if !(self.pacer.rate.is_finite() && self.pacer.rate > 0.0) {
             return err(
@@ -944,7 +944,7 @@ pub fn text_hash(text: &str) -> String {
 /// Seed `seed + k` of a scenario run with several seeds (`--seeds`, `--cases`), within a
 /// scenario's seed range (`seed` in a file and `run --seed` stop at `i64::MAX`, so a
 /// reproducer of a seed past it would be refused); past it, what is wrong.
-pub fn seed_plus(seed: u64, k: u64) -> Result<u64, String> {
+pub(crate) fn seed_plus(seed: u64, k: u64) -> Result<u64, String> {
     seed.checked_add(k)
         .filter(|s| *s <= i64::MAX as u64)
         .ok_or_else(|| format!("seed {seed} + {k} is past the largest seed, {}", i64::MAX))
@@ -986,7 +986,7 @@ pub fn bounded(message: &str) -> String {
 /// the wrong type or an unknown name (`invalid type: string "0s", expected internally tagged
 /// enum Dist`, `unknown variant `x`, expected `global` or `per_process``); other messages as
 /// they are.
-pub fn reworded(message: &str) -> String {
+pub(crate) fn reworded(message: &str) -> String {
     let what = |expected: &str| -> String {
         let e = expected.trim();
         match e {
@@ -1042,7 +1042,8 @@ fn bare(name: &str) -> String {
         .join(".")
 }
 
-pub use crate::time::{MAX_RATE, MIN_RATE, rate_in_range, short};
+pub(crate) use crate::time::rate_in_range;
+pub use crate::time::{MAX_RATE, MIN_RATE, short};
 
 /// The largest scenario file read, in bytes: anything larger is not a scenario (`/dev/zero`).
 pub const MAX_FILE_BYTES: u64 = 4 << 20;
@@ -1179,7 +1180,7 @@ fn field_at_line(src: &str, line: usize) -> String {
 
 /// The line of a dotted field such as `pacer.rate` or `faults[1].at` in scenario text `src`;
 /// 0 when absent.
-pub fn line_of_field(src: &str, field: &str) -> usize {
+pub(crate) fn line_of_field(src: &str, field: &str) -> usize {
     let (table, key) = match field.rsplit_once('.') {
         Some((t, k)) => (t, k),
         None => ("", field),

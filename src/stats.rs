@@ -32,7 +32,7 @@ pub struct MeanCi {
 }
 
 /// The Student-t quantile `t(1 - (1 - level) / 2; df)` of a two-sided interval.
-pub fn t_quantile(level: f64, df: f64) -> f64 {
+pub(crate) fn t_quantile(level: f64, df: f64) -> f64 {
     let t = StudentsT::new(0.0, 1.0, df).expect("degrees of freedom above 0");
     t.inverse_cdf(1.0 - (1.0 - level) / 2.0)
 }
@@ -79,18 +79,18 @@ pub struct Spread {
     /// Smallest.
     pub min: f64,
     /// First quartile.
-    pub q1: f64,
+    pub(crate) q1: f64,
     /// Median.
     pub median: f64,
     /// Third quartile.
-    pub q3: f64,
+    pub(crate) q3: f64,
     /// Largest.
     pub max: f64,
 }
 
 /// Quantile `q` in `[0, 1]` of sorted data, linearly interpolated between order statistics
 /// (Hyndman and Fan's type 7, the default of R and NumPy).
-pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
     let h = (sorted.len() - 1) as f64 * q.clamp(0.0, 1.0);
     let lo = h.floor() as usize;
     let hi = h.ceil() as usize;

@@ -20,11 +20,11 @@ pub struct Latency {
     /// Median.
     pub p50_ms: f64,
     /// 95th percentile.
-    pub p95_ms: f64,
+    pub(crate) p95_ms: f64,
     /// 99th percentile.
     pub p99_ms: f64,
     /// Maximum.
-    pub max_ms: f64,
+    pub(crate) max_ms: f64,
 }
 
 /// One check's result in `--json`: `{"verdict": "pass" | "fail" | "not_judged", "detail": ...}`.
@@ -83,7 +83,7 @@ pub struct Summary {
     /// Responses 429.
     pub status_429: u64,
     /// Responses 503.
-    pub status_503: u64,
+    pub(crate) status_503: u64,
     /// Permission round trips: each operation that asks for permission (a reservation, a GCRA
     /// check, a lock try, a backend's own acquire), sent to its reply. (Named for the
     /// reservation, the first kind; the JSON keeps the name.)
@@ -93,7 +93,7 @@ pub struct Summary {
     /// Processes killed.
     pub crashes: u64,
     /// Store errors seen by processes.
-    pub store_errors: u64,
+    pub(crate) store_errors: u64,
     /// Reference time the run ended, seconds.
     pub end_s: f64,
     /// The trace hash ([`crate::trace::TraceHash`]): 16 hex digits.
@@ -539,6 +539,6 @@ pub fn program() -> &'static str {
 }
 
 /// Name the program reproducers give (once; later calls are ignored).
-pub fn set_program(name: &str) {
+pub(crate) fn set_program(name: &str) {
     let _ = PROGRAM.set(name.to_string());
 }

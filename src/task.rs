@@ -477,11 +477,6 @@ impl Tasks {
         }
     }
 
-    /// The job number of `pid`'s execution, if it is in one.
-    pub fn job_of(&self, pid: u32) -> Option<u64> {
-        self.execs[pid as usize].as_ref().map(|e| e.job)
-    }
-
     /// Is `pid`'s execution walking (its subprocess running, no end decided yet)?
     pub fn walking(&self, pid: u32, job: u64) -> bool {
         self.execs[pid as usize]

@@ -23,7 +23,7 @@ impl Nanos {
     /// Zero duration.
     pub const ZERO: Nanos = Nanos(0);
     /// One second.
-    pub const SECOND: Nanos = Nanos(1_000_000_000);
+    pub(crate) const SECOND: Nanos = Nanos(1_000_000_000);
     /// From milliseconds.
     pub const fn from_millis(ms: u64) -> Nanos {
         Nanos(ms * 1_000_000)
@@ -46,7 +46,7 @@ impl Nanos {
     }
     /// The pacing interval of a rate in events per second (`1 s / rate`), rounded up so a
     /// pacer never runs faster than its rate.
-    pub fn interval_of_rate(rate: f64) -> Nanos {
+    pub(crate) fn interval_of_rate(rate: f64) -> Nanos {
         Nanos((1e9 / rate).ceil() as u64)
     }
     /// Multiply by a non-negative factor (e.g. a backoff multiplier), rounding to nanoseconds.
@@ -119,7 +119,7 @@ impl fmt::Display for Nanos {
 /// counted in nanoseconds and clocks read into `i64`, so it stops at 2^63 ns (about 292
 /// years); capped here, a run's duration, its fault times and the delays added to them stay
 /// far inside that range instead of piling into its last instant.
-pub const MAX_DURATION: Nanos = Nanos(1_000_000_000_000_000_000);
+pub(crate) const MAX_DURATION: Nanos = Nanos(1_000_000_000_000_000_000);
 
 /// Parse a human-readable duration: `"0"`, `"250ns"`, `"12us"`, `"1.5ms"`, `"5s"`, `"2m"`, `"1h"`.
 pub fn parse_duration(s: &str) -> Result<Nanos, String> {
@@ -185,7 +185,7 @@ pub const MAX_RATE: f64 = 1e9;
 
 /// Check that `rate` (per second, finite and above 0) has an interval the nanosecond clock
 /// can express: `MIN_RATE..=MAX_RATE`.
-pub fn rate_in_range(rate: f64) -> Result<(), String> {
+pub(crate) fn rate_in_range(rate: f64) -> Result<(), String> {
     if (MIN_RATE..=MAX_RATE).contains(&rate) {
         Ok(())
     } else {

@@ -31,12 +31,12 @@ use std::collections::BTreeMap;
 /// Width of the finest time bin, nanoseconds (1 ms).
 pub const FINE_WIDTH_NS: u64 = 1_000_000;
 /// Bins of the aggregate arrival grid before it coarsens.
-pub const ARRIVAL_CAP: usize = 1 << 16;
+pub(crate) const ARRIVAL_CAP: usize = 1 << 16;
 /// Bins of each per-process grid and each gauge grid before it coarsens.
-pub const COARSE_CAP: usize = 4096;
+pub(crate) const COARSE_CAP: usize = 4096;
 /// Largest round trip the latency histogram tracks, ns (as `summary::Figures`; larger values
 /// saturate).
-pub const LATENCY_HIGH_NS: u64 = 10_000_000_000_000;
+pub(crate) const LATENCY_HIGH_NS: u64 = 10_000_000_000_000;
 /// Most marks of each kind (fault windows, kills, fallback windows, download events, backfill
 /// changes) kept for plotting.
 pub const MAX_MARKS: usize = 4096;
@@ -63,7 +63,7 @@ pub struct Walk {
     pub start: u64,
     /// The last fetch event (start, arrival or end) its process made for it, ns; `None` if it
     /// made none.
-    pub last_fetch: Option<u64>,
+    pub(crate) last_fetch: Option<u64>,
     /// When its process stopped working on it (turned to another task, was killed, or the
     /// event closed), ns; `None` while it still does at the end of the run.
     pub left: Option<u64>,
@@ -91,7 +91,7 @@ pub struct JobLife {
     /// open at the end of the run.
     pub closed: Option<(u64, JobState)>,
     /// How often its task re-enqueued itself on contention (`requeued`).
-    pub requeues: u32,
+    pub(crate) requeues: u32,
     /// When the broker delivered its task again after a kill (`redelivered`; at most
     /// [`MAX_WALKS`]).
     pub redelivered: Vec<u64>,
@@ -124,7 +124,7 @@ impl Cell for u32 {
 
 /// A piecewise-constant value (a backoff multiplier) seen through one bin.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Gauge {
+pub(crate) struct Gauge {
     /// Largest value in force at any time in the bin (set only if it changed in the bin).
     pub max: Option<f64>,
     /// Value in force at the end of the bin (set only if it changed in the bin).
@@ -189,7 +189,7 @@ impl<T: Cell> Grid<T> {
         &mut self.cells[i]
     }
     /// Make sure the bins reach time `t` (empty bins up to it).
-    pub fn extend_to(&mut self, t: u64) {
+    pub(crate) fn extend_to(&mut self, t: u64) {
         self.at(t);
     }
     /// Merge every ten adjacent bins into one.
@@ -284,7 +284,6 @@ pub struct Timeline {
     has_pp_mult: bool,
     faults: Vec<FaultWindow>,
     crashes: Vec<u64>,
-    crash_count: u64,
     in_fallback: Vec<bool>,
     fallback_count: u32,
     fallback: Vec<(u64, Option<u64>)>,
@@ -316,7 +315,7 @@ impl Timeline {
 
     /// With `series` false only the round-trip histogram and the derived figures (stall after
     /// a kill) are kept: for runs that feed statistics but not plots.
-    pub fn with_series(series: bool) -> Timeline {
+    pub(crate) fn with_series(series: bool) -> Timeline {
         Timeline {
             series,
             header: None,
@@ -335,7 +334,6 @@ impl Timeline {
             has_pp_mult: false,
             faults: Vec::new(),
             crashes: Vec::new(),
-            crash_count: 0,
             in_fallback: Vec::new(),
             fallback_count: 0,
             fallback: Vec::new(),
@@ -360,10 +358,6 @@ impl Timeline {
     pub fn header(&self) -> Option<&Header> {
         self.header.as_ref()
     }
-    /// True if the series were kept.
-    pub fn has_series(&self) -> bool {
-        self.series
-    }
     /// Destination arrivals per bin, from 0 to the end of the run.
     pub fn arrivals(&self) -> &Grid<u32> {
         &self.arrivals
@@ -373,7 +367,7 @@ impl Timeline {
         &self.per_process
     }
     /// Each process's arrivals in total.
-    pub fn per_process_total(&self) -> &[u64] {
+    pub(crate) fn per_process_total(&self) -> &[u64] {
         &self.per_process_total
     }
     /// Reservation round trips (send to reply), nanoseconds; the same measure as the
@@ -382,11 +376,11 @@ impl Timeline {
         &self.latency
     }
     /// The shared multiplier, if the run had one.
-    pub fn global_multiplier(&self) -> Option<&Grid<Gauge>> {
+    pub(crate) fn global_multiplier(&self) -> Option<&Grid<Gauge>> {
         self.has_global_mult.then_some(&self.global_mult)
     }
     /// The per-process multipliers' mean and max across processes, if the run had them.
-    pub fn per_process_multiplier(&self) -> Option<(&Grid<Gauge>, &Grid<Gauge>)> {
+    pub(crate) fn per_process_multiplier(&self) -> Option<(&Grid<Gauge>, &Grid<Gauge>)> {
         self.has_pp_mult.then_some((&self.pp_mean, &self.pp_max))
     }
     /// Fault windows, in start order.
@@ -397,16 +391,12 @@ impl Timeline {
     pub fn crashes(&self) -> &[u64] {
         &self.crashes
     }
-    /// Number of kills.
-    pub fn crash_count(&self) -> u64 {
-        self.crash_count
-    }
     /// Windows in which at least one process was in fallback.
     pub fn fallback(&self) -> &[(u64, Option<u64>)] {
         &self.fallback
     }
     /// The largest stall after a kill, ns; `None` when nothing was killed.
-    pub fn largest_stall_after_kill(&self) -> Option<u64> {
+    pub(crate) fn largest_stall_after_kill(&self) -> Option<u64> {
         let mut s = self.stall.clone();
         s.close(self.end);
         s.max
@@ -439,7 +429,7 @@ impl Timeline {
         &self.platform_totals
     }
     /// Arrivals of a process before any `platform` event of it (on no known platform).
-    pub fn unplaced_arrivals(&self) -> u64 {
+    pub(crate) fn unplaced_arrivals(&self) -> u64 {
         self.unplaced
     }
     /// Each download event's life, in creation order (the first [`MAX_MARKS`]); empty
@@ -448,7 +438,7 @@ impl Timeline {
         &self.jobs
     }
     /// Download events past [`MAX_MARKS`], not kept.
-    pub fn jobs_dropped(&self) -> u64 {
+    pub(crate) fn jobs_dropped(&self) -> u64 {
         self.jobs_dropped
     }
     /// Backfill state changes, in time order (the first [`MAX_MARKS`]).
@@ -740,7 +730,6 @@ impl Sink for Timeline {
             }
             Event::Crash { t, pid, .. } => {
                 self.sent.remove_process(pid);
-                self.crash_count += 1;
                 self.stall.crash(t);
                 if self.series {
                     if self.crashes.len() < MAX_MARKS {

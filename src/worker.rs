@@ -246,16 +246,6 @@ impl<P: ProcessSide> Worker<P> {
         }
     }
 
-    /// A fresh process (new state, new random stream, new clocks) in this one's place: the
-    /// fetch count, the job queue and the armed kills carry over.
-    pub fn restarted(&mut self, mono: Clock, rng: Rng, process: P) -> Worker<P> {
-        let mut w = Worker::new(self.pid, self.incarnation + 1, mono, self.wall.clone(), rng, process);
-        w.fetches = self.fetches;
-        w.queued = self.queued;
-        w.armed = std::mem::take(&mut self.armed);
-        w
-    }
-
     /// True while the process is alive and has not finished.
     pub fn is_active(&self) -> bool {
         !matches!(self.phase, Phase::Finished | Phase::Dead)

@@ -64,7 +64,7 @@ impl Local {
     }
 
     /// Every process paces at `interval` (see also `local_divided`); backoff per process.
-    pub fn with_interval(sc: &Scenario, name: &'static str, interval: Nanos) -> Local {
+    pub(crate) fn with_interval(sc: &Scenario, name: &'static str, interval: Nanos) -> Local {
         Local {
             name,
             interval,

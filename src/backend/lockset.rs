@@ -119,14 +119,6 @@ impl LockTable {
             holders: vec![None; k as usize],
         }
     }
-    /// Number of locks.
-    pub fn len(&self) -> u32 {
-        self.holders.len() as u32
-    }
-    /// True when there are no locks.
-    pub fn is_empty(&self) -> bool {
-        self.holders.is_empty()
-    }
     /// Locks held now.
     pub fn held(&self) -> u32 {
         self.holders.iter().filter(|h| h.is_some()).count() as u32

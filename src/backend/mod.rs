@@ -20,7 +20,7 @@
 //!   ([`Threads::Single`], the default, so a backend written for one operation in flight is
 //!   never driven by several at once). The simulator
 //!   (`src/sim/`) and the live worker ([`crate::live`]) drive the *same* process side
-//!   through the same worker loop ([`crate::worker`]).
+//!   through the same worker loop (`crate::worker`).
 //! - its **store side** ([`StoreSide`]), one per run: the state kept in the shared store and
 //!   the atomic operation on it. **[`StoreSide::serve`] is applied atomically, one operation at
 //!   a time, in the order the store's lock admits them**; that one sentence is what a
@@ -35,21 +35,21 @@
 //!
 //! Known-defective variants are first-class backends so the property suite can prove it
 //! catches them. Every backend of pacesim is one file whose header states its semantics, plus
-//! one entry in [`crate::registry`]; [`fallback`] (what a process does when the store is unreachable)
-//! and [`backoff`] (where the backoff multiplier and clean streak live) are shared pieces.
+//! one entry in [`crate::registry`]; `fallback` (what a process does when the store is unreachable)
+//! and `backoff` (where the backoff multiplier and clean streak live) are shared pieces.
 
 pub mod advisory;
-pub mod backoff;
-pub mod claim_row;
-pub mod fallback;
+pub(crate) mod backoff;
+pub(crate) mod claim_row;
+pub(crate) mod fallback;
 pub mod local;
-pub mod local_divided;
-pub mod lockset;
+pub(crate) mod local_divided;
+pub(crate) mod lockset;
 pub mod options;
 pub mod redis_gcra;
-pub mod redis_lock;
+pub(crate) mod redis_lock;
 pub mod row;
-pub mod shared_cache;
+pub(crate) mod shared_cache;
 
 use crate::clock::{Clock, Reading};
 use crate::fault::KillPoint;
@@ -157,7 +157,7 @@ impl ProcCx<'_> {
     }
 
     /// The monotonic reading at reference time `t`, as unsigned nanoseconds.
-    pub fn mono_ns_at(&self, t: Instant) -> u64 {
+    pub(crate) fn mono_ns_at(&self, t: Instant) -> u64 {
         self.mono.read(t).max(0) as u64
     }
 
@@ -340,12 +340,12 @@ pub trait Backend: Send + Sync + 'static {
         Threads::Single("it does not say how its threads share its process side (Backend::threads)")
     }
     /// Does the design keep one walk lock per platform, so a scenario may declare
-    /// `[[platforms]]` ([`crate::platform`])? Default: no (a pace keeps one budget for one
+    /// `[[platforms]]` (`crate::platform`)? Default: no (a pace keeps one budget for one
     /// destination; a scenario with platforms is refused).
     fn platforms(&self) -> bool {
         false
     }
-    /// Does its process side run broker tasks (`[jobs]`, [`crate::task`]): download tasks that
+    /// Does its process side run broker tasks (`[jobs]`, `crate::task`): download tasks that
     /// walk under its lock? Default: no (a scenario with `[jobs]` is refused).
     fn jobs(&self) -> bool {
         false

@@ -152,7 +152,7 @@ impl From<Placement> for crate::trace::BackoffPlace {
 }
 
 /// A count option that must be at least 1.
-pub fn at_least_one(field: &str, v: Option<u32>) -> Result<(), OptionError> {
+pub(crate) fn at_least_one(field: &str, v: Option<u32>) -> Result<(), OptionError> {
     match v {
         Some(0) => Err(OptionError::new(field, "must be at least 1")),
         _ => Ok(()),

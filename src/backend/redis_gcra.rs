@@ -7,7 +7,7 @@
 //!   `T = interval * multiplier` and `tau = T * (burst - 1)`. On deny it returns how long until
 //!   the request would conform; the process sleeps that long and asks again.
 //! - **Clock:** the Redis server's (`TIME`), one clock for everyone.
-//! - **Store failure:** the process falls back ([`super::fallback`]).
+//! - **Store failure:** the process falls back (`super::fallback`).
 //! - **SIGKILL leaves:** nothing but an advanced `tat` (at most one interval), self-healing.
 //!
 //! The decision rule is [`crate::pacer::Gcra`], differentially tested against `governor`.

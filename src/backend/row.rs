@@ -24,7 +24,7 @@
 //!   Variant `in_transaction` (defect): the reservation runs inside the caller's transaction,
 //!   so the row lock is held until it commits and every other reserver waits behind it:
 //!   throughput falls to about 1 / hold.
-//! - **Store failure:** the process falls back ([`super::fallback`]), logging the switch; it
+//! - **Store failure:** the process falls back (`super::fallback`), logging the switch; it
 //!   paces its fallback by its own multiplier, or the shared one its last report was answered
 //!   with.
 //! - **SIGKILL leaves:** at most one reserved-but-unused slot: the pace is at most one interval
@@ -200,7 +200,7 @@ impl Row {
         })
     }
 
-    /// The same statement kept under another name (see [`super::shared_cache`]).
+    /// The same statement kept under another name (see `super::shared_cache`).
     pub fn renamed(mut self, name: &'static str) -> Row {
         self.name = name;
         self

@@ -10,7 +10,7 @@ pub fn secs(ns: u64) -> String {
 }
 
 /// A multiplier, printed short: `1`, `2`, `1.5`.
-pub fn mult(m: f64) -> String {
+pub(crate) fn mult(m: f64) -> String {
     if m.fract() == 0.0 && m.abs() < 1e15 {
         format!("{}", m as i64)
     } else {
@@ -19,7 +19,7 @@ pub fn mult(m: f64) -> String {
 }
 
 /// The pacing interval of the header's rate, in nanoseconds (at least 1).
-pub fn base_interval(h: &Header) -> u64 {
+pub(crate) fn base_interval(h: &Header) -> u64 {
     if h.rate.is_finite() && h.rate > 0.0 {
         ((1e9 / h.rate).ceil() as u64).max(1)
     } else {
@@ -241,7 +241,7 @@ impl Demand {
     /// the clock that [`Demand::busy_until`] reads, so a reader that never asks for the busy
     /// time may skip it.
     #[inline]
-    pub fn changes_waits(&self, ev: &Event) -> bool {
+    pub(crate) fn changes_waits(&self, ev: &Event) -> bool {
         match ev {
             Event::OpSent { op, .. } => op.asks_permission(),
             Event::Grant { .. } | Event::FetchStart { .. } | Event::Crash { .. } | Event::Restart { .. } => true,
@@ -261,7 +261,7 @@ impl Demand {
     }
 
     /// Since when `pid` has waited (its longest-waiting thread), if it waits now.
-    pub fn waiting_since(&self, pid: u32) -> Option<u64> {
+    pub(crate) fn waiting_since(&self, pid: u32) -> Option<u64> {
         let first = self.waiting.get(pid as usize).copied().flatten();
         if self.others.is_empty() {
             return first;
@@ -271,7 +271,7 @@ impl Demand {
     }
 
     /// The waiting processes (any of their threads), ascending.
-    pub fn waiting_pids(&self) -> Vec<u32> {
+    pub(crate) fn waiting_pids(&self) -> Vec<u32> {
         let mut v: Vec<u32> = (0..self.waiting.len() as u32)
             .filter(|&p| self.waiting[p as usize].is_some())
             .collect();
@@ -324,7 +324,7 @@ impl Awaiting {
 /// A map keyed by thread loop `(pid, thread)`: thread 0's entries in a [`PidMap`] (every
 /// one-thread trace lives there, at its speed), the other threads' in an ordered map.
 #[derive(Hash, Clone, Debug)]
-pub struct LoopMap<V> {
+pub(crate) struct LoopMap<V> {
     first: PidMap<V>,
     others: std::collections::BTreeMap<(u32, u16), V>,
 }
@@ -384,7 +384,7 @@ impl<V> LoopMap<V> {
     }
     /// Removes every thread's entry of process `pid`.
     #[inline]
-    pub fn remove_process(&mut self, pid: u32) {
+    pub(crate) fn remove_process(&mut self, pid: u32) {
         self.first.remove(&pid);
         if !self.others.is_empty() {
             self.others.retain(|k, _| k.0 != pid);
@@ -400,7 +400,7 @@ impl<V> LoopMap<V> {
         self.others.clear();
     }
     /// The threads of process `pid` that have an entry, ascending.
-    pub fn threads_of(&self, pid: u32) -> Vec<u16> {
+    pub(crate) fn threads_of(&self, pid: u32) -> Vec<u16> {
         let mut v: Vec<u16> = self.first.get(&pid).map(|_| 0).into_iter().collect();
         if !self.others.is_empty() {
             v.extend(self.others.range((pid, 1)..=(pid, u16::MAX)).map(|(k, _)| k.1));
@@ -447,7 +447,7 @@ impl Stranded {
     }
 
     /// A store window begins: every operation in flight (`awaiting`) may be lost in it.
-    pub fn window_began(&mut self, awaiting: &Awaiting) {
+    pub(crate) fn window_began(&mut self, awaiting: &Awaiting) {
         for ((pid, thread), _) in awaiting.iter() {
             self.stranded.insert(pid, thread, ());
         }
@@ -530,7 +530,7 @@ impl Shared {
 }
 
 /// Fault kinds during which the store is (partly) unreachable.
-pub fn is_outage(kind: FaultKind) -> bool {
+pub(crate) fn is_outage(kind: FaultKind) -> bool {
     matches!(
         kind,
         FaultKind::StoreOutage | FaultKind::Partition | FaultKind::StoreRestart
@@ -538,7 +538,7 @@ pub fn is_outage(kind: FaultKind) -> bool {
 }
 
 /// Print a list of pids short: `0, 2, 3` (at most 8, then `...`).
-pub fn pid_list(pids: &[u32]) -> String {
+pub(crate) fn pid_list(pids: &[u32]) -> String {
     let mut s: Vec<String> = pids.iter().take(8).map(|p| p.to_string()).collect();
     if pids.len() > 8 {
         s.push("...".into());
@@ -657,7 +657,7 @@ impl<V> PidMap<V> {
         self.spill.remove(&pid)
     }
     /// `pid`'s entry, inserting `f()` first if it has none.
-    pub fn get_or_insert_with(&mut self, pid: u32, f: impl FnOnce() -> V) -> &mut V {
+    pub(crate) fn get_or_insert_with(&mut self, pid: u32, f: impl FnOnce() -> V) -> &mut V {
         if !self.contains_key(&pid) {
             self.insert(pid, f());
         }
@@ -713,7 +713,7 @@ impl<V> PidMap<V> {
         self.iter().map(|(_, v)| v)
     }
     /// The values in ascending pid order, mutably.
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
         self.iter_mut().map(|(_, v)| v)
     }
     /// The pids in ascending order.
@@ -723,7 +723,7 @@ impl<V> PidMap<V> {
 }
 
 /// A set of process ids: a [`PidMap`] of nothing.
-pub type PidSet = PidMap<()>;
+pub(crate) type PidSet = PidMap<()>;
 
 impl PidMap<()> {
     /// Adds `pid`; whether it was new.

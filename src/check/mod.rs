@@ -4,17 +4,17 @@
 //!
 //! | verdict | property | applies when |
 //! |---------|----------|--------------|
-//! | `ceiling`, `slot_ceiling` | [`ceiling`]: arrivals / granted slots conform to the rate (not judged with none) | always |
-//! | `backoff_coherence` | [`backoff`]: one multiplier schedule for the fleet, slots spaced by it | grants or multiplier changes |
+//! | `ceiling`, `slot_ceiling` | `ceiling`: arrivals / granted slots conform to the rate (not judged with none) | always |
+//! | `backoff_coherence` | `backoff`: one multiplier schedule for the fleet, slots spaced by it | grants or multiplier changes |
 //! | `self_heal` | [`self_heal`]: the pace resumes within one interval after a kill, and kills never leave the fleet's requests unserved for long (not judged when no fetch followed any kill) | a crash |
-//! | `degradation` | [`degradation`]: within the rate and not zero while the store is out | an outage or partition window |
-//! | `liveness` | [`liveness`]: throughput reaches the effective rate under demand | pace backends, rate/concurrency locks |
-//! | `mutual_exclusion` | [`mutual_exclusion`]: at most K critical sections | lock events |
-//! | `fairness` | [`fairness`]: Jain's index and the longest wait for permission (a verdict against `[checks] wait_bound`; reported only without one; not judged when nothing was fetched) | always |
-//! | `work_heal` | [`work_heal`]: every download's event finalised or recovered by the sweep; no source re-strands forever | `job_event` events (`[jobs]`) |
+//! | `degradation` | `degradation`: within the rate and not zero while the store is out | an outage or partition window |
+//! | `liveness` | `liveness`: throughput reaches the effective rate under demand | pace backends, rate/concurrency locks |
+//! | `mutual_exclusion` | `mutual_exclusion`: at most K critical sections | lock events |
+//! | `fairness` | `fairness`: Jain's index and the longest wait for permission (a verdict against `[checks] wait_bound`; reported only without one; not judged when nothing was fetched) | always |
+//! | `work_heal` | `work_heal`: every download's event finalised or recovered by the sweep; no source re-strands forever | `job_event` events (`[jobs]`) |
 //!
 //! A trace that declares platforms (`backend_detail.platforms`) has `ceiling`,
-//! `slot_ceiling` and `mutual_exclusion` judged per platform instead ([`platforms`]): each
+//! `slot_ceiling` and `mutual_exclusion` judged per platform instead (`platforms`): each
 //! platform has its own destination and its own lock key.
 //!
 //! A trace from an external worker program (its header's `backend_detail` names the `worker`;
@@ -47,16 +47,16 @@ pub(crate) fn witness_wanted() -> bool {
     !TERSE.with(std::cell::Cell::get)
 }
 
-pub mod backoff;
-pub mod ceiling;
+pub(crate) mod backoff;
+pub(crate) mod ceiling;
 pub mod common;
-pub mod degradation;
-pub mod fairness;
-pub mod liveness;
-pub mod mutual_exclusion;
-pub mod platforms;
+pub(crate) mod degradation;
+pub(crate) mod fairness;
+pub(crate) mod liveness;
+pub(crate) mod mutual_exclusion;
+pub(crate) mod platforms;
 pub mod self_heal;
-pub mod work_heal;
+pub(crate) mod work_heal;
 
 use crate::trace::{Event, Header, Sink};
 use serde::Serialize;

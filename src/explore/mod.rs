@@ -32,7 +32,7 @@
 //!
 //! Every checker judges every complete schedule; the first violation is shrunk by shrinking
 //! its choice sequence (fewer processes, fewer kills, fewer requests, an earlier end, smaller
-//! choices: [`shrink`]) and written as a runnable scenario and choice file
+//! choices: `shrink`) and written as a runnable scenario and choice file
 //! ([`crate::run::choices`]): `pacesim run CASE.toml --choices CASE.choices.json` replays it.
 //!
 //! Random choices are the explorer's own streams, seeded by `--seed`: the same options give
@@ -46,8 +46,8 @@ mod prune_audit;
 /// The seen-state table, kept beside the forms it compares (`crate::form::seen`): the choice
 /// source, a layer below, stops runs at its states.
 pub use crate::form::seen;
-pub mod shrink;
-pub mod strategy;
+pub(crate) mod shrink;
+pub(crate) mod strategy;
 
 use crate::choice::{Bounds, Choice, Kind, Source, Tape};
 use crate::fault::KillPoint;

@@ -20,7 +20,7 @@ pub fn mono_ns() -> u64 {
 
 /// The host's wall clock (`CLOCK_REALTIME`) now, nanoseconds since the Unix epoch: the frame of
 /// PostgreSQL's `clock_timestamp()` and Redis's `TIME` on this host.
-pub fn wall_ns() -> i64 {
+pub(crate) fn wall_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64)
@@ -29,7 +29,7 @@ pub fn wall_ns() -> i64 {
 /// The wall clock's reading at the `CLOCK_MONOTONIC` reading `mono`: the offset between the
 /// two clocks, measured as the tightest of several bracketed samples (a read of the wall
 /// clock between two monotonic reads), so a preemption between the reads does not skew it.
-pub fn wall_at(mono: u64) -> i64 {
+pub(crate) fn wall_at(mono: u64) -> i64 {
     let mut best: Option<(u64, i64)> = None;
     for _ in 0..16 {
         let a = mono_ns();
@@ -66,7 +66,7 @@ impl RunClock {
     }
 
     /// A clock from a parent's origin and wall-clock mapping.
-    pub fn from_parts(origin: u64, wall_at_origin: i64) -> RunClock {
+    pub(crate) fn from_parts(origin: u64, wall_at_origin: i64) -> RunClock {
         RunClock { origin, wall_at_origin }
     }
 
@@ -76,12 +76,12 @@ impl RunClock {
     }
 
     /// The wall clock's reading (ns since the Unix epoch) at reference time 0.
-    pub fn wall_at_origin(&self) -> i64 {
+    pub(crate) fn wall_at_origin(&self) -> i64 {
         self.wall_at_origin
     }
 
     /// Wait until reference time 0 (a worker told to go slightly ahead of it).
-    pub async fn wait_origin(&self) {
+    pub(crate) async fn wait_origin(&self) {
         let now = mono_ns();
         if now < self.origin {
             let left = self.origin - now;
@@ -104,7 +104,7 @@ impl RunClock {
     /// bulk, then a thread sleep (tens of microseconds late at most) for the last stretch.
     /// Blocks the calling thread for at most ~2 ms; only workers, whose single task has
     /// nothing else to do meanwhile, use it.
-    pub async fn sleep_until_precise(&self, t: u64) {
+    pub(crate) async fn sleep_until_precise(&self, t: u64) {
         let now = self.now();
         if t <= now {
             return;
@@ -120,7 +120,7 @@ impl RunClock {
     }
 
     /// Sleep until reference time `t` with the tokio timer (millisecond granularity).
-    pub async fn sleep_until(&self, t: u64) {
+    pub(crate) async fn sleep_until(&self, t: u64) {
         let now = self.now();
         if t > now {
             tokio::time::sleep(Duration::from_nanos(t - now)).await;

@@ -44,7 +44,7 @@ use std::time::Duration;
 /// Looks for the stall after each crash: the longest gap between consecutive arrivals from
 /// the last arrival before the crash to `window` after it.
 #[derive(Debug, Default)]
-pub struct StallMeter {
+pub(crate) struct StallMeter {
     arrivals: Vec<u64>,
     crashes: Vec<u64>,
 }
@@ -88,7 +88,7 @@ impl StallMeter {
 }
 
 /// The window after a crash the stall is measured in.
-pub const STALL_WINDOW: u64 = 2_000_000_000;
+pub(crate) const STALL_WINDOW: u64 = 2_000_000_000;
 
 /// The live store measured stage by stage, and the simulator's store fitted to it.
 #[derive(Clone, Debug, Serialize)]
@@ -102,7 +102,7 @@ pub struct Calibration {
     /// The reservation as the run's sessions make it (with the commit).
     pub reservation: CostTable,
     /// Fitted one-way median, ms.
-    pub one_way_median_ms: f64,
+    pub(crate) one_way_median_ms: f64,
     /// Fitted one-way sigma.
     pub sigma: f64,
     /// The distribution put into the scenario's `store.latency`.
@@ -112,7 +112,7 @@ pub struct Calibration {
     /// The distribution put into `store.commit`.
     pub commit: Dist,
     /// The stage fits' largest relative error at p50, p95 or p99 ([`fit_addend`]).
-    pub fit_error: f64,
+    pub(crate) fit_error: f64,
 }
 
 impl Calibration {
@@ -187,7 +187,7 @@ pub fn fit_addend(base: &[f64], total: &[f64]) -> (Dist, f64) {
 }
 
 /// Fit a log-normal to positive samples by maximum likelihood: `(median, sigma)`.
-pub fn fit_lognormal(samples: &[f64]) -> (f64, f64) {
+pub(crate) fn fit_lognormal(samples: &[f64]) -> (f64, f64) {
     let logs: Vec<f64> = samples.iter().filter(|&&x| x > 0.0).map(|x| x.ln()).collect();
     let mu = logs.iter().mean();
     let sigma = logs.iter().population_std_dev();
@@ -213,7 +213,7 @@ pub struct CostTable {
     /// Median, ms.
     pub p50_ms: f64,
     /// 95th percentile, ms.
-    pub p95_ms: f64,
+    pub(crate) p95_ms: f64,
     /// 99th percentile, ms.
     pub p99_ms: f64,
 }
@@ -247,7 +247,7 @@ impl CostTable {
 
 /// Reservation round trips (OpSent to Reply, `reserve`) in a trace, in send order, skipping
 /// each process's first `warmup`.
-pub fn reservation_rtts(events: &[Event], processes: u32, warmup: usize) -> Vec<u64> {
+pub(crate) fn reservation_rtts(events: &[Event], processes: u32, warmup: usize) -> Vec<u64> {
     let mut sent: Vec<Option<u64>> = vec![None; processes as usize];
     let mut seen = vec![0usize; processes as usize];
     let mut out = Vec::new();
@@ -402,7 +402,7 @@ fn cost_scenario() -> Result<Scenario, LiveError> {
 /// The design record's cost table, live: 4 worker processes sharing one row at 50/s, 80
 /// reservations each; the first 5 of each process are warm-up; the next 300 in time order are
 /// measured.
-pub fn cost_table(opts: &LiveOptions) -> Result<CostTable, LiveError> {
+pub(crate) fn cost_table(opts: &LiveOptions) -> Result<CostTable, LiveError> {
     // pacesim's own workers on the `row` backend, whatever the run being conformed uses
     let own = LiveOptions {
         worker: None,
@@ -414,7 +414,7 @@ pub fn cost_table(opts: &LiveOptions) -> Result<CostTable, LiveError> {
 }
 
 /// The same cost table from the simulator, with the calibrated store.
-pub fn simulated_cost_table(cal: &Calibration, opts: &LiveOptions) -> Result<CostTable, LiveError> {
+pub(crate) fn simulated_cost_table(cal: &Calibration, opts: &LiveOptions) -> Result<CostTable, LiveError> {
     let mut sc = cost_scenario()?;
     cal.apply(&mut sc);
     let mut c = crate::trace::Collect::default();
@@ -432,17 +432,17 @@ pub struct Conformance {
     /// The live summary.
     pub live: Summary,
     /// Stall after a kill (ms), simulated.
-    pub sim_stall_ms: Option<f64>,
+    pub(crate) sim_stall_ms: Option<f64>,
     /// Stall after a kill (ms), live.
-    pub live_stall_ms: Option<f64>,
+    pub(crate) live_stall_ms: Option<f64>,
     /// The latency fit, when calibrated.
     pub calibration: Option<Calibration>,
     /// The cost table, when calibrated.
     pub cost: Option<CostTable>,
     /// The cost table from the calibrated simulator, when calibrated.
-    pub sim_cost: Option<CostTable>,
+    pub(crate) sim_cost: Option<CostTable>,
     /// `live / sim - 1` of the achieved rate.
-    pub rate_difference: f64,
+    pub(crate) rate_difference: f64,
     /// The external worker command the live side ran (`None`: pacesim's own workers).
     pub worker: Option<String>,
 }
@@ -502,7 +502,7 @@ fn rel(sim: f64, live: f64) -> String {
 }
 
 /// The stages measured and the store fitted to them.
-pub fn calibration_table(cal: &Calibration) -> String {
+pub(crate) fn calibration_table(cal: &Calibration) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -534,7 +534,7 @@ pub fn calibration_table(cal: &Calibration) -> String {
 
 /// Live and calibrated-simulation cost tables side by side, each percentile's relative
 /// difference, and the goal (within 20% at p50, p95 and p99).
-pub fn cost_tables(live: &CostTable, sim: Option<&CostTable>) -> String {
+pub(crate) fn cost_tables(live: &CostTable, sim: Option<&CostTable>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -582,7 +582,7 @@ pub fn cost_tables(live: &CostTable, sim: Option<&CostTable>) -> String {
 
 /// The percentiles (of p50, p95, p99) at which `sim` is further than `tolerance` (relative)
 /// from `live`.
-pub fn cost_misses(live: &CostTable, sim: &CostTable, tolerance: f64) -> Vec<String> {
+pub(crate) fn cost_misses(live: &CostTable, sim: &CostTable, tolerance: f64) -> Vec<String> {
     [
         ("p50", live.p50_ms, sim.p50_ms),
         ("p95", live.p95_ms, sim.p95_ms),

@@ -170,7 +170,7 @@ pub enum SplitError {
 /// Split a command line into words as a POSIX shell would, without running one: blanks
 /// separate words; single quotes keep everything; double quotes keep all but `\"` and `\\`;
 /// a backslash outside quotes keeps the next character. No variables, globs or operators.
-pub fn split_command(s: &str) -> Result<Vec<String>, SplitError> {
+pub(crate) fn split_command(s: &str) -> Result<Vec<String>, SplitError> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut in_word = false;
@@ -262,7 +262,7 @@ pub enum Unsupported {
 /// Why a line on an external worker's stdout is not one pacesim reads: the end of a sentence
 /// that begins with the line (`... printed on stdout, line 3: "...", which <this>`).
 #[derive(Debug, thiserror::Error)]
-pub enum LineError {
+pub(crate) enum LineError {
     /// Not one JSON object.
     #[error("is not an event line (one JSON object with an \"ev\" field)")]
     NotJson,
@@ -323,7 +323,7 @@ pub fn closed_loop(sc: &Scenario) -> bool {
 /// the checkers read), and for a closed loop without think time `demand = "closed_loop"` (with
 /// `requests` per process when bounded), which lets the checkers infer when processes wait for
 /// permission from the fetches alone ([`crate::check::common::Demand`]).
-pub fn mark_header(h: &mut crate::trace::Header, sc: &Scenario, cmd: &WorkerCommand) {
+pub(crate) fn mark_header(h: &mut crate::trace::Header, sc: &Scenario, cmd: &WorkerCommand) {
     h.backend = "external".into();
     let o = &mut h.backend_detail.other;
     o.insert("worker".into(), cmd.display().into());
@@ -566,7 +566,7 @@ fn spawn(ctx: &ExtCtx, pid: u32, incarnation: u32, remaining: Option<u64>) -> st
 
 /// A line a worker printed on stdout, read.
 #[derive(Debug, PartialEq)]
-pub enum Line {
+pub(crate) enum Line {
     /// A trace event (its `pid` and, when it gave none, `t` filled in).
     Event(Event),
     /// A kill point reached.
@@ -598,7 +598,7 @@ const FORWARDED: usize = 2000;
 
 /// Read one stdout line of worker `pid`, stamped `now` unless it gives its own `t` (ns since
 /// `PACESIM_CLOCK_ORIGIN_NS`). `Err` says what is wrong with it.
-pub fn parse_line(line: &str, pid: u32, now: u64) -> Result<Line, LineError> {
+pub(crate) fn parse_line(line: &str, pid: u32, now: u64) -> Result<Line, LineError> {
     let v: serde_json::Value = serde_json::from_str(line.trim()).map_err(|_| LineError::NotJson)?;
     let serde_json::Value::Object(mut m) = v else {
         return Err(LineError::NotJson);
@@ -640,7 +640,7 @@ pub fn parse_line(line: &str, pid: u32, now: u64) -> Result<Line, LineError> {
 /// time mapped to the run clock, kept between the operation's `op_sent` (when reported) and the
 /// line's own time, with `now` moved along so the slot keeps its reference time
 /// (`t + slot - now`). A grant on another clock (a process's own) is left as printed.
-pub fn place_grant(ev: Event, sent: Option<u64>, wall_at_origin: i64) -> Event {
+pub(crate) fn place_grant(ev: Event, sent: Option<u64>, wall_at_origin: i64) -> Event {
     match ev {
         Event::Grant {
             t,

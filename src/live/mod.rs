@@ -7,7 +7,7 @@
 //!    `PGPASSWORD`, `PGDATABASE`) and/or Redis (`REDIS_URL`), loopback by default
 //!    ([`settings`]), and creates the run's own schema and key prefix ([`pg`], [`redis`]).
 //!    A missing server is a one-line error naming it and how to start it (exit 2).
-//! 2. **Destination.** A small HTTP server on 127.0.0.1 in the parent ([`destination`])
+//! 2. **Destination.** A small HTTP server on 127.0.0.1 in the parent (`destination`)
 //!    stamps every arrival on the run clock ([`clock`]: `CLOCK_MONOTONIC` since one origin,
 //!    system-wide on Linux) and answers 200, 429 above its true limit or 503 at `p503`.
 //! 3. **Workers.** N worker processes: this same executable in the hidden `worker` mode
@@ -17,7 +17,7 @@
 //!    and stdin closing), so no worker outlives the run.
 //! 4. **Faults for real** ([`runner`]): SIGKILL a worker (immediately, or at a protocol point
 //!    it reaches) and restart it; store outages, added latency and partitions through a TCP
-//!    proxy on loopback ([`proxy`]); a long transaction holding the row lock from a helper
+//!    proxy on loopback (`proxy`); a long transaction holding the row lock from a helper
 //!    connection; the hard time limit enforced by killing the worker.
 //! 5. **Output.** The events, merged and sorted by time, form the same trace as the
 //!    simulator's (header `source = "live"`), so [`crate::summary::from_trace`], the checkers
@@ -39,7 +39,7 @@
 //!
 //! A worker runs the backend's own process side ([`crate::backend::ProcessSide`]: what to ask,
 //! what a reply means, fallback, backoff placement) through the simulator's own worker loop
-//! ([`crate::worker`]) and replaces only the store side ([`crate::backend::StoreSide`]) with
+//! (`crate::worker`) and replaces only the store side ([`crate::backend::StoreSide`]) with
 //! the real operation ([`adapter`]), so the two modes share one definition of each backend.
 //! Where they still differ, reality wins:
 //!
@@ -62,19 +62,19 @@
 pub mod adapter;
 pub mod clock;
 pub mod conform;
-pub mod destination;
-pub mod driver;
+pub(crate) mod destination;
+pub(crate) mod driver;
 pub mod external;
 mod faults;
 mod options;
 pub mod pg;
 pub mod proto;
-pub mod proxy;
-pub mod reap;
+pub(crate) mod proxy;
+pub(crate) mod reap;
 pub mod redis;
 pub mod runner;
 pub mod settings;
-pub mod setup;
+pub(crate) mod setup;
 mod stores;
 mod supervisor;
 pub mod worker;
@@ -89,7 +89,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// Events collected in the parent (destination arrivals, fault edges, the workers' events).
-pub type EventLog = Arc<Mutex<Vec<Event>>>;
+pub(crate) type EventLog = Arc<Mutex<Vec<Event>>>;
 
 /// Why a live run did not produce a trace.
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +113,7 @@ pub enum LiveError {
 
 /// The directory a scenario file's relative paths start from (`[live] command`, `setup`): its
 /// own, or `.` for a bare file name.
-pub fn scenario_dir(file: &Path) -> std::path::PathBuf {
+pub(crate) fn scenario_dir(file: &Path) -> std::path::PathBuf {
     file.parent()
         .map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d })
         .unwrap_or(Path::new("."))

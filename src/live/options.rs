@@ -21,7 +21,7 @@ pub struct LiveOptions {
     /// the scenario's `[live] command`; see [`crate::live::external`]).
     pub worker: Option<WorkerCommand>,
     /// Run this once before the workers start (the scenario's `[live] setup`, resolved against
-    /// its file: [`crate::live::setup`]).
+    /// its file: `crate::live::setup`).
     pub setup: Option<Setup>,
     /// The live adapters of the backends a scenario may name (the registry's,
     /// `registry::Registered`, given to [`LiveOptions::cli`] or [`LiveOptions::with_exe`]).

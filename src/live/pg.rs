@@ -28,10 +28,10 @@ use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
 /// The store clock in µs since the Unix epoch, as a SQL expression.
-pub const NOW_US: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::int8";
+pub(crate) const NOW_US: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::int8";
 
 /// The destination's key in `pace` (one destination per run).
-pub const DESTINATION: &str = "dest";
+pub(crate) const DESTINATION: &str = "dest";
 
 /// A fresh schema name for a run.
 pub fn schema_name(run_id: &str) -> String {
@@ -61,7 +61,7 @@ pub fn is_own_schema(name: &str) -> bool {
 /// the `search_path`, after any `options` already given: what every connection to the run's
 /// database gets (a worker's, pacesim's own [`crate::live::adapter::PgLink`], a setup's), so an
 /// unqualified table name finds the run's schema.
-pub fn search_path_options(options: Option<&str>, schema: &str) -> String {
+pub(crate) fn search_path_options(options: Option<&str>, schema: &str) -> String {
     match options {
         Some(o) if !o.trim().is_empty() => format!("{o} -c search_path={schema}"),
         _ => format!("-c search_path={schema}"),
@@ -70,7 +70,7 @@ pub fn search_path_options(options: Option<&str>, schema: &str) -> String {
 
 /// `name` as a quoted SQL identifier (`"` doubled), for the one place a schema name goes into
 /// a statement's text (DDL takes no parameters).
-pub fn quote_ident(name: &str) -> String {
+pub(crate) fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
@@ -370,7 +370,7 @@ pub async fn drop_lease(c: &Client, schema: &str) -> Result<(), tokio_postgres::
 /// Schemas of earlier runs that are provably abandoned: a lease not refreshed for
 /// [`LEASE_STALE`] on the server's clock, whichever host owned it. Schemas without a lease
 /// (another version's, or a run still creating its lease) are never listed.
-pub async fn orphan_schemas(c: &Client) -> Result<Vec<String>, tokio_postgres::Error> {
+pub(crate) async fn orphan_schemas(c: &Client) -> Result<Vec<String>, tokio_postgres::Error> {
     let rows = c
         .query(
             &format!(
@@ -405,7 +405,7 @@ pub async fn schema_exists(c: &Client, schema: &str) -> Result<bool, tokio_postg
 /// the slot, `clock_timestamp()`, the multiplier and the interval applied (µs, as the store
 /// rounded it). `$1` is the interval in microseconds, `$2` a per-process multiplier (NULL: the
 /// row's).
-pub fn reserve_sql(schema: &str) -> String {
+pub(crate) fn reserve_sql(schema: &str) -> String {
     format!(
         "UPDATE {schema}.pace
             SET next_allowed_at = GREATEST(clock_timestamp(), next_allowed_at)
@@ -422,7 +422,7 @@ pub fn reserve_sql(schema: &str) -> String {
 /// The `clock = "process_monotonic"` defect: the same statement on the caller's own reading
 /// `$3` (seconds of its per-process epoch), with the "stale row" reset a per-process clock
 /// design needs (a pace further ahead than `$4` microseconds is overwritten).
-pub fn reserve_process_clock_sql(schema: &str) -> String {
+pub(crate) fn reserve_process_clock_sql(schema: &str) -> String {
     format!(
         "UPDATE {schema}.pace
             SET next_allowed_at = CASE WHEN next_allowed_at - to_timestamp($3::float8) > $4::float8 * interval '1 microsecond'
@@ -452,11 +452,11 @@ pub fn recreate_sql(schema: &str) -> String {
 /// What a `state_lost` fault deleted from a run's schema: the state each PostgreSQL-backed
 /// mechanism keeps there, as the simulator's `on_state_lost` of each backend loses it.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct LostRows {
+pub(crate) struct LostRows {
     /// `row`: the pace row's multiplier, if the row existed.
-    pub pace_multiplier: Option<f64>,
+    pub(crate) pace_multiplier: Option<f64>,
     /// `shared_cache`: the cache entry's multiplier, if the entry existed.
-    pub cache_multiplier: Option<f64>,
+    pub(crate) cache_multiplier: Option<f64>,
     /// `claim_row`: each claimed slot and its holder (`pid << 16 | incarnation`).
     pub claims: Vec<(i32, i32)>,
 }
@@ -468,7 +468,7 @@ pub struct LostRows {
 /// `claim_row` does: every claim vanishes under its holder). The pace row and the cache entry
 /// are recreated by the next reservation ([`recreate_sql`], [`cache_reserve_sql`]). Advisory
 /// locks live in the server's memory, not in a table: nothing of theirs is deleted.
-pub async fn lose_state(c: &mut Client, schema: &str) -> Result<LostRows, tokio_postgres::Error> {
+pub(crate) async fn lose_state(c: &mut Client, schema: &str) -> Result<LostRows, tokio_postgres::Error> {
     let tx = c.transaction().await?;
     let pace = tx
         .query(&format!("DELETE FROM {schema}.pace RETURNING backoff_multiplier"), &[])
@@ -523,7 +523,7 @@ const NEW_K: &str = "(CASE WHEN $1::text IN ('ok', 'streak_ok') AND o.k + 1 < $4
 /// The shared backoff update, one atomic statement on the `pace` row: the
 /// [`crate::pacer::Backoff`] schedule in SQL (IEEE float8, so bit-identical to it). Returns
 /// the old and new multiplier and streak.
-pub fn backoff_sql(schema: &str) -> String {
+pub(crate) fn backoff_sql(schema: &str) -> String {
     format!(
         "UPDATE {schema}.pace p
             SET backoff_multiplier = {NEW_M}, clean_streak = {NEW_K}
@@ -557,7 +557,7 @@ pub struct BackoffRow {
     /// Multiplier after.
     pub to: f64,
     /// Streak before.
-    pub streak_from: i32,
+    pub(crate) streak_from: i32,
     /// Streak after.
     pub streak_to: i32,
     /// The store clock (µs) when it applied the update (the row still locked).
@@ -568,13 +568,13 @@ pub struct BackoffRow {
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct Granted {
     /// The slot.
-    pub slot_us: i64,
+    pub(crate) slot_us: i64,
     /// The clock's reading when it granted.
     pub now_us: i64,
     /// The multiplier applied.
     pub multiplier: f64,
     /// The interval applied, `interval * multiplier` as the store rounded it (µs).
-    pub interval_us: i64,
+    pub(crate) interval_us: i64,
 }
 
 /// A client with the run's statements prepared.
@@ -632,7 +632,7 @@ impl RowClient {
     }
 
     /// Reserve on the caller's clock (`proc_now_s` seconds of its epoch).
-    pub async fn reserve_process_clock(
+    pub(crate) async fn reserve_process_clock(
         &self,
         interval_us: f64,
         multiplier: Option<f64>,
@@ -705,7 +705,7 @@ fn granted(r: &tokio_postgres::Row) -> Granted {
 // ---- the other store-backed mechanisms of the design records ----------------------------
 
 /// `shared_cache`'s key: a prefix the framework's cache `make_key` can never emit.
-pub const CACHE_KEY: &str = ":pacesim:pace:dest";
+pub(crate) const CACHE_KEY: &str = ":pacesim:pace:dest";
 
 /// `shared_cache`: the pace kept under one key of a key-value cache table, advanced by one
 /// atomic upsert (`INSERT ... ON CONFLICT DO UPDATE`, which serialises on the key's row), the
@@ -733,7 +733,7 @@ pub fn cache_reserve_sql(schema: &str) -> String {
 }
 
 /// `shared_cache`: the backoff update on the cache entry (the same schedule; `$5` is the key).
-pub fn cache_backoff_sql(schema: &str) -> String {
+pub(crate) fn cache_backoff_sql(schema: &str) -> String {
     format!(
         "UPDATE {schema}.cache c
             SET value = split_part(o.value, ':', 1) || ':' || {NEW_M}::text || ':' || {NEW_K}::text
@@ -746,7 +746,7 @@ pub fn cache_backoff_sql(schema: &str) -> String {
 
 /// The `long_transaction` fault: from a helper connection, lock the pace row (and the cache
 /// and slot rows) in an open transaction for `hold`, then commit.
-pub async fn hold_row_lock(c: &Client, schema: &str, hold: Duration) -> Result<(), tokio_postgres::Error> {
+pub(crate) async fn hold_row_lock(c: &Client, schema: &str, hold: Duration) -> Result<(), tokio_postgres::Error> {
     c.batch_execute(&format!(
         "BEGIN; SELECT 1 FROM {schema}.pace FOR UPDATE; SELECT 1 FROM {schema}.cache FOR UPDATE;"
     ))

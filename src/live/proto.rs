@@ -20,7 +20,7 @@ use crate::trace::Event;
 use serde::{Deserialize, Serialize};
 
 /// The environment variable carrying a worker's [`WorkerSpec`].
-pub const SPEC_ENV: &str = "PACESIM_WORKER";
+pub(crate) const SPEC_ENV: &str = "PACESIM_WORKER";
 
 /// Everything a worker process needs.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -103,7 +103,7 @@ pub(crate) struct EventMsg<'a> {
 
 /// A parent's command to a worker.
 #[derive(Clone, Debug, PartialEq)]
-pub enum ToWorker {
+pub(crate) enum ToWorker {
     /// Reference time 0 is this CLOCK_MONOTONIC reading, when the wall clock read the second
     /// value; start.
     Go(u64, i64),

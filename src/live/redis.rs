@@ -59,7 +59,7 @@ pub fn lock_release(con: &mut Connection, key: &str, token: &str) -> RedisResult
 /// `ARGV` = base interval T (µs), burst, and a per-process multiplier (`0`: the hash's).
 /// `T = interval * m`, `tau = T * (burst - 1)`. Returns strings (Redis truncates Lua numbers):
 /// `{allowed, tat after, now, retry_at, T, m}`, times in µs of the server clock.
-pub const GCRA_LUA: &str = r#"
+pub(crate) const GCRA_LUA: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local m = tonumber(ARGV[3])
@@ -92,7 +92,7 @@ pub struct GcraReply {
     /// On deny, the earliest conforming instant.
     pub retry_at_us: f64,
     /// The interval applied, `T * m`.
-    pub interval_us: f64,
+    pub(crate) interval_us: f64,
     /// The multiplier applied.
     pub multiplier: f64,
 }
@@ -128,7 +128,7 @@ pub fn gcra(
 /// The shared backoff schedule on a hash (`m`, `k`): the [`crate::pacer::Backoff`] rules in
 /// Lua (IEEE doubles, so bit-identical). `ARGV` = step (as [`crate::live::pg::backoff_step`]),
 /// cap, factor, decay_after. Returns `{m before, m after, k before, k after, TIME}` as strings.
-pub const BACKOFF_LUA: &str = r#"
+pub(crate) const BACKOFF_LUA: &str = r#"
 local m = tonumber(redis.call('HGET', KEYS[1], 'm') or '1')
 local k = tonumber(redis.call('HGET', KEYS[1], 'k') or '0')
 local step = ARGV[1]
@@ -153,7 +153,7 @@ return {f(m), f(nm), tostring(k), tostring(nk), t[1], t[2]}
 
 /// One shared backoff update: multiplier and streak before and after, and the server clock
 /// (µs) when it was applied.
-pub type BackoffUpdate = (f64, f64, i64, i64, i64);
+pub(crate) type BackoffUpdate = (f64, f64, i64, i64, i64);
 
 /// Apply one backoff step to the shared hash.
 pub fn backoff(
@@ -200,7 +200,7 @@ return out
 /// under the run's own prefix: never another run's, never the run's lease.
 /// Keys and values are bytes: a key or value that is not UTF-8 is deleted like any other, and
 /// comes back with its bytes read lossily (it names none of pacesim's own keys).
-pub fn lose_state(con: &mut Connection, prefix: &str, named: &[&str]) -> RedisResult<Vec<(String, String)>> {
+pub(crate) fn lose_state(con: &mut Connection, prefix: &str, named: &[&str]) -> RedisResult<Vec<(String, String)>> {
     let mut keys = keys_with_prefix(con, prefix)?;
     keys.extend(named.iter().map(|n| format!("{prefix}{n}").into_bytes()));
     keys.sort();
@@ -329,7 +329,7 @@ fn server_ms(con: &mut Connection) -> RedisResult<u64> {
 /// [`crate::live::pg::LEASE_STALE`] ago on the server's clock (its parent was SIGKILLed, or its
 /// host is gone), and then that lease. Keys without such a lease (another tool's, another
 /// version's, a run still taking its lease) are never touched. Returns how many keys went.
-pub fn delete_abandoned(con: &mut Connection) -> RedisResult<usize> {
+pub(crate) fn delete_abandoned(con: &mut Connection) -> RedisResult<usize> {
     // only lease keys naming a run id of pacesim's own form: any other key under
     // `pacesim:lease:` (not UTF-8, not a string, another tool's) is never read nor touched
     let runs: std::collections::BTreeSet<String> = keys_with_prefix(con, LEASE_PREFIX)?

@@ -326,7 +326,7 @@ fn asked_the_store(e: &Event) -> Option<u32> {
 /// `deny`, `reply`, `store_error`, lock, fallback or fetch since it started) tested nothing of
 /// the design's healing: it is noted, and `self_heal` is not judged on it (never a pass; a
 /// failure another kill caused stands).
-pub fn untested_kills(
+pub(crate) fn untested_kills(
     events: &[Event],
     checks: &mut std::collections::BTreeMap<String, summary::CheckOut>,
     notes: &mut Vec<String>,

@@ -50,7 +50,7 @@ impl PgSettings {
     }
 
     /// The settings from variables looked up by `lookup` (the environment, or a test's map).
-    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<PgSettings, Missing> {
+    pub(crate) fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<PgSettings, Missing> {
         let var = |k: &str| lookup(k).filter(|v| !v.is_empty());
         let port = match var("PGPORT") {
             None => 5432,
@@ -81,7 +81,7 @@ impl PgSettings {
     }
 
     /// True when `PGUSER` was not set, so a missing role may fall back to `postgres`.
-    pub fn user_is_default() -> bool {
+    pub(crate) fn user_is_default() -> bool {
         std::env::var("PGUSER").map_or(true, |v| v.is_empty())
     }
 
@@ -169,7 +169,7 @@ impl RedisSettings {
     }
 
     /// The server's `host:port`, when the URL names one.
-    pub fn host_port(&self) -> Option<(String, u16)> {
+    pub(crate) fn host_port(&self) -> Option<(String, u16)> {
         let c = redis::Client::open(self.url.as_str()).ok()?;
         match c.get_connection_info().addr() {
             redis::ConnectionAddr::Tcp(h, p) => Some((h.clone(), *p)),

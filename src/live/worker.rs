@@ -1,6 +1,6 @@
 //! The hidden `worker` mode: one live worker process.
 //!
-//! A worker runs the one worker loop ([`crate::worker::Worker`]) for real. The process side is
+//! A worker runs the one worker loop (`crate::worker::Worker`) for real. The process side is
 //! the backend's own ([`crate::backend::ProcessSide`], built from the same scenario); only the
 //! store side is different: where the simulator calls [`crate::backend::StoreSide::serve`], a
 //! worker runs the backend's live adapter ([`crate::live::adapter`]) against PostgreSQL or

@@ -13,10 +13,10 @@
 //!
 //! | file | concept |
 //! |------|---------|
-//! | [`local`] | [`LocalPacer`]: one process's `next_allowed`, advanced by compare-and-swap |
-//! | [`gcra`] | [`Gcra`]: the pure GCRA decision, and [`BurstMeter`]: the burst a trace needed |
-//! | [`backoff`] | [`Backoff`]: the 429/503 multiplier and clean-streak state machine |
-//! | [`fallback`] | [`FallbackSwitch`]: shared pace vs per-process fallback pacer |
+//! | `local` | [`LocalPacer`]: one process's `next_allowed`, advanced by compare-and-swap |
+//! | `gcra` | [`Gcra`]: the pure GCRA decision, and [`BurstMeter`]: the burst a trace needed |
+//! | `backoff` | [`Backoff`]: the 429/503 multiplier and clean-streak state machine |
+//! | `fallback` | [`FallbackSwitch`]: shared pace vs per-process fallback pacer |
 //! | `sync` | the `std`/`loom` shim every atomic in this module is imported from |
 //!
 //! # The reservation rule
@@ -44,10 +44,10 @@
 //! In that build the pacers may only be used inside `loom::model`.
 #![warn(missing_docs, missing_debug_implementations)]
 
-pub mod backoff;
-pub mod fallback;
-pub mod gcra;
-pub mod local;
+pub(crate) mod backoff;
+pub(crate) mod fallback;
+pub(crate) mod gcra;
+pub(crate) mod local;
 pub(crate) mod sync;
 
 pub use backoff::{Backoff, BackoffConfig, BackoffConfigError, Change, Status};

@@ -4,13 +4,13 @@
 //!
 //! 1. [`table`] formats the figures (the same cells go to the terminal and to `index.md`).
 //! 2. [`write()`] draws the plots (`src/plot/`), writes `<scenario>/summary.json`,
-//!    `index.md` ([`index`]) and the same page as one self-contained `index.html` ([`html`]).
+//!    `index.md` (`index`) and the same page as one self-contained `index.html` (`html`).
 //!
 //! Everything written is deterministic: the same scenarios and seeds give byte-identical files
 //! (no timestamps, ordered collections only, fixed float formatting).
 
-pub mod html;
-pub mod index;
+pub(crate) mod html;
+pub(crate) mod index;
 pub mod table;
 
 use crate::run::compare::{Row, ScenarioRuns, SeedStats};
@@ -43,7 +43,7 @@ pub fn slug(name: &str) -> String {
 /// that are equal, or equal after [`slug`] (`a/b` and `a_b`), would write into one directory
 /// and the index would link both to it; a name whose directory is the report's own
 /// `index.md` could not be written at all.
-pub fn distinct_dirs<'a>(
+pub(crate) fn distinct_dirs<'a>(
     scenarios: impl IntoIterator<Item = &'a crate::scenario::Scenario>,
 ) -> Result<(), ReportError> {
     let mut seen: std::collections::BTreeMap<String, &crate::scenario::Scenario> = std::collections::BTreeMap::new();
@@ -70,7 +70,7 @@ pub fn distinct_dirs<'a>(
 
 /// `<scenario>/summary.json`.
 #[derive(Debug, Serialize)]
-pub struct ScenarioJson<'a> {
+pub(crate) struct ScenarioJson<'a> {
     /// Scenario name.
     pub scenario: &'a str,
     /// Its description.
@@ -92,7 +92,7 @@ pub struct ScenarioJson<'a> {
 /// One run in `summary.json`: its [`label`] and the run's figures (every field of
 /// `pacesim run --json`, names unchanged).
 #[derive(Debug, Serialize)]
-pub struct RunJson<'a> {
+pub(crate) struct RunJson<'a> {
     /// The backend as reports name it ([`label`]).
     pub label: String,
     /// The run.
@@ -108,7 +108,7 @@ pub fn label(sr: &ScenarioRuns, backend: &str) -> String {
 /// A run's verdicts as a plot legend states them: `PASS`, `PASS (not judged: ...)`, or
 /// `FAIL: ` and each failing check, the ceiling's with the burst the arrivals needed
 /// (`FAIL: ceiling burst 31`).
-pub fn legend_verdict(row: &Row) -> String {
+pub(crate) fn legend_verdict(row: &Row) -> String {
     let s = &row.summary;
     let fails: Vec<String> = s
         .checks
@@ -204,7 +204,7 @@ fn is_generated(p: &Path) -> bool {
 
 /// Write `out/<scenario>/` (plots and `summary.json`) for every scenario, `out/index.md`,
 /// which names `command` as the way to regenerate it, and `out/index.html`, the same page
-/// self-contained ([`html`]).
+/// self-contained (`html`).
 pub fn write(out: &Path, all: &[ScenarioRuns], command: &str) -> Result<Vec<Written>, ReportError> {
     distinct_dirs(all.iter().map(|sr| &sr.scenario))?;
     std::fs::create_dir_all(out).map_err(ReportError::io(out))?;

@@ -124,7 +124,7 @@ pub fn comparison(sr: &ScenarioRuns) -> Table {
 
 /// A scenario's statistics across seeds with each backend named by its label
 /// ([`super::label`]), for [`across_seeds`].
-pub fn labelled_seed_stats(sr: &ScenarioRuns) -> Vec<SeedStats> {
+pub(crate) fn labelled_seed_stats(sr: &ScenarioRuns) -> Vec<SeedStats> {
     let mut stats = sr.seed_stats();
     for s in &mut stats {
         s.backend = super::label(sr, &s.backend);
@@ -133,7 +133,7 @@ pub fn labelled_seed_stats(sr: &ScenarioRuns) -> Vec<SeedStats> {
 }
 
 /// `mean ± half-width` (or just the mean for one seed), with `digits` decimals.
-pub fn ci_cell(ci: Option<&MeanCi>, digits: usize) -> String {
+pub(crate) fn ci_cell(ci: Option<&MeanCi>, digits: usize) -> String {
     match ci {
         None => "-".to_string(),
         Some(c) if c.n == 0 => "-".to_string(),

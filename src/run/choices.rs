@@ -153,7 +153,7 @@ impl ChoiceFile {
 
     /// After a replay of words (`source`, from [`ChoiceFile::source`]): an error when the run
     /// drew more words than the file holds, or fewer: it was not the recorded run.
-    pub fn replayed_whole(&self, path: &Path, source: &Source) -> Result<(), String> {
+    pub(crate) fn replayed_whole(&self, path: &Path, source: &Source) -> Result<(), String> {
         match source.replayed() {
             Some((drawn, held)) if drawn != held => Err(format!(
                 "{}: field `words`: the run drew {drawn} random words, the file holds {held}: \

@@ -36,12 +36,12 @@ pub struct Row {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Derived {
     /// `achieved_rate / rate`: the share of the ceiling delivered (above 1 is overshoot).
-    pub utilisation: f64,
+    pub(crate) utilisation: f64,
     /// `max_window.count / max_window.bound`: above 1, some 1 s window held more arrivals
     /// than a paced sequence can.
-    pub max_window_overshoot: f64,
+    pub(crate) max_window_overshoot: f64,
     /// The largest stall after a kill, seconds (see [`crate::timeline`]); `None` without kills.
-    pub largest_stall_after_kill_s: Option<f64>,
+    pub(crate) largest_stall_after_kill_s: Option<f64>,
 }
 
 impl Derived {
@@ -95,7 +95,7 @@ impl ScenarioRuns {
         self.runs.iter().filter(|r| r.backend == backend).collect()
     }
     /// Statistics across seeds, one per backend.
-    pub fn seed_stats(&self) -> Vec<SeedStats> {
+    pub(crate) fn seed_stats(&self) -> Vec<SeedStats> {
         self.backends.iter().map(|b| SeedStats::of(b, &self.of(b))).collect()
     }
     /// True when any run had a kill.
@@ -116,10 +116,10 @@ pub struct SeedStats {
     /// Achieved rate, per second.
     pub achieved_rate: MeanCi,
     /// Max-window overshoot (`max_window.count / bound`).
-    pub max_window_overshoot: MeanCi,
+    pub(crate) max_window_overshoot: MeanCi,
     /// Reservation round trip p99, milliseconds (runs without round trips are left out; `None`
     /// when no run had any).
-    pub reservation_p99_ms: Option<MeanCi>,
+    pub(crate) reservation_p99_ms: Option<MeanCi>,
     /// Burst the arrivals needed.
     pub burst_needed: MeanCi,
 }
@@ -266,10 +266,10 @@ pub struct Options {
 }
 
 /// Show a progress bar from this many runs on.
-pub const PROGRESS_FROM_RUNS: usize = 8;
+pub(crate) const PROGRESS_FROM_RUNS: usize = 8;
 
 /// Simulate one planned run; `series` keeps the plots' series in its timeline.
-pub fn run_one(p: &Planned, series: bool) -> Result<Run, summary::SimulateError> {
+pub(crate) fn run_one(p: &Planned, series: bool) -> Result<Run, summary::SimulateError> {
     let mut tl = Timeline::with_series(series);
     let summary = crate::registry::simulate(&p.variant, None, Some(&mut tl))?;
     let derived = Derived::of(&summary, &tl);

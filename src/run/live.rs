@@ -67,7 +67,7 @@ pub fn run_file(
 }
 
 /// `pacesim conform`: load `file` (with `--backend`) and run it both ways ([`crate::live::conform::conform`]).
-pub fn conform_file(
+pub(crate) fn conform_file(
     file: &std::path::Path,
     backend: Option<&str>,
     calibrate: bool,

@@ -15,9 +15,9 @@
 pub use crate::budget;
 pub mod choices;
 pub mod compare;
-pub mod input;
+pub(crate) mod input;
 pub mod live;
-pub mod progress;
+pub(crate) mod progress;
 
 use crate::scenario::{Scenario, ScenarioError};
 use crate::summary::{self, Summary};
@@ -102,7 +102,7 @@ const SCENARIO_KEYS: &[&str] = &[
 /// Load one scenario file. A file that is not a scenario at all (an expected matrix, a trace,
 /// TOML without any scenario key) is reported as what it is, in one line, rather than by the
 /// first key the scenario parser does not know.
-pub fn load_scenario(file: &Path) -> Result<Scenario, LoadError> {
+pub(crate) fn load_scenario(file: &Path) -> Result<Scenario, LoadError> {
     crate::registry::load(file).map_err(|e| match not_a_scenario(file) {
         Some(what) => LoadError::NotAScenario {
             file: file.to_path_buf(),

@@ -294,7 +294,7 @@ pub enum Val {
 
 /// A type an event's field may have: how [`Event::visit`] hands it over, and the names it
 /// takes (for the docs' table).
-pub trait FieldValue: Copy {
+pub(crate) trait FieldValue: Copy {
     /// The value as the walk hands it over.
     fn val(self) -> Val;
     /// Every name it takes, when it is one of a closed set of names.
@@ -351,7 +351,7 @@ named_values!(
 );
 
 /// A `pid` field's type: a process, or a process or none.
-pub trait PidValue: Copy {
+pub(crate) trait PidValue: Copy {
     /// The value as the walk hands it over.
     fn pid_val(self) -> Val;
 }

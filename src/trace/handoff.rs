@@ -1,7 +1,7 @@
 //! A bounded hand-off of batches from one producer thread to one consumer thread that wakes a
 //! sleeping side only when it has enough to do.
 //!
-//! [`crate::trace::pipe`] moves a run's trace from the simulator to the checkers in batches.
+//! `crate::trace::pipe` moves a run's trace from the simulator to the checkers in batches.
 //! A channel that wakes its receiver at every send costs a system call per batch whenever the
 //! consumer is the faster side (it sleeps between batches): thousands a run, measured at about a
 //! tenth of the simulator's time in R1-large. Here a sleeping consumer is woken only once
@@ -20,7 +20,7 @@
 
 use crate::pacer::sync::{AtomicU64, Mutex, Ordering, Thread, park};
 
-/// Slots in the ring: 128 batches (6 MiB of events at [`crate::trace::pipe`]'s batch size).
+/// Slots in the ring: 128 batches (6 MiB of events at `crate::trace::pipe`'s batch size).
 pub const SLOTS: usize = 128;
 /// Batches waiting before a sleeping consumer is woken: half the ring.
 ///

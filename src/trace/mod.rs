@@ -10,7 +10,7 @@
 //! pure function of the events, the same `--trace` bytes.
 //!
 //! The modules: `schema` (what a trace holds), `event` (each event, described once), `sink`
-//! (what consumes a trace: [`Sink`]), `encode` (its canonical bytes, and the [`Writer`]), `read` (reading it back), `hash` (the trace hash), and [`pipe`] (a producer
+//! (what consumes a trace: [`Sink`]), `encode` (its canonical bytes, and the [`Writer`]), `read` (reading it back), `hash` (the trace hash), and `pipe` (a producer
 //! and its consumers on two threads). Everything a producer or consumer needs is re-exported
 //! here.
 
@@ -18,13 +18,14 @@ mod encode;
 pub mod event;
 pub mod handoff;
 mod hash;
-pub mod pipe;
+pub(crate) mod pipe;
 mod read;
 mod schema;
 mod sink;
 
 pub use encode::{Writer, encode_event, encode_line};
-pub use event::{Event, Field, FieldValue, Kind, PidValue, Val, Walk};
+pub(crate) use event::Val;
+pub use event::{Event, Kind, Walk};
 pub use hash::TraceHash;
 pub use read::{ReadError, read};
 pub use schema::*;

@@ -41,6 +41,8 @@ const LAYERS: &[&[&str]] = &[
     &["report", "matrix", "explore"],
     &["sweep"],
     &["cli"],
+    // the front door: `pub use`s of what a team needs, from every layer
+    &["prelude"],
 ];
 
 /// The modules that lie on a circle today: none. (Issue 32 dissolved the last, 17 modules
@@ -266,9 +268,21 @@ fn the_reader_finds_code_paths_only() {
 
 /// pacesim's own machinery: crate-private, so `cargo doc` shows only the documented API
 /// (issue 32, item 5). The simulator's world and loop, the event queue, the figures, sweeps,
-/// the store and destination models: a team reaches them through `SimBuilder`, the registry,
-/// `report` and the command line.
-const INTERNAL: &[&str] = &["destination", "engine", "plot", "sim", "store", "sweep"];
+/// the store and destination models, the platforms' and broker tasks' models and the worker's
+/// state machine (issue 54: nothing outside the crate names them): a team reaches them through
+/// the front door (`pacesim::prelude`), `SimBuilder`, the registry, `report` and the command
+/// line.
+const INTERNAL: &[&str] = &[
+    "destination",
+    "engine",
+    "platform",
+    "plot",
+    "sim",
+    "store",
+    "sweep",
+    "task",
+    "worker",
+];
 
 /// Every top-level module is public and documented, or one of [`INTERNAL`] and `pub(crate)`;
 /// nothing in `src/` is `#[doc(hidden)]` (a public item the docs do not show).

@@ -14,6 +14,7 @@ mod external_workers;
 mod file_graph;
 mod forms;
 mod foundation;
+mod front_door;
 mod fuzz;
 mod fuzz_secrets;
 mod gcra_governor;

@@ -12,9 +12,7 @@ pub mod live;
 pub mod log_limit;
 pub mod sliding_log;
 
-use pacesim::check::CheckerSpec;
-use pacesim::live::adapter::LiveOf;
-use pacesim::registry::{BackendSpec, OpsOf};
+use pacesim::prelude::*;
 use sliding_log::{RacySlidingLogOptions, SlidingLogOptions};
 
 /// `sliding_log`'s live store: its options type and its Redis script.

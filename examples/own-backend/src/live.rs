@@ -8,12 +8,9 @@
 
 use crate::sliding_log::{LogOp, LogReply, SlidingLog};
 use pacesim::live::adapter::redis::{Connection, RedisResult, Script};
-use pacesim::live::adapter::{
-    AdapterError, Executed, LiveStore, Open, RedisLink, Served, StoreFailure, StoreUse, redis_failure,
-};
-use pacesim::live::proto::WorkerSpec;
-use pacesim::rng::Rng;
-use pacesim::time::Nanos;
+// the live store's answer, not the simulated store's `Served` of the prelude
+use pacesim::live::adapter::Served;
+use pacesim::prelude::*;
 use std::time::Duration;
 
 /// `sliding_log`: trim, count and, below the limit, append, in one script (Redis runs scripts

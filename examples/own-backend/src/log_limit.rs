@@ -8,8 +8,7 @@
 //! in force); a trace of either without `grant` events (an external worker that does not
 //! report them) is not judged. Handed to pacesim with [`crate::checkers`].
 
-use pacesim::check::{Checker, Status, Verdict};
-use pacesim::trace::{Event, Header, Sink};
+use pacesim::prelude::*;
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 
@@ -81,7 +80,7 @@ impl Checker for LogLimit {
         let (status, detail) = match self.worst {
             _ if self.grants == 0 => (
                 Status::NotJudged,
-                format!("{}grant events (the log's own clock)", pacesim::check::NOT_JUDGED),
+                format!("{}grant events (the log's own clock)", NOT_JUDGED),
             ),
             None => (
                 Status::Pass,

@@ -6,7 +6,7 @@
 //! `cargo run -- conform sims/sliding-log.toml`: every pacesim command (README.md).
 
 fn main() {
-    std::process::exit(pacesim::cli::main_with_checkers(
+    std::process::exit(pacesim::prelude::main_with_checkers(
         own_backend::backends(),
         own_backend::checkers(),
     ));

@@ -20,15 +20,8 @@
 //! for the checkers), and a scenario judging it sets `[checks] burst` to the destination's
 //! tolerated burst accordingly.
 
-use pacesim::backend::options::{self, OptionError};
-use pacesim::backend::{
-    Backend, Configure, ProcCx, ProcessSide, Served, Session, Step, StoreCx, StoreOp, StoreReply, StoreSide, Threads,
-};
-use pacesim::clock::Reading;
-use pacesim::fault::KillPoint;
-use pacesim::scenario::Scenario;
-use pacesim::time::Nanos;
-use pacesim::trace::{Event, OpKind};
+use pacesim::backend::options;
+use pacesim::prelude::*;
 use std::collections::VecDeque;
 
 /// `[pacer]` options of `sliding_log` and `sliding_log_racy`.
@@ -169,13 +162,13 @@ impl Backend for SlidingLog {
         if self.racy { "sliding_log_racy" } else { "sliding_log" }
     }
 
-    fn facts(&self) -> pacesim::backend::Facts {
+    fn facts(&self) -> Facts {
         // the log admits `limit` at once (the burst the checkers allow: backoff_coherence's
         // spacing tolerance, self_heal's quiet after a burst); a store error stops the
         // process until the store answers
-        pacesim::backend::Facts {
+        Facts {
             burst: Some(self.limit),
-            fallback: Some(pacesim::trace::StoreFallback::FailClosed),
+            fallback: Some(StoreFallback::FailClosed),
             ..Default::default()
         }
     }
@@ -225,7 +218,7 @@ pub struct LogStore {
 
 // Every field exact (the explorer's default form of a side, absolute); `LogStore`'s own `form`
 // below says what of it is relative to now.
-pacesim::exact_hash!(LogStore { cfg, log });
+exact_hash!(LogStore { cfg, log });
 
 impl LogStore {
     /// `ZREMRANGEBYSCORE log -inf now-window`: the window is `(now - window, now]`.
@@ -262,7 +255,7 @@ impl StoreSide for LogStore {
     /// how far behind the store's clock it lies (the script reads only differences: `now -
     /// window` against each entry, the oldest's `+ window - now`), so the log is met again at
     /// another instant.
-    fn form(&self, f: &mut pacesim::form::Form, now: Reading) {
+    fn form(&self, f: &mut Form, now: Reading) {
         // (every field named: one added later fails to build until it is declared here)
         let LogStore { cfg, log } = self;
         f.exact(cfg);
@@ -311,14 +304,14 @@ pub struct LogProcess {
     cfg: SlidingLog,
 }
 
-pacesim::exact_hash!(LogProcess { cfg });
+exact_hash!(LogProcess { cfg });
 
 impl ProcessSide for LogProcess {
     type Op = LogOp;
     type Reply = LogReply;
 
     /// An explorer's form (`pacesim::form`): its configuration, nothing of the clock.
-    fn form(&self, f: &mut pacesim::form::Form, _mono_now: u64) {
+    fn form(&self, f: &mut Form, _mono_now: u64) {
         let LogProcess { cfg } = self;
         f.exact(cfg);
     }

@@ -12,7 +12,7 @@ use tokio_postgres::Client;
 
 /// The server's advisory locks.
 #[derive(Debug)]
-pub struct AdvisorySql {
+pub(crate) struct AdvisorySql {
     link: PgLink,
 }
 
@@ -82,7 +82,7 @@ pub async fn advisory_try(c: &Client, schema: &str, i: u32) -> Result<(bool, i64
 
 /// `advisory`: release lock `i`; true if this session held it, and the store clock (µs) read
 /// just before.
-pub async fn advisory_unlock(c: &Client, schema: &str, i: u32) -> Result<(bool, i64), tokio_postgres::Error> {
+pub(crate) async fn advisory_unlock(c: &Client, schema: &str, i: u32) -> Result<(bool, i64), tokio_postgres::Error> {
     let r = c
         .query_one(
             &format!("SELECT {NOW_US}, pg_advisory_unlock($1)"),

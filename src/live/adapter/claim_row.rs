@@ -13,7 +13,7 @@ use tokio_postgres::Client;
 
 /// The slot rows.
 #[derive(Debug)]
-pub struct ClaimSql {
+pub(crate) struct ClaimSql {
     link: PgLink,
     holder: i32,
 }

@@ -1,5 +1,5 @@
 //! Live adapters: each backend's store side, for real. A live worker runs the backend's own
-//! process side through the one worker loop ([`crate::worker`]); only
+//! process side through the one worker loop (`crate::worker`); only
 //! [`crate::backend::StoreSide::serve`] is replaced, by a [`LiveStore`] that runs the real
 //! operation (an SQL statement, a Lua script) against PostgreSQL or Redis.
 //!
@@ -19,10 +19,10 @@ pub use ::redis;
 /// The PostgreSQL client behind [`PgLink`] (the `tokio-postgres` crate pacesim is built
 /// with), re-exported for the same reason.
 pub use ::tokio_postgres;
-pub mod local;
-pub mod redis_gcra;
-pub mod redis_lock;
-pub mod row;
+pub(crate) mod local;
+pub(crate) mod redis_gcra;
+pub(crate) mod redis_lock;
+pub(crate) mod row;
 
 mod contract;
 
@@ -80,19 +80,22 @@ fn build<O: Configure>(sc: &Scenario) -> Result<O::Backend, crate::backend::opti
 /// `row`'s live adapter.
 pub static ROW: LiveOf<crate::backend::row::RowOptions, row::RowSql> = LiveOf::NEW;
 /// `shared_cache`'s live adapter.
-pub static SHARED_CACHE: LiveOf<crate::backend::shared_cache::SharedCacheOptions, row::CacheSql> = LiveOf::NEW;
+pub(crate) static SHARED_CACHE: LiveOf<crate::backend::shared_cache::SharedCacheOptions, row::CacheSql> = LiveOf::NEW;
 /// `redis_gcra`'s live adapter.
-pub static REDIS_GCRA: LiveOf<crate::backend::redis_gcra::RedisGcraOptions, redis_gcra::GcraScript> = LiveOf::NEW;
+pub(crate) static REDIS_GCRA: LiveOf<crate::backend::redis_gcra::RedisGcraOptions, redis_gcra::GcraScript> =
+    LiveOf::NEW;
 /// `local_divided`'s live adapter (no store).
-pub static LOCAL_DIVIDED: LiveOf<crate::backend::local_divided::LocalDividedOptions, local::NoConn> = LiveOf::NEW;
+pub(crate) static LOCAL_DIVIDED: LiveOf<crate::backend::local_divided::LocalDividedOptions, local::NoConn> =
+    LiveOf::NEW;
 /// `advisory`'s live adapter.
-pub static ADVISORY: LiveOf<crate::backend::advisory::AdvisoryOptions, advisory::AdvisorySql> = LiveOf::NEW;
+pub(crate) static ADVISORY: LiveOf<crate::backend::advisory::AdvisoryOptions, advisory::AdvisorySql> = LiveOf::NEW;
 /// `claim_row`'s live adapter.
-pub static CLAIM_ROW: LiveOf<crate::backend::claim_row::ClaimRowOptions, claim_row::ClaimSql> = LiveOf::NEW;
+pub(crate) static CLAIM_ROW: LiveOf<crate::backend::claim_row::ClaimRowOptions, claim_row::ClaimSql> = LiveOf::NEW;
 /// `redis_lock`'s live adapter.
-pub static REDIS_LOCK: LiveOf<crate::backend::redis_lock::RedisLockOptions, redis_lock::LockScript> = LiveOf::NEW;
+pub(crate) static REDIS_LOCK: LiveOf<crate::backend::redis_lock::RedisLockOptions, redis_lock::LockScript> =
+    LiveOf::NEW;
 /// `local`'s live adapter (no store).
-pub static LOCAL: LiveOf<crate::backend::local::LocalOptions, local::NoConn> = LiveOf::NEW;
+pub(crate) static LOCAL: LiveOf<crate::backend::local::LocalOptions, local::NoConn> = LiveOf::NEW;
 
 // ---- connections shared by the adapters ----------------------------------------------------
 
@@ -167,7 +170,7 @@ impl PgLink {
     }
 
     /// Commit the caller's open transaction after `hold` (the row lock is held meanwhile).
-    pub fn commit_after(&mut self, rc: std::sync::Arc<crate::live::pg::RowClient>, hold: Duration) {
+    pub(crate) fn commit_after(&mut self, rc: std::sync::Arc<crate::live::pg::RowClient>, hold: Duration) {
         self.commit = Some(tokio::spawn(async move {
             tokio::time::sleep(hold).await;
             rc.client.batch_execute("COMMIT").await.is_ok()
@@ -284,14 +287,14 @@ pub fn pg_failure(e: tokio_postgres::Error) -> StoreFailure {
 }
 
 /// A multiplier change as a store-side event, if it changed.
-pub fn multiplier_change(signal: crate::backend::Signal, from: f64, to: f64, at: i64) -> Option<Served> {
+pub(crate) fn multiplier_change(signal: crate::backend::Signal, from: f64, to: f64, at: i64) -> Option<Served> {
     let (_, status) = crate::live::pg::backoff_step(signal);
     let cause = crate::backend::backoff::cause_of(status);
     (from != to).then_some(Served::Multiplier { from, to, cause, at })
 }
 
 /// Did a streak signal reach the threshold (the reply's `decay`)?
-pub fn streak_decay(signal: crate::backend::Signal, streak_from: i64, streak_to: i64, decay_after: u32) -> bool {
+pub(crate) fn streak_decay(signal: crate::backend::Signal, streak_from: i64, streak_to: i64, decay_after: u32) -> bool {
     matches!(signal, crate::backend::Signal::Streak(s) if s.is_clean())
         && streak_to == 0
         && streak_from + 1 >= decay_after.max(1) as i64
