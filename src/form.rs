@@ -46,7 +46,7 @@
 //! impl StoreReply for Granted {}
 //!
 //! /// A token bucket: `tokens` left at its last refill `last` (a store clock reading).
-//! #[derive(Debug)]
+//! #[derive(Clone, Debug)]
 //! struct Bucket {
 //!     tokens: u64,
 //!     last: Reading,
@@ -86,7 +86,7 @@
 //! # #[derive(Clone, Debug, Hash)]
 //! # struct Granted(bool);
 //! # impl StoreReply for Granted {}
-//! # #[derive(Debug)]
+//! # #[derive(Clone, Debug)]
 //! # struct Bucket {
 //! #     tokens: u64,
 //! #     last: Reading,

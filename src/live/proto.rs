@@ -20,7 +20,7 @@ use crate::trace::Event;
 use serde::{Deserialize, Serialize};
 
 /// The environment variable carrying a worker's [`WorkerSpec`].
-pub(crate) const SPEC_ENV: &str = "PACESIM_WORKER";
+pub const SPEC_ENV: &str = "PACESIM_WORKER";
 
 /// Everything a worker process needs.
 #[derive(Clone, Debug, Serialize, Deserialize)]

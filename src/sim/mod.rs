@@ -1,5 +1,5 @@
 //! The simulator: builds the world from a scenario and a backend and runs it under virtual
-//! time, emitting the trace. Four jobs, one file each:
+//! time, emitting the trace. Its jobs, one file each:
 //!
 //! - the world ([`world`]): [`Sim`] owns the workers, the store, the destination, the
 //!   backend's store side, fault state and one [`crate::engine::Engine`]; each engine event is
@@ -10,7 +10,9 @@
 //! - the trace header ([`header`]): [`header::header_with`], the same for a simulated run
 //!   and a live one;
 //! - the explorer's form of the world ([`form`]): what a steered run's explorer keeps of a
-//!   state to tell one it reached before.
+//!   state to tell one it reached before;
+//! - the explorer's saved worlds (`save`): a steered run goes on from the world an earlier
+//!   run saved where their decisions part, rather than replaying them.
 //!
 //! No wall clock is read anywhere here, no hash map is iterated, and every random draw comes
 //! from the stream of the entity that makes it ([`crate::rng`]).
@@ -24,6 +26,6 @@ pub mod run;
 mod save;
 mod world;
 
+pub(crate) use run::run_saving;
 pub use run::{NoProgress, Outcome, progress_bound};
-pub(crate) use save::run_saving;
 pub use world::Sim;

@@ -4,11 +4,13 @@
 //! reach the store at one instant, its limits, its visited forms), which an ordinary run's loop
 //! does not carry at all.
 
+use super::save::{Looped, Saves};
 use super::world::{Ev, Sim};
 use crate::backend::Backend;
+use crate::choice::Source;
 use crate::scenario::Scenario;
 use crate::time::{Instant, Nanos};
-use crate::trace::Event;
+use crate::trace::{Event, Header, Sink};
 
 /// Figures about the run itself (not about the pacer: those come from the trace).
 #[derive(Clone, Debug, Default)]
@@ -69,16 +71,6 @@ const LOOP_SAMPLE: u64 = 4096;
 /// explorer whether to stop ([`crate::choice::Source::halt`]).
 const HALT_EVERY: u64 = 1024;
 
-/// What the run loop keeps between two events (saved with an explorer's world,
-/// [`super::save`]).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Looped {
-    last: Instant,
-    same: u64,
-    peak: u64,
-    work: u64,
-}
-
 impl<B: Backend> Sim<'_, B> {
     /// Run to completion: until every worker is done, or the duration is reached.
     ///
@@ -92,11 +84,7 @@ impl<B: Backend> Sim<'_, B> {
 
     /// [`Sim::run`] from where the loop stood (`looped`: a saved world's), saving the world
     /// into `saves` after each event that made a decision (a steered run's only).
-    pub(super) fn run_from(
-        &mut self,
-        looped: Looped,
-        saves: Option<&mut super::save::Saves<B>>,
-    ) -> Result<Outcome, NoProgress> {
+    pub(super) fn run_from(&mut self, looped: Looped, saves: Option<&mut Saves<B>>) -> Result<Outcome, NoProgress> {
         match self.source.clone() {
             None => self.run_loop::<false>(looped, None),
             Some(s) => {
@@ -111,7 +99,7 @@ impl<B: Backend> Sim<'_, B> {
     fn run_loop<const STEERED: bool>(
         &mut self,
         looped: Looped,
-        mut saves: Option<&mut super::save::Saves<B>>,
+        mut saves: Option<&mut Saves<B>>,
     ) -> Result<Outcome, NoProgress> {
         let limit = Instant(self.sc.duration.0);
         let bound = progress_bound(self.sc, self.backend.facts().burst);
@@ -314,4 +302,42 @@ impl<B: Backend> Sim<'_, B> {
             looping,
         }
     }
+}
+
+/// An explorer's run of `sc` steered by `source` into `out`: from the deepest world in `saves`
+/// it agrees with, else from the start (the header first); saving its world as it goes.
+/// `saves` is the explorer's, kept between its runs (of one backend: another's is replaced).
+pub(crate) fn run_saving<B: Backend>(
+    sc: &Scenario,
+    source: &Source,
+    backend: B,
+    header: &Header,
+    out: &mut dyn Sink,
+    saves: &mut Option<Box<dyn std::any::Any + Send>>,
+) -> Result<Outcome, NoProgress>
+where
+    B::Process: 'static,
+    B::Store: 'static,
+{
+    if !saves.as_ref().is_some_and(|s| s.is::<Saves<B>>()) {
+        *saves = Some(Box::new(Saves::<B>::default()));
+    }
+    let saves = saves
+        .as_mut()
+        .and_then(|s| s.downcast_mut::<Saves<B>>())
+        .expect("made above");
+    let (mut sim, looped) = match saves.deepest_for(source) {
+        Some(saved) => {
+            let looped = saved.looped;
+            (Sim::restored(sc, backend, out, source.clone(), saved), looped)
+        }
+        None => {
+            out.header(header);
+            (
+                Sim::with_source(sc, backend, out, Some(source.clone())),
+                Looped::default(),
+            )
+        }
+    };
+    sim.run_from(looped, Some(saves))
 }

@@ -12,7 +12,6 @@
 //! resumed run is the replayed run from that event on: the same events in the same order, the
 //! same decisions, the same forms (`tests/suite/explore.rs` compares whole searches both ways).
 
-use super::run::{Looped, Outcome};
 use super::world::{Ev, Sim};
 use crate::backend::Backend;
 use crate::choice::{Mark, Source};
@@ -23,8 +22,17 @@ use crate::scenario::Scenario;
 use crate::store::Store;
 use crate::task::Tasks;
 use crate::time::Instant;
-use crate::trace::{Header, Sink};
+use crate::trace::Sink;
 use crate::worker::{Process, Sections};
+
+/// What the run loop keeps between two events (saved with an explorer's world).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Looped {
+    pub(super) last: Instant,
+    pub(super) same: u64,
+    pub(super) peak: u64,
+    pub(super) work: u64,
+}
 
 /// A steered run's world, saved between two events.
 pub(crate) struct Saved<B: Backend> {
@@ -40,7 +48,7 @@ pub(crate) struct Saved<B: Backend> {
     lock_free: Option<(Instant, u64)>,
     tasks: Option<Tasks>,
     to_store: u32,
-    looped: Looped,
+    pub(super) looped: Looped,
     sink: Box<dyn std::any::Any + Send>,
     mark: Mark,
 }
@@ -82,7 +90,7 @@ impl<B: Backend> Saves<B> {
 
     /// The deepest world saved that the run `src` steers will pass through (its prefix begins
     /// with that world's decisions), the deeper ones dropped.
-    fn deepest_for(&mut self, src: &Source) -> Option<&Saved<B>> {
+    pub(super) fn deepest_for(&mut self, src: &Source) -> Option<&Saved<B>> {
         while let Some(s) = self.stack.last() {
             if src.agrees(&s.mark) {
                 break;
@@ -141,7 +149,13 @@ impl<'a, B: Backend> Sim<'a, B> {
 
     /// The world `saved` holds, again, for a run of `sc` steered by `source` (which agrees with
     /// its decisions), its trace going on into `out` (resumed to the saved sink).
-    fn restored(sc: &'a Scenario, backend: B, out: &'a mut dyn Sink, source: Source, saved: &Saved<B>) -> Sim<'a, B> {
+    pub(super) fn restored(
+        sc: &'a Scenario,
+        backend: B,
+        out: &'a mut dyn Sink,
+        source: Source,
+        saved: &Saved<B>,
+    ) -> Sim<'a, B> {
         out.resume(&*saved.sink);
         source.resume(&saved.mark);
         Sim {
@@ -166,42 +180,4 @@ impl<'a, B: Backend> Sim<'a, B> {
             to_store: saved.to_store,
         }
     }
-}
-
-/// An explorer's run of `sc` steered by `source` into `out`: from the deepest world in `saves`
-/// it agrees with, else from the start (the header first); saving its world as it goes.
-/// `saves` is the explorer's, kept between its runs (of one backend: another's is replaced).
-pub(crate) fn run_saving<B: Backend>(
-    sc: &Scenario,
-    source: &Source,
-    backend: B,
-    header: &Header,
-    out: &mut dyn Sink,
-    saves: &mut Option<Box<dyn std::any::Any + Send>>,
-) -> Result<Outcome, super::NoProgress>
-where
-    B::Process: 'static,
-    B::Store: 'static,
-{
-    if !saves.as_ref().is_some_and(|s| s.is::<Saves<B>>()) {
-        *saves = Some(Box::new(Saves::<B>::default()));
-    }
-    let saves = saves
-        .as_mut()
-        .and_then(|s| s.downcast_mut::<Saves<B>>())
-        .expect("made above");
-    let (mut sim, looped) = match saves.deepest_for(source) {
-        Some(saved) => {
-            let looped = saved.looped;
-            (Sim::restored(sc, backend, out, source.clone(), saved), looped)
-        }
-        None => {
-            out.header(header);
-            (
-                Sim::with_source(sc, backend, out, Some(source.clone())),
-                Looped::default(),
-            )
-        }
-    };
-    sim.run_from(looped, Some(saves))
 }
