@@ -30,7 +30,7 @@
 use crate::form::Key;
 use crate::form::seen::{Seen, Stop};
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What a choice decides.
@@ -582,6 +582,9 @@ struct Shared {
     fresh: AtomicBool,
     // the tape prunes (it holds the seen states): fixed when the source is made
     prunes: AtomicBool,
+    // invariant: the tape's decisions made (`made.len()`), read by a steered run's loop after
+    // every event without taking the tape
+    made: AtomicUsize,
 }
 
 impl Source {
@@ -592,6 +595,7 @@ impl Source {
             tape: Mutex::new(tape),
             fresh: AtomicBool::new(false),
             prunes,
+            made: AtomicUsize::new(0),
         }))
     }
 
@@ -602,6 +606,7 @@ impl Source {
 
     fn decide(&self, t: &mut Tape, kind: Kind, of: u32, pid: Option<u32>, pids: [u32; 8]) -> u32 {
         let (i, fresh) = t.decide(kind, of, pid, pids);
+        self.0.made.store(t.made.len(), Ordering::Relaxed);
         if fresh {
             self.0.fresh.store(true, Ordering::Relaxed);
         }
@@ -726,8 +731,9 @@ impl Source {
     }
 
     /// How many decisions were made so far.
+    #[inline]
     pub fn made_len(&self) -> usize {
-        self.tape().made.len()
+        self.0.made.load(Ordering::Relaxed)
     }
 
     /// Where the run stands in its decisions, to resume from in a later run that makes the same
@@ -755,6 +761,7 @@ impl Source {
         t.made.clear();
         t.made.extend_from_slice(&m.made);
         t.kills_left = m.kills_left;
+        self.0.made.store(t.made.len(), Ordering::Relaxed);
     }
 
     /// The decisions made so far.

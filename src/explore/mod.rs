@@ -925,13 +925,14 @@ impl Explorer {
             tape = tape.auditing();
         }
         let src = Source::new(tape);
-        // (an auditing run records every state past its prefix as a replayed run would, and a
-        // coverage strategy's features are not saved: both replay)
+        // (an auditing run records every state past its prefix as a replayed run would: it
+        // replays; a coverage strategy's judge cannot be saved, `Judge::save`, and its explorer
+        // stops saving at its first run)
         #[cfg(test)]
         let audited = self.audit.is_some();
         #[cfg(not(test))]
         let audited = false;
-        let saving = pruning && self.branch && coverage.is_none() && !audited;
+        let saving = pruning && self.branch && !audited;
         let mut judge = Judge::new(sc, &src, coverage, &self.more);
         let res = self.simulate(sc, &src, &mut judge, saving);
         if pruning {
