@@ -342,6 +342,8 @@ pub struct Tape {
     // compared only past `visit_from` decisions (the choices above it are a shard's)
     seen: Option<Seen>,
     visit_from: usize,
+    // the seen states are formed with interchangeable processes relabeled (`Tape::relabeling`)
+    symmetry: bool,
     // the states this run added to `seen`, each with the decisions made by then and its
     // instant; where a run stopped at a seen state would have ended; where it ended
     opened: Vec<Opened>,
@@ -407,6 +409,7 @@ impl Tape {
             kills_left: 0,
             kill_mask: 0,
             seen: None,
+            symmetry: false,
             visit_from: 0,
             opened: Vec::new(),
             stop: None,
@@ -457,6 +460,14 @@ impl Tape {
     pub fn pruning(mut self, seen: Seen, from: usize) -> Tape {
         self.seen = Some(seen);
         self.visit_from = from;
+        self
+    }
+
+    /// Form the states it prunes with interchangeable processes relabeled (symmetry reduction:
+    /// [`crate::form::Form::relabeled`]); the explorer sets it where every part of the world
+    /// and every checker can name processes by label.
+    pub fn relabeling(mut self, on: bool) -> Tape {
+        self.symmetry = on;
         self
     }
 
@@ -585,18 +596,28 @@ struct Shared {
     // invariant: the tape's decisions made (`made.len()`), read by a steered run's loop after
     // every event without taking the tape
     made: AtomicUsize,
+    // the tape's `symmetry`: fixed when the source is made
+    symmetry: bool,
 }
 
 impl Source {
     /// A source over `tape`.
     pub fn new(tape: Tape) -> Source {
         let prunes = AtomicBool::new(tape.seen.is_some());
+        let symmetry = tape.symmetry;
         Source(Arc::new(Shared {
             tape: Mutex::new(tape),
             fresh: AtomicBool::new(false),
             prunes,
             made: AtomicUsize::new(0),
+            symmetry,
         }))
+    }
+
+    /// Whether the states this source prunes are formed with interchangeable processes
+    /// relabeled ([`Tape::relabeling`]).
+    pub fn symmetry(&self) -> bool {
+        self.0.symmetry
     }
 
     fn tape(&self) -> MutexGuard<'_, Tape> {

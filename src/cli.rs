@@ -1032,6 +1032,11 @@ pub(crate) struct ExploreArgs {
     /// the saving, docs/explore.md).
     #[arg(long)]
     replay: bool,
+    /// Keep states that differ only in which process is which apart (symmetry reduction is
+    /// on by default where the scenario and the backend allow it: the report says; the same
+    /// verdict, more states; docs/explore.md).
+    #[arg(long)]
+    no_symmetry: bool,
     /// Report the violation as found, unshrunk.
     #[arg(long)]
     no_shrink: bool,
@@ -1151,6 +1156,7 @@ impl ExploreArgs {
             more_checkers: Vec::new(),
             every_check: false,
             replay: self.replay,
+            symmetry: !self.no_symmetry,
         })
     }
 }

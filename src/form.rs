@@ -16,6 +16,12 @@
 //!   coordinate; the new one's violations would have been found from the seen one, since the
 //!   search stops at the first.
 //!
+//! Under symmetry reduction a form also **names** the processes rather than numbering them:
+//! each process is written by its place in a canonical order ([`Form::pid`]) and per-process
+//! data as a set of (name, data) pairs ([`Form::per_pid`]), so that two states that differ only
+//! in which process is which have one form. A part that keeps process ids it cannot rename says
+//! so ([`Form::raw_pids`]), and the state is then formed with ids (docs/explore.md, "Speed").
+//!
 //! A seen state met at another instant covers only once its every continuation was explored
 //! (the explorer closes it), and only when none of them reached the run's end by the
 //! scenario's duration, so that the shifted continuations end as they did, before it. The
@@ -123,6 +129,15 @@ pub(crate) mod plant;
 pub mod seen;
 pub use hash::{Bits, Floats, Fold, WIDTH, collision_odds, fingerprint, fingerprint_bits};
 
+/// A word's bits spread over all 64 (SplitMix64's finalizer): a sum of mixed words is an
+/// order-free set's fingerprint ([`Form::per_pid`]).
+#[inline]
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// A state as an explorer compares it ([`Form`], finished): its exact part (with now folded
 /// in when absolute), its instant, and its slack.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,17 +159,72 @@ pub struct Form {
     exact: u64,
     absolute: bool,
     slack: Vec<i64>,
+    // each process's label, indexed by pid (empty: every process is named by its own pid)
+    labels: Vec<u32>,
+    // a part wrote a process id of its own, not through `pid` (`raw_pids`)
+    raw: bool,
 }
 
 impl Form {
     /// An empty form of a state at `now` (virtual ns).
     pub fn new(now: u64) -> Form {
+        Form::relabeled(now, Vec::new())
+    }
+
+    /// An empty form of a state at `now` whose processes are named by `labels` (indexed by
+    /// pid; empty: each by its own pid). An explorer that reduces by symmetry names
+    /// interchangeable processes by their place in a canonical order, so that two states
+    /// that differ only in which process is which have one form ([`Form::pid`]).
+    pub fn relabeled(now: u64, labels: Vec<u32>) -> Form {
         Form {
             now,
             exact: 0x5EED,
             absolute: false,
             slack: Vec::new(),
+            labels,
+            raw: false,
         }
+    }
+
+    /// The name of process `pid` in this form: what a part writes wherever it keeps a
+    /// process id (an owner, a holder, a key), never the id itself. It is the id unless the
+    /// explorer reduces by symmetry ([`Form::relabeled`]); then a part that keeps data per
+    /// process adds it with [`Form::per_pid`] (order-free), or says it cannot with
+    /// [`Form::raw_pids`].
+    #[inline]
+    pub fn pid(&self, pid: u32) -> u32 {
+        self.labels.get(pid as usize).copied().unwrap_or(pid)
+    }
+
+    /// Whether processes are named by labels other than their ids ([`Form::relabeled`]).
+    pub fn relabels(&self) -> bool {
+        !self.labels.is_empty()
+    }
+
+    /// Data kept per process, each item with the process it belongs to: added as a set of
+    /// `(name, item)` ([`Form::pid`]), in no order, so that the same data held by other
+    /// processes of the same names forms alike.
+    pub fn per_pid<T: std::hash::Hash>(&mut self, items: impl IntoIterator<Item = (u32, T)>) {
+        let (mut sum, mut n) = (0u64, 0u64);
+        for (pid, item) in items {
+            sum = sum.wrapping_add(mix(fingerprint(&(self.pid(pid), item))));
+            n += 1;
+        }
+        self.word(sum);
+        self.word(n);
+    }
+
+    /// A part keeps process ids it does not write through [`Form::pid`] (a team's part that
+    /// predates symmetry, or state too tangled to rename): the state is then formed with each
+    /// process named by its own id, which is always sound ([`Form::wrote_raw_pids`]).
+    pub fn raw_pids(&mut self) {
+        self.raw = true;
+    }
+
+    /// Whether a part called [`Form::raw_pids`] while processes were relabeled: the form is
+    /// then to be built again with every process under its own id.
+    pub fn wrote_raw_pids(&self) -> bool {
+        self.raw && self.relabels()
     }
 
     /// The instant the state is at.
@@ -206,6 +276,12 @@ impl Form {
     #[inline]
     pub fn less_is_worse(&mut self, v: i64) {
         self.slack.push(v.saturating_neg());
+    }
+
+    /// The exact part as built so far (a process's signature, when an explorer orders
+    /// interchangeable processes).
+    pub(crate) fn exact_so_far(&self) -> u64 {
+        self.exact
     }
 
     /// The finished key.

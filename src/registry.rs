@@ -90,16 +90,21 @@ pub struct Capabilities {
     pub platforms: bool,
     /// Broker tasks: `[jobs]` allowed ([`Backend::jobs`]).
     pub jobs: bool,
+    /// Both its sides declare that an explorer may reduce by symmetry
+    /// ([`crate::backend::StoreSide::SYMMETRIC`], [`crate::backend::ProcessSide::SYMMETRIC`]).
+    pub symmetric: bool,
 }
 
 impl Capabilities {
     /// The capabilities `b` states.
-    pub fn of(b: &impl Backend) -> Capabilities {
+    pub fn of<B: Backend>(b: &B) -> Capabilities {
         Capabilities {
             kill_points: b.kill_points(),
             threads: b.threads(),
             platforms: b.platforms(),
             jobs: b.jobs(),
+            symmetric: <<B as Backend>::Store as crate::backend::StoreSide>::SYMMETRIC
+                && <<B as Backend>::Process as crate::backend::ProcessSide>::SYMMETRIC,
         }
     }
 

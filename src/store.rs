@@ -113,9 +113,27 @@ impl<Op> Store<Op> {
             rng,
             timeout,
             busy,
-            queue,
-            (outages, added_latency, partitioned),
+            (outages, added_latency),
         )));
+        // the waiters in their order, each sender by its name ([`crate::form::Form::pid`])
+        for w in queue {
+            let w = match *w {
+                Waiter::Op {
+                    pid,
+                    incarnation,
+                    seq,
+                    ref op,
+                } => crate::choice::fingerprint(&(f.pid(pid), incarnation, seq, op)),
+                Waiter::Foreign { hold } => crate::choice::fingerprint(&hold),
+            };
+            f.word(w);
+        }
+        f.word(queue.len() as u64);
+        f.per_pid(
+            (partitioned.iter().enumerate())
+                .filter(|&(_, &cuts)| cuts > 0)
+                .map(|(pid, cuts)| (pid as u32, cuts)),
+        );
     }
 
     /// Draw one one-way network latency (plus any injected extra) from the stream of the

@@ -190,10 +190,15 @@ impl<P: ProcessSide> Worker<P> {
             op_in_flight,
             wall,
         } = self;
+        // Under symmetry reduction (`Form::relabels`) the process is named by its label and its
+        // random stream is left out: the reduction runs only where an explorer steers every
+        // draw (a steered draw takes the explorer's quantile and leaves the stream as it was
+        // made), and a stream differs from process to process only by the id it was made for.
+        let stream = if f.relabels() { None } else { Some(rng) };
         f.word(fingerprint(&(
-            rng,
+            stream,
             (op_seq, job_seq, timer),
-            (pid, incarnation, thread, phase),
+            (f.pid(*pid), incarnation, thread, phase),
             armed,
             op_timeout,
             (fetches, queued),
@@ -676,8 +681,9 @@ impl<P: ProcessSide> Process<P> {
     /// (events for it are dropped; a restart builds fresh loops, streams, clocks and process
     /// side). Two runs that killed a process at different moments of its loop, or left it
     /// different streams and timers, then meet.
+    #[cfg(test)]
     pub fn explored_form(&self) -> ExploredForm<'_, P> {
-        ExploredForm(self)
+        ExploredForm(self, self.first.pid)
     }
 
     /// An explorer's form of the process at reference time `now` ([`crate::form`]): a dead
@@ -688,7 +694,7 @@ impl<P: ProcessSide> Process<P> {
     pub fn form(&self, f: &mut crate::form::Form, now: Instant) {
         use crate::choice::fingerprint;
         if self.threads().all(|w| w.phase == Phase::Dead) {
-            f.word(fingerprint(&self.explored_form()));
+            f.word(fingerprint(&ExploredForm(self, f.pid(self.first.pid))));
             for w in self.threads() {
                 w.wall.form(f, now);
             }
@@ -751,6 +757,17 @@ pub struct Sections {
 }
 
 impl Sections {
+    /// An explorer's form of the sections: each process's locks held and platform, by the
+    /// process's name ([`crate::form::Form::per_pid`]).
+    pub fn form(&self, f: &mut crate::form::Form) {
+        let Sections { held, platform } = self;
+        f.per_pid(
+            (held.iter().zip(platform))
+                .enumerate()
+                .map(|(pid, (h, p))| (pid as u32, (h, p))),
+        );
+    }
+
     /// Nobody holds anything.
     pub fn new(processes: u32) -> Sections {
         Sections {
@@ -833,8 +850,9 @@ impl Sink for Tracked<'_> {
     crate::trace::event::with_events!(crate::trace::event::own_methods [[forward out]]);
 }
 
-/// A process as an explorer fingerprints it ([`Process::explored_form`]).
-pub struct ExploredForm<'a, P: ProcessSide>(&'a Process<P>);
+/// A process as an explorer fingerprints it ([`Process::explored_form`]), named by its label
+/// (its pid, unless the explorer reduces by symmetry: [`crate::form::Form::pid`]).
+pub struct ExploredForm<'a, P: ProcessSide>(&'a Process<P>, u32);
 
 impl<P: ProcessSide> std::fmt::Debug for ExploredForm<'_, P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -877,7 +895,7 @@ impl<P: ProcessSide> std::fmt::Debug for ExploredForm<'_, P> {
 /// one also by each thread's stream, operation numbers and phase.
 impl<P: ProcessSide> std::hash::Hash for ExploredForm<'_, P> {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        let ExploredForm(p) = self;
+        let ExploredForm(p, name) = self;
         // (every field named: one added later is placed here, or the build fails)
         let Process {
             rest: _,
@@ -894,7 +912,7 @@ impl<P: ProcessSide> std::hash::Hash for ExploredForm<'_, P> {
         (armed, queued, shared, lends, permits, bound, waiting).hash(h);
         let dead = p.threads().all(|w| w.phase == Phase::Dead);
         for w in p.threads() {
-            (w.thread, w.pid, w.incarnation, w.fetches, w.queued, &w.armed, &w.wall).hash(h);
+            (w.thread, name, w.incarnation, w.fetches, w.queued, &w.armed, &w.wall).hash(h);
             if !dead {
                 (&w.rng, w.op_seq, w.job_seq, w.phase).hash(h);
             }

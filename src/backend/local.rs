@@ -139,6 +139,8 @@ pub struct LocalProcess {
 impl ProcessSide for LocalProcess {
     type Op = NoOp;
     type Reply = NoOp;
+    // (it keeps no process id: its pacer, its backoff)
+    const SYMMETRIC: bool = true;
 
     fn acquire(&mut self, cx: &mut ProcCx) -> Step<NoOp> {
         let now = cx.mono_ns();

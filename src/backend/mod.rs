@@ -238,6 +238,11 @@ pub trait ProcessSide: Clone + Send + std::fmt::Debug + std::hash::Hash {
     /// A broker task's execution is about to start on this process, carrying `memo`
     /// ([`TaskMemo`]). Default: ignore it (a backend with no task memory).
     fn begin_task(&mut self, _memo: TaskMemo) {}
+    /// Whether an explorer may reduce by symmetry ([`StoreSide::SYMMETRIC`]): this side's
+    /// form writes every process id it keeps through [`crate::form::Form::pid`], and what it
+    /// does depends on no process's id (the `pid` it was made for, [`Backend::process`], only
+    /// to name itself in the trace). Default: no.
+    const SYMMETRIC: bool = false;
     /// An explorer's form of this side ([`crate::form`]), its process's monotonic clock
     /// reading `mono_now` now: what of it the process's future reads, its clock readings
     /// relative to now. The default is its whole value as its `Hash` declares it (every field
@@ -294,6 +299,13 @@ pub trait StoreSide: Clone + Send + std::fmt::Debug + std::hash::Hash {
     /// and multipliers only), so that an explorer may compare those in flight at two
     /// instants. Default: no.
     const TIMELESS_MESSAGES: bool = false;
+    /// Whether an explorer may reduce by symmetry (merge states that differ only in which
+    /// process is which, [`crate::form::Form::relabeled`]): this side's form writes every
+    /// process id it keeps through [`crate::form::Form::pid`] (per-process data through
+    /// [`crate::form::Form::per_pid`]), its operations and replies hold no process id, and what
+    /// it does depends on no process's id (the session's id only to name whom it answers, in
+    /// the trace). Default: no (the explorer then names processes by id).
+    const SYMMETRIC: bool = false;
 }
 
 /// A backend: its options in force, and the two halves built from them.
@@ -397,6 +409,8 @@ pub struct NoStore;
 impl StoreSide for NoStore {
     type Op = NoOp;
     type Reply = NoOp;
+    // (it keeps nothing)
+    const SYMMETRIC: bool = true;
     fn serve(&mut self, _cx: &mut StoreCx, _from: Session, op: &NoOp, _now: Reading) -> Served<NoOp> {
         match *op {}
     }

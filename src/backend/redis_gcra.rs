@@ -234,6 +234,9 @@ impl StoreSide for GcraStore {
     // (durations, multipliers and backoff signals only)
     const TIMELESS_MESSAGES: bool = true;
 
+    // (its form keeps no process id: the TAT, the shared backoff, the rate)
+    const SYMMETRIC: bool = true;
+
     /// The `tat` key and the backoff hash are gone (a flush, an eviction): the next check
     /// finds no key and allows at once.
     fn on_state_lost(&mut self, cx: &mut StoreCx) {
@@ -296,6 +299,9 @@ impl GcraProcess {
 impl ProcessSide for GcraProcess {
     type Op = GcraOp;
     type Reply = GcraReply;
+
+    // (it keeps no process id: its backoff, its fallback, the multiplier last reported)
+    const SYMMETRIC: bool = true;
 
     fn form(&self, f: &mut crate::form::Form, mono_now: u64) {
         let GcraProcess {

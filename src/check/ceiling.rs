@@ -190,13 +190,22 @@ impl Ceiling {
             interval,
             burst,
             rate.to_bits(),
-            crate::form::fingerprint_bits(multiplier),
-            crate::form::fingerprint_bits(authorised),
-            cut_off,
             lock_design,
             // (no arrival yet: not judged if none comes)
             arrivals.is_empty(),
         )));
+        // (each process's multiplier, its threads' authorised ones, whether it is cut off: by
+        // the process's name)
+        if crate::form::plant::planted(crate::form::plant::Plant::CeilingKeptById) {
+            // (planted: kept by the processes' ids, in their order)
+            f.word(crate::form::fingerprint_bits(multiplier));
+            f.word(crate::form::fingerprint_bits(authorised));
+            f.word(fingerprint(cut_off));
+        } else {
+            f.per_pid((multiplier.iter().enumerate()).map(|(pid, m)| (pid as u32, m.to_bits())));
+            f.per_pid((authorised.iter().enumerate()).map(|(pid, a)| (pid as u32, crate::form::fingerprint_bits(a))));
+            f.per_pid((cut_off.iter().enumerate()).map(|(pid, c)| (pid as u32, c)));
+        }
         for (i, m) in [arrivals, slots].into_iter().enumerate() {
             use crate::form::plant::{Plant, planted};
             let planted = if i == 0 {

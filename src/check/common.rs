@@ -79,18 +79,25 @@ impl Demand {
             implied,
             starts,
         } = self;
-        for w in waiting {
-            match w {
-                Some(t) if waits => f.instant(*t),
-                Some(_) => f.word(0),
-                None => f.word(u64::MAX),
-            }
-        }
-        for (k, t) in others {
-            f.word(crate::choice::fingerprint(k));
-            f.word(if waits { t.wrapping_sub(f.now()) } else { 0 });
-        }
-        f.word(crate::choice::fingerprint(&(dead, count, implied, starts)));
+        let now = f.now();
+        let wait = |w: &Option<u64>| match w {
+            Some(t) if waits => t.wrapping_sub(now),
+            Some(_) => 0,
+            None => u64::MAX,
+        };
+        f.per_pid(waiting.iter().enumerate().map(|(pid, w)| (pid as u32, wait(w))));
+        f.per_pid((others.iter()).map(|(&(pid, th), &t)| (pid, (th, if waits { t.wrapping_sub(now) } else { 0 }))));
+        f.per_pid(
+            (dead.iter().enumerate())
+                .filter(|&(_, &d)| d)
+                .map(|(pid, _)| (pid as u32, ())),
+        );
+        f.per_pid(
+            (starts.iter().enumerate())
+                .filter(|&(_, &n)| n > 0)
+                .map(|(pid, &n)| (pid as u32, n)),
+        );
+        f.word(crate::choice::fingerprint(&(count, implied)));
     }
 
     /// For `processes` processes.
@@ -352,6 +359,12 @@ impl<V> Default for LoopMap<V> {
 }
 
 impl<V> LoopMap<V> {
+    /// An explorer's form of the loops it holds, without their entries
+    /// ([`crate::form::Form::per_pid`]).
+    pub fn form_keys(&self, f: &mut crate::form::Form) {
+        f.per_pid(self.iter().map(|((pid, th), _)| (pid, th)));
+    }
+
     /// Whether it holds nothing.
     pub fn is_empty(&self) -> bool {
         self.first.is_empty() && self.others.is_empty()
@@ -428,6 +441,13 @@ pub struct Stranded {
 }
 
 impl Stranded {
+    /// An explorer's form: the loops stranded, each by its process's name
+    /// ([`crate::form::Form::per_pid`]).
+    pub fn form(&self, f: &mut crate::form::Form) {
+        let Stranded { stranded } = self;
+        stranded.form_keys(f);
+    }
+
     /// Feed one event; `window_open`: a store window is open as it happens.
     #[inline(always)]
     pub fn event(&mut self, ev: &Event, window_open: bool) {
@@ -483,10 +503,8 @@ impl Shared {
             answered: _,
             demand,
         } = self;
-        for (k, t) in awaiting.iter() {
-            f.word(crate::choice::fingerprint(&k));
-            f.instant(t);
-        }
+        let now = f.now();
+        f.per_pid(awaiting.iter().map(|((pid, th), t)| (pid, (th, t.wrapping_sub(now)))));
         f.word(0xA5A5);
         demand.form(f, waits);
     }

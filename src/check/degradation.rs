@@ -100,9 +100,15 @@ impl Degradation {
     pub fn form(&self, f: &mut crate::form::Form) {
         use crate::choice::fingerprint;
         if !(self.in_fallback.is_empty() && self.open.is_empty() && self.closed.is_empty()) {
+            // (processes by id: windows open and closed, each process's)
+            f.raw_pids();
             f.word(fingerprint(self));
             f.absolute();
             return;
+        }
+        if !(self.summaries.is_empty() && self.failure.is_none()) {
+            // (its witnesses name processes by id)
+            f.raw_pids();
         }
         // (every field named: one added later is placed here, or the build fails)
         let Degradation {
@@ -133,9 +139,10 @@ impl Degradation {
                 detail_mode,
                 trace_mode,
             ),
-            crate::form::fingerprint_bits(multiplier),
             (windows, summaries, failure, failures),
         )));
+        // (each process's multiplier, by its name)
+        f.per_pid(multiplier.iter().map(|(pid, m)| (pid, m.to_bits())));
         f.instant(*end);
     }
 

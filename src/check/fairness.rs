@@ -172,6 +172,8 @@ impl Fairness {
             return;
         }
         if broker.is_some() {
+            // (the broker's queue: processes by id)
+            f.raw_pids();
             f.word(fingerprint(broker));
             f.absolute();
         }

@@ -269,9 +269,12 @@ impl Liveness {
                 offered.map(f64::to_bits),
                 implied,
             ),
-            (m.to_bits(), target.to_bits(), excluded, stranded, heal_slack, started),
+            (m.to_bits(), target.to_bits(), heal_slack, started),
             (grants, fallback_park, walk_lock),
         )));
+        // (who is excluded, who is stranded: each process by its name)
+        f.per_pid(excluded.iter().map(|&pid| (pid, ())));
+        stranded.form(f);
         for (t, mb) in slots.sorted() {
             f.instant(t);
             f.word(mb);

@@ -202,6 +202,14 @@ pub const ORDER: [&str; 9] = [
 pub trait Checker: Sink {
     /// The verdicts, after the last event; empty when the property does not apply to the trace.
     fn verdicts(&mut self) -> Vec<Verdict>;
+    /// Whether its form ([`Sink::form`]) writes every process id it keeps through
+    /// [`crate::form::Form::pid`] (data kept per process through
+    /// [`crate::form::Form::per_pid`]) and its verdict treats every process alike, so that an
+    /// explorer may merge states that differ only in which process is which (symmetry
+    /// reduction). `false` (the default): a state is then formed with processes named by id.
+    fn relabels(&self) -> bool {
+        false
+    }
     /// A copy of this checker as it stands, for an explorer that branches from a saved world
     /// rather than replaying a run's first decisions (`pacesim explore`): `Some(Box::new(
     /// self.clone()))` for a checker that is `Clone`. `None` (the default): the explorer replays
@@ -401,6 +409,9 @@ impl Suite {
     pub fn form(&self, ahead: Ahead, f: &mut crate::form::Form) -> bool {
         let kills_ahead = ahead.kills;
         for o in &self.own {
+            if f.relabels() && !o.checker.relabels() {
+                f.raw_pids();
+            }
             if !o.checker.form(f) {
                 return false;
             }
@@ -416,6 +427,7 @@ impl Suite {
             own: _,
         } = self;
         if platforms.is_some() || external.is_some() {
+            f.raw_pids();
             f.word(self.builtin_state(kills_ahead));
             f.absolute();
             return true;

@@ -67,6 +67,11 @@ impl MutualExclusion {
     /// or overlapping, nothing it keeps holds an instant, and it meets its like at any
     /// instant; otherwise absolute.
     pub fn form(&self, f: &mut crate::form::Form) {
+        let holds_pids = !(self.sections.is_empty() && self.uncapped.is_empty() && self.store.is_empty());
+        if holds_pids || self.excused_first.is_some() || self.failure.is_some() {
+            // (processes by id: who holds what, and the witnesses)
+            f.raw_pids();
+        }
         f.word(crate::choice::fingerprint(self));
         if !(self.sections.is_empty() && self.uncapped.is_empty() && self.overlap.is_none()) {
             f.absolute();

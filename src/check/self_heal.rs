@@ -746,11 +746,14 @@ impl SelfHeal {
         } = self;
         f.word(fingerprint(&(
             (base, burst, slack, global_m.to_bits(), paced_backend, kills),
-            (unjudged.is_empty(), outages, in_fallback, stranded),
+            (unjudged.is_empty(), outages),
             (failure.as_ref().map(|x| x.0), first_kill.is_some()),
             // (a kill measured: else the verdict is not judged)
             self.largest.is_some(),
         )));
+        // (who is in fallback, who is stranded: each process by its name)
+        f.per_pid(in_fallback.keys().map(|pid| (pid, ())));
+        stranded.form(f);
         // (the earliest request for permission no fetch has followed since the first kill:
         // kills starved the demand when it waits longer than a wedge)
         match unserved {
@@ -794,10 +797,12 @@ impl SelfHeal {
         } else {
             f.word(u64::MAX - 4);
         }
-        for (k, (at, m)) in pending_slot.iter() {
-            f.word(fingerprint(&(k, m.to_bits())));
-            f.instant(*at);
-        }
+        let now = f.now();
+        f.per_pid(
+            pending_slot
+                .iter()
+                .map(|((pid, th), (at, m))| (pid, (th, m.to_bits(), at.wrapping_sub(now)))),
+        );
         f.word(open.len() as u64);
         for k in open.iter() {
             kill_form(f, k, busy_now, since);

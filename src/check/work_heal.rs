@@ -64,6 +64,11 @@ impl WorkHeal {
     /// holds an instant (its `end` is set by the trace's last event only), and it meets its
     /// like at any instant; otherwise absolute.
     pub fn form(&self, f: &mut crate::form::Form) {
+        let quiet = self.events.is_empty() && self.open.is_empty() && self.streak.is_empty();
+        if !quiet || self.longest != (0, 0) || self.failure.is_some() {
+            // (processes and jobs by id)
+            f.raw_pids();
+        }
         f.word(crate::choice::fingerprint(self));
         if !(self.events.is_empty() && self.open.is_empty() && self.streak.is_empty()) {
             f.absolute();

@@ -217,6 +217,9 @@ pub struct Options {
     /// Replay every run from its start rather than go on from a world an earlier run saved
     /// where their decisions part (`--replay`: the same search, slower; a check of the saving).
     pub replay: bool,
+    /// Reduce by symmetry where the search can ([`symmetry`]): states that differ only in
+    /// which of the interchangeable processes is which are one (`--no-symmetry`: off).
+    pub symmetry: bool,
 }
 
 impl Default for Options {
@@ -241,6 +244,7 @@ impl Default for Options {
             more_checkers: Vec::new(),
             every_check: false,
             replay: false,
+            symmetry: true,
         }
     }
 }
@@ -414,6 +418,10 @@ pub struct Report {
     /// `n (n - 1) / 2 / 2^64` ([`crate::form::collision_odds`]; 0 without pruning).
     #[serde(default)]
     pub collision_odds: f64,
+    /// Symmetry reduction: how many interchangeable processes states were merged across
+    /// (`"3 interchangeable processes"`), or why not (`"off: ..."`; empty without pruning).
+    #[serde(default)]
+    pub symmetry: String,
 }
 
 fn one() -> usize {
@@ -456,6 +464,11 @@ impl Report {
         let stopped = self
             .stopped
             .map_or(String::new(), |s| format!(" (stopped: {})", s.describe()));
+        // (states that differ only in which process is which counted once)
+        let sym = match self.symmetry.as_str() {
+            s if s.is_empty() || s.starts_with("off") => String::new(),
+            s => format!(" up to symmetry, {s}"),
+        };
         match (&self.counterexample, self.outcome()) {
             (Some(c), _) => format!(
                 "violation of {} after {} schedules{shard}: {}{stopped}",
@@ -469,7 +482,7 @@ impl Report {
                 }
             ),
             (None, Outcome::Incomplete(s)) => format!(
-                "INCOMPLETE: no violation in the {} schedules judged ({} distinct states, {} pruned){shard}, but {} \
+                "INCOMPLETE: no violation in the {} schedules judged ({} distinct states{sym}, {} pruned){shard}, but {} \
                  before the {} ended; this is not a pass",
                 self.schedules,
                 self.states,
@@ -482,7 +495,7 @@ impl Report {
                 }
             ),
             (None, _) if self.method == Method::Exhaustive && self.prune => format!(
-                "no violation in all {} schedules ({} distinct states, {} pruned) within these bounds{shard} \
+                "no violation in all {} schedules ({} distinct states{sym}, {} pruned) within these bounds{shard} \
                  ({}-bit state fingerprints: chance of a collision about {:.1e})",
                 self.schedules, self.states, self.pruned, self.fingerprint_bits, self.collision_odds
             ),
@@ -724,6 +737,8 @@ pub struct Explorer {
     // between runs (`crate::sim::run_saving`; dropped when the scenario or the kills change)
     branch: bool,
     saves: Option<Box<dyn std::any::Any + Send>>,
+    // the seen states are formed with interchangeable processes relabeled ([`symmetry`])
+    symmetry: bool,
 }
 
 /// An exploration's limits, checked between its runs and inside them
@@ -822,7 +837,15 @@ impl Explorer {
             limits: None,
             branch: true,
             saves: None,
+            symmetry: false,
         }
+    }
+
+    /// Form the states it prunes by with interchangeable processes relabeled (symmetry
+    /// reduction; the caller has checked [`symmetry`]).
+    pub fn symmetric(&mut self, on: bool) {
+        self.symmetry = on;
+        self.saves = None;
     }
 
     /// Go on from saved worlds (`true`, the default) or replay every run from its start.
@@ -924,6 +947,7 @@ impl Explorer {
         if self.audit.is_some() {
             tape = tape.auditing();
         }
+        tape = tape.relabeling(self.symmetry);
         let src = Source::new(tape);
         // (an auditing run records every state past its prefix as a replayed run would: it
         // replays; a coverage strategy's judge cannot be saved, `Judge::save`, and its explorer
@@ -1172,6 +1196,8 @@ pub fn explore(
     let prune = opts.prune && opts.method == Method::Exhaustive;
     let mut ex = Explorer::new(spec, bounds.clone(), mask, prune, opts.checks.clone());
     ex.branching(!opts.replay);
+    let symmetric = symmetry(spec, sc, opts);
+    ex.symmetric(prune && symmetric.is_ok());
     ex.more = opts.more_checkers.clone();
     ex.every = opts.every_check;
     // the memory limit holds the run's own estimate and the seen states together
@@ -1353,6 +1379,7 @@ pub fn explore(
         } else {
             0.0
         },
+        symmetry: symmetry_text(&symmetric, prune),
     })
 }
 
@@ -1412,6 +1439,7 @@ fn threaded(
     let split = shard_depth(shard_n.saturating_mul(threads as u64).saturating_mul(4));
     let prune = opts.prune;
     let seen = prune.then(Seen::default);
+    let symmetric = symmetry(spec, sc, opts);
     let deal = Deal {
         next: AtomicU64::new(0),
         schedules: AtomicU64::new(0),
@@ -1421,6 +1449,7 @@ fn threaded(
     let walk = |seen: Option<Seen>| -> Result<Walked, ExploreError> {
         let mut ex = Explorer::new(spec, bounds.clone(), mask, false, opts.checks.clone());
         ex.branching(!opts.replay);
+        ex.symmetric(prune && symmetric.is_ok());
         ex.more = opts.more_checkers.clone();
         ex.every = opts.every_check;
         ex.seen = seen;
@@ -1609,6 +1638,7 @@ fn threaded(
         } else {
             0.0
         },
+        symmetry: symmetry_text(&symmetric, prune),
     })
 }
 
@@ -2004,6 +2034,53 @@ pub fn markdown(r: &Report) -> String {
         );
     }
     s
+}
+
+/// The report's words for [`symmetry`]'s answer (empty when the search does not prune).
+fn symmetry_text(s: &Result<u32, String>, prune: bool) -> String {
+    match s {
+        _ if !prune => String::new(),
+        Ok(n) => format!("{n} interchangeable processes"),
+        Err(why) => format!("off: {why}"),
+    }
+}
+
+/// Whether an exhaustive search of `sc` with backend `spec` may reduce by symmetry, merging
+/// states that differ only in which process is which: `Ok(n)`, the processes interchangeable;
+/// `Err(why not)`. Every process of a scenario runs alike (one `[processes]` table), so they
+/// are interchangeable unless something names one by its id or tells them apart: the
+/// scenario's faults and broker jobs (which name processes), open-loop arrivals (each process
+/// draws its own), platforms, a backend whose sides do not declare that they keep no process
+/// id they do not rename ([`crate::backend::StoreSide::SYMMETRIC`]), or an order bound
+/// narrower than the candidates (which would order the first few by id). The checkers say
+/// so state by state ([`crate::check::Checker::relabels`]; a state whose parts cannot rename
+/// is formed with ids: [`crate::form::Form::raw_pids`]).
+pub fn symmetry(spec: &BackendSpec, sc: &Scenario, opts: &Options) -> Result<u32, String> {
+    let n = sc.processes.count;
+    let why = if !opts.symmetry {
+        "--no-symmetry"
+    } else if opts.method != Method::Exhaustive || !opts.prune {
+        "the search does not prune"
+    } else if n < 2 {
+        "one process"
+    } else if !sc.faults.is_empty() {
+        "the scenario's faults name processes"
+    } else if sc.processes.arrival_rate.is_some() {
+        "open-loop arrivals"
+    } else if sc.jobs.is_some() {
+        "broker jobs name processes"
+    } else if !sc.platforms.is_empty() {
+        "platforms"
+    } else if u64::from(opts.bounds.order_width) < u64::from(n) * u64::from(sc.processes.threads.max(1)) {
+        "--order-width is below the threads that can reach the store at once"
+    } else {
+        let caps = spec.ops.capabilities(spec.name, sc).map_err(|e| e.to_string())?;
+        if caps.symmetric {
+            return Ok(n);
+        }
+        "the backend's sides do not declare SYMMETRIC"
+    };
+    Err(why.to_string())
 }
 
 #[cfg(test)]

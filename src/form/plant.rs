@@ -30,6 +30,10 @@ pub enum Plant {
     WalkSkipsLast,
     /// The world leaves itself out of a state's form (the checkers' parts alone).
     WorldLeftOut,
+    /// Symmetry reduction: `ceiling`'s per-process memory (each process's multiplier, its
+    /// threads' authorised ones, whether it is cut off) kept by the processes' ids, in their
+    /// order, not by their labels.
+    CeilingKeptById,
 }
 
 #[cfg(test)]

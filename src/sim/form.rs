@@ -13,18 +13,51 @@ impl<B: Backend> Sim<'_, B> {
     #[cold]
     #[inline(never)]
     pub(super) fn form(&self, src: &crate::choice::Source) -> Option<crate::form::Key> {
-        let mut f = crate::form::Form::new(self.engine.now().0);
-        if !self.out.form(&mut f) {
-            return None;
-        }
-        f.more_is_worse(i64::from(src.kills_left()));
-        if !crate::form::plant::planted(crate::form::plant::Plant::WorldLeftOut) {
-            self.world_form(&mut f);
+        // the form with the processes named by `labels` ([`crate::form::Form::relabeled`])
+        let build = |labels: Vec<u32>| {
+            let mut f = crate::form::Form::relabeled(self.engine.now().0, labels);
+            if !self.out.form(&mut f) {
+                return None;
+            }
+            f.more_is_worse(i64::from(src.kills_left()));
+            if !crate::form::plant::planted(crate::form::plant::Plant::WorldLeftOut) {
+                self.world_form(&mut f);
+            }
+            Some(f)
+        };
+        let mut f = build(if src.symmetry() { self.labels() } else { Vec::new() })?;
+        if f.wrote_raw_pids() {
+            // (a part keeps process ids it cannot rename: the state is formed with ids)
+            f = build(Vec::new())?;
         }
         let key = f.key();
         #[cfg(test)]
         crate::form::plant::keyed(&key);
         Some(key)
+    }
+
+    /// Symmetry reduction: each process's label, its place in a canonical order of the
+    /// processes. Each is signed by its own form with every process named alike (its
+    /// threads, clocks, phase and backend side, not which process it is); the processes are
+    /// ordered by signature, ties by pid. Two states that differ only in which process is
+    /// which (every part renaming the ids it keeps, [`crate::form::Form::pid`]) then give each
+    /// process the same label and form alike; any order is sound, a tie only merges less.
+    fn labels(&self) -> Vec<u32> {
+        let now = self.engine.now();
+        let n = self.procs.len();
+        let mut signed: Vec<(u64, u32)> = (self.procs.iter().enumerate())
+            .map(|(pid, p)| {
+                let mut f = crate::form::Form::relabeled(now.0, vec![0; n]);
+                p.form(&mut f, now);
+                (f.exact_so_far(), pid as u32)
+            })
+            .collect();
+        signed.sort_unstable();
+        let mut labels = vec![0; n];
+        for (label, &(_, pid)) in signed.iter().enumerate() {
+            labels[pid as usize] = label as u32;
+        }
+        labels
     }
 
     /// The world's part of an explorer's form: each process (its threads, clocks, streams,
@@ -62,24 +95,55 @@ impl<B: Backend> Sim<'_, B> {
         let now = engine.now();
         let mut pending = 0u64;
         // (a sum: the same events pending in another order of scheduling are the same)
+        let relabels = f.relabels();
         engine.for_each_pending(|at, e| {
             let due = if crate::form::plant::planted(crate::form::plant::Plant::PendingDue) {
                 0
             } else {
                 at.0 - now.0
             };
-            pending = pending.wrapping_add(rng::mix64(fingerprint(&(due, e))));
+            let e = if relabels {
+                fingerprint(&(due, e.renamed(|pid| f.pid(pid))))
+            } else {
+                fingerprint(&(due, e))
+            };
+            pending = pending.wrapping_add(rng::mix64(e));
         });
         f.word(pending);
         f.word(fingerprint(&lock_free.map(|(at, _)| at.0 - now.0)));
-        for p in procs {
-            p.form(f, now);
+        if relabels {
+            // (in the order of their names)
+            let mut named: Vec<(u32, &crate::worker::Process<B::Process>)> = (procs.iter().enumerate())
+                .map(|(pid, p)| (f.pid(pid as u32), p))
+                .collect();
+            named.sort_unstable_by_key(|&(label, _)| label);
+            for (_, p) in named {
+                p.form(f, now);
+            }
+            if !<B::Store as StoreSide>::SYMMETRIC || !<B::Process as crate::backend::ProcessSide>::SYMMETRIC {
+                f.raw_pids();
+            }
+            // (the scenario's faults and jobs name processes by id; open-loop arrivals draw
+            // from each process's own stream)
+            if !self.sc.faults.is_empty() || self.sc.processes.arrival_rate.is_some() || tasks.is_some() {
+                f.raw_pids();
+            }
+        } else {
+            for p in procs {
+                p.form(f, now);
+            }
         }
         store.form(f, now);
         store_side.form(f, store.clock.read(now));
         dest.form(f, now);
-        f.word(fingerprint(&(active, fault_rng, sections, to_store)));
-        f.word(fingerprint(&(arrivals, tasks)));
+        f.word(fingerprint(&(active, fault_rng, to_store)));
+        sections.form(f);
+        if relabels {
+            // (each process's arrival stream is drawn in open loop only, formed raw above)
+            f.word(fingerprint(tasks));
+        } else {
+            f.word(fingerprint(&(arrivals, tasks)));
+        }
         if !<B::Store as StoreSide>::TIMELESS_MESSAGES || self.sc.processes.arrival_rate.is_some() || tasks.is_some() {
             f.absolute();
         }

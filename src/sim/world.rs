@@ -100,6 +100,40 @@ pub(super) enum Ev<Op, Reply> {
     },
 }
 
+impl<Op: Clone, Reply: Clone> Ev<Op, Reply> {
+    /// The event with its process named `name(pid)` (an explorer's form under symmetry
+    /// reduction, [`crate::form::Form::pid`]). Every variant's pid is renamed; those that name
+    /// no process (faults, kills, store timers, the jobs' broker) are left, and a world that
+    /// has them forms with ids ([`crate::form::Form::raw_pids`]).
+    pub(super) fn renamed(&self, name: impl Fn(u32) -> u32) -> Ev<Op, Reply> {
+        let mut e = self.clone();
+        match &mut e {
+            Ev::Start { pid }
+            | Ev::Wake { pid, .. }
+            | Ev::Job { pid }
+            | Ev::StoreRecv { pid, .. }
+            | Ev::Reply { pid, .. }
+            | Ev::StoreRefused { pid, .. }
+            | Ev::Timeout { pid, .. }
+            | Ev::DestRecv { pid, .. }
+            | Ev::FetchDone { pid, .. }
+            | Ev::Restart { pid }
+            | Ev::Limit { pid, .. }
+            | Ev::Countdown { pid, .. }
+            | Ev::Budget { pid, .. }
+            | Ev::Persisted { pid, .. } => *pid = name(*pid),
+            Ev::StoreFree
+            | Ev::Fault { .. }
+            | Ev::Kill { .. }
+            | Ev::StoreTimer { .. }
+            | Ev::Tick
+            | Ev::Sweep
+            | Ev::Redeliver { .. } => {}
+        }
+        e
+    }
+}
+
 impl<Op, Reply> Ev<Op, Reply> {
     /// The event's kind, and the process it belongs to (if any): what a stuck run reports.
     /// (Inline: a steered run's loop, in `run.rs`, asks it of every event.)

@@ -251,6 +251,11 @@ impl StoreSide for LogStore {
     type Op = LogOp;
     type Reply = LogReply;
 
+    /// Its form keeps no process id (the log holds instants only), and what it does depends on
+    /// no process's id: `pacesim explore` may merge states that differ only in which process
+    /// is which (symmetry reduction).
+    const SYMMETRIC: bool = true;
+
     /// An explorer's form (`pacesim::form`): the configuration exact, each grant in the log by
     /// how far behind the store's clock it lies (the script reads only differences: `now -
     /// window` against each entry, the oldest's `+ window - now`), so the log is met again at
@@ -309,6 +314,9 @@ exact_hash!(LogProcess { cfg });
 impl ProcessSide for LogProcess {
     type Op = LogOp;
     type Reply = LogReply;
+
+    /// It keeps no process id (its configuration only).
+    const SYMMETRIC: bool = true;
 
     /// An explorer's form (`pacesim::form`): its configuration, nothing of the clock.
     fn form(&self, f: &mut Form, _mono_now: u64) {

@@ -49,6 +49,10 @@ pub(super) struct Cutoff {
 impl Cutoff {
     /// An explorer's form ([`crate::form`]): absolute while a cut-off machine runs.
     pub(super) fn form(&self, f: &mut crate::form::Form) {
+        if !self.machines.is_empty() {
+            // (each process's reference machine, by id)
+            f.raw_pids();
+        }
         f.word(crate::choice::fingerprint(self));
         if !self.machines.is_empty() {
             f.absolute();

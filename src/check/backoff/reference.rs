@@ -196,6 +196,8 @@ impl Reference {
             && self.rested.is_none()
             && self.lost_at.is_none();
         if !quiet {
+            // (responses in flight, each loop's: processes by id)
+            f.raw_pids();
             f.word(fingerprint(self));
             f.absolute();
             return;
@@ -222,9 +224,11 @@ impl Reference {
             recent: _,
         } = self;
         f.word(fingerprint(&(
-            (config, stated, m.to_bits(), states, next_id, cut_off),
+            (config, stated, m.to_bits(), states, next_id),
             (approximate, work, responses, changes),
         )));
+        // (the processes cut off, each by its name)
+        f.per_pid(cut_off.keys().map(|pid| (pid, ())));
     }
 
     pub(super) fn new(h: &Header) -> Reference {

@@ -40,21 +40,15 @@ impl Spacing {
             per_thread,
             grants,
         } = self;
-        f.word(crate::choice::fingerprint(&(
-            base,
-            burst,
-            outstanding,
-            per_thread,
-            grants,
-        )));
+        f.word(crate::choice::fingerprint(&(base, burst, per_thread, grants)));
+        // (the loops with a request out, each by its process's name)
+        outstanding.form_keys(f);
         use crate::form::plant::{Plant, planted};
         if !planted(Plant::GcraTatAndEveryMirror) {
             f.word(shared_tat.map_or(u64::MAX, |t| t.wrapping_sub(f.now())));
         }
-        for (k, t) in local_tat.iter() {
-            f.word(crate::choice::fingerprint(&k));
-            f.instant(*t);
-        }
+        let now = f.now();
+        f.per_pid(local_tat.iter().map(|((pid, th), t)| (pid, (th, t.wrapping_sub(now)))));
     }
 
     pub(super) fn new(base: u64, burst: u64, per_thread: bool) -> Spacing {
