@@ -4,9 +4,11 @@
 # the CPU seconds (user + sys) and the peak resident set (GNU time's maximum RSS), the
 # threads the search used. Cases (docs/performance.md, "Exploration"):
 # - gcra-3x2-kill: redis_gcra, 3 processes x 2 requests, at most one kill, staying down;
+# - gcra-3x2-kill-nosym: the same without symmetry reduction (--no-symmetry);
 # - gcra-3x3: redis_gcra, 3 x 3, no kill;
 # - sliding-log-3x2-kill: the example crate's backend (examples/own-backend, `sliding_log`)
 #   at 3 x 2 with one kill, when its program is built (OWN_BACKEND=path/to/own-backend);
+# - sliding-log-3x3-kill (DEEP=1 only): the same at 3 x 3 with one kill;
 # - gcra-3x3-kill (DEEP=1 only): redis_gcra 3 x 3 with one kill (issue 50's target: < 2 min,
 #   < 1 GiB on a 2-core machine).
 # PACESIM: the program (default target/release/pacesim, built by `just bench`); THREADS:
@@ -15,8 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN="$(realpath "${PACESIM:-target/release/pacesim}")"
 OWN="${OWN_BACKEND:-}"
-CASES="${CASES:-gcra-3x2-kill gcra-3x3 sliding-log-3x2-kill}"
-if [ "${DEEP:-0}" = 1 ]; then CASES="$CASES gcra-3x3-kill"; fi
+CASES="${CASES:-gcra-3x2-kill gcra-3x2-kill-nosym gcra-3x3 sliding-log-3x2-kill}"
+if [ "${DEEP:-0}" = 1 ]; then CASES="$CASES gcra-3x3-kill sliding-log-3x3-kill"; fi
 THREADS_ARG=()
 if [ -n "${THREADS:-}" ]; then THREADS_ARG=(--threads "$THREADS"); fi
 if [ ! -x /usr/bin/time ]; then
@@ -50,12 +52,20 @@ printf '%-22s %12s %12s %11s %11s %12s\n' case schedules states wall cpu "peak R
 for c in $CASES; do
   case "$c" in
     gcra-3x2-kill) one "$c" "$BIN" . $RACERS --backend redis_gcra --processes 3 --requests 2 "${KILL[@]}" "${BIG[@]}" ;;
+    gcra-3x2-kill-nosym) one "$c" "$BIN" . $RACERS --backend redis_gcra --processes 3 --requests 2 "${KILL[@]}" "${BIG[@]}" --no-symmetry ;;
     gcra-3x3) one "$c" "$BIN" . $RACERS --backend redis_gcra --processes 3 --requests 3 "${BIG[@]}" ;;
     gcra-3x3-kill) one "$c" "$BIN" . $RACERS --backend redis_gcra --processes 3 --requests 3 "${KILL[@]}" "${BIG[@]}" ;;
     sliding-log-3x2-kill)
       if [ -n "$OWN" ] && [ -x "$OWN" ]; then
         one "$c" "$(realpath "$OWN")" examples/own-backend sims/sliding-log.toml --backend sliding_log \
           --processes 3 --requests 2 "${KILL[@]}" "${BIG[@]}"
+      else
+        echo "$c: the example crate's program is not built (OWN_BACKEND=path); skipped"
+      fi ;;
+    sliding-log-3x3-kill)
+      if [ -n "$OWN" ] && [ -x "$OWN" ]; then
+        one "$c" "$(realpath "$OWN")" examples/own-backend sims/sliding-log.toml --backend sliding_log \
+          --processes 3 --requests 3 "${KILL[@]}" "${BIG[@]}"
       else
         echo "$c: the example crate's program is not built (OWN_BACKEND=path); skipped"
       fi ;;
