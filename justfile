@@ -3,11 +3,16 @@
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
+# Built with the `fast-test` profile, like `just test`: the two share every compiled dependency,
+# so a newcomer's `just test` after `just simulate` compiles only pacesim's tests, and pacesim
+# itself at opt-level 1 builds in a fraction of `release`'s time; the verdicts, trace hashes and
+# reports are the same (docs/performance.md, "The build"). `release` stays for what a team
+# installs (`just wheel`) and `just bench`/`just explore`.
 # Tables to stdout; reports to reports/: index.md, plots as SVG and PNG, summary.json.
 # `just simulate --seeds 5` adds 95% confidence intervals.
 # Compare every backend on every scenario in sims/.
 simulate *ARGS:
-    cargo run --release --quiet -- simulate --out reports {{ARGS}}
+    cargo run --profile fast-test --quiet -- simulate --out reports {{ARGS}}
 
 # Profile `fast-test` (Cargo.toml): pacesim at opt-level 1, incremental, dependencies fully
 # optimised; a one-line change rebuilds in about a minute. PROPTEST_CASES sets the property
