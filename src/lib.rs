@@ -61,6 +61,10 @@
 //!   is a complete one, `examples/own-backend/` a team's crate with its command line.
 //! - The trace every consumer reads: [`trace`]; the checkers: [`check`].
 //! - The same scenarios for real, against PostgreSQL and Redis: [`live`].
+//!
+//! These pages are the team API: the prelude and the modules listed below. pacesim's other
+//! modules are public only for its own test suite, benches and model checks, are left out of
+//! these docs, and change without notice; what a team needs of them is in the prelude.
 #![deny(missing_debug_implementations)]
 #![warn(missing_docs)]
 
