@@ -3,11 +3,16 @@
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
+# Built with the `fast-test` profile, like `just test`: the two share every compiled dependency,
+# so a newcomer's `just test` after `just simulate` compiles only the dev-dependencies and
+# pacesim's tests (before, every dependency a second time); the simulation runs as fast and the
+# reports are the same bytes (docs/performance.md, "The build"). `release` stays for what a team
+# installs (`just wheel`) and for `just bench` and `just explore`.
 # Tables to stdout; reports to reports/: index.md, plots as SVG and PNG, summary.json.
 # `just simulate --seeds 5` adds 95% confidence intervals.
 # Compare every backend on every scenario in sims/.
 simulate *ARGS:
-    cargo run --release --quiet -- simulate --out reports {{ARGS}}
+    cargo run --profile fast-test --quiet -- simulate --out reports {{ARGS}}
 
 # Profile `fast-test` (Cargo.toml): pacesim at opt-level 1, incremental, dependencies fully
 # optimised; a one-line change rebuilds in about a minute. PROPTEST_CASES sets the property

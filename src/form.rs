@@ -126,6 +126,8 @@
 
 mod hash;
 pub(crate) mod plant;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod seen;
 pub use hash::{Bits, Floats, Fold, WIDTH, collision_odds, fingerprint, fingerprint_bits};
 

@@ -537,7 +537,7 @@ pub fn simulate(
 /// # Errors
 ///
 /// As [`simulate`].
-pub fn simulate_from(
+pub(crate) fn simulate_from(
     sc: &Scenario,
     source: Option<&crate::choice::Source>,
     trace: Option<Box<dyn std::io::Write + Send>>,

@@ -249,7 +249,7 @@ pub enum LiveSetup {
 }
 
 /// The signals `[live] soft_signal` may name, with their numbers.
-pub const SOFT_SIGNALS: &[(&str, i32)] = &[
+pub(crate) const SOFT_SIGNALS: &[(&str, i32)] = &[
     ("SIGUSR1", libc::SIGUSR1),
     ("SIGUSR2", libc::SIGUSR2),
     ("SIGTERM", libc::SIGTERM),
@@ -1046,7 +1046,7 @@ pub(crate) use crate::time::rate_in_range;
 pub use crate::time::{MAX_RATE, MIN_RATE, short};
 
 /// The largest scenario file read, in bytes: anything larger is not a scenario (`/dev/zero`).
-pub const MAX_FILE_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 4 << 20;
 
 /// The design record's key test in its smallest form, as scenario-file text: four processes,
 /// 10 requests each, through one `row` at 50/s, within 5 s; everything else defaulted. For

@@ -38,16 +38,22 @@
 //! one entry in [`crate::registry`]; `fallback` (what a process does when the store is unreachable)
 //! and `backoff` (where the backoff multiplier and clean streak live) are shared pieces.
 
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod advisory;
 pub(crate) mod backoff;
 pub(crate) mod claim_row;
 pub(crate) mod fallback;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod local;
 pub(crate) mod local_divided;
 pub(crate) mod lockset;
 pub mod options;
 pub mod redis_gcra;
 pub(crate) mod redis_lock;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod row;
 pub(crate) mod shared_cache;
 

@@ -49,12 +49,16 @@ pub(crate) fn witness_wanted() -> bool {
 
 pub(crate) mod backoff;
 pub(crate) mod ceiling;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod common;
 pub(crate) mod degradation;
 pub(crate) mod fairness;
 pub(crate) mod liveness;
 pub(crate) mod mutual_exclusion;
 pub(crate) mod platforms;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod self_heal;
 pub(crate) mod work_heal;
 

@@ -60,23 +60,39 @@
 //! Only Linux is supported (the shared monotonic clock and `PR_SET_PDEATHSIG`).
 
 pub mod adapter;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod clock;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod conform;
 pub(crate) mod destination;
 pub(crate) mod driver;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod external;
 mod faults;
 mod options;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod pg;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod proto;
 pub(crate) mod proxy;
 pub(crate) mod reap;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod redis;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod runner;
 pub mod settings;
 pub(crate) mod setup;
 mod stores;
 mod supervisor;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod worker;
 
 pub use adapter::StoreUse;

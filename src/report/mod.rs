@@ -11,6 +11,8 @@
 
 pub(crate) mod html;
 pub(crate) mod index;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod table;
 
 use crate::run::compare::{Row, ScenarioRuns, SeedStats};

@@ -133,7 +133,7 @@ pub const HEADLINES: [(&str, &str, &str); 4] = [
 ];
 
 /// The value of headline `key` in a row; `None` for a p99 without round trips.
-pub fn headline(row: &Row, key: &str) -> Option<f64> {
+pub(crate) fn headline(row: &Row, key: &str) -> Option<f64> {
     let s = &row.summary;
     match key {
         "achieved_rate" => Some(s.achieved_rate),

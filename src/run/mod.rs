@@ -13,6 +13,8 @@
 //! is printed and the exit status.
 
 pub use crate::budget;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod choices;
 pub mod compare;
 pub(crate) mod input;

@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::io::{self, Write};
 
 /// Canonical encoding of one trace line (compact JSON, newline-terminated).
-pub fn encode_line<T: Serialize>(v: &T, buf: &mut Vec<u8>) {
+pub(crate) fn encode_line<T: Serialize>(v: &T, buf: &mut Vec<u8>) {
     serde_json::to_writer(&mut *buf, v).expect("trace events always serialise");
     buf.push(b'\n');
 }
@@ -16,7 +16,7 @@ pub fn encode_line<T: Serialize>(v: &T, buf: &mut Vec<u8>) {
 /// ([`Event::visit`]), since the file holds every event and serde's generic path is most of a
 /// run's cost when a trace file is written. The tests compare the two on every variant.
 #[inline]
-pub fn encode_event(ev: &Event, buf: &mut Vec<u8>) {
+pub(crate) fn encode_event(ev: &Event, buf: &mut Vec<u8>) {
     ev.visit(&mut Json(buf));
 }
 
@@ -114,7 +114,7 @@ impl Walk for Json<'_> {
 
 /// Streams the trace hash ([`TraceHash`]), and optionally writes the trace to a JSON Lines
 /// file (encoding each event only then).
-pub struct Writer {
+pub(crate) struct Writer {
     hash: TraceHash,
     buf: Vec<u8>,
     out: Option<Box<dyn Write + Send>>,

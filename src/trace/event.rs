@@ -2,7 +2,7 @@
 //! their docs and serde attributes) and who writes it; everything else is made from it: the
 //! [`Event`] enum (and so serde's JSON, which the external-worker parser and the trace reader
 //! use), [`Event::t`], the field walk [`Event::visit`] that the canonical encoder
-//! ([`crate::trace::encode_event`]) and the trace hash ([`crate::trace::TraceHash`]) are written
+//! (`encode_event`, crate-private) and the trace hash ([`crate::trace::TraceHash`]) are written
 //! against, the [`Sink`](crate::trace::Sink) methods of the six kinds nearly every event is
 //! ([`Event::to_own_method`]), and the table of events and fields ([`Event::KINDS`]) that
 //! docs/traces.md holds.

@@ -10,12 +10,16 @@
 //! pure function of the events, the same `--trace` bytes.
 //!
 //! The modules: `schema` (what a trace holds), `event` (each event, described once), `sink`
-//! (what consumes a trace: [`Sink`]), `encode` (its canonical bytes, and the [`Writer`]), `read` (reading it back), `hash` (the trace hash), and `pipe` (a producer
-//! and its consumers on two threads). Everything a producer or consumer needs is re-exported
+//! (what consumes a trace: [`Sink`]), `encode` (its canonical bytes, and the writer that streams the hash and the `--trace` file), `read` (reading it back), `hash` (the trace hash), and `pipe` (a producer
+//! and its consumers on two threads). Everything a producer or consumer outside pacesim needs is re-exported
 //! here.
 
 mod encode;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod event;
+// reached by the loom models, not the team API
+#[doc(hidden)]
 pub mod handoff;
 mod hash;
 pub(crate) mod pipe;
@@ -23,7 +27,7 @@ mod read;
 mod schema;
 mod sink;
 
-pub use encode::{Writer, encode_event, encode_line};
+pub(crate) use encode::{Writer, encode_line};
 pub(crate) use event::Val;
 pub use event::{Event, Kind, Walk};
 pub use hash::TraceHash;

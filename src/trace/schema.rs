@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 pub const TRACE_VERSION: u32 = 3;
 
 /// The oldest trace version this build reads.
-pub const OLDEST_TRACE_VERSION: u32 = 1;
+pub(crate) const OLDEST_TRACE_VERSION: u32 = 1;
 
 /// First line of every trace: what produced it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -6,6 +6,10 @@
 //! - The names here are compared with the prelude's source: one added to the prelude fails
 //!   [`the_prelude_is_the_list_this_test_names`] until it is named here too, so the team API
 //!   grows by decision, not by accident.
+//! - The modules `cargo doc` shows are the front door and nothing else: every public module of
+//!   `src/` is named in [`DOCUMENTED`] or carries `#[doc(hidden)]` with a comment saying who
+//!   reaches it ([`the_documented_modules_are_the_front_door`]), so a module made public for the
+//!   suite does not join the team's docs by accident.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -188,4 +192,163 @@ fn every_item_of_the_prelude_is_usable_from_outside() {
     // and the values a backend works with
     assert_eq!(Nanos::from_millis(1500).0, 1_500_000_000);
     assert_eq!(Instant(7).0, 7);
+}
+
+/// The modules `cargo doc` shows (by path below the crate): the prelude, the modules a team's
+/// backend, checker and `main` name by path (`examples/fixed_window.rs`, `examples/own-backend/`:
+/// the registry, `run` and its `compare` and `live`, the matrix, `live`'s settings and adapter,
+/// a backend's options, `check::register`, `cli`, `form`), and those the prelude's items and the
+/// crate doc's guide point to (the trace, the scenario, a run's summary, reports).
+const DOCUMENTED: &[&str] = &[
+    "backend",
+    "backend::options",
+    "backend::redis_gcra",
+    "check",
+    "cli",
+    "form",
+    "live",
+    "live::adapter",
+    "live::settings",
+    "matrix",
+    "prelude",
+    "registry",
+    "report",
+    "run",
+    "run::compare",
+    "run::live",
+    "scenario",
+    "summary",
+    "trace",
+];
+
+/// A module declared at the top level of a file of `src/` (not inside an inline block).
+struct ModDecl {
+    path: String,
+    public: bool,
+    hidden: bool,
+    /// the comment above it says why it is public ("..., not the team API")
+    reason: bool,
+    at: String,
+}
+
+/// Every module declaration of `src/` (the binary's `main.rs` left out), with the attributes and
+/// comments right above it.
+fn module_decls() -> (Vec<ModDecl>, Vec<String>) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    let mut dirs = vec![src.clone()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") && p != src.join("main.rs") {
+                files.push(p);
+            }
+        }
+    }
+    let mut decls = Vec::new();
+    let mut stray_hidden = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap().with_extension("");
+        let mut parts: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+        if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+            parts.pop();
+        }
+        let parent = parts.join("::");
+        let text = std::fs::read_to_string(&f).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let decl = ["pub mod ", "pub(crate) mod ", "pub(super) mod ", "mod "]
+                .iter()
+                .find_map(|p| line.strip_prefix(p).map(|rest| (*p == "pub mod ", rest)));
+            let above = lines[..i]
+                .iter()
+                .rev()
+                .map(|l| l.trim())
+                .take_while(|l| l.starts_with("#[") || (l.starts_with("//") && !l.starts_with("//!")))
+                .collect::<Vec<_>>();
+            if line.trim() == "#[doc(hidden)]" {
+                // allowed only in the attributes of a public module's declaration
+                let next = lines[i + 1..].iter().map(|l| l.trim()).find(|l| !l.starts_with("#["));
+                if !next.is_some_and(|l| l.starts_with("pub mod ")) {
+                    stray_hidden.push(format!("{}:{}", f.display(), i + 1));
+                }
+            }
+            let Some((public, rest)) = decl else { continue };
+            let name = rest.trim_end_matches(['{', ';', ' ']).trim();
+            decls.push(ModDecl {
+                path: if parent.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{parent}::{name}")
+                },
+                public,
+                hidden: above.contains(&"#[doc(hidden)]"),
+                reason: above
+                    .iter()
+                    .any(|l| l.starts_with("//") && l.contains("not the team API")),
+                at: format!("{}:{}", f.display(), i + 1),
+            });
+        }
+    }
+    (decls, stray_hidden)
+}
+
+/// The modules rustdoc shows: public, not hidden, inside a shown module (the crate root is).
+fn shown(decls: &[ModDecl]) -> BTreeSet<String> {
+    let by_path: std::collections::BTreeMap<&str, &ModDecl> = decls.iter().map(|d| (d.path.as_str(), d)).collect();
+    let visible = |path: &str| {
+        let mut at = path;
+        loop {
+            let Some(d) = by_path.get(at) else { return false };
+            if !d.public || d.hidden {
+                return false;
+            }
+            match at.rfind("::") {
+                Some(k) => at = &at[..k],
+                None => return true,
+            }
+        }
+    };
+    decls
+        .iter()
+        .filter(|d| visible(&d.path))
+        .map(|d| d.path.clone())
+        .collect()
+}
+
+#[test]
+fn the_documented_modules_are_the_front_door() {
+    let (decls, stray_hidden) = module_decls();
+    assert!(decls.len() > 50, "read {} module declarations from src/", decls.len());
+    let shown = shown(&decls);
+    let documented: BTreeSet<String> = DOCUMENTED.iter().map(|s| s.to_string()).collect();
+    let extra: Vec<&String> = shown.difference(&documented).collect();
+    assert!(
+        extra.is_empty(),
+        "`cargo doc` shows {extra:?}, which is not the front door: make it `pub(crate)`, or, if the \
+         suite, the benches or the binary reach it, put `#[doc(hidden)]` on it with a comment \
+         saying who (\"reached by ..., not the team API\"), or name it in DOCUMENTED (the team API \
+         grows on purpose)"
+    );
+    let gone: Vec<&String> = documented.difference(&shown).collect();
+    assert!(
+        gone.is_empty(),
+        "named in DOCUMENTED but not shown by `cargo doc`: {gone:?}"
+    );
+    for d in decls.iter().filter(|d| d.hidden) {
+        assert!(d.public, "{}: `#[doc(hidden)]` on a module that is not public", d.at);
+        assert!(
+            d.reason,
+            "{}: `#[doc(hidden)]` on `{}` without a comment above saying who reaches it (\"reached by \
+             ..., not the team API\")",
+            d.at, d.path
+        );
+    }
+    assert!(
+        stray_hidden.is_empty(),
+        "`#[doc(hidden)]` on something other than a public module: {stray_hidden:?} (make the item \
+         private or document it)"
+    );
 }

@@ -9,7 +9,11 @@
 //! the store's clock so the worker can place it on the run clock. [`LiveOf`] ties an options
 //! type and an adapter into the registry's [`LiveSpec`].
 
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod advisory;
+// reached by the suite, not the team API
+#[doc(hidden)]
 pub mod claim_row;
 
 /// The Redis client [`RedisLink::con`] hands out (the `redis` crate pacesim is built with),
