@@ -85,7 +85,7 @@ own-backend:
 # not); then every schedule of sims/explore-three-racers.toml (3 processes x 3 requests, three
 # latency values) for row and shared_cache, without and with a kill at any point (under a
 # second each), redis_gcra at 3 x 1, 2 x 2 and 3 x 2 with and without a kill (3 x 2 with a
-# kill about 45 s) and at 3 x 3 without (about a minute; with a kill: `just explore-deep`), and
+# kill about 2 s) and at 3 x 3 without (about 2 s; with a kill: `just explore-deep`), and
 # local_divided (each process paces alone: judged against its own spacing and the live
 # processes' share) without and with a kill (docs/explore.md). Each exits 1 on a violation and
 # also when its budget (--schedules, --time, --max-memory) stops it before the tree ends: the
@@ -107,10 +107,13 @@ explore:
     target/release/pacesim explore sims/explore-three-racers.toml --backend local_divided --kills 1 --restart-after never
 
 # redis_gcra at 3 processes x 3 requests, three latency values, with at most one kill at any
-# point, the process staying down, exhaustively: about an hour and 10 GB (docs/explore.md).
+# point, the process staying down, exhaustively (about 35 s and 310 MiB on two cores, with
+# symmetry reduction; an hour and 10 GB before it), then at 4 x 3 without a kill (about 5.5
+# minutes and 2.8 GiB): docs/performance.md, "Exploration".
 explore-deep:
     cargo build --release --quiet
     target/release/pacesim explore sims/explore-three-racers.toml --backend redis_gcra --processes 3 --requests 3 --kills 1 --restart-after never --schedules 1000000000 --max-memory 16GiB
+    target/release/pacesim explore sims/explore-three-racers.toml --backend redis_gcra --processes 4 --requests 3 --schedules 1000000000 --max-memory 16GiB
 
 # Deeper property testing (2,000 cases per property), and the deeper prune audit.
 deep:
@@ -138,14 +141,16 @@ fuzz:
 # fat LTO for all; REPS=N repetitions): one line per case with both ratios, by wall and CPU.
 # Last, exhaustive exploration as whole processes, each tree to its end: schedules, distinct
 # states, wall and CPU seconds, peak memory (benches/outside/explore.sh: redis_gcra 3 x 2 with
-# a kill and 3 x 3 without; the example crate's sliding log with OWN_BACKEND=its program; the
-# 3 x 3 with a kill with DEEP=1; THREADS=N for --threads).
+# a kill, with and without symmetry reduction, 3 x 3 without and with a kill; the example
+# crate's sliding log, built here, at 3 x 2 and 3 x 3 with a kill; 4 x 3 with DEEP=1;
+# THREADS=N for --threads).
 # Performance figures, release build.
 bench *ARGS:
     cargo bench --bench perf -- {{ARGS}}
     benches/outside/r1-bare.sh
     cargo build --release --quiet
-    benches/outside/explore.sh
+    cd examples/own-backend && CARGO_TARGET_DIR="{{justfile_directory()}}/target" cargo build --release --quiet
+    OWN_BACKEND=target/release/own-backend benches/outside/explore.sh
 
 # `just bench-scale --duration 60s` for a quick look.
 # 100,000 processes at 10,000/s for an hour of virtual time: wall time, peak memory (< 500 MB).

@@ -1994,6 +1994,9 @@ pub fn markdown(r: &Report) -> String {
     }
     row("runs pruned at a state seen", r.pruned.to_string());
     row("distinct states", r.states.to_string());
+    if !r.symmetry.is_empty() {
+        row("symmetry reduction", r.symmetry.clone());
+    }
     if r.prune {
         row(
             "state fingerprints",

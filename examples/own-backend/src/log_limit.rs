@@ -75,6 +75,12 @@ impl Sink for LogLimit {
 }
 
 impl Checker for LogLimit {
+    /// It keeps no process id (grant instants only) and judges every process alike: `explore`
+    /// may merge states that differ only in which process is which (symmetry reduction).
+    fn relabels(&self) -> bool {
+        true
+    }
+
     fn verdicts(&mut self) -> Vec<Verdict> {
         let secs = |ns: u64| format!("{:.3} s", ns as f64 / 1e9);
         let (status, detail) = match self.worst {
