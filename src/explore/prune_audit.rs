@@ -1451,7 +1451,7 @@ fn the_symmetry_audit_catches_a_checker_keeping_data_by_id_while_processes_are_r
 /// The deeper symmetry audits (`just prune-audit`).
 #[test]
 #[ignore = "minutes: just prune-audit"]
-fn a_search_reduced_by_symmetry_finds_what_the_unreduced_one_does_deep() {
+fn pruned_search_reduced_by_symmetry_finds_what_the_unreduced_one_does_deep() {
     let t = symmetric_slice_deep();
     let refs = references(&t).unwrap_or_else(|e| panic!("{e}"));
     let d = audit_goals(&refs, GOALS_PER_TREE).unwrap_or_else(|e| panic!("{e}"));
