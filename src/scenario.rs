@@ -504,6 +504,24 @@ impl Default for ChecksCfg {
 }
 
 impl Scenario {
+    /// What in the scenario tells its processes apart, if anything (for symmetry reduction:
+    /// `crate::explore::symmetry`, and each state's form): its faults and broker jobs name
+    /// processes by id, open-loop arrivals draw from each process's own stream, platforms give
+    /// each process's job its own. `None`: every process runs alike (one `[processes]` table).
+    pub fn tells_processes_apart(&self) -> Option<&'static str> {
+        if !self.faults.is_empty() {
+            Some("the scenario's faults name processes")
+        } else if self.processes.arrival_rate.is_some() {
+            Some("open-loop arrivals")
+        } else if self.jobs.is_some() {
+            Some("broker jobs name processes")
+        } else if !self.platforms.is_empty() {
+            Some("platforms")
+        } else {
+            None
+        }
+    }
+
     /// The pacing interval, `1 s / rate`.
     pub fn interval(&self) -> Nanos {
         Nanos::interval_of_rate(self.pacer.rate)

@@ -2066,14 +2066,8 @@ pub fn symmetry(spec: &BackendSpec, sc: &Scenario, opts: &Options) -> Result<u32
         "the search does not prune"
     } else if n < 2 {
         "one process"
-    } else if !sc.faults.is_empty() {
-        "the scenario's faults name processes"
-    } else if sc.processes.arrival_rate.is_some() {
-        "open-loop arrivals"
-    } else if sc.jobs.is_some() {
-        "broker jobs name processes"
-    } else if !sc.platforms.is_empty() {
-        "platforms"
+    } else if let Some(why) = sc.tells_processes_apart() {
+        why
     } else if u64::from(opts.bounds.order_width) < u64::from(n) * u64::from(sc.processes.threads.max(1)) {
         "--order-width is below the threads that can reach the store at once"
     } else {

@@ -123,9 +123,7 @@ impl<B: Backend> Sim<'_, B> {
             if !<B::Store as StoreSide>::SYMMETRIC || !<B::Process as crate::backend::ProcessSide>::SYMMETRIC {
                 f.raw_pids();
             }
-            // (the scenario's faults and jobs name processes by id; open-loop arrivals draw
-            // from each process's own stream)
-            if !self.sc.faults.is_empty() || self.sc.processes.arrival_rate.is_some() || tasks.is_some() {
+            if self.sc.tells_processes_apart().is_some() {
                 f.raw_pids();
             }
         } else {

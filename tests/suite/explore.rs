@@ -962,16 +962,7 @@ fn the_reproducer_of_a_replayed_run_replays_its_choices() {
 /// processes breaks the ceiling). (`advisory` with a kill holds millions of states: left out.)
 #[test]
 fn a_search_that_branches_from_saved_worlds_is_the_search_that_replays() {
-    let backends = [
-        "row",
-        "shared_cache",
-        "redis_gcra",
-        "local_divided",
-        "advisory",
-        "claim_row",
-        "redis_lock",
-        "local",
-    ];
+    let backends = crate::common::BACKENDS;
     // the racers with every backend in the list
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(RACERS)).unwrap();
     let compare = text
@@ -984,7 +975,7 @@ fn a_search_that_branches_from_saved_worlds_is_the_search_that_replays() {
     std::fs::write(&racers, text.replace(compare, &listed)).unwrap();
     let (stays, restarts) = (None, Some(1_000_000));
     let mut trees = Vec::new();
-    for backend in backends {
+    for &backend in backends {
         trees.push((backend, 2, 2, 0, stays));
         // (advisory's trees with a kill hold millions of states)
         if backend != "advisory" {

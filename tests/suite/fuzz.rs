@@ -356,16 +356,7 @@ fn generated(
     s
 }
 
-const BACKENDS: &[&str] = &[
-    "row",
-    "shared_cache",
-    "redis_gcra",
-    "local_divided",
-    "advisory",
-    "claim_row",
-    "redis_lock",
-    "local",
-];
+use crate::common::BACKENDS;
 
 proptest! {
     #![proptest_config(config(16))]

@@ -7,6 +7,18 @@ pub mod two_step;
 
 /// The scheduler variables `pacesim sweep` takes its shard from: the tests set them explicitly
 /// (CI itself may run inside a Slurm array or a Kubernetes Job).
+/// pacesim's backends, the correct designs first.
+pub const BACKENDS: &[&str] = &[
+    "row",
+    "shared_cache",
+    "redis_gcra",
+    "local_divided",
+    "advisory",
+    "claim_row",
+    "redis_lock",
+    "local",
+];
+
 pub const SHARD_VARS: [&str; 6] = [
     "JOB_COMPLETION_INDEX",
     "PACESIM_SHARDS",
