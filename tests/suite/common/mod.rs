@@ -5,9 +5,8 @@ use std::process::Command;
 #[allow(dead_code)] // (the memory test's binary shares this module and uses none of it)
 pub mod two_step;
 
-/// The scheduler variables `pacesim sweep` takes its shard from: the tests set them explicitly
-/// (CI itself may run inside a Slurm array or a Kubernetes Job).
 /// pacesim's backends, the correct designs first.
+#[allow(dead_code)] // not every test binary that shares this module uses it
 pub const BACKENDS: &[&str] = &[
     "row",
     "shared_cache",
@@ -19,6 +18,8 @@ pub const BACKENDS: &[&str] = &[
     "local",
 ];
 
+/// The scheduler variables `pacesim sweep` takes its shard from: the tests set them explicitly
+/// (CI itself may run inside a Slurm array or a Kubernetes Job).
 pub const SHARD_VARS: [&str; 6] = [
     "JOB_COMPLETION_INDEX",
     "PACESIM_SHARDS",
